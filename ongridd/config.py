@@ -1,0 +1,395 @@
+"""Configuration: ruamel.yaml → cattrs (strict) → frozen attrs classes.
+
+Precedence: command-line flag > ``ONGRID_*`` environment variable > file >
+default.  Every key is optional.  Unknown keys and wrong types are refused
+with field paths (``invalid value for type, expected int @
+config.llm.timeout_s``).  Secrets are never stored here: the config names
+the environment variables that hold them (``llm.api_key_env``,
+``server.tokens_env``) and :func:`read_secret` reads them on use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from ongridd.errors import ConfigError
+
+DEFAULT_LISTEN = "127.0.0.1:8650"
+DEFAULT_CONFIG_PATHS = ("/etc/ongrid/ongrid.yaml",)
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    listen: str = DEFAULT_LISTEN
+    tokens_env: str = "ONGRID_TOKENS"
+    default_locale: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseConfig:
+    url: str | None = attrs.field(default=None, repr=lambda v: "<set>" if v else "None")
+
+
+@attrs.frozen(kw_only=True)
+class LLMConfig:
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 120.0
+    max_retries: int = 3
+
+
+@attrs.frozen(kw_only=True)
+class PromptConfig:
+    base: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class LimitsConfig:
+    tool_result_max_chars: int = 16000
+    worker_timeout_s: float = 600.0
+    reviewer_timeout_s: float = 60.0
+
+
+@attrs.frozen(kw_only=True)
+class DirsConfig:
+    user_dirs: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class KnowledgeConfig:
+    dirs: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class PrometheusConfig:
+    url: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HostConfig:
+    name: str
+    address: str = ""
+    ssh_user: str | None = None
+    ssh_port: int = 22
+    ssh_key: str | None = None
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class PluginsConfig:
+    disabled: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class MarketplaceConfig:
+    index: str = "marketplace/index.yaml"
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """The whole configuration (DESIGN.md §15). ``source``: the file read, if any."""
+
+    server: ServerConfig = ServerConfig()
+    state_dir: str = "./var"
+    database: DatabaseConfig = DatabaseConfig()
+    llm: LLMConfig = LLMConfig()
+    prompt: PromptConfig = PromptConfig()
+    limits: LimitsConfig = LimitsConfig()
+    agents: DirsConfig = DirsConfig()
+    skills: DirsConfig = DirsConfig()
+    knowledge: KnowledgeConfig = KnowledgeConfig()
+    prometheus: PrometheusConfig = PrometheusConfig()
+    hosts: tuple[HostConfig, ...] = ()
+    plugins: PluginsConfig = PluginsConfig()
+    marketplace: MarketplaceConfig = MarketplaceConfig()
+    source: str | None = None
+
+    @property
+    def state_path(self) -> Path:
+        return Path(self.state_dir)
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL: config, else the SQLite file in the state dir."""
+        if self.database.url:
+            return self.database.url
+        return f"sqlite:///{(self.state_path / 'ongrid.db').absolute()}"
+
+    @property
+    def agents_write_dir(self) -> Path:
+        """Where ``PUT /api/agents`` writes: the first user dir, else <state>/agents."""
+        if self.agents.user_dirs:
+            return Path(self.agents.user_dirs[0])
+        return self.state_path / "agents"
+
+    @property
+    def agent_user_roots(self) -> tuple[Path, ...]:
+        roots = [Path(d) for d in self.agents.user_dirs]
+        fallback = self.state_path / "agents"
+        if fallback not in roots:
+            roots.append(fallback)
+        return tuple(roots)
+
+    def host_names(self) -> tuple[str, ...]:
+        return ("local",) + tuple(h.name for h in self.hosts if h.name != "local")
+
+
+# ---- strict structuring ----------------------------------------------------
+
+
+def _strict_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+
+    def _int(v: Any, _t: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"expected int, got {type(v).__name__}")
+        return v
+
+    def _float(v: Any, _t: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"expected number, got {type(v).__name__}")
+        return float(v)
+
+    def _str(v: Any, _t: Any) -> str:
+        if not isinstance(v, str):
+            raise TypeError(f"expected string, got {type(v).__name__}")
+        return v
+
+    def _bool(v: Any, _t: Any) -> bool:
+        if not isinstance(v, bool):
+            raise TypeError(f"expected bool, got {type(v).__name__}")
+        return v
+
+    def _mapping(v: Any, _t: Any) -> dict:
+        if not isinstance(v, Mapping):
+            raise TypeError(f"expected mapping, got {type(v).__name__}")
+        return _plain(v)
+
+    def _str_mapping(v: Any, _t: Any) -> dict:
+        if not isinstance(v, Mapping):
+            raise TypeError(f"expected mapping, got {type(v).__name__}")
+        out = {}
+        for k, val in v.items():
+            if not isinstance(val, (str, int, float)) or isinstance(val, bool):
+                raise TypeError(f"label {k!r}: expected string, got {type(val).__name__}")
+            out[str(k)] = str(val)
+        return out
+
+    conv.register_structure_hook(int, _int)
+    conv.register_structure_hook(float, _float)
+    conv.register_structure_hook(str, _str)
+    conv.register_structure_hook(bool, _bool)
+    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _mapping)
+    conv.register_structure_hook_func(lambda t: t == Mapping[str, str], _str_mapping)
+
+    def _seq_hook(t: Any) -> Any:
+        (item,) = t.__args__[:1]
+
+        def hook(v: Any, _t: Any) -> tuple:
+            if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+                raise TypeError(f"expected list, got {type(v).__name__}")
+            return tuple(conv.structure(x, item) for x in v)
+
+        return hook
+
+    conv.register_structure_hook_factory(
+        lambda t: getattr(t, "__origin__", None) is tuple
+        and len(getattr(t, "__args__", ())) == 2
+        and t.__args__[1] is Ellipsis,
+        _seq_hook,
+    )
+    for cls in (ServerConfig, DatabaseConfig, LLMConfig, PromptConfig, LimitsConfig, DirsConfig,
+                KnowledgeConfig, PrometheusConfig, HostConfig, PluginsConfig, MarketplaceConfig, Config):
+        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True))
+    return conv
+
+
+def _plain(v: Any) -> Any:
+    """ruamel's CommentedMap/Seq → plain dict/list."""
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+_CONVERTER = _strict_converter()
+
+ENV_OVERRIDES = {
+    "ONGRID_LISTEN": ("server", "listen"),
+    "ONGRID_STATE_DIR": ("state_dir",),
+    "ONGRID_DATABASE_URL": ("database", "url"),
+    "ONGRID_LLM_BASE_URL": ("llm", "base_url"),
+    "ONGRID_LLM_MODEL": ("llm", "model"),
+    "ONGRID_PROMETHEUS_URL": ("prometheus", "url"),
+}
+
+
+def _set_path(data: dict, path: tuple[str, ...], value: Any) -> None:
+    node = data
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {} if child is None else child
+            node[key] = child
+        node = child
+    node[path[-1]] = value
+
+
+def structure(data: Mapping[str, Any], *, source: str | None = None) -> Config:
+    """Structure a plain mapping into :class:`Config`.
+
+    Raises ConfigError whose message lists every problem as
+    ``<what> @ config.<path>``.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source or 'config'}: the top level must be a mapping, got {type(data).__name__}")
+    data = dict(_plain(data))
+    data.pop("source", None)
+    try:
+        cfg = _CONVERTER.structure(data, Config)
+    except Exception as exc:  # cattrs ClassValidationError / ForbiddenExtraKeysError
+        msgs = cattrs.transform_error(exc, path="config") if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
+        where = f"{source}: " if source else ""
+        raise ConfigError(where + "invalid configuration:\n  " + "\n  ".join(msgs)) from None
+    _validate(cfg, source)
+    return attrs.evolve(cfg, source=source)
+
+
+def _validate(cfg: Config, source: str | None) -> None:
+    problems = []
+    try:
+        parse_listen(cfg.server.listen)
+    except ConfigError as exc:
+        problems.append(f"{exc} @ config.server.listen")
+    if cfg.llm.timeout_s <= 0:
+        problems.append("must be > 0 @ config.llm.timeout_s")
+    if cfg.llm.max_retries < 0:
+        problems.append("must be >= 0 @ config.llm.max_retries")
+    if cfg.limits.tool_result_max_chars < 200:
+        problems.append("must be >= 200 @ config.limits.tool_result_max_chars")
+    if cfg.limits.worker_timeout_s <= 0:
+        problems.append("must be > 0 @ config.limits.worker_timeout_s")
+    if cfg.limits.reviewer_timeout_s <= 0:
+        problems.append("must be > 0 @ config.limits.reviewer_timeout_s")
+    names = set()
+    for i, h in enumerate(cfg.hosts):
+        if not h.name or h.name in names:
+            problems.append(f"host names must be unique and non-empty @ config.hosts[{i}].name")
+        names.add(h.name)
+        if h.name != "local" and not h.address:
+            problems.append(f"a remote host needs an address @ config.hosts[{i}].address")
+    if problems:
+        where = f"{source}: " if source else ""
+        raise ConfigError(where + "invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (IPv6 as ``[::1]:PORT``) → (host, port). Raises ConfigError."""
+    host, sep, port = str(listen).rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"listen address must be HOST:PORT, got {listen!r}")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        port_n = int(port)
+    except ValueError:
+        raise ConfigError(f"listen port must be a number, got {port!r}") from None
+    if not 0 <= port_n <= 65535:
+        raise ConfigError(f"listen port out of range: {port_n}")
+    return host, port_n
+
+
+def read_yaml_file(path: Path) -> Any:
+    """Read a YAML 1.2 file safely. Raises ConfigError naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        return YAML(typ="safe", pure=True).load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: invalid YAML: {exc.problem or exc}") from None
+    except YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+
+
+def load_config(
+    path: str | os.PathLike | None = None,
+    *,
+    overrides: Mapping[tuple[str, ...], Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Load the configuration.
+
+    ``path``: the file (``--config``); ``None`` reads ``/etc/ongrid/ongrid.yaml``
+    when present, else uses defaults.  ``overrides``: command-line flags as
+    ``{("server", "listen"): "127.0.0.1:9000"}``.  ``environ``: defaults to
+    ``os.environ``.  Raises ConfigError.
+    """
+    env = os.environ if environ is None else environ
+    source = None
+    data: Any = {}
+    if path is not None:
+        source = str(path)
+        data = read_yaml_file(Path(path))
+    else:
+        for candidate in DEFAULT_CONFIG_PATHS:
+            if Path(candidate).is_file():
+                source = candidate
+                data = read_yaml_file(Path(candidate))
+                break
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    data = _plain(data)
+    for var, keypath in ENV_OVERRIDES.items():
+        if env.get(var):
+            _set_path(data, keypath, env[var])
+    for keypath, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, keypath, value)
+    return structure(data, source=source)
+
+
+def read_secret(env_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of the environment variable the config names, or None."""
+    env = os.environ if environ is None else environ
+    value = env.get(env_name) if env_name else None
+    return value or None
+
+
+def parse_tokens(raw: str | None) -> dict[str, str]:
+    """``"alice:tok1,bob:tok2"`` → ``{token: user}``.
+
+    Raises ConfigError naming the bad entry's position (never its value).
+    """
+    out: dict[str, str] = {}
+    if not raw:
+        return out
+    for i, item in enumerate(raw.split(",")):
+        item = item.strip()
+        if not item:
+            continue
+        user, sep, token = item.partition(":")
+        if not sep or not user.strip() or not token.strip():
+            raise ConfigError(f"token entry #{i + 1} is not of the form user:token")
+        out[token.strip()] = user.strip()
+    return out

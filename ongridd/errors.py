@@ -1,0 +1,93 @@
+"""The one exception hierarchy of Ongrid, named by meaning.
+
+Control flow (a stop, a redirect, a review rejection shown to the model) is
+not signalled with these; they are for conditions a caller must handle or
+report.  Every message says what was wrong, where, and what to do.
+"""
+
+from __future__ import annotations
+
+
+class OngridError(Exception):
+    """Base class of every error Ongrid raises on purpose."""
+
+
+class ConfigError(OngridError):
+    """The configuration is invalid.  The message names field paths
+    (``invalid value for type, expected int @ config.llm.timeout_s``) and
+    never contains a secret value."""
+
+
+class PersonaError(OngridError):
+    """A persona file cannot be used.  ``path`` and ``line`` locate it."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class SkillError(PersonaError):
+    """A skill file cannot be used."""
+
+
+class ToolError(OngridError):
+    """A tool could not do what was asked (bad query, unreachable server,
+    refused command).  Raised by tool handlers; the kernel turns it into an
+    error result the model can read (audit status ``error``)."""
+
+
+class ToolArgumentsError(ToolError):
+    """Arguments from the model are not valid JSON, not an object, or do not
+    match the tool's JSON schema."""
+
+
+class ToolTimeout(ToolError):
+    """A tool ran past its ``timeout_s`` (audit status ``timeout``)."""
+
+
+class ToolRegistrationError(OngridError):
+    """A tool (or stub, persona, skill) offered by a plugin is invalid."""
+
+
+class ReviewRejected(OngridError):
+    """The review gate rejected a proposal (also used for fail-closed cases)."""
+
+
+class ProviderError(OngridError):
+    """The model provider failed after the retries allowed.
+
+    ``status`` is the HTTP status when there was one; ``retryable`` tells
+    whether the failure kind is one that retries could help (429/5xx/timeout).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+class StoreError(OngridError):
+    """The database is unreachable, locked, or refused an operation."""
+
+
+class NotFound(OngridError):
+    """A session, task, persona or other object does not exist (or belongs
+    to another user, which callers must not be able to tell apart)."""
+
+
+class TaskStateError(OngridError):
+    """An operation does not fit a task's state, e.g. stopping a worker that
+    already ended (``W1 is not running (completed)``)."""
+
+
+class PluginError(OngridError):
+    """A plugin failed to import or to register."""
+
+
+class MarketplaceError(OngridError):
+    """A marketplace install or uninstall failed; nothing was changed."""
+
+
+class AuthError(OngridError):
+    """A client presented no valid credentials."""

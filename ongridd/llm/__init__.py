@@ -1,0 +1,1 @@
+"""Model layer: the model protocol, message types and providers."""

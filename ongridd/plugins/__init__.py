@@ -1,0 +1,1 @@
+"""Plugin system (pluggy project ``ongrid``): hookspecs, manager, public API."""

@@ -1,0 +1,153 @@
+"""The tool contract (DESIGN.md §8): what a tool is, what a handler gets,
+what a call produces.
+
+A handler is ``async def handler(args: dict, ctx: ToolCallContext) -> Any``.
+``args`` has been validated against ``Tool.parameters`` (JSON schema) and
+optional parameters given as ``null`` have been removed.  The handler returns
+``str`` (sent as is) or any JSON-serialisable value (sent as compact JSON).
+It raises :class:`ongridd.errors.ToolError` for "could not do what was
+asked"; any other exception is reported to the model as an internal error of
+the tool.  Cancellation: handlers are cancelled through Trio cancel scopes
+(timeout, stop); they must not swallow ``trio.Cancelled``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+TOOL_CLASSES = ("read", "write", "destructive", "control")
+CONTROL_TOOL_NAMES = ("AgentTool", "SendMessage", "TaskStop")
+BLAST_RADII = ("single_host", "service", "cluster", "tenant_wide")
+TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+
+#: audit statuses (DESIGN.md §12)
+AUDIT_STATUSES = ("ok", "error", "timeout", "cancelled", "redirect", "rejected", "dedup", "cached")
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallContext:
+    """What a handler knows about the call it serves.
+
+    ``session_id``: the calling session's id (coordinator, worker or reviewer).
+    ``agent``: the persona name running the call.  ``user_id``: the chat user
+    (operator).  ``call_id``: the model's tool-call id.  ``read_only``: the
+    persona has ``permission_mode: read-only`` (a tool whose class depends on
+    its arguments, such as ``host_bash``, must refuse anything but ``read``).
+    ``services``: runtime hooks for control tools (AgentTool & co.); ``None``
+    for plain tools.
+    """
+
+    session_id: str
+    agent: str
+    user_id: str = "local"
+    call_id: str = ""
+    read_only: bool = False
+    services: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class Proposal:
+    """What a ``write``/``destructive`` call would do, shown to the reviewer.
+
+    ``blast_radius`` is one of ``BLAST_RADII``.
+    """
+
+    action: str
+    target: str
+    blast_radius: str = "single_host"
+
+
+Handler = Callable[[dict[str, Any], ToolCallContext], Awaitable[Any]]
+
+
+def _check_name(instance: Any, attribute: Any, value: str) -> None:
+    if not isinstance(value, str) or not TOOL_NAME_RE.match(value):
+        raise ValueError(f"invalid tool name {value!r}: letters, digits, '_' and '-', at most 64")
+
+
+def _check_class(instance: Any, attribute: Any, value: str) -> None:
+    if value not in TOOL_CLASSES:
+        raise ValueError(f"tool class must be one of {', '.join(TOOL_CLASSES)}, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Tool:
+    """One tool.
+
+    ``parameters``: a JSON schema of type object.  ``tool_class``: the class
+    when ``classify`` is not given.  ``classify(args) -> str``: for tools
+    whose class depends on the arguments (``host_bash``); it gets validated
+    arguments and returns a class.  ``describe(args) -> Proposal``: required
+    for tools that can be ``write``/``destructive``; the review gate builds the
+    proposal from it.  ``timeout_s``: the handler's own limit in seconds (the
+    review gate's reviewer time is separate).  ``plugin``: the registering
+    plugin's name (set by the registry).
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str
+    parameters: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+    handler: Handler = attrs.field(repr=False, eq=False)
+    tool_class: str = attrs.field(default="read", validator=_check_class)
+    timeout_s: float = 15.0
+    classify: Callable[[dict[str, Any]], str] | None = attrs.field(default=None, repr=False, eq=False)
+    describe: Callable[[dict[str, Any]], Proposal] | None = attrs.field(default=None, repr=False, eq=False)
+    plugin: str = "ongridd"
+
+    def class_for(self, args: Mapping[str, Any]) -> str:
+        """The class of a call with these (validated) arguments."""
+        if self.classify is None:
+            return self.tool_class
+        value = self.classify(dict(args))
+        return value if value in TOOL_CLASSES else "write"  # unknown → treat as mutating
+
+    @property
+    def may_mutate(self) -> bool:
+        """True when some call of this tool can be ``write``/``destructive``."""
+        return self.tool_class in ("write", "destructive") or self.classify is not None
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@attrs.frozen(kw_only=True)
+class RedirectStub:
+    """A name models hallucinate on the coordinator, and where to send it.
+
+    ``tool``: the stubbed name; ``persona``: the specialist that has the real
+    tool; ``reason``: why that persona.
+    """
+
+    tool: str = attrs.field(validator=_check_name)
+    persona: str
+    reason: str
+    plugin: str = "ongridd"
+
+
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """The outcome of one tool call as the model and the audit see it.
+
+    ``content``: the text sent back as the ``role: tool`` message (already
+    truncated).  ``status``: one of ``AUDIT_STATUSES``.  ``duration_ms``:
+    wall time of the call.  ``raw_chars``: size before truncation.
+    """
+
+    call_id: str
+    name: str
+    content: str
+    status: str = "ok"
+    duration_ms: int = 0
+    raw_chars: int = 0
