@@ -14,13 +14,14 @@ import attrs
 from ongridd.config import Config, HostConfig
 from ongridd.errors import ToolError
 from ongridd.plugins.hookspecs import hookimpl
-from ongridd.tools.spec import Proposal, Tool, ToolCallContext
+from ongridd.tools.spec import Outcome, Proposal, Tool, ToolCallContext
 
 __all__ = [
     "hookimpl",
     "Tool",
     "ToolCallContext",
     "Proposal",
+    "Outcome",
     "ToolError",
     "PluginContext",
     "PluginRequest",

@@ -7,6 +7,7 @@ from ongridd.tools.spec import (
     ToolCallContext,
     ToolResult,
     RedirectStub,
+    Outcome,
 )
 
-__all__ = ["TOOL_CLASSES", "Proposal", "Tool", "ToolCallContext", "ToolResult", "RedirectStub"]
+__all__ = ["TOOL_CLASSES", "Proposal", "Tool", "ToolCallContext", "ToolResult", "RedirectStub", "Outcome"]

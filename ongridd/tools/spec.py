@@ -151,3 +151,17 @@ class ToolResult:
     status: str = "ok"
     duration_ms: int = 0
     raw_chars: int = 0
+
+
+@attrs.frozen
+class Outcome:
+    """A handler's return value when it must set the audit status itself.
+
+    ``value``: what the model sees (str or JSON-serialisable).  ``status``:
+    one of ``AUDIT_STATUSES`` — e.g. ``"dedup"`` for a deduplicated
+    dispatch, ``"rejected"`` for a review-gate rejection, ``"error"`` for a
+    handled failure that is not an exception.
+    """
+
+    value: Any
+    status: str = "ok"
