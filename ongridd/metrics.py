@@ -1,0 +1,19 @@
+"""Prometheus metrics (prometheus-client), exposed at ``GET /metrics``.
+
+Module-level collectors on the default registry; the runtime and kernel
+event sinks update them.  Names follow Prometheus conventions.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+TURNS = Counter("ongrid_turns_total", "Coordinator turns finished, by final status", ["status"])
+TOOL_CALLS = Counter("ongrid_tool_calls_total", "Tool calls by tool and audit status", ["tool", "status"])
+TOOL_SECONDS = Histogram("ongrid_tool_call_duration_seconds", "Tool call wall time", ["tool"])
+WORKERS = Counter("ongrid_workers_total", "Worker and reviewer sessions ended, by persona and status",
+                  ["agent", "status"])
+WORKERS_RUNNING = Gauge("ongrid_workers_running", "Worker and reviewer sessions running now")
+MODEL_CALLS = Counter("ongrid_model_calls_total", "Model calls by persona and outcome", ["agent", "outcome"])
+REVIEWS = Counter("ongrid_review_decisions_total", "Review gate decisions", ["decision"])
+WS_CLIENTS = Gauge("ongrid_websocket_clients", "Chat socket clients attached now")

@@ -1,0 +1,1 @@
+"""HTTP and websocket server (quart-trio on hypercorn's trio worker)."""

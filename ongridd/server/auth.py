@@ -1,0 +1,81 @@
+"""Identity and auth (DESIGN.md §15).
+
+Tokens are ``user:token`` pairs from the environment variable the config
+names.  With no tokens, only loopback clients are accepted and everyone is
+user ``local``.  Tokens are compared in constant time and never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+import attrs
+
+from ongridd.errors import AuthError, ConfigError
+
+LOCAL_USER = "local"
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@attrs.frozen(repr=False)
+class Authenticator:
+    """Maps a presented token to a user name.
+
+    ``tokens``: ``{token: user}`` (never shown in repr).
+    """
+
+    tokens: dict[str, str] = attrs.field(factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Authenticator(users={sorted(set(self.tokens.values()))})"
+
+    @property
+    def open_mode(self) -> bool:
+        """No tokens configured: loopback clients only, user ``local``."""
+        return not self.tokens
+
+    def check_listen(self, host: str) -> None:
+        """Refuse a non-loopback listen address without tokens (ConfigError)."""
+        if self.open_mode and not is_loopback(host):
+            raise ConfigError(
+                f"refusing to listen on {host}: no tokens are configured, so only a loopback address is "
+                "allowed; set user:token pairs in the environment variable named by server.tokens_env"
+            )
+
+    def authenticate(self, token: str | None, remote_addr: str | None) -> str:
+        """The user for this token/address; raises AuthError."""
+        if self.open_mode:
+            if is_loopback(remote_addr):
+                return LOCAL_USER
+            raise AuthError("only loopback clients are accepted when no tokens are configured")
+        if not token:
+            raise AuthError("a token is required")
+        found = None
+        for known, user in self.tokens.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                found = user
+        if found is None:
+            raise AuthError("invalid token")
+        return found
+
+
+def bearer_token(header: str | None) -> str | None:
+    """``"Bearer abc"`` → ``"abc"``; anything else → None."""
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()

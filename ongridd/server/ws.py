@@ -1,0 +1,167 @@
+"""The chat socket (DESIGN.md §15 websocket frames).
+
+One coroutine per connection: a reader that validates client frames and a
+writer that forwards the session's event frames.  The connection never
+owns a turn: turns run in the runtime's service nursery, so a client that
+disconnects (this handler is cancelled) does not disturb them.  Frames
+produced while no client is attached are not replayed; on re-attach the
+client gets the running turn's agent tiles, or the ``final`` of a turn that
+ended while it was away.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+
+from ongridd.errors import AuthError, NotFound, OngridError, TaskStateError
+from ongridd.logs import get_logger
+from ongridd.metrics import WS_CLIENTS
+
+log = get_logger(__name__)
+
+MAX_FRAME_CHARS = 64 * 1024
+MAX_TEXT_CHARS = 32 * 1024
+
+
+class BadFrame(Exception):
+    pass
+
+
+def _parse(raw: Any) -> dict:
+    if isinstance(raw, bytes):
+        raise BadFrame("binary frames are not accepted; send JSON text frames")
+    if len(raw) > MAX_FRAME_CHARS:
+        raise BadFrame(f"frame too large ({len(raw)} chars; limit {MAX_FRAME_CHARS})")
+    try:
+        frame = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BadFrame(f"frame is not valid JSON: {exc.msg} at char {exc.pos}") from None
+    if not isinstance(frame, dict):
+        raise BadFrame(f"frame must be a JSON object, got {type(frame).__name__}")
+    kind = frame.get("type")
+    if kind not in ("hello", "user_message", "stop"):
+        raise BadFrame(f"unknown frame type {kind!r}; expected hello, user_message or stop")
+    for key in ("token", "thread", "locale", "task_id"):
+        value = frame.get(key)
+        if value is not None and not isinstance(value, str):
+            raise BadFrame(f"{kind}.{key} must be a string")
+    if kind == "user_message":
+        text = frame.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise BadFrame("user_message.text must be a non-empty string")
+        if len(text) > MAX_TEXT_CHARS:
+            raise BadFrame(f"user_message.text too long ({len(text)} chars; limit {MAX_TEXT_CHARS})")
+    if kind == "hello":
+        thread = frame.get("thread")
+        if thread is not None and not (0 < len(thread) <= 128):
+            raise BadFrame("hello.thread must be 1..128 characters")
+    return frame
+
+
+class _Conn:
+    def __init__(self, ws: Any, services: Any):
+        self.ws = ws
+        self.services = services
+        self.runtime = services.runtime
+        self.session_id: str | None = None
+        self.user: str | None = None
+        self.locale: str | None = services.config.server.default_locale
+        self.send_lock = trio.Lock()
+        self.nursery: trio.Nursery | None = None
+        self.writer_scope: trio.CancelScope | None = None
+
+    async def send(self, frame: dict) -> bool:
+        """Send one frame; False when the socket is gone (never raises)."""
+        try:
+            async with self.send_lock:
+                await self.ws.send(json.dumps(frame, ensure_ascii=False, default=str))
+            return True
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # quart raises its own errors on a closed socket
+            log.debug("ws_send_failed", error=repr(exc))
+            return False
+
+    async def error(self, code: str, message: str) -> None:
+        await self.send({"type": "error", "code": code, "message": message})
+
+    def client_host(self) -> str | None:
+        client = self.ws.scope.get("client")
+        return client[0] if client else None
+
+    async def attach(self, frame: dict) -> None:
+        user = self.services.auth.authenticate(frame.get("token"), self.client_host())
+        thread = frame.get("thread") or "main"
+        if frame.get("locale"):
+            self.locale = frame["locale"]
+        session_id, resumed = await self.runtime.open_thread(user_id=user, thread=thread)
+        self.user, self.session_id = user, session_id
+        await self.send({"type": "session", "session_id": session_id, "thread": thread, "resumed": resumed})
+        assert self.nursery is not None
+        await self.nursery.start(self._writer)
+
+    async def _writer(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with self.runtime.subscribe(self.session_id) as (initial, channel):
+            task_status.started()
+            for frame in initial:
+                if not await self.send(frame):
+                    return
+            async for frame in channel:
+                if not await self.send(frame):
+                    return
+
+    async def handle(self, frame: dict) -> None:
+        kind = frame["type"]
+        if kind == "hello":
+            if self.session_id is not None:
+                raise BadFrame("already attached; open a new connection to change thread")
+            await self.attach(frame)
+            return
+        if self.session_id is None:  # implicit hello: thread main, loopback user local
+            await self.attach({"type": "hello"})
+        if kind == "user_message":
+            await self.runtime.submit(self.session_id, user_id=self.user, text=frame["text"], locale=self.locale)
+        elif kind == "stop":
+            await self.runtime.stop(self.session_id, user_id=self.user, task_id=frame.get("task_id"))
+
+    async def run(self) -> None:
+        await self.ws.accept()
+        WS_CLIENTS.inc()
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                while True:
+                    raw = await self.ws.receive()
+                    try:
+                        await self.handle(_parse(raw))
+                    except BadFrame as exc:
+                        await self.error("bad_frame", str(exc))
+                    except AuthError as exc:
+                        await self.error("unauthorized", str(exc))
+                    except NotFound as exc:
+                        await self.error("not_found", str(exc))
+                    except TaskStateError as exc:  # e.g. stopping a worker that already ended
+                        await self.error("not_found", str(exc))
+                    except OngridError as exc:
+                        await self.error("internal", str(exc))
+        finally:
+            WS_CLIENTS.dec()
+
+
+async def serve_chat_socket(ws: Any, services: Any) -> None:
+    """Serve one websocket connection until the client goes away.
+
+    Cancellation (client disconnect, server shutdown) ends only this
+    connection's tasks; running turns are untouched.
+    """
+    try:
+        await _Conn(ws, services).run()
+    except trio.Cancelled:
+        raise
+    except Exception:
+        log.exception("ws_connection_failed")
