@@ -1,0 +1,49 @@
+"""``ongridd serve`` — the foreground daemon."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ongridd.errors import ConfigError, StoreError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the daemon in the foreground (logs to stderr)")
+    p.add_argument("--config", help="configuration file (default /etc/ongrid/ongrid.yaml if present)")
+    p.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:8650)")
+    p.add_argument("--state-dir", help="state folder (database, installed plugins, edited agents)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import trio
+
+    from ongridd import logs
+    from ongridd.config import load_config
+    from ongridd.daemon import run_daemon
+
+    logs.configure(args.log_level)
+    log = logs.get_logger("ongridd.serve")
+    try:
+        config = load_config(args.config, overrides={("server", "listen"): args.listen,
+                                                     ("state_dir",): args.state_dir})
+    except ConfigError as exc:
+        print(f"ongridd: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(run_daemon, config)
+    except ConfigError as exc:
+        log.error("startup_failed", error=str(exc))
+        print(f"ongridd: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        log.error("startup_failed", error=str(exc))
+        print(f"ongridd: database error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. address already in use
+        log.error("startup_failed", error=str(exc))
+        print(f"ongridd: {exc}", file=sys.stderr)
+        return 1
+    return 0

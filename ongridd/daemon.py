@@ -1,0 +1,156 @@
+"""The daemon: one root Trio nursery (DESIGN.md §4).
+
+Start-up order: state dir check → database + migrations → recovery sweep →
+plugins and registries → runtime service nursery → HTTP/websocket server →
+``READY=1``.  SIGTERM/SIGINT: stop accepting, bounded drain of in-flight
+turns, every open worker row closed ``killed`` ("daemon shutdown"), exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ongridd.config import Config, parse_listen, parse_tokens, read_secret
+from ongridd.errors import ConfigError, StoreError
+from ongridd.logs import get_logger, redact_url
+from ongridd.sdnotify import notify, watchdog_interval_s, watchdog_loop
+
+log = get_logger(__name__)
+
+DRAIN_GRACE_S = 4.0
+HTTP_GRACEFUL_S = 1.0
+
+
+@attrs.define
+class DaemonHandle:
+    """Returned through ``task_status.started``: what tests and the demo need."""
+
+    base_url: str
+    services: Any
+    shutdown: trio.Event
+
+
+def check_state_dir(path: Path) -> None:
+    """Create the state dir if its parent allows; refuse a non-writable one.
+
+    Raises ConfigError with the path and what to do.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the state dir {path}: {exc.strerror}; "
+                          "pass --state-dir or set ONGRID_STATE_DIR to a writable folder") from None
+    if not path.is_dir():
+        raise ConfigError(f"the state dir {path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"the state dir {path} is not writable by this user; "
+                          "fix its permissions or choose another with --state-dir")
+
+
+def make_model(config: Config) -> Any:
+    """The configured model client (an OpenAI-compatible provider)."""
+    from ongridd.llm.openai_provider import OpenAIProvider
+
+    if not config.llm.base_url:
+        from ongridd.llm.unconfigured import UnconfiguredModel
+
+        return UnconfiguredModel()
+    return OpenAIProvider(base_url=config.llm.base_url, api_key=read_secret(config.llm.api_key_env),
+                          model=config.llm.model, timeout_s=config.llm.timeout_s,
+                          max_retries=config.llm.max_retries)
+
+
+async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any = None,
+                     task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Run the daemon until SIGTERM/SIGINT (or ``handle.shutdown`` is set).
+
+    ``model``: a ModelClient to use instead of the configured provider
+    (the demo and tests pass the scripted one's client).  Raises ConfigError
+    or StoreError before anything is served when start-up cannot complete.
+    """
+    from hypercorn.config import Config as HyperConfig
+    from hypercorn.trio import serve as hypercorn_serve
+
+    from ongridd.plugins.build import RegistryBuilder
+    from ongridd.runtime.core import Runtime
+    from ongridd.runtime.registries import RegistryHolder
+    from ongridd.server.app import AppServices, create_app
+    from ongridd.server.auth import Authenticator
+    from ongridd.store import Store
+    from ongridd.store.recovery import recovery_sweep
+
+    host, port = parse_listen(config.server.listen)
+    auth = Authenticator(parse_tokens(read_secret(config.server.tokens_env)))
+    auth.check_listen(host)
+    check_state_dir(config.state_path)
+
+    log.info("daemon_starting", listen=config.server.listen, state_dir=str(config.state_path),
+             database=redact_url(config.database_url), config=config.source)
+    store = await Store.open(config.database_url)
+    try:
+        report = await recovery_sweep(store)
+        log.info("recovery_sweep", closed_workers=report.closed_workers,
+                 repaired_sessions=report.repaired_sessions, added_tool_results=report.added_tool_results)
+        import httpx2
+
+        async with httpx2.AsyncClient(timeout=30.0) as http:
+            builder = RegistryBuilder(config=config, store=store, http=http)
+            registries = await builder.build()
+            holder = RegistryHolder(registries)
+            runtime = Runtime(config, store, holder, model if model is not None else partial(make_model, config))
+            services = AppServices(config=config, auth=auth, store=store, runtime=runtime,
+                                   plugin_routes=lambda: holder.current.routes)
+            from ongridd.marketplace.service import AgentsAPI, MarketplaceService
+
+            services.agents_api = AgentsAPI(config=config, holder=holder, builder=builder, store=store)
+            services.marketplace = MarketplaceService(config=config, holder=holder, builder=builder, store=store)
+            app = create_app(services)
+
+            hconf = HyperConfig()
+            hconf.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+            hconf.graceful_timeout = HTTP_GRACEFUL_S
+            hconf.accesslog = None
+            hconf.errorlog = None
+            hconf.keep_alive_timeout = 30
+
+            shutdown = trio.Event()
+            async with trio.open_nursery() as root:
+                await root.start(runtime.run)
+                root.start_soon(services.agents_api.watch)
+                binds = await root.start(partial(hypercorn_serve, app, hconf, shutdown_trigger=shutdown.wait))
+                base_url = binds[0] if binds else f"http://{host}:{port}"
+                log.info("daemon_ready", url=base_url)
+                notify("READY=1\nSTATUS=serving on " + base_url)
+                interval = watchdog_interval_s()
+                if interval:
+                    root.start_soon(watchdog_loop, interval)
+                if handle_signals:
+                    root.start_soon(_signal_watch, shutdown)
+                task_status.started(DaemonHandle(base_url=base_url, services=services, shutdown=shutdown))
+                await shutdown.wait()
+                log.info("daemon_stopping")
+                notify("STOPPING=1")
+                await runtime.drain(DRAIN_GRACE_S)
+                root.cancel_scope.cancel()
+    finally:
+        with trio.move_on_after(5, shield=True):
+            await store.aclose()
+        log.info("daemon_stopped")
+
+
+async def _signal_watch(shutdown: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            shutdown.set()
+            return
+
+
+__all__ = ["run_daemon", "check_state_dir", "DaemonHandle", "StoreError"]

@@ -1,0 +1,34 @@
+"""Server → client frames (DESIGN.md §15), built in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def token(text: str) -> dict[str, Any]:
+    return {"type": "token", "text": text}
+
+
+def interim(text: str) -> dict[str, Any]:
+    return {"type": "interim", "text": text}
+
+
+def tool(name: str, status: str) -> dict[str, Any]:
+    return {"type": "tool", "name": name, "status": status}
+
+
+def agent_tile(task_id: str, subagent_type: str, description: str, status: str) -> dict[str, Any]:
+    return {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
+            "description": description, "status": status}
+
+
+def agent_result(task_id: str, status: str, text: str) -> dict[str, Any]:
+    return {"type": "agent_result", "task_id": task_id, "status": status, "text": text}
+
+
+def final(text: str) -> dict[str, Any]:
+    return {"type": "final", "text": text}
+
+
+def error(code: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "code": code, "message": message}

@@ -1,0 +1,132 @@
+"""The review gate (DESIGN.md §10).
+
+Wraps every tool that can be ``write``/``destructive``, outside the tool's
+own timeout: a call of class write/destructive records a proposal, spawns
+the ``reviewer`` persona as a child session of the calling session with the
+proposal as its brief and its own limit, and runs the inner tool only on an
+approval.  Timeouts, crashes and ambiguous answers reject (fail closed).
+``control`` and ``read`` calls pass straight through.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from ongridd.errors import ToolError, ToolTimeout
+from ongridd.logs import get_logger
+from ongridd.metrics import REVIEWS
+from ongridd.runtime.decision import Decision, parse_decision
+from ongridd.tools.spec import BLAST_RADII, Outcome, Proposal, Tool, ToolCallContext
+
+log = get_logger(__name__)
+
+# spawn_reviewer(ctx, brief, description, timeout_s) -> WorkerOutcome (task_id, status, result, reason)
+SpawnReviewer = Callable[[ToolCallContext, str, str, float], Awaitable[Any]]
+
+MUTATING = ("write", "destructive")
+
+
+def proposal_brief(tool: Tool, tool_class: str, proposal: Proposal, reason: str, operator: str,
+                   args: dict[str, Any]) -> str:
+    """The reviewer's brief: the proposal as JSON plus the rule it must follow."""
+    body = {
+        "action": proposal.action,
+        "target": proposal.target,
+        "reason": reason,
+        "blast_radius": proposal.blast_radius,
+        "operator": operator,
+        "tool": tool.name,
+        "tool_class": tool_class,
+        "arguments": {k: v for k, v in args.items() if k != "reason"},
+    }
+    return (
+        "Review this proposed change before it runs.\n\n"
+        "```json\n" + json.dumps(body, ensure_ascii=False, indent=2) + "\n```\n\n"
+        "Check the gates: a runbook/SOP covers this action on this target; no parallel operation or active "
+        "incident makes it unsafe; a rollback path is known. Reject by default.\n"
+        "End your answer with exactly one line `Decision: approve` or `Decision: reject`, followed by the "
+        "gates you checked and your reason."
+    )
+
+
+@attrs.frozen
+class ReviewGate:
+    """``store``: the Store (proposal rows).  ``spawn_reviewer``: runs the
+    reviewer persona as a child of ``ctx.session_id``.  ``reviewer_timeout_s``:
+    the reviewer's own limit (default 60 s), independent of the inner tool's."""
+
+    store: Any
+    spawn_reviewer: SpawnReviewer
+    reviewer_timeout_s: float = 60.0
+
+    def wrap(self, tool: Tool) -> Tool:
+        """The gated twin of ``tool`` (unchanged when it can never mutate)."""
+        if not tool.may_mutate or tool.tool_class == "control":
+            return tool
+        inner = tool
+
+        async def gated(args: dict[str, Any], ctx: ToolCallContext) -> Any:
+            tool_class = inner.class_for(args)
+            if tool_class not in MUTATING:
+                return await _run_inner(inner, args, ctx)
+            if ctx.read_only:
+                return Outcome({"status": "error", "error": f"{inner.name}: this call is {tool_class} and "
+                                f"{ctx.agent} is a read-only persona; it may only run read calls"}, "error")
+            reason = args.get("reason")
+            if not isinstance(reason, str) or not reason.strip():
+                raise ToolError(f"{inner.name}: a non-empty 'reason' is required for a {tool_class} call")
+            proposal = _describe(inner, args)
+            proposal_id = await self.store.create_proposal(
+                session_id=ctx.session_id, action=proposal.action, target=proposal.target, reason=reason,
+                blast_radius=proposal.blast_radius, operator=ctx.user_id)
+            brief = proposal_brief(inner, tool_class, proposal, reason, ctx.user_id, args)
+            reviewer_id = None
+            try:
+                outcome = await self.spawn_reviewer(ctx, brief, f"review: {proposal.action}"[:120],
+                                                    self.reviewer_timeout_s)
+                reviewer_id = outcome.task_id
+                if outcome.status == "completed":
+                    decision = parse_decision(outcome.result)
+                else:
+                    decision = Decision("reject", f"the reviewer {outcome.status}: {outcome.reason} (fail closed)")
+            except trio.Cancelled:
+                raise
+            except Exception as exc:
+                log.exception("reviewer_spawn_failed", tool=inner.name)
+                decision = Decision("reject", f"the reviewer could not run: {exc} (fail closed)")
+            REVIEWS.labels(decision.decision).inc()
+            with trio.move_on_after(5, shield=True):
+                await self.store.decide_proposal(proposal_id, decision=decision.decision,
+                                                 decision_reason=decision.reason[:4000],
+                                                 reviewer_session_id=reviewer_id)
+            if not decision.approved:
+                return Outcome({"status": "rejected", "reason": decision.reason, "proposal_id": proposal_id,
+                                "reviewer_session_id": reviewer_id}, "rejected")
+            return await _run_inner(inner, args, ctx)
+
+        return attrs.evolve(tool, handler=gated, timeout_s=self.reviewer_timeout_s + tool.timeout_s + 10)
+
+
+def _describe(tool: Tool, args: dict[str, Any]) -> Proposal:
+    try:
+        proposal = tool.describe(args) if tool.describe else None
+    except Exception as exc:
+        raise ToolError(f"{tool.name}: cannot describe the proposal: {exc}") from None
+    if proposal is None:
+        proposal = Proposal(action=f"call {tool.name}", target="unknown", blast_radius="service")
+    if proposal.blast_radius not in BLAST_RADII:
+        proposal = attrs.evolve(proposal, blast_radius="tenant_wide")
+    return proposal
+
+
+async def _run_inner(tool: Tool, args: dict[str, Any], ctx: ToolCallContext) -> Any:
+    with trio.move_on_after(tool.timeout_s) as scope:
+        return await tool.handler(args, ctx)
+    if scope.cancelled_caught:
+        raise ToolTimeout(f"{tool.name} timed out after {tool.timeout_s:g} s")
+    raise AssertionError("unreachable")

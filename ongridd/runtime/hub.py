@@ -1,0 +1,71 @@
+"""Per-session event fan-out to any number of subscribers.
+
+Publishing never blocks and never fails: a subscriber whose buffer is full
+(a stuck client) is dropped, so no client can disturb a turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import trio
+
+SUBSCRIBER_BUFFER = 1024
+
+
+class SessionHub:
+    """Fan-out for one coordinator session, plus what a re-attaching client
+    must see: the agent tiles of the running turn and, when a turn ended
+    while nobody was attached, its ``final`` (or ``error``) frame."""
+
+    def __init__(self) -> None:
+        self._subscribers: set[trio.MemorySendChannel] = set()
+        self.tiles: dict[str, dict[str, Any]] = {}
+        self.turn_running = False
+        self.undelivered_end: dict[str, Any] | None = None
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def publish(self, frame: dict[str, Any]) -> None:
+        """Send ``frame`` to every subscriber without waiting."""
+        if frame.get("type") == "agent_tile":
+            self.tiles[frame["task_id"]] = frame
+        for chan in list(self._subscribers):
+            try:
+                chan.send_nowait(frame)
+            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.discard(chan)
+                chan.close()
+
+    def end_turn(self, frame: dict[str, Any]) -> None:
+        """Publish the turn's last frame; keep it for a later re-attach when
+        nobody received it."""
+        self.turn_running = False
+        if self._subscribers:
+            self.publish(frame)
+            self.undelivered_end = None
+        else:
+            self.undelivered_end = frame
+        self.tiles.clear()
+
+    @contextlib.contextmanager
+    def subscribe(self) -> Iterator[tuple[list[dict[str, Any]], trio.MemoryReceiveChannel]]:
+        """Yield ``(initial_frames, channel)``; unsubscribes on exit."""
+        send, recv = trio.open_memory_channel[dict](SUBSCRIBER_BUFFER)
+        initial: list[dict[str, Any]] = []
+        if self.turn_running:
+            initial.extend(self.tiles.values())
+        elif self.undelivered_end is not None:
+            initial.append(self.undelivered_end)
+            self.undelivered_end = None
+        self._subscribers.add(send)
+        try:
+            yield initial, recv
+        finally:
+            self._subscribers.discard(send)
+            send.close()
+            recv.close()

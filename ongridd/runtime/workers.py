@@ -1,0 +1,192 @@
+"""Worker (and reviewer) lifecycle (DESIGN.md §4, §11).
+
+``pending → running → completed | failed | killed``.  The session row is
+created ``pending`` before the worker starts and closed on every terminal
+path from a ``finally:`` inside a bounded shield.  A stop (TaskStop, a
+user's stop frame, the turn being stopped, daemon shutdown) ends a worker
+``killed``; its time limit, an exception or a provider error end it
+``failed`` with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from ongridd.errors import NotFound, TaskStateError
+from ongridd.logs import get_logger
+from ongridd.metrics import WORKERS, WORKERS_RUNNING
+
+log = get_logger(__name__)
+
+TERMINAL = ("completed", "failed", "killed")
+CLOSE_SHIELD_S = 5.0
+
+
+@attrs.define(eq=False)
+class WorkerTask:
+    """In-memory state of one worker or reviewer run.
+
+    ``task_id`` is its ``chat_sessions.id``; ``coordinator_id`` the root
+    coordinator session (tiles go there); ``parent_id`` the calling session.
+    """
+
+    task_id: str
+    persona: str
+    description: str
+    coordinator_id: str
+    parent_id: str
+    user_id: str
+    status: str = "pending"
+    close_reason: str | None = None
+    result: str = ""
+    partial: str = ""
+    stop_requested: bool = False
+    cancel_scope: trio.CancelScope | None = None
+    done: trio.Event = attrs.field(factory=trio.Event)
+    started_monotonic: float = attrs.field(factory=time.monotonic)
+
+
+@attrs.frozen
+class WorkerOutcome:
+    task_id: str
+    persona: str
+    status: str
+    result: str
+    reason: str | None = None
+
+
+# run(task) -> (status, text, reason): the persona run itself, supplied by the runtime
+RunFn = Callable[[WorkerTask], Awaitable[tuple[str, str, str | None]]]
+PublishFn = Callable[[str, dict[str, Any]], None]
+
+
+class WorkerManager:
+    """Spawns, tracks and stops workers.  ``store`` is the Store;
+    ``publish(coordinator_id, frame)`` sends frames to a coordinator's
+    subscribers; ``shutdown_reason`` is set by the daemon when it stops."""
+
+    def __init__(self, store: Any, publish: PublishFn):
+        self.store = store
+        self.publish = publish
+        self.tasks: dict[str, WorkerTask] = {}
+        self.shutting_down = False
+
+    def running(self, coordinator_id: str) -> list[WorkerTask]:
+        return [t for t in self.tasks.values() if t.coordinator_id == coordinator_id and t.status not in TERMINAL]
+
+    def _tile(self, task: WorkerTask) -> None:
+        from ongridd.runtime import frames
+
+        self.publish(task.coordinator_id, frames.agent_tile(task.task_id, task.persona, task.description,
+                                                            task.status))
+
+    async def spawn(self, *, persona: str, description: str, brief: str, parent_id: str, coordinator_id: str,
+                    user_id: str, timeout_s: float, run: RunFn) -> WorkerOutcome:
+        """Create the row (pending), run ``run(task)`` under the time limit,
+        close the row on every path.  Returns the outcome; raises only
+        ``trio.Cancelled`` (after closing the row ``killed``) and StoreError
+        when the row cannot even be created.
+
+        Cancellation: the worker's run is cancelled; its row is closed
+        ``killed`` (reason ``daemon shutdown`` or ``stopped``) inside a
+        bounded shield, then Cancelled propagates.
+        """
+        row = await self.store.create_session(agent_id=persona, user_id=user_id, parent_session_id=parent_id,
+                                              description=description, status="pending")
+        task = WorkerTask(task_id=row["id"], persona=persona, description=description,
+                          coordinator_id=coordinator_id, parent_id=parent_id, user_id=user_id)
+        self.tasks[task.task_id] = task
+        self._tile(task)
+        status, text, reason = "failed", "", "internal error"
+        try:
+            with trio.CancelScope() as scope:
+                task.cancel_scope = scope
+                if task.stop_requested:
+                    scope.cancel()
+                await self.store.mark_running(task.task_id)
+                task.status = "running"
+                WORKERS_RUNNING.inc()
+                self._tile(task)
+                with trio.move_on_after(timeout_s) as timer:
+                    status, text, reason = await run(task)
+                if timer.cancelled_caught:
+                    status, reason = "failed", f"timeout: the worker ran past its limit of {timeout_s:g} s"
+                    text = task.partial
+            if scope.cancelled_caught and task.stop_requested:
+                status, reason, text = "killed", "stopped", task.partial
+        except trio.Cancelled:
+            status, text = "killed", task.partial
+            reason = "daemon shutdown" if self.shutting_down else "stopped: the turn was stopped"
+            raise
+        except Exception as exc:  # a bug below us must not leave the row open
+            log.exception("worker_crashed", task_id=task.task_id, persona=persona)
+            status, reason, text = "failed", f"internal error: {exc!r}", task.partial
+        finally:
+            if task.status == "running":
+                WORKERS_RUNNING.dec()
+            task.status, task.close_reason, task.result = status, reason, text
+            with trio.move_on_after(CLOSE_SHIELD_S, shield=True):
+                try:
+                    await self.store.close_session(task.task_id, status, reason)
+                except Exception:
+                    log.exception("worker_close_failed", task_id=task.task_id)
+            WORKERS.labels(persona, status).inc()
+            self._tile(task)
+            from ongridd.runtime import frames
+
+            self.publish(task.coordinator_id, frames.agent_result(task.task_id, status, text or reason or ""))
+            task.done.set()
+            log.info("worker_closed", task_id=task.task_id, persona=persona, status=status, reason=reason)
+        return WorkerOutcome(task.task_id, persona, status, text, reason)
+
+    async def stop(self, task_id: str, *, coordinator_id: str, wait_s: float = 5.0) -> WorkerTask:
+        """Stop a worker of this coordinator session; it ends ``killed``.
+
+        Raises NotFound (no such task in this session) or TaskStateError
+        (``W1 is not running (completed)``); neither changes anything.
+        Waits up to ``wait_s`` for the row to be closed.
+        """
+        task = self.tasks.get(task_id)
+        if task is None or task.coordinator_id != coordinator_id:
+            row = await self.store.get_session(task_id) if _looks_like_id(task_id) else None
+            if row is not None and await self._belongs(row, coordinator_id):
+                if row["status"] in TERMINAL:
+                    why = f": {row['close_reason']}" if row.get("close_reason") else ""
+                    raise TaskStateError(f"{task_id} is not running ({row['status']}{why})")
+            raise NotFound(f"no such task {task_id} in this session")
+        if task.status in TERMINAL:
+            why = f": {task.close_reason}" if task.close_reason else ""
+            raise TaskStateError(f"{task_id} is not running ({task.status}{why})")
+        task.stop_requested = True
+        if task.cancel_scope is not None:
+            task.cancel_scope.cancel()
+        with trio.move_on_after(wait_s):
+            await task.done.wait()
+        return task
+
+    async def _belongs(self, row: dict, coordinator_id: str) -> bool:
+        parent = row.get("parent_session_id")
+        for _ in range(3):
+            if parent is None:
+                return False
+            if parent == coordinator_id:
+                return True
+            prow = await self.store.get_session(parent)
+            parent = prow.get("parent_session_id") if prow else None
+        return False
+
+    def forget_finished(self, max_age_s: float = 3600.0) -> None:
+        """Drop finished tasks older than ``max_age_s`` (long-running daemon)."""
+        now = time.monotonic()
+        for tid, task in list(self.tasks.items()):
+            if task.status in TERMINAL and now - task.started_monotonic > max_age_s:
+                del self.tasks[tid]
+
+
+def _looks_like_id(value: str) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 64
