@@ -35,6 +35,7 @@ class DaemonHandle:
     base_url: str
     services: Any
     shutdown: trio.Event
+    stopped: trio.Event
 
 
 def check_state_dir(path: Path) -> None:
@@ -84,18 +85,18 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
     from ongridd.server.app import AppServices, create_app
     from ongridd.server.auth import Authenticator
     from ongridd.store import Store
-    from ongridd.store.recovery import recovery_sweep
 
     host, port = parse_listen(config.server.listen)
     auth = Authenticator(parse_tokens(read_secret(config.server.tokens_env)))
     auth.check_listen(host)
     check_state_dir(config.state_path)
 
+    stopped = trio.Event()
     log.info("daemon_starting", listen=config.server.listen, state_dir=str(config.state_path),
              database=redact_url(config.database_url), config=config.source)
     store = await Store.open(config.database_url)
     try:
-        report = await recovery_sweep(store)
+        report = await store.recovery_sweep()
         log.info("recovery_sweep", closed_workers=report.closed_workers,
                  repaired_sessions=report.repaired_sessions, added_tool_results=report.added_tool_results)
         import httpx2
@@ -133,7 +134,8 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
                     root.start_soon(watchdog_loop, interval)
                 if handle_signals:
                     root.start_soon(_signal_watch, shutdown)
-                task_status.started(DaemonHandle(base_url=base_url, services=services, shutdown=shutdown))
+                task_status.started(DaemonHandle(base_url=base_url, services=services, shutdown=shutdown,
+                                                 stopped=stopped))
                 await shutdown.wait()
                 log.info("daemon_stopping")
                 notify("STOPPING=1")
@@ -142,6 +144,7 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
     finally:
         with trio.move_on_after(5, shield=True):
             await store.aclose()
+        stopped.set()
         log.info("daemon_stopped")
 
 

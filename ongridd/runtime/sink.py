@@ -29,7 +29,8 @@ class PersistSink:
     """
 
     def __init__(self, store: Any, session_id: str, *, publish: Callable[[dict], None] | None = None,
-                 on_text: Callable[[str], None] | None = None):
+                 on_text: Callable[[str], None] | None = None, persist_messages: bool = True):
+        self.persist_messages = persist_messages
         self.store = store
         self.session_id = session_id
         self.publish = publish
@@ -50,13 +51,14 @@ class PersistSink:
 
     async def __call__(self, event: Any) -> None:
         if isinstance(event, ev.TokenEvent):
-            if self.publish:
+            if self.publish and self.persist_messages:
                 self.publish(frames.token(event.text))
         elif isinstance(event, (ev.AssistantMessageEvent, ev.ToolResultMessageEvent, ev.UserMessageEvent)):
             msg = event.message
             if msg.role == "assistant" and msg.content and self.on_text:
                 self.on_text(msg.content)
-            await self.persist_message(msg)
+            if self.persist_messages:
+                await self.persist_message(msg)
         elif isinstance(event, ev.ToolStartEvent):
             if self.publish:
                 self.publish(frames.tool(event.name, "started"))

@@ -1,0 +1,205 @@
+"""``ongrid demo`` — the main job on this host (DESIGN.md §17).
+
+Starts the daemon in-process on a free loopback port with a temporary state
+dir, starts the scripted model (unless a real one is given), makes a real
+situation (a temporary folder of real, non-sparse files of 1–5 MB in nested
+folders), asks the coordinator over the real websocket what is filling the
+disk there, and prints the streamed answer, the agent tile, and the session
+tree with its audit rows.  The answer comes from the tool results, never
+from what the demo knows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import trio
+
+QUESTION = ("Something is filling the disk under {dir} on this host. What is using the space there? "
+            "Name the largest folders and files.")
+
+# The scripted transcript: the coordinator dispatches specialist-disk, whose
+# two host tools read the real folder; each answer is built from the tool
+# results it received (content_from_tool_results), so it names real files.
+DEMO_SCRIPT = {
+    "default": [
+        {"content": "Dispatching the disk specialist to look at the folder.",
+         "tool_calls": [{"name": "AgentTool", "arguments": {
+             "description": "What fills ${ONGRID_DEMO_DIR}",
+             "subagent_type": "specialist-disk",
+             "prompt": "The user asks what is filling the disk under ${ONGRID_DEMO_DIR} on host local. "
+                       "Measure the folder sizes (depth 2) and list the largest files there; report the "
+                       "biggest consumers with their sizes."}}]},
+        {"content_from_tool_results": True},
+    ],
+    "specialist-disk": [
+        {"tool_calls": [
+            {"name": "host_du_summary", "arguments": {"paths": ["${ONGRID_DEMO_DIR}"], "depth": 2}},
+            {"name": "host_find_large_files", "arguments": {"paths": ["${ONGRID_DEMO_DIR}"], "top_n": 5,
+                                                            "min_size": "1M"}},
+        ]},
+        {"content_from_tool_results": True},
+    ],
+}
+
+LAYOUT = {  # relative folder → number of files; sizes are drawn at random (1–5 MB)
+    "app/logs": 3,
+    "app/logs/archive": 2,
+    "cache/thumbnails": 2,
+    "db/backups": 2,
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the main job on this host with the scripted model (or a real one)")
+    p.add_argument("--llm-base-url", help="a real OpenAI-compatible endpoint (…/v1) instead of the scripted model")
+    p.add_argument("--model", help="model name for --llm-base-url")
+    p.add_argument("--keep", action="store_true", help="keep the temporary folders (their paths are printed)")
+    p.add_argument("--json", action="store_true", help="print every websocket frame as JSON too")
+    p.set_defaults(func=run)
+
+
+def make_situation(root: Path, seed: int | None = None) -> list[tuple[Path, int]]:
+    """Write real, non-sparse files of 1–5 MB (random bytes) in nested folders."""
+    rng = random.Random(seed)
+    made = []
+    for rel, count in LAYOUT.items():
+        folder = root / rel
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            size = rng.randint(1, 5) * 1024 * 1024 + rng.randint(0, 1023) * 1024
+            path = folder / f"{Path(rel).name}-{i + 1}.{'log' if 'logs' in rel else 'bin'}"
+            with open(path, "wb") as fh:
+                remaining = size
+                while remaining:
+                    chunk = min(remaining, 1 << 20)
+                    fh.write(os.urandom(chunk))
+                    remaining -= chunk
+            made.append((path, size))
+    return made
+
+
+async def _demo(args: argparse.Namespace, work: Path) -> int:
+    from trio_websocket import open_websocket_url
+
+    from ongridd import logs
+    from ongridd.cli.sessions import format_audit, format_tree
+    from ongridd.config import structure
+    from ongridd.daemon import run_daemon
+
+    demo_dir = work / "disk"
+    state_dir = work / "state"
+    state_dir.mkdir()
+    files = make_situation(demo_dir)
+    total = sum(s for _, s in files)
+    print(f"Made {len(files)} real files ({total / 1024 / 1024:.1f} MiB) under {demo_dir}")
+    os.environ["ONGRID_DEMO_DIR"] = str(demo_dir)
+    logs.configure("WARNING")
+
+    async with trio.open_nursery() as nursery:
+        if args.llm_base_url:
+            llm = {"base_url": args.llm_base_url, "model": args.model}
+            answered_by = f"model {args.model or '(server default)'} at {args.llm_base_url}"
+        else:
+            from ongridd.fakellm.server import FakeLLM, serve_fake_llm
+            from ongridd.fakellm.script import coerce_script
+
+            fake = FakeLLM(coerce_script(DEMO_SCRIPT))
+            fake_url = await nursery.start(serve_fake_llm, fake)
+            llm = {"base_url": fake_url, "model": "scripted"}
+            answered_by = (f"the scripted model (ongrid fake-llm at {fake_url}) — a test double that replays a "
+                           "fixed transcript, not a real model; its answers are built from the real tool results")
+        config = structure({"server": {"listen": "127.0.0.1:0"}, "state_dir": str(state_dir), "llm": llm})
+        handle = await nursery.start(lambda task_status: run_daemon(config, handle_signals=False,
+                                                                    task_status=task_status))
+        print(f"Daemon serving at {handle.base_url}; asking over {handle.base_url.replace('http', 'ws')}/ws\n")
+        question = QUESTION.format(dir=demo_dir)
+        print(f"> {question}\n")
+        session_id = None
+        final = None
+        async with open_websocket_url(handle.base_url.replace("http://", "ws://") + "/ws") as ws:
+            await ws.send_message(json.dumps({"type": "hello", "thread": "demo"}))
+            with trio.fail_after(300):
+                while final is None:
+                    frame = json.loads(await ws.get_message())
+                    if args.json:
+                        print("  frame:", json.dumps(frame, ensure_ascii=False))
+                    kind = frame["type"]
+                    if kind == "session":
+                        session_id = frame["session_id"]
+                        await ws.send_message(json.dumps({"type": "user_message", "text": question}))
+                    elif kind == "token":
+                        print(frame["text"], end="", flush=True)
+                    elif kind == "agent_tile":
+                        print(f"\n[agent tile] {frame['subagent_type']} — {frame['description']} — "
+                              f"{frame['status']} (task {frame['task_id']})", flush=True)
+                    elif kind == "tool" and frame["status"] != "started":
+                        print(f"\n[tool] {frame['name']}: {frame['status']}", flush=True)
+                    elif kind == "final":
+                        final = frame["text"]
+                    elif kind == "error":
+                        print(f"\n[error] {frame['code']}: {frame['message']}", file=sys.stderr)
+                        final = ""
+        print("\n\n=== Final answer ===")
+        print(readable(final or ""))
+        runtime = handle.services.runtime
+        tree = await runtime.session_tree(session_id, user_id="local")
+        audit = await runtime.session_audit(session_id, user_id="local")
+        print("\n=== Session tree ===")
+        print("\n".join(format_tree(tree)))
+        print("\n=== Audit (every tool call) ===")
+        print("\n".join(format_audit(audit)))
+        print(f"\nAnswered by: {answered_by}.")
+        biggest = max(files, key=lambda f: f[1])[0]
+        if not args.llm_base_url:
+            print(f"Check: the largest file made was {biggest.name}; "
+                  f"{'it is named in the answer' if biggest.name in (final or '') else 'NOT named in the answer'}.")
+        handle.shutdown.set()
+        with trio.move_on_after(10):
+            await handle.stopped.wait()
+        nursery.cancel_scope.cancel()
+    return 0 if final else 1
+
+
+def readable(text: str) -> str:
+    """Indent JSON found in ``name: {...}`` lines (the scripted model's
+    answers are tool results), recursively for nested results."""
+    out = []
+    for line in text.splitlines():
+        name, sep, rest = line.partition(": ")
+        try:
+            value = json.loads(rest) if sep else None
+        except ValueError:
+            value = None
+        if isinstance(value, (dict, list)):
+            if isinstance(value, dict) and isinstance(value.get("result"), str):
+                inner = readable(value["result"])
+                value = dict(value, result="(below)")
+                out.append(f"{name}: " + json.dumps(value, ensure_ascii=False, indent=2))
+                out.append("  " + inner.replace("\n", "\n  "))
+            else:
+                out.append(f"{name}: " + json.dumps(value, ensure_ascii=False, indent=2))
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    work = Path(tempfile.mkdtemp(prefix="ongrid-demo-"))
+    try:
+        return trio.run(_demo, args, work)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if args.keep:
+            print(f"(kept {work})")
+        else:
+            shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,164 @@
+"""User-agent editing (``GET|PUT|DELETE /api/agents/{name}``) and hot
+reload of the user agents folders.
+
+PUT validates the persona first, writes it atomically to the user agents
+folder (the first of ``agents.user_dirs``, else ``<state_dir>/agents``),
+then replaces it in the live registry; the next turn sees it.  DELETE
+removes a user agent; a built-in persona can only be overridden, so
+deleting an override restores the built-in.  Every change is recorded as
+a ``persona`` change event.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ongridd.errors import NotFound, OngridError, PersonaError
+from ongridd.logs import get_logger
+from ongridd.personas.parse import parse_persona_text
+from ongridd.tools.spec import CONTROL_TOOL_NAMES
+
+log = get_logger(__name__)
+WATCH_INTERVAL_S = 1.0
+
+
+class AgentsAPI:
+    """``holder``: the RegistryHolder; ``builder``: the RegistryBuilder
+    (its user roots); ``store``: for change events (may be None)."""
+
+    def __init__(self, *, config: Any, holder: Any, builder: Any, store: Any = None):
+        self.config = config
+        self.holder = holder
+        self.builder = builder
+        self.store = store
+        self._lock = trio.Lock()
+        self.last_reload_warnings: tuple[str, ...] = ()
+
+    @property
+    def agents(self) -> Any:
+        return self.holder.current.agents
+
+    def list(self) -> list[dict]:
+        """Every persona as ``ongrid agents list --json`` shows it."""
+        return [p.to_dict() for p in sorted(self.agents.snapshot().values(), key=lambda p: p.name)]
+
+    def get(self, name: str) -> dict:
+        persona = self.agents.by_name(name)
+        if persona is None:
+            raise NotFound(f"no persona {name!r}")
+        out = persona.to_dict()
+        out["body"] = persona.body
+        return out
+
+    def _known_tools(self) -> set[str]:
+        return set(self.holder.current.tools) | set(CONTROL_TOOL_NAMES)
+
+    async def put(self, name: str, text: str, *, actor: str) -> dict:
+        """Validate ``text`` as a persona named ``name``, write it, replace it live.
+
+        Raises PersonaError (nothing written) with every warning that made it
+        unusable, or when its ``name`` differs from ``name``.
+        """
+        target_dir = self.config.agents_write_dir
+        path = target_dir / f"{name}.md"
+        persona, warnings = parse_persona_text(text, str(path), known_tools=self._known_tools())
+        if persona is None:
+            raise PersonaError("persona rejected: " + "; ".join(warnings), path=str(path))
+        if persona.name != name:
+            raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path))
+        async with self._lock:
+            await trio.to_thread.run_sync(_write_atomic, target_dir, path, text)
+            self.agents.replace(persona)
+        await self._record("update", name, actor, {"path": str(path), "warnings": warnings})
+        out = persona.to_dict()
+        out["warnings"] = warnings
+        return out
+
+    async def delete(self, name: str, *, actor: str) -> dict:
+        """Remove a user agent (built-ins can only be overridden)."""
+        current = self.agents.by_name(name)
+        if current is None:
+            raise NotFound(f"no persona {name!r}")
+        builtin = self.agents.builtin(name)
+        if builtin is not None and current is builtin:
+            raise OngridError(f"{name!r} is a built-in persona: it cannot be deleted, only overridden "
+                              "(PUT a persona with the same name)")
+        source = Path(current.source)
+        roots = [Path(r).resolve() for r in self.config.agent_user_roots]
+        if not any(r == source.resolve().parent or r in source.resolve().parents for r in roots):
+            raise OngridError(f"{name!r} comes from {source}, not from a user agents folder; "
+                              "it cannot be deleted through the API")
+        async with self._lock:
+            await trio.to_thread.run_sync(lambda: source.unlink(missing_ok=True))
+            self.agents.remove(name)
+        await self._record("delete", name, actor, {"path": str(source)})
+        restored = self.agents.by_name(name)
+        return {"name": name, "deleted": True, "restored_builtin": restored is not None}
+
+    async def _record(self, action: str, name: str, actor: str, detail: dict) -> None:
+        if self.store is None:
+            return
+        try:
+            await self.store.plugin_store.record_change_event(kind="persona", subject=name, actor=actor,
+                                                              detail={"action": action, **detail})
+        except Exception:
+            log.exception("change_event_failed", subject=name)
+
+    # ---- hot reload --------------------------------------------------------
+    def _fingerprint(self) -> tuple:
+        entries = []
+        for root in self.config.agent_user_roots:
+            root = Path(root)
+            if not root.is_dir():
+                entries.append((str(root), None))
+                continue
+            for path in sorted(root.rglob("*.md")):
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                entries.append((str(path), st.st_mtime_ns, st.st_size))
+        return tuple(entries)
+
+    async def reload(self) -> Any:
+        """Reload the personas atomically; a file that used to load and now
+        fails keeps its last persona, with a warning."""
+        async with self._lock:
+            agents = self.agents
+            report = await trio.to_thread.run_sync(
+                lambda: agents.reload(self.builder.agent_roots(), known_tools=self._known_tools()))
+        self.last_reload_warnings = tuple(report.warnings)
+        for line in report.warnings:
+            log.warning("agents_reload_warning", message=line)
+        log.info("agents_reloaded", loaded=report.loaded, skipped=report.skipped)
+        return report
+
+    async def watch(self, interval_s: float = WATCH_INTERVAL_S) -> None:
+        """Poll the user agents folders; reload on any change.  Runs until cancelled."""
+        last = await trio.to_thread.run_sync(self._fingerprint)
+        while True:
+            await trio.sleep(interval_s)
+            now = await trio.to_thread.run_sync(self._fingerprint)
+            if now != last:
+                last = now
+                try:
+                    await self.reload()
+                except Exception:
+                    log.exception("agents_reload_failed")
+
+
+def _write_atomic(directory: Path, path: Path, text: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".md")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

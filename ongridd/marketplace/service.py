@@ -1,0 +1,8 @@
+"""The marketplace service (DESIGN.md §14) used by the HTTP API and CLI."""
+
+from __future__ import annotations
+
+from ongridd.marketplace.agents_api import AgentsAPI
+from ongridd.marketplace.install import MarketplaceService
+
+__all__ = ["AgentsAPI", "MarketplaceService"]

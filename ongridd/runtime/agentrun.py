@@ -1,0 +1,167 @@
+"""Running personas on the kernel: the coordinator turn, workers, the
+reviewer and the interjection call.  Builds tool bags (§8) — every
+``write``/``destructive`` tool in any bag is wrapped by the review gate
+here, in one place, so no persona field or delegation path can skip it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+
+from ongridd.kernel.loop import RunResult, run_agent
+from ongridd.kernel.events import ToolEndEvent
+from ongridd.llm.types import Completion, Message, ModelRequest
+from ongridd.personas.prompt import agent_catalog, compose_system_prompt, system_reminder
+from ongridd.runtime.gate import ReviewGate
+from ongridd.runtime.history import message_from_row, repair_history
+from ongridd.runtime.sink import PersistSink
+from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
+from ongridd.tools.bag import ToolBag, coordinator_bag, worker_bag, wrap_tools
+from ongridd.tools.runner import ToolRunner
+from ongridd.tools.spec import ToolCallContext
+
+REVIEWER = "reviewer"
+COORDINATOR = "default"
+
+
+class AgentRunner:
+    """``model()``: returns the ModelClient.  ``workers``: the WorkerManager."""
+
+    def __init__(self, *, config: Any, store: Any, workers: WorkerManager, model: Callable[[], Any]):
+        self.config = config
+        self.store = store
+        self.workers = workers
+        self.model = model
+
+    # ---- helpers ------------------------------------------------------------
+    def _skills(self, snap: Any, persona: Any) -> list[Any]:
+        out = []
+        for name in getattr(persona, "skills", ()) or ():
+            skill = snap.skills.by_name(name) if snap.skills is not None else None
+            if skill is not None:
+                out.append(skill)
+        return out
+
+    def _gate(self, snap: Any, agents: Any, coordinator_id: str) -> ReviewGate:
+        async def spawn_reviewer(ctx: ToolCallContext, brief: str, description: str, timeout_s: float) -> Any:
+            return await self.spawn_worker(snap=snap, agents=agents, persona=REVIEWER, description=description,
+                                           brief=brief, parent_id=ctx.session_id, coordinator_id=coordinator_id,
+                                           user_id=ctx.user_id, timeout_s=timeout_s)
+
+        return ReviewGate(store=self.store, spawn_reviewer=spawn_reviewer,
+                          reviewer_timeout_s=self.config.limits.reviewer_timeout_s)
+
+    async def _run(self, *, persona: Any, system_prompt: str, history: Sequence[Message],
+                   user_message: Message | None, bag: ToolBag, reminder: str | None, ctx: ToolCallContext,
+                   sink: Any, inbox: Callable[[], list[Message]] | None = None) -> RunResult:
+        return await run_agent(model=self.model(), persona=persona, system_prompt=system_prompt,
+                               history=history, user_message=user_message, bag=bag, reminder=reminder,
+                               limits=self.config.limits, context=ctx, sink=sink,
+                               pending_user_messages=inbox)
+
+    # ---- the coordinator ----------------------------------------------------
+    async def run_coordinator(self, *, snap: Any, agents: Any, turn: Any, text: str,
+                              publish: Callable[[dict], None]) -> RunResult:
+        """One coordinator turn on the session's stored history."""
+        persona = agents.get(COORDINATOR)
+        if persona is None:
+            raise RuntimeError("no 'default' persona is loaded; the coordinator cannot run")
+        rows = await self.store.load_messages(turn.session_id)
+        history = repair_history([message_from_row(r) for r in rows])
+        catalog = agent_catalog(snap.agents.spawnable(agents))
+        system = compose_system_prompt(base=self.config.prompt.base, persona=persona, catalog=catalog,
+                                       skills=self._skills(snap, persona))
+        turn.system_prompt = system
+        reminder = system_reminder(persona=persona, catalog=catalog, locale=turn.locale)
+        bag = coordinator_bag(persona, snap.tools, turn.control_tools, snap.stubs, personas=agents)
+        bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id).wrap)
+        ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
+                              read_only=persona.read_only)
+        sink = PersistSink(self.store, turn.session_id, publish=publish)
+
+        def inbox() -> list[Message]:
+            drained, turn.inbox[:] = list(turn.inbox), []
+            return drained
+
+        return await self._run(persona=persona, system_prompt=system, history=history,
+                               user_message=Message(role="user", content=text), bag=bag, reminder=reminder,
+                               ctx=ctx, sink=sink, inbox=inbox)
+
+    # ---- workers and the reviewer ----------------------------------------------
+    async def spawn_worker(self, *, snap: Any, agents: Any, persona: str, description: str, brief: str,
+                           parent_id: str, coordinator_id: str, user_id: str,
+                           timeout_s: float | None = None) -> WorkerOutcome:
+        """Run ``persona`` as a child session of ``parent_id`` (see WorkerManager.spawn)."""
+        profile = agents.get(persona)
+        if profile is None:
+            raise RuntimeError(f"persona {persona!r} is not loaded")
+        limit = timeout_s if timeout_s is not None else self.config.limits.worker_timeout_s
+
+        async def run(task: WorkerTask) -> tuple[str, str, str | None]:
+            bag = worker_bag(profile, snap.tools)
+            if persona == REVIEWER:  # the gate's own worker never holds a mutating tool
+                bag = ToolBag(agent=bag.agent, tools={n: t for n, t in bag.tools.items() if not t.may_mutate},
+                              stubs={})
+            else:
+                bag = wrap_tools(bag, self._gate(snap, agents, coordinator_id).wrap)
+            system = compose_system_prompt(base=self.config.prompt.base, persona=profile,
+                                           skills=self._skills(snap, profile))
+            ctx = ToolCallContext(session_id=task.task_id, agent=persona, user_id=user_id,
+                                  read_only=profile.read_only)
+
+            def keep_partial(text: str) -> None:
+                task.partial = text
+
+            sink = PersistSink(self.store, task.task_id, on_text=keep_partial)
+            result = await self._run(persona=profile, system_prompt=system, history=(),
+                                     user_message=Message(role="user", content=brief), bag=bag,
+                                     reminder=system_reminder(persona=profile), ctx=ctx, sink=sink)
+            if result.status in ("ok", "max_turns", "tool_budget"):
+                note = None if result.status == "ok" else f"{result.status}: {result.detail}"
+                return "completed", result.text, note
+            return "failed", result.text or task.partial, f"{result.status}: {result.detail}"
+
+        return await self.workers.spawn(persona=persona, description=description, brief=brief,
+                                        parent_id=parent_id, coordinator_id=coordinator_id, user_id=user_id,
+                                        timeout_s=limit, run=run)
+
+    # ---- interjection -----------------------------------------------------------
+    async def run_interjection(self, *, turn: Any, text: str, running: Sequence[WorkerTask],
+                               publish: Callable[[dict], None]) -> None:
+        """Exactly one model call with only SendMessage and TaskStop.
+
+        Its tool calls are audited on the coordinator session; its messages
+        are not added to the thread (the turn's own history gets the user's
+        message at its next model call).
+        """
+        tools = {t.name: t for t in turn.control_tools if t.name in ("SendMessage", "TaskStop")}
+        if not tools:
+            return
+        workers = "\n".join(f"- task_id {w.task_id} ({w.persona}, {w.status}): {w.description}" for w in running)
+        prompt = ("The user sent a new message while your turn is still running:\n\n" + text + "\n\n"
+                  "Workers running now:\n" + (workers or "- none") + "\n\n"
+                  "Right now you may only call SendMessage (to acknowledge or answer briefly) and TaskStop "
+                  "(for any worker this message makes useless). The message will also be added to your "
+                  "conversation before your next step, so do not answer it in full here.")
+
+        bag = ToolBag(agent=COORDINATOR, tools=tools)
+        request = ModelRequest(messages=[Message(role="system", content=turn.system_prompt),
+                                         Message(role="user", content=prompt)],
+                               tools=bag.schemas(), agent=COORDINATOR, session_id=turn.session_id)
+        sink = PersistSink(self.store, turn.session_id, publish=publish, persist_messages=False)
+        completion = None
+        with trio.move_on_after(self.config.llm.timeout_s):
+            async for event in self.model().stream(request):
+                if isinstance(event, Completion):
+                    completion = event
+        if completion is None or completion.finish_reason == "length":
+            return
+        runner = ToolRunner(bag, max_result_chars=self.config.limits.tool_result_max_chars)
+        for call in completion.message.tool_calls:
+            ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
+                                  call_id=call.id)
+            result = await runner.run(call, ctx)
+            await sink(ToolEndEvent(call_id=call.id, name=call.name, arguments=call.arguments, result=result))
