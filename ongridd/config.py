@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 import cattrs
+from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -199,7 +200,17 @@ def _strict_converter() -> cattrs.Converter:
         def hook(v: Any, _t: Any) -> tuple:
             if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
                 raise TypeError(f"expected list, got {type(v).__name__}")
-            return tuple(conv.structure(x, item) for x in v)
+            out, errors = [], []
+            for i, x in enumerate(v):
+                try:
+                    out.append(conv.structure(x, item))
+                except Exception as exc:  # keep going: report every bad item with its index
+                    exc.__notes__ = [*getattr(exc, "__notes__", []),
+                                     IterableValidationNote(f"Structuring {t} @ index {i}", i, item)]
+                    errors.append(exc)
+            if errors:
+                raise IterableValidationError(f"While structuring {t}", errors, t)
+            return tuple(out)
 
         return hook
 

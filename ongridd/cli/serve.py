@@ -33,7 +33,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"ongridd: {exc}", file=sys.stderr)
         return 2
     try:
-        trio.run(run_daemon, config)
+        try:
+            trio.run(run_daemon, config)
+        except BaseExceptionGroup as group:
+            raise _sole_leaf(group) from None
     except ConfigError as exc:
         log.error("startup_failed", error=str(exc))
         print(f"ongridd: {exc}", file=sys.stderr)
@@ -47,3 +50,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"ongridd: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _sole_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The one meaningful exception inside nested groups (start-up errors
+    surface from the root nursery wrapped in a group)."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if isinstance(exc, (ConfigError, StoreError, OSError, KeyboardInterrupt)):
+            return exc
+    return group

@@ -1,0 +1,135 @@
+"""A real ``ongridd serve`` subprocess: /healthz, tables, SIGTERM → exit 0, bad start-ups."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = {"chat_sessions", "chat_messages", "audit_logs", "mutating_proposals", "incidents", "change_events"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "plugins"), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def start(tmp_path: Path, *args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ongridd", "serve", *args], cwd=tmp_path,
+                            env=env_for(tmp_path, **env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 30.0) -> dict:
+    import httpx2
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        try:
+            resp = httpx2.get(url + "/healthz", timeout=1.0)
+            if resp.status_code == 200:
+                return resp.json()
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("daemon did not answer /healthz in time")
+
+
+def test_serve_answers_healthz_creates_tables_and_stops_on_sigterm(tmp_path):
+    import httpx2
+
+    port = free_port()
+    state = tmp_path / "state"
+    proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert wait_healthy(proc, url) == {"status": "ok"}
+        metrics = httpx2.get(url + "/metrics", timeout=5).text
+        assert "ongrid_turns_total" in metrics and "ongrid_websocket_clients" in metrics
+        agents = httpx2.get(url + "/api/agents", timeout=5).json()
+        assert {"default", "reviewer", "specialist-disk"} <= {a["name"] for a in agents}
+        db = state / "ongrid.db"
+        tables = {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
+        assert TABLES <= tables
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert '"event": "daemon_ready"' in err and '"event": "daemon_stopped"' in err
+
+
+def test_non_loopback_without_tokens_refuses_to_start(tmp_path):
+    proc = start(tmp_path, "--state-dir", str(tmp_path / "s"), "--listen", "0.0.0.0:0")
+    assert proc.wait(timeout=30) == 2
+    assert "no tokens are configured" in proc.stderr.read()
+    assert not (tmp_path / "s" / "ongrid.db").exists()
+
+
+def test_tokens_are_not_logged(tmp_path):
+    port = free_port()
+    secret = "tok-very-secret-123"
+    proc = start(tmp_path, "--state-dir", str(tmp_path / "s"), "--listen", f"127.0.0.1:{port}",
+                 ONGRID_TOKENS=f"alice:{secret}")
+    try:
+        import httpx2
+
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(proc, url)
+        assert httpx2.get(url + "/api/agents", timeout=5).status_code == 401
+        ok = httpx2.get(url + "/api/agents", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
+        assert ok.status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert secret not in proc.stderr.read()
+
+
+def test_bad_config_exits_2_naming_the_field(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("llm:\n  timeout_s: soon\n")
+    proc = start(tmp_path, "--config", str(cfg))
+    assert proc.wait(timeout=30) == 2
+    assert "config.llm.timeout_s" in proc.stderr.read()
+
+
+def test_state_dir_that_cannot_be_created_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = start(tmp_path, "--state-dir", str(blocker / "state"), "--listen", "127.0.0.1:0")
+    assert proc.wait(timeout=30) == 2
+    assert "state dir" in proc.stderr.read()
+
+
+def test_unreachable_database_is_a_clear_error(tmp_path):
+    port = free_port()  # nothing listens there
+    proc = start(tmp_path, "--state-dir", str(tmp_path / "s"), "--listen", "127.0.0.1:0",
+                 ONGRID_DATABASE_URL=f"postgresql://ongrid:pw-secret@127.0.0.1:{port}/ongrid")
+    assert proc.wait(timeout=60) == 1
+    err = proc.stderr.read()
+    assert "database" in err.lower() and "pw-secret" not in err
