@@ -1,0 +1,125 @@
+"""Run a program without a shell, with bounded time and bounded output.
+
+Used for local commands (``host_bash``, ``systemctl``) and for the ``ssh``
+client (remote hosts).  Output beyond the caps is read and counted but not
+kept, so a chatty command can neither fill memory nor block on a full pipe.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
+
+from ongridd.errors import ToolError
+
+DEFAULT_MAX_STDOUT = 64 * 1024
+DEFAULT_MAX_STDERR = 16 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class RunResult:
+    """What a bounded run produced.
+
+    ``stdout``/``stderr``: the kept bytes (at most the caps);
+    ``stdout_total``/``stderr_total``: bytes the program wrote in all;
+    ``exit_code``: None when it was killed at the time limit
+    (``timed_out``), negative for a signal; ``duration_ms``: wall time.
+    """
+
+    argv: tuple[str, ...]
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_total: int
+    stderr_total: int
+    timed_out: bool
+    duration_ms: int
+
+    @property
+    def stdout_cut(self) -> int:
+        return self.stdout_total - len(self.stdout)
+
+    @property
+    def stderr_cut(self) -> int:
+        return self.stderr_total - len(self.stderr)
+
+    def text(self, which: str = "stdout") -> str:
+        data = self.stdout if which == "stdout" else self.stderr
+        return data.decode("utf-8", "replace")
+
+
+class _Sink:
+    def __init__(self, cap: int, on_chunk: Callable[[bytes], None] | None = None):
+        self.cap = cap
+        self.kept = bytearray()
+        self.total = 0
+        self.on_chunk = on_chunk
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self.on_chunk is not None:
+            self.on_chunk(chunk)
+        room = self.cap - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+
+
+async def _drain(stream: trio.abc.ReceiveStream, sink: _Sink) -> None:
+    while True:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return
+        sink.feed(chunk)
+
+
+async def run_bounded(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    max_stdout: int = DEFAULT_MAX_STDOUT,
+    max_stderr: int = DEFAULT_MAX_STDERR,
+    on_stdout: Callable[[bytes], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> RunResult:
+    """Run ``argv`` (no shell) for at most ``timeout_s`` seconds.
+
+    stdin is ``/dev/null``.  ``on_stdout(chunk)`` is called for every stdout
+    chunk as it arrives (streaming parsers use it; it must be quick and not
+    raise).  At the time limit the process is killed (SIGKILL) and the result
+    has ``timed_out=True`` with the output read so far.  Raises ToolError when
+    the program cannot be started (not installed, not executable).
+    Cancellation kills the process and propagates ``trio.Cancelled``.
+    """
+    argv = tuple(argv)
+    out = _Sink(max_stdout, on_stdout)
+    err = _Sink(max_stderr)
+    started = time.monotonic()
+    try:
+        proc = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    except (FileNotFoundError, PermissionError) as exc:
+        raise ToolError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    try:
+        with trio.move_on_after(timeout_s) as scope:
+            async with trio.open_nursery() as readers:
+                readers.start_soon(_drain, proc.stdout, out)
+                readers.start_soon(_drain, proc.stderr, err)
+            await proc.wait()
+        timed_out = scope.cancelled_caught
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        with trio.move_on_after(5, shield=True):
+            await proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    await pipe.aclose()
+    duration_ms = int((time.monotonic() - started) * 1000)
+    exit_code = None if timed_out else proc.returncode
+    return RunResult(argv=argv, exit_code=exit_code, stdout=bytes(out.kept), stderr=bytes(err.kept),
+                     stdout_total=out.total, stderr_total=err.total, timed_out=timed_out,
+                     duration_ms=duration_ms)

@@ -1,0 +1,93 @@
+"""Remote hosts through the system OpenSSH client (never interactive).
+
+Every remote command is a fixed script or an argv list joined with
+``shlex.join`` (each argument single-quoted), so the remote shell sees only
+literal words.  ``BatchMode=yes`` makes ssh fail instead of prompting for a
+password or a host key.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+
+from ongrid_host.runner import DEFAULT_MAX_STDERR, DEFAULT_MAX_STDOUT, RunResult, run_bounded
+from ongrid_host.settings import HostSettings
+from ongridd.config import HostConfig
+from ongridd.errors import ToolError
+
+#: exit status ssh uses for its own failures (connection, auth, host key)
+SSH_FAILURE = 255
+
+
+def ssh_argv(host: HostConfig, settings: HostSettings, remote_command: str) -> list[str]:
+    """The ``ssh`` argv that runs ``remote_command`` (a shell string) on ``host``."""
+    address = host.address or host.name
+    argv = [settings.ssh_binary]
+    if settings.ssh_config_file:
+        argv += ["-F", settings.ssh_config_file]
+    argv += [
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={settings.connect_timeout_s}",
+        "-o", f"StrictHostKeyChecking={settings.strict_host_key_checking}",
+        "-o", "LogLevel=ERROR",
+        "-o", "RequestTTY=no",
+        "-o", "ClearAllForwardings=yes",
+        "-o", "ControlMaster=no",
+        "-p", str(host.ssh_port),
+        "-T", "-n",
+    ]
+    if settings.known_hosts_file:
+        argv += ["-o", f"UserKnownHostsFile={settings.known_hosts_file}", "-o", "GlobalKnownHostsFile=/dev/null"]
+    if host.ssh_key:
+        argv += ["-i", host.ssh_key, "-o", "IdentitiesOnly=yes"]
+    if host.ssh_user:
+        argv += ["-l", host.ssh_user]
+    argv += ["--", address, remote_command]
+    return argv
+
+
+def quote_argv(argv: Sequence[str]) -> str:
+    """A shell string that runs ``argv`` with every word taken literally."""
+    return shlex.join(argv)
+
+
+async def run_remote(
+    host: HostConfig,
+    settings: HostSettings,
+    remote_command: str,
+    *,
+    timeout_s: float,
+    max_stdout: int = DEFAULT_MAX_STDOUT,
+    max_stderr: int = DEFAULT_MAX_STDERR,
+    on_stdout: Callable[[bytes], None] | None = None,
+) -> RunResult:
+    """Run a shell string on ``host`` over ssh with bounded time and output.
+
+    Returns the RunResult of the remote command (its exit status is ssh's).
+    Raises ToolError when ssh itself failed (exit 255: unreachable, refused,
+    authentication or host key problems), with ssh's message.  A timeout is
+    not raised here; callers look at ``timed_out``.  Cancellation kills the
+    local ssh client (which closes the connection) and propagates.
+    """
+    argv = ssh_argv(host, settings, remote_command)
+    result = await run_bounded(argv, timeout_s=timeout_s, max_stdout=max_stdout,
+                               max_stderr=max_stderr, on_stdout=on_stdout)
+    if result.exit_code == SSH_FAILURE:
+        lines = [ln.strip() for ln in result.text("stderr").splitlines() if ln.strip()]
+        msg = " / ".join(ln[:300] for ln in lines[-3:]) or "ssh exited with status 255"
+        raise ToolError(f"ssh to host {host.name!r} ({host.address or host.name}:{host.ssh_port}) failed: {msg}")
+    return result
+
+
+async def run_remote_checked(host: HostConfig, settings: HostSettings, remote_command: str, *,
+                             timeout_s: float, what: str, max_stdout: int = DEFAULT_MAX_STDOUT) -> str:
+    """Like :func:`run_remote` but the command must succeed: returns stdout as
+    text; raises ToolError naming ``what`` on a timeout or a non-zero exit."""
+    result = await run_remote(host, settings, remote_command, timeout_s=timeout_s, max_stdout=max_stdout)
+    if result.timed_out:
+        raise ToolError(f"{what} on host {host.name!r} did not finish within {timeout_s:g} s")
+    if result.exit_code != 0:
+        err = result.text("stderr").strip()[-500:]
+        raise ToolError(f"{what} on host {host.name!r} failed (exit {result.exit_code}): {err or 'no message'}")
+    return result.text("stdout")

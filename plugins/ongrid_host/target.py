@@ -1,0 +1,42 @@
+"""Where a command runs: this host, or a remote one over ssh."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from ongrid_host.runner import DEFAULT_MAX_STDERR, DEFAULT_MAX_STDOUT, RunResult, run_bounded
+from ongrid_host.settings import HostSettings
+from ongrid_host.ssh import quote_argv, run_remote
+from ongridd.config import HostConfig
+
+LOCAL = "local"
+
+
+@attrs.frozen(kw_only=True)
+class Target:
+    """A resolved host: ``local`` runs argv directly, others through ssh."""
+
+    host: HostConfig
+    settings: HostSettings
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    @property
+    def is_local(self) -> bool:
+        return self.host.name == LOCAL
+
+    async def run(self, argv: Sequence[str], *, timeout_s: float, max_stdout: int = DEFAULT_MAX_STDOUT,
+                  max_stderr: int = DEFAULT_MAX_STDERR,
+                  on_stdout: Callable[[bytes], None] | None = None) -> RunResult:
+        """Run ``argv`` without a shell here, or with every word quoted over
+        ssh.  See :func:`ongrid_host.runner.run_bounded` for the result and
+        :func:`ongrid_host.ssh.run_remote` for ssh failures (ToolError)."""
+        if self.is_local:
+            return await run_bounded(argv, timeout_s=timeout_s, max_stdout=max_stdout,
+                                     max_stderr=max_stderr, on_stdout=on_stdout)
+        return await run_remote(self.host, self.settings, quote_argv(argv), timeout_s=timeout_s,
+                                max_stdout=max_stdout, max_stderr=max_stderr, on_stdout=on_stdout)

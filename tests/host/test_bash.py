@@ -1,0 +1,195 @@
+"""host_bash: the read-only allowlist against injection attempts, classes,
+read-only personas, bounded output and time (DESIGN.md §8)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+import pytest
+from ongrid_host.bash_policy import analyze
+
+from ongridd.errors import ToolError
+
+
+@pytest.fixture
+def marker(tmp_path):
+    path = tmp_path / "marker"
+    assert not path.exists()
+    return path
+
+
+# Each is refused outright (shell syntax): (command template, words the reason must contain)
+INJECTIONS = [
+    ("ls; touch {m}", "';' (command separator)"),
+    ("ls && touch {m}", "'&&' (command chain)"),
+    ("ls || touch {m}", "'||' (command chain)"),
+    ("ls | tee {m}", "'|' (pipe"),
+    ("ls & touch {m}", "'&' (background"),
+    ("echo `touch {m}`", "backtick command substitution"),
+    ("ls $(touch {m})", "command substitution '$(…)'"),
+    ('ls "$(touch {m})"', "command substitution '$(…)'"),
+    ("ls ${{IFS}}touch {m}", "parameter expansion '${…}'"),
+    ("cat /etc/hostname > {m}", "'>' (output redirection)"),
+    ("cat /etc/hostname >> {m}", "'>>' (append redirection)"),
+    ("cat < {m}", "'<' (input redirection)"),
+    ("ls\ntouch {m}", "newline"),
+    ("ls $HOME", "variable expansion '$HOME'"),
+    ("ls /etc/*.conf", "unquoted glob character '*'"),
+    ("ls ~", "unquoted '~'"),
+    ("(touch {m})", "'(' (subshell)"),
+    ("ls 'unterminated", "unbalanced ' quote"),
+    ("X=1 touch {m}", "variable assignment"),
+]
+
+# Parsed fine but off the allowlist → write class: (command, words in the reason)
+WRITES = [
+    ("rm -f {m}", "'rm' is not on the read-only allowlist"),
+    ("touch {m}", "'touch' is not on the read-only allowlist"),
+    ("tee {m}", "'tee' is not on the read-only allowlist"),
+    ("sort -o {m} /etc/hostname", "option '-o' writes a file"),
+    ("sort -uo {m} /etc/hostname", "option '-o' (in '-uo')"),
+    ("sort --output={m} /etc/hostname", "option '--output="),
+    ("sort --out {m} /etc/hostname", "(--output)"),
+    ("sed -i s/a/b/ {m}", "option '-i' edits files in place"),
+    ("sed --in-place s/a/b/ {m}", "edits files in place"),
+    ("find /tmp -name x -delete", "find action '-delete'"),
+    ("find /tmp -exec touch {m} ';'", "find action '-exec'"),
+    ("find /tmp -fprint {m}", "find action '-fprint'"),
+    ("journalctl --vacuum-size=1M", "changes the journal"),
+    ("journalctl -f", "follows forever"),
+    ("tail -f /etc/hostname", "follows forever"),
+    ("systemctl restart nginx", "'systemctl restart' changes state"),
+    ("systemctl stop nginx", "'systemctl stop' changes state"),
+    ("ip link set lo down", "only show/list/get are read-only"),
+    ("ip -batch {m}", "runs commands from a file"),
+    ("date -s 2020-01-01", "sets the system clock"),
+    ("date 010100002020", "would set the system clock"),
+    ("hostname evil", "operand 'evil' sets the host name"),
+    ("mount /dev/sda1 /mnt", "only allowed without arguments"),
+    ("sysctl -w vm.swappiness=1", "writes kernel parameters"),
+    ("sysctl vm.swappiness=1", "sets a kernel parameter"),
+    ("ss -K dst 10.0.0.1", "kills sockets"),
+    ("dmesg -C", "clears the ring buffer"),
+    ("cat /proc/1/environ", "names a secrets file"),
+    ("cat /proc/self/../1/environ", "names a secrets file"),
+    ("cat /etc/shadow", "names a secrets file"),
+    ("cat /root/.ssh/id_ed25519", "names a secrets file"),
+    ("getent shadow", "password hashes"),
+    ("ps auxe", "prints process environments"),
+    ("grep -r OPENAI /proc", "would read /proc"),
+    ("/bin/ls /", "is a path; the allowlist names bare commands"),
+    ("bash -c id", "'bash' is not on the read-only allowlist"),
+    ("awk BEGIN{{system(\"id\")}}", "brace"),  # refused as syntax, see below
+]
+
+READS = [
+    "ls -la /etc", "cat /etc/hostname", "head -n 5 /etc/passwd", "tail -n 3 /etc/passwd", "wc -l /etc/passwd",
+    "df -h", "du -sh /etc", "free -m", "uptime", "uname -a", "ps aux", "ss -tlnp", "ip addr", "ip -br a",
+    "ip route get 127.0.0.1", "stat /etc/hostname", "find /etc -maxdepth 1 -name '*.conf'",
+    "grep -c root /etc/passwd", "grep 'a|b;c' /etc/passwd", "journalctl -u ssh -n 20 --no-pager -o json",
+    "systemctl status nginx", "systemctl -t service list-units", "date +%s", "date -d yesterday +%F",
+    "hostname", "hostname -I", "id", "lsblk", "mount", "sort -r /etc/hostname", "sed -n 1p /etc/hostname",
+    "dmesg -T", "sysctl vm.swappiness", "getent passwd root", "lsof -nP",
+]
+
+
+@pytest.mark.parametrize(("template", "why"), INJECTIONS)
+async def test_shell_syntax_is_refused_and_nothing_runs(call, tools, marker, template, why):
+    cmd = template.format(m=shlex.quote(str(marker)))
+    with pytest.raises(ToolError) as info:
+        await call("host_bash", {"cmd": cmd, "reason": "test"})
+    assert why in str(info.value) and "Nothing was run" in str(info.value)
+    # also for a persona that may write: shell syntax is never run
+    assert tools["host_bash"].class_for({"cmd": cmd}) == "read"  # nothing to review: it is refused
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(("template", "why"), WRITES)
+async def test_off_allowlist_is_write_and_refused_for_read_only(call, tools, marker, template, why):
+    cmd = template.format(m=shlex.quote(str(marker)))
+    verdict = analyze(cmd)
+    if verdict.kind == "refused":  # e.g. braces: refused before the allowlist is asked
+        assert why in verdict.reason
+        return
+    assert tools["host_bash"].class_for({"cmd": cmd}) == "write"
+    with pytest.raises(ToolError) as info:
+        await call("host_bash", {"cmd": cmd, "reason": "because"}, read_only=True)
+    message = str(info.value)
+    assert "read-only" in message and why in message and "Nothing was run" in message
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("cmd", READS)
+def test_allowlisted_commands_are_read(tools, cmd):
+    verdict = analyze(cmd)
+    assert verdict.kind == "read", verdict.reason
+    assert tools["host_bash"].class_for({"cmd": cmd}) == "read"
+
+
+async def test_read_command_runs_without_reason_and_for_read_only(call):
+    result = await call("host_bash", {"cmd": "cat /etc/hostname"}, read_only=True)
+    with open("/etc/hostname") as f:
+        assert result["stdout"] == f.read()
+    assert result["exit_code"] == 0 and result["class"] == "read" and result["argv"] == ["cat", "/etc/hostname"]
+
+
+async def test_quoted_metacharacters_are_literal_arguments(call, tmp_path):
+    f = tmp_path / "data.txt"
+    f.write_text("a;b\nplain\n$(x)\n")
+    result = await call("host_bash", {"cmd": f"grep -c 'a;b' {f}"})
+    assert result["stdout"].strip() == "1"
+    result = await call("host_bash", {"cmd": f"grep -F '$(x)' {f}"})
+    assert result["stdout"] == "$(x)\n"
+
+
+async def test_write_command_needs_reason_then_runs(call, marker):
+    cmd = f"touch {shlex.quote(str(marker))}"
+    with pytest.raises(ToolError, match=r"reason is required"):
+        await call("host_bash", {"cmd": cmd})
+    assert not marker.exists()
+    # the runtime's review gate approved it (it wraps the handler): the handler runs it
+    result = await call("host_bash", {"cmd": cmd, "reason": "create the marker for the test"})
+    assert result["class"] == "write" and result["exit_code"] == 0
+    assert marker.exists()
+
+
+async def test_sed_runs_sandboxed(call, tmp_path):
+    out = tmp_path / "written"
+    src = tmp_path / "src"
+    src.write_text("hello\n")
+    result = await call("host_bash", {"cmd": f"sed 'w {out}' {src}"})
+    assert result["argv"][:2] == ["sed", "--sandbox"]
+    assert result["exit_code"] != 0 and not out.exists()
+
+
+async def test_output_is_capped_and_says_so(call, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * 100_000)
+    result = await call("host_bash", {"cmd": f"cat {big}"})
+    assert result["stdout_bytes"] == 100_000
+    assert len(result["stdout"]) == 100_000 - result["stdout_cut_bytes"] < 100_000
+    assert "output cut" in result["note"]
+
+
+async def test_time_limit_kills_the_command(call):
+    outcome = await call("host_bash", {"cmd": "vmstat 1", "timeout_s": 1}, raw=True)
+    assert outcome.status == "error"
+    assert outcome.value["timed_out"] is True and outcome.value["exit_code"] is None
+    assert "killed after 1 s" in outcome.value["error"]
+
+
+async def test_missing_program_is_a_clear_error(call):
+    with pytest.raises(ToolError, match=r"cannot run 'definitely-not-a-program'"):
+        await call("host_bash", {"cmd": "definitely-not-a-program --x", "reason": "test"})
+
+
+async def test_nonzero_exit_is_reported_not_raised(call, tmp_path):
+    result = await call("host_bash", {"cmd": f"ls {tmp_path / 'missing'}"})
+    assert result["exit_code"] == 2 and "No such file" in result["stderr"]
+
+
+def test_process_environment_is_not_reachable(tools):
+    # the daemon's secrets live in its environment
+    for cmd in (f"cat /proc/{os.getpid()}/environ", "cat /dev/fd/../environ", "sort /proc/self/environ"):
+        assert analyze(cmd).kind == "write", cmd
