@@ -1,0 +1,23 @@
+"""The scripted model server (DESIGN.md §16): an OpenAI-compatible test and
+demo double driven by a YAML script.  It never pretends to be a real model.
+
+``script`` (load/validate, no web imports) is cheap to import; the server
+(quart-trio + hypercorn) is imported on first use of :func:`open_fake_llm`,
+:func:`serve_fake_llm` or :class:`FakeLLM`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ongridd.fakellm.script import Script, ScriptError, load_script, parse_script
+
+__all__ = ["FakeLLM", "Script", "ScriptError", "load_script", "open_fake_llm", "parse_script", "serve_fake_llm"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("FakeLLM", "open_fake_llm", "serve_fake_llm", "RecordedRequest"):
+        from ongridd.fakellm import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'ongridd.fakellm' has no attribute {name!r}")

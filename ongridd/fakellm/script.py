@@ -1,0 +1,381 @@
+"""The scripted model's script: load, validate, substitute (DESIGN.md §16).
+
+A script is a YAML mapping ``persona name → list of steps``.  A step is a
+mapping with these keys (at least one of ``content``, ``tool_calls``,
+``content_from_tool_results``, ``http_status``):
+
+=============================  ==============================================
+``content``                    the assistant text (string)
+``tool_calls``                 list of ``{name, arguments}`` (``arguments``:
+                               any JSON value, sent as JSON text; absent →
+                               ``{}``) or ``{name, raw_arguments}``
+                               (``raw_arguments``: the exact text sent, e.g.
+                               invalid JSON, or ``""``)
+``content_from_tool_results``  ``true``: answer with the tool results received
+                               since the previous step (not with ``content``)
+``finish_reason``              ``stop``, ``length``, ``tool_calls``,
+                               ``content_filter`` (default: ``tool_calls``
+                               when there are tool calls, else ``stop``)
+``delay_s``                    seconds to wait before answering (>= 0)
+``http_status``                answer with this HTTP error (400–599) instead;
+                               only ``delay_s`` may go with it
+=============================  ==============================================
+
+``${NAME}`` in any string (content, tool names, argument keys and values,
+raw arguments) is replaced by the environment variable ``NAME`` of the
+server process when the step is answered (:func:`substitute`).
+
+Errors are :class:`ScriptError` (a :class:`~ongridd.errors.ConfigError`)
+naming the file, the line, the persona and the step index.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from ongridd.errors import ConfigError
+
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+STEP_KEYS = ("content", "tool_calls", "content_from_tool_results", "finish_reason", "delay_s", "http_status")
+CALL_KEYS = ("name", "arguments", "raw_arguments")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ScriptError(ConfigError):
+    """A scripted-model script cannot be used.  The message names the file
+    and line, and the persona and step index where it applies."""
+
+
+class MissingVariable(ScriptError):
+    """A ``${NAME}`` in a step names an environment variable that is not set."""
+
+
+@attrs.frozen(kw_only=True)
+class ScriptedToolCall:
+    """One tool call of a step.  Exactly one of ``arguments`` (a JSON value)
+    and ``raw_arguments`` (text sent as is) is used; ``raw_arguments`` wins
+    when it is not ``None``."""
+
+    name: str
+    arguments: Any = attrs.field(factory=dict)
+    raw_arguments: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """One scripted answer.  ``persona``/``index``/``line`` locate it."""
+
+    persona: str
+    index: int
+    line: int | None = None
+    content: str | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    content_from_tool_results: bool = False
+    finish_reason: str | None = None
+    delay_s: float = 0.0
+    http_status: int | None = None
+
+    @property
+    def where(self) -> str:
+        """``persona 'x' step 2`` — for messages."""
+        return f"persona {self.persona!r} step {self.index}"
+
+
+@attrs.frozen(kw_only=True)
+class Script:
+    """A validated script.  ``personas``: persona name → its steps, in order.
+    ``source``: the file it came from (or ``<string>``)."""
+
+    personas: Mapping[str, tuple[Step, ...]]
+    source: str = "<string>"
+
+    def variables(self) -> set[str]:
+        """Every ``${NAME}`` the script uses."""
+        names: set[str] = set()
+        for steps in self.personas.values():
+            for step in steps:
+                _collect_vars(attrs.asdict(step, recurse=True), names)
+        return names
+
+
+def _collect_vars(value: Any, names: set[str]) -> None:
+    if isinstance(value, str):
+        names.update(_VAR.findall(value))
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _collect_vars(k, names)
+            _collect_vars(v, names)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect_vars(v, names)
+
+
+def substitute(value: Any, env: Mapping[str, str], where: str = "") -> Any:
+    """Replace ``${NAME}`` in every string of ``value`` (recursing into dicts,
+    keys included, and lists) with ``env[NAME]``.
+
+    Raises :class:`MissingVariable` naming the variable (and ``where``) when
+    it is not set.
+    """
+    if isinstance(value, str):
+        def repl(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                at = f"{where}: " if where else ""
+                raise MissingVariable(
+                    f"{at}${{{name}}} is used but the environment variable {name} is not set "
+                    "in the scripted model server's process"
+                )
+            return env[name]
+
+        return _VAR.sub(repl, value)
+    if isinstance(value, Mapping):
+        return {substitute(k, env, where): substitute(v, env, where) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [substitute(v, env, where) for v in value]
+    return value
+
+
+# ---- loading --------------------------------------------------------------
+
+
+def load_script(path: str | os.PathLike[str]) -> Script:
+    """Read and validate a script file (UTF-8, YAML 1.2).
+
+    Raises :class:`ScriptError` for an unreadable file, invalid YAML (with
+    its line) or an invalid step (every problem, one per line).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ScriptError(f"{p}: script file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScriptError(f"{p}: cannot read script: {exc}") from None
+    return parse_script(text, source=str(p))
+
+
+def parse_script(text: str, *, source: str = "<string>") -> Script:
+    """Parse and validate script text.  Raises :class:`ScriptError`."""
+    try:
+        data = YAML(typ="rt", pure=True).load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ScriptError(f"{source}{line}: invalid YAML: {exc.problem or exc}") from None
+    except YAMLError as exc:
+        raise ScriptError(f"{source}: invalid YAML: {exc}") from None
+    return script_from_data(data, source=source)
+
+
+def coerce_script(script: Script | Mapping[str, Any] | str | os.PathLike[str]) -> Script:
+    """A :class:`Script` from a Script (as is), a mapping (validated) or a
+    path to a YAML file (loaded)."""
+    if isinstance(script, Script):
+        return script
+    if isinstance(script, Mapping):
+        return script_from_data(script, source="<mapping>")
+    return load_script(script)
+
+
+def script_from_data(data: Any, *, source: str = "<mapping>") -> Script:
+    """Validate already-parsed data (as from YAML or a Python dict).
+
+    Raises :class:`ScriptError` listing every problem found, each as
+    ``<source>:<line>: persona '<name>' step <i>: <problem>``.
+    """
+    problems: list[str] = []
+    if data is None:
+        raise ScriptError(f"{source}: the script is empty; expected a mapping of persona name → list of steps")
+    if not isinstance(data, Mapping):
+        raise ScriptError(
+            f"{source}: the script must be a mapping of persona name → list of steps, got {_kind(data)}"
+        )
+    personas: dict[str, tuple[Step, ...]] = {}
+    for key, steps_data in data.items():
+        key_line = _key_line(data, key)
+        at = f"{source}{_fmt_line(key_line)}"
+        if not isinstance(key, str) or not key.strip():
+            problems.append(f"{at}: persona name must be a non-empty string, got {key!r}")
+            continue
+        if not isinstance(steps_data, list):
+            problems.append(f"{at}: persona {key!r}: expected a list of steps, got {_kind(steps_data)}")
+            continue
+        steps = []
+        for index, raw in enumerate(steps_data):
+            line = _item_line(steps_data, index)
+            here = f"{source}{_fmt_line(line)}: persona {key!r} step {index}"
+            step = _parse_step(raw, persona=key, index=index, line=line, here=here, problems=problems)
+            if step is not None:
+                steps.append(step)
+        personas[key] = tuple(steps)
+    if problems:
+        raise ScriptError(f"invalid scripted-model script {source}:\n  " + "\n  ".join(problems))
+    return Script(personas=personas, source=source)
+
+
+def _parse_step(
+    raw: Any, *, persona: str, index: int, line: int | None, here: str, problems: list[str]
+) -> Step | None:
+    before = len(problems)
+    if not isinstance(raw, Mapping):
+        problems.append(f"{here}: a step must be a mapping, got {_kind(raw)}")
+        return None
+    unknown = [k for k in raw if k not in STEP_KEYS]
+    if unknown:
+        problems.append(
+            f"{here}: unknown key(s) {', '.join(repr(k) for k in unknown)}; allowed: {', '.join(STEP_KEYS)}"
+        )
+
+    content = raw.get("content")
+    if content is not None and not isinstance(content, str):
+        problems.append(f"{here}: content must be a string, got {_kind(content)}")
+
+    from_results = raw.get("content_from_tool_results", False)
+    if not isinstance(from_results, bool):
+        problems.append(f"{here}: content_from_tool_results must be true or false, got {_kind(from_results)}")
+    elif from_results and content is not None:
+        problems.append(f"{here}: content and content_from_tool_results: true cannot be used together")
+
+    finish_reason = raw.get("finish_reason")
+    if finish_reason is not None and finish_reason not in FINISH_REASONS:
+        problems.append(f"{here}: finish_reason must be one of {', '.join(FINISH_REASONS)}, got {finish_reason!r}")
+
+    delay_s = raw.get("delay_s", 0)
+    if isinstance(delay_s, bool) or not isinstance(delay_s, (int, float)) or not math.isfinite(delay_s) or delay_s < 0:
+        problems.append(f"{here}: delay_s must be a number of seconds >= 0, got {delay_s!r}")
+        delay_s = 0
+
+    http_status = raw.get("http_status")
+    if http_status is not None:
+        if isinstance(http_status, bool) or not isinstance(http_status, int) or not 400 <= http_status <= 599:
+            problems.append(f"{here}: http_status must be an HTTP error status 400..599, got {http_status!r}")
+        others = [k for k in ("content", "tool_calls", "content_from_tool_results", "finish_reason") if k in raw]
+        if others:
+            problems.append(f"{here}: http_status answers with an error only; remove {', '.join(others)}")
+
+    calls: list[ScriptedToolCall] = []
+    if "tool_calls" in raw:
+        calls_data = raw["tool_calls"]
+        if not isinstance(calls_data, list) or not calls_data:
+            problems.append(f"{here}: tool_calls must be a non-empty list, got {_kind(calls_data)}")
+        else:
+            for n, call in enumerate(calls_data):
+                parsed = _parse_call(call, f"{here} tool_calls[{n}]", problems)
+                if parsed is not None:
+                    calls.append(parsed)
+
+    if not any(k in raw for k in ("content", "tool_calls", "http_status")) and from_results is not True:
+        problems.append(
+            f"{here}: a step needs content, tool_calls, content_from_tool_results: true or http_status"
+        )
+    if len(problems) != before:
+        return None
+    return Step(
+        persona=persona,
+        index=index,
+        line=line,
+        content=content,
+        tool_calls=tuple(calls),
+        content_from_tool_results=from_results,
+        finish_reason=finish_reason,
+        delay_s=float(delay_s),
+        http_status=http_status,
+    )
+
+
+def _parse_call(raw: Any, here: str, problems: list[str]) -> ScriptedToolCall | None:
+    if not isinstance(raw, Mapping):
+        problems.append(f"{here}: a tool call must be a mapping with name and arguments, got {_kind(raw)}")
+        return None
+    unknown = [k for k in raw if k not in CALL_KEYS]
+    if unknown:
+        problems.append(f"{here}: unknown key(s) {', '.join(repr(k) for k in unknown)}; allowed: {', '.join(CALL_KEYS)}")
+        return None
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        problems.append(f"{here}: name must be a non-empty string, got {name!r}")
+        return None
+    if "arguments" in raw and "raw_arguments" in raw:
+        problems.append(f"{here}: use arguments or raw_arguments, not both")
+        return None
+    if "raw_arguments" in raw:
+        text = raw["raw_arguments"]
+        if not isinstance(text, str):
+            problems.append(f"{here}: raw_arguments must be a string (the exact text sent), got {_kind(text)}")
+            return None
+        return ScriptedToolCall(name=name, raw_arguments=text)
+    try:
+        arguments = _plain_json(raw.get("arguments", {}))
+    except (TypeError, ValueError) as exc:
+        problems.append(f"{here}: arguments {exc}")
+        return None
+    return ScriptedToolCall(name=name, arguments=arguments)
+
+
+def _plain_json(value: Any) -> Any:
+    """ruamel's round-trip types → plain JSON values; TypeError/ValueError
+    for values JSON cannot carry."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"hold a number JSON cannot carry: {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"must have string keys, got {k!r}")
+            out[str(k)] = _plain_json(v)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain_json(v) for v in value]
+    raise TypeError(f"must be JSON values, got {type(value).__name__} {value!r}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value!r})" if len(value) < 40 else "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def _key_line(mapping: Any, key: Any) -> int | None:
+    try:
+        return mapping.lc.key(key)[0] + 1
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def _item_line(seq: Any, index: int) -> int | None:
+    try:
+        return seq.lc.item(index)[0] + 1
+    except (AttributeError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _fmt_line(line: int | None) -> str:
+    return f":{line}" if line is not None else ""
