@@ -1,0 +1,192 @@
+"""Run one tool call of one agent run (DESIGN.md §8).
+
+Nothing a model does raises out of :meth:`ToolRunner.run`: an unknown name,
+bad arguments, a handler exception, a timeout each become a
+:class:`ToolResult` whose ``content`` the model can read.  Only
+cancellation (``trio.Cancelled``) propagates.
+
+Error results are JSON text ``{"status": "error", "error": "..."}`` (``"timeout"``
+for a timeout).  A runner belongs to one run: it holds that run's read cache.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
+from ongridd.llm.types import ToolCall
+from ongridd.logs import get_logger
+from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
+from ongridd.tools.bag import ToolBag
+from ongridd.tools.spec import (
+    AUDIT_STATUSES,
+    Outcome,
+    Tool,
+    ToolCallContext,
+    ToolResult,
+)
+from ongridd.tools.stubs import redirect_text
+from ongridd.tools.truncate import truncate_result
+
+log = get_logger(__name__)
+
+DEFAULT_MAX_RESULT_CHARS = 16000
+
+CACHED_HINT = (
+    "[cached: an identical {name} call earlier in this run returned this result; it was not run again. "
+    "Use it and do not repeat the call.]"
+)
+
+
+def error_text(message: str, status: str = "error") -> str:
+    """An error result as the model sees it: ``{"status": "error", "error": message}``."""
+    return json.dumps({"status": status, "error": message}, ensure_ascii=False)
+
+
+def render_value(value: Any) -> str:
+    """A handler's value as text: ``str`` as is, anything else as JSON
+    (``ensure_ascii=False``, unknown types through ``str``).  Raises
+    ValueError/TypeError when the value cannot be serialised (e.g. a cycle)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class ToolRunner:
+    """Runs the tool calls of one agent run against one :class:`ToolBag`.
+
+    ``max_result_chars``: results are cut to this many characters
+    (``limits.tool_result_max_chars``).  The runner keeps the run's read
+    cache: an identical call (same name, same canonical validated arguments)
+    of a call whose class is ``read`` that succeeded earlier in this run is
+    answered from that result with a hint (status ``cached``).  Two identical
+    read calls running at the same time share one execution.
+    """
+
+    def __init__(self, bag: ToolBag, *, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS):
+        self.bag = bag
+        self.max_result_chars = max_result_chars
+        self._cache: dict[tuple[str, str], str] = {}
+        self._inflight: dict[tuple[str, str], trio.Event] = {}
+
+    # ---- public ---------------------------------------------------------
+
+    async def run(self, call: ToolCall, ctx: ToolCallContext) -> ToolResult:
+        """Run ``call`` and return its result (already truncated).
+
+        Statuses: ``ok`` (or what the handler's ``Outcome`` says), ``error``
+        (unknown tool, bad arguments, ``ToolError``, handler exception),
+        ``timeout`` (past ``tool.timeout_s``), ``redirect`` (a stubbed name),
+        ``cached`` (read cache).  Cancellation: ``trio.Cancelled`` propagates
+        immediately (the handler is cancelled with it); callers record status
+        ``cancelled`` themselves with :meth:`cancelled_result`.
+        """
+        started = time.perf_counter()
+        status, text = await self._run(call, ctx)
+        return self._result(call, status, text, started)
+
+    def cancelled_result(self, call: ToolCall, started: float | None = None,
+                         reason: str = "stopped before it finished") -> ToolResult:
+        """The result to record for a call that was cancelled (status ``cancelled``).
+
+        ``started``: a ``time.perf_counter()`` value to compute the duration from.
+        """
+        text = error_text(f"{call.name or '(no name)'} was cancelled: {reason}", "cancelled")
+        return self._result(call, "cancelled", text, started)
+
+    def not_run_result(self, call: ToolCall, reason: str) -> ToolResult:
+        """An error result for a call that is deliberately not executed (budget, cut output)."""
+        return self._result(call, "error", error_text(f"{call.name or '(no name)'} was not run: {reason}"), None)
+
+    # ---- internals ------------------------------------------------------
+
+    def _result(self, call: ToolCall, status: str, text: str, started: float | None) -> ToolResult:
+        duration_ms = int((time.perf_counter() - started) * 1000) if started is not None else 0
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            content=truncate_result(text, self.max_result_chars),
+            status=status,
+            duration_ms=duration_ms,
+            raw_chars=len(text),
+        )
+
+    def _unknown(self, call: ToolCall, ctx: ToolCallContext) -> tuple[str, str]:
+        stub = self.bag.stubs.get(call.name)
+        if stub is not None:
+            return "redirect", redirect_text(stub)
+        agent = ctx.agent or self.bag.agent
+        have = ", ".join(self.bag.names()) or "(none)"
+        name = call.name or "(a tool call without a name)"
+        return "error", error_text(
+            f"{name} is not available to {agent}: it is not one of its tools, and nothing was run. "
+            f"Tools available to {agent}: {have}"
+        )
+
+    async def _run(self, call: ToolCall, ctx: ToolCallContext) -> tuple[str, str]:
+        tool = self.bag.tools.get(call.name)
+        if tool is None:
+            return self._unknown(call, ctx)
+        try:
+            args = parse_arguments(tool.name, call.arguments)
+            args = validate_arguments(tool.name, tool.parameters, args)
+        except ToolArgumentsError as exc:
+            return "error", error_text(str(exc))
+        try:
+            is_read = tool.class_for(args) == "read"
+        except Exception as exc:  # a buggy classify must not abort the turn
+            log.exception("tool_classify_failed", tool=tool.name)
+            return "error", error_text(f"{tool.name} failed to classify the call: {type(exc).__name__}: {exc}")
+        if not is_read:
+            return await self._execute(tool, args, ctx)
+        key = (tool.name, canonical_json(args))
+        while True:
+            cached = self._cache.get(key)
+            if cached is not None:
+                return "cached", CACHED_HINT.format(name=tool.name) + "\n" + cached
+            pending = self._inflight.get(key)
+            if pending is None:
+                break
+            await pending.wait()  # an identical call is running: share its result
+        done = trio.Event()
+        self._inflight[key] = done
+        try:
+            status, text = await self._execute(tool, args, ctx)
+            if status == "ok":
+                self._cache[key] = text
+            return status, text
+        finally:
+            del self._inflight[key]
+            done.set()
+
+    async def _execute(self, tool: Tool, args: Mapping[str, Any], ctx: ToolCallContext) -> tuple[str, str]:
+        value: Any = None
+        with trio.move_on_after(tool.timeout_s) as scope:
+            try:
+                value = await tool.handler(dict(args), ctx)
+            except ToolTimeout as exc:
+                return "timeout", error_text(str(exc) or f"{tool.name} timed out", "timeout")
+            except ToolError as exc:
+                return "error", error_text(str(exc) or f"{tool.name} failed ({type(exc).__name__})")
+            except Exception as exc:
+                log.exception("tool_handler_failed", tool=tool.name, session_id=ctx.session_id)
+                return "error", error_text(f"{tool.name} failed with an internal error: {type(exc).__name__}: {exc}")
+        if scope.cancelled_caught:
+            return "timeout", error_text(f"{tool.name} timed out after {tool.timeout_s:g} s and was stopped", "timeout")
+        status = "ok"
+        if isinstance(value, Outcome):
+            status, value = value.status, value.value
+            if status not in AUDIT_STATUSES:
+                log.warning("tool_outcome_bad_status", tool=tool.name, status=status)
+                status = "ok"
+        try:
+            text = render_value(value)
+        except (TypeError, ValueError) as exc:
+            log.error("tool_result_not_serialisable", tool=tool.name, error=str(exc))
+            return "error", error_text(f"{tool.name} returned a value that cannot be sent as JSON: {exc}")
+        return status, text
