@@ -1,0 +1,99 @@
+"""Small value helpers shared by the store modules: ids, UTC times, row → dict.
+
+Times are timezone-aware UTC ``datetime`` objects inside the store and ISO
+8601 strings with a ``Z`` suffix and microseconds outside it
+(``2026-01-02T03:04:05.000006Z``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+#: session statuses (DESIGN.md §11, §12)
+COORDINATOR_STATUS = "open"
+ACTIVE_STATUSES = ("pending", "running")
+TERMINAL_STATUSES = ("completed", "failed", "killed")
+SESSION_STATUSES = (COORDINATOR_STATUS, *ACTIVE_STATUSES, *TERMINAL_STATUSES)
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")
+DECISIONS = ("approve", "reject")
+INCIDENT_STATUSES = ("firing", "resolved", "acknowledged")
+
+
+def new_id() -> str:
+    """A new UUID4 in canonical text form (with dashes)."""
+    return str(uuid.uuid4())
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def to_utc(value: datetime) -> datetime:
+    """``value`` as aware UTC; a naive datetime is taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def iso(value: datetime | None) -> str | None:
+    """``2026-01-02T03:04:05.000006Z`` for an aware or naive-UTC datetime; None stays None."""
+    if value is None:
+        return None
+    return to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str | datetime | None, field: str) -> datetime | None:
+    """Parse an ISO 8601 time (``Z`` or an offset; no offset means UTC).
+
+    Raises ValueError naming ``field`` when the text is not a time.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return to_utc(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{field}: expected an ISO 8601 time string, got {type(value).__name__}")
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{field}: not an ISO 8601 time: {value!r}") from None
+    return to_utc(parsed)
+
+
+def check_choice(value: Any, allowed: Iterable[str], field: str) -> str:
+    """Return ``value`` if it is one of ``allowed``, else raise ValueError naming ``field``."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{field}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def check_text(value: Any, field: str, *, optional: bool = False) -> str | None:
+    """A non-empty string (or None when ``optional``), else ValueError naming ``field``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{field}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def row_dict(row: Any, time_keys: Iterable[str] = ()) -> dict[str, Any]:
+    """A SQLAlchemy row as a plain dict, the ``time_keys`` rendered with :func:`iso`."""
+    out = dict(row._mapping) if not isinstance(row, Mapping) else dict(row)
+    for key in time_keys:
+        if key in out:
+            out[key] = iso(out[key])
+    return out
+
+
+def clean_text(value: str | None) -> str | None:
+    """``value`` with NUL characters replaced by U+FFFD (PostgreSQL text cannot hold NUL;
+    done on every backend so both store the same text).  None stays None."""
+    if value is None or "\x00" not in value:
+        return value
+    return value.replace("\x00", "\ufffd")

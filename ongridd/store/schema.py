@@ -1,0 +1,178 @@
+"""The tables of DESIGN.md §12 as SQLAlchemy Core metadata.
+
+This module describes the schema the code expects; the Alembic revisions in
+``ongridd/store/migrations/versions`` create it (a test checks the two agree).
+
+Ids of sessions, proposals, incidents, audit rows and change events are UUID
+strings with dashes (``String(36)``).  Message rows have an integer surrogate
+key and a per-session ``seq`` (1, 2, 3, …; unique per session) that orders a
+history.  Every time column holds timezone-aware UTC (see :class:`UTCDateTime`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+from ongridd.store.rows import to_utc
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend.
+
+    PostgreSQL stores ``timestamp with time zone``.  SQLite has no time type:
+    the value is stored as naive UTC text and given ``tzinfo=UTC`` again when
+    read.  Naive datetimes passed in are taken to be UTC.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = to_utc(value)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return to_utc(value)
+
+
+ID = sa.String(36)
+JSONType = sa.JSON(none_as_null=True)
+# The message key: BIGINT identity on PostgreSQL, the rowid alias on SQLite.
+MessageKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+chat_sessions = sa.Table(
+    "chat_sessions",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("agent_id", sa.Text, nullable=False),
+    sa.Column("parent_session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=True),
+    sa.Column("user_id", sa.Text, nullable=False),
+    sa.Column("thread_id", sa.Text, nullable=True),
+    sa.Column("description", sa.Text, nullable=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=True),
+    sa.Column("closed_at", UTCDateTime, nullable=True),
+    sa.Column("close_reason", sa.Text, nullable=True),
+    sa.Index("ix_chat_sessions_parent_session_id", "parent_session_id"),
+    sa.Index("ix_chat_sessions_status", "status"),
+    # One long-lived coordinator row per (user, thread).
+    sa.Index(
+        "uq_chat_sessions_coordinator",
+        "user_id",
+        "thread_id",
+        unique=True,
+        sqlite_where=sa.text("parent_session_id IS NULL"),
+        postgresql_where=sa.text("parent_session_id IS NULL"),
+    ),
+)
+
+chat_messages = sa.Table(
+    "chat_messages",
+    metadata,
+    sa.Column("id", MessageKey, primary_key=True, autoincrement=True),
+    sa.Column("session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("content", sa.Text, nullable=True),
+    sa.Column("tool_calls", JSONType, nullable=True),
+    sa.Column("tool_call_id", sa.Text, nullable=True),
+    sa.Column("name", sa.Text, nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("session_id", "seq", name="uq_chat_messages_session_id_seq"),
+)
+
+audit_logs = sa.Table(
+    "audit_logs",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("tool_name", sa.Text, nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),
+    sa.Column("result", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("duration_ms", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_audit_logs_session_id_created_at", "session_id", "created_at"),
+)
+
+mutating_proposals = sa.Table(
+    "mutating_proposals",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("blast_radius", sa.String(16), nullable=False),
+    sa.Column("operator", sa.Text, nullable=False),
+    sa.Column("decision", sa.String(16), nullable=True),
+    sa.Column("decision_reason", sa.Text, nullable=True),
+    sa.Column(
+        "reviewer_session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="SET NULL"), nullable=True
+    ),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("decided_at", UTCDateTime, nullable=True),
+    sa.Index("ix_mutating_proposals_session_id", "session_id"),
+)
+
+incidents = sa.Table(
+    "incidents",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("fingerprint", sa.Text, nullable=False),
+    sa.Column("alertname", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("severity", sa.Text, nullable=True),
+    sa.Column("labels", JSONType, nullable=False),
+    sa.Column("annotations", JSONType, nullable=False),
+    sa.Column("starts_at", UTCDateTime, nullable=True),
+    sa.Column("ends_at", UTCDateTime, nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("fingerprint", name="uq_incidents_fingerprint"),
+    sa.Index("ix_incidents_status", "status"),
+    sa.Index("ix_incidents_updated_at", "updated_at"),
+)
+
+change_events = sa.Table(
+    "change_events",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("actor", sa.Text, nullable=False),
+    sa.Column("detail", JSONType, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_change_events_kind_created_at", "kind", "created_at"),
+    sa.Index("ix_change_events_created_at", "created_at"),
+)
+
+TABLE_NAMES = (
+    "chat_sessions",
+    "chat_messages",
+    "audit_logs",
+    "mutating_proposals",
+    "incidents",
+    "change_events",
+)

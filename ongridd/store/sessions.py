@@ -1,0 +1,224 @@
+"""Session rows (DESIGN.md §11, §12): blocking operations on an engine.
+
+Each function opens its own transaction (``write_tx`` for anything that
+writes, so SQLite serialises read-modify-writes with ``BEGIN IMMEDIATE``)
+and returns plain dicts with ISO 8601 UTC time strings.  The async
+:class:`ongridd.store.store.Store` runs them in worker threads.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ongridd.errors import NotFound, StoreError
+from ongridd.store.engine import is_unique_violation, read_tx, write_tx
+from ongridd.store.rows import (
+    ACTIVE_STATUSES,
+    COORDINATOR_STATUS,
+    TERMINAL_STATUSES,
+    new_id,
+    row_dict,
+    utcnow,
+)
+from ongridd.store.schema import chat_sessions
+
+SESSION_TIME_KEYS = ("created_at", "started_at", "closed_at")
+COORDINATOR_AGENT = "default"
+# A tree deeper than this is a corrupted database, not a session tree (real depth: 3).
+_MAX_TREE_DEPTH = 32
+
+
+def session_dict(row: Any) -> dict[str, Any]:
+    return row_dict(row, SESSION_TIME_KEYS)
+
+
+def _get(conn: Connection, session_id: str) -> dict[str, Any] | None:
+    row = conn.execute(sa.select(chat_sessions).where(chat_sessions.c.id == session_id)).first()
+    return session_dict(row) if row is not None else None
+
+
+def create_session(
+    engine: Engine,
+    *,
+    agent_id: str,
+    user_id: str,
+    parent_session_id: str | None,
+    thread_id: str | None,
+    description: str | None,
+    status: str,
+) -> dict[str, Any]:
+    now = utcnow()
+    values = {
+        "id": new_id(),
+        "agent_id": agent_id,
+        "parent_session_id": parent_session_id,
+        "user_id": user_id,
+        "thread_id": thread_id,
+        "description": description,
+        "status": status,
+        "created_at": now,
+        "started_at": now if status == "running" else None,
+        "closed_at": now if status in TERMINAL_STATUSES else None,
+        "close_reason": None,
+    }
+    with write_tx(engine) as conn:
+        if parent_session_id is not None and _get(conn, parent_session_id) is None:
+            raise NotFound(f"parent session {parent_session_id} does not exist")
+        conn.execute(sa.insert(chat_sessions).values(**values))
+        return _get(conn, values["id"])
+
+
+def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
+    where = sa.and_(
+        chat_sessions.c.user_id == user_id,
+        chat_sessions.c.thread_id == thread_id,
+        chat_sessions.c.parent_session_id.is_(None),
+    )
+    for _attempt in range(3):
+        try:
+            with write_tx(engine) as conn:
+                row = conn.execute(sa.select(chat_sessions).where(where)).first()
+                if row is not None:
+                    return session_dict(row), False
+                sid = new_id()
+                conn.execute(
+                    sa.insert(chat_sessions).values(
+                        id=sid,
+                        agent_id=COORDINATOR_AGENT,
+                        parent_session_id=None,
+                        user_id=user_id,
+                        thread_id=thread_id,
+                        description=None,
+                        status=COORDINATOR_STATUS,
+                        created_at=utcnow(),
+                    )
+                )
+                return _get(conn, sid), True
+        except sa.exc.IntegrityError as exc:
+            # Another writer (PostgreSQL: another transaction) created it first: read theirs.
+            if not is_unique_violation(exc):
+                raise
+    raise StoreError(f"could not create the coordinator row for user {user_id!r}, thread {thread_id!r}")
+
+
+def get_session(engine: Engine, session_id: str) -> dict[str, Any] | None:
+    with read_tx(engine) as conn:
+        return _get(conn, session_id)
+
+
+def mark_running(engine: Engine, session_id: str) -> dict[str, Any] | None:
+    with write_tx(engine) as conn:
+        res = conn.execute(
+            sa.update(chat_sessions)
+            .where(chat_sessions.c.id == session_id, chat_sessions.c.status == "pending")
+            .values(status="running", started_at=utcnow())
+        )
+        if res.rowcount != 1:
+            return None
+        return _get(conn, session_id)
+
+
+def close_session(engine: Engine, session_id: str, status: str, reason: str | None) -> bool:
+    with write_tx(engine) as conn:
+        res = conn.execute(
+            sa.update(chat_sessions)
+            .where(
+                chat_sessions.c.id == session_id,
+                chat_sessions.c.closed_at.is_(None),
+                chat_sessions.c.status.not_in(TERMINAL_STATUSES),
+            )
+            .values(status=status, closed_at=utcnow(), close_reason=reason)
+        )
+        return res.rowcount == 1
+
+
+def list_children(engine: Engine, session_id: str) -> list[dict[str, Any]]:
+    with read_tx(engine) as conn:
+        rows = conn.execute(
+            sa.select(chat_sessions)
+            .where(chat_sessions.c.parent_session_id == session_id)
+            .order_by(chat_sessions.c.created_at, chat_sessions.c.id)
+        ).all()
+        return [session_dict(r) for r in rows]
+
+
+def subtree_rows(conn: Connection, root_id: str) -> list[dict[str, Any]]:
+    """The root row and every descendant (breadth first, each level by creation time)."""
+    root = _get(conn, root_id)
+    if root is None:
+        return []
+    out = [root]
+    seen = {root_id}
+    level = [root_id]
+    for _depth in range(_MAX_TREE_DEPTH):
+        if not level:
+            break
+        rows = conn.execute(
+            sa.select(chat_sessions)
+            .where(chat_sessions.c.parent_session_id.in_(level))
+            .order_by(chat_sessions.c.created_at, chat_sessions.c.id)
+        ).all()
+        level = []
+        for r in rows:
+            d = session_dict(r)
+            if d["id"] in seen:
+                continue
+            seen.add(d["id"])
+            out.append(d)
+            level.append(d["id"])
+    return out
+
+
+TREE_KEYS = (
+    "id",
+    "agent_id",
+    "user_id",
+    "parent_session_id",
+    "status",
+    "description",
+    "created_at",
+    "started_at",
+    "closed_at",
+    "close_reason",
+)
+
+
+def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
+    with read_tx(engine) as conn:
+        rows = subtree_rows(conn, session_id)
+    if not rows:
+        return None
+    nodes = {r["id"]: {**{k: r[k] for k in TREE_KEYS}, "children": []} for r in rows}
+    for r in rows[1:]:
+        nodes[r["parent_session_id"]]["children"].append(nodes[r["id"]])
+    return nodes[session_id]
+
+
+def close_open_workers(engine: Engine, status: str, reason: str, now: datetime | None = None) -> int:
+    with write_tx(engine) as conn:
+        return close_open_workers_in(conn, status, reason, now or utcnow())
+
+
+def close_open_workers_in(conn: Connection, status: str, reason: str, now: datetime) -> int:
+    """Close every pending/running worker or reviewer row; returns how many."""
+    res = conn.execute(
+        sa.update(chat_sessions)
+        .where(
+            chat_sessions.c.parent_session_id.is_not(None),
+            chat_sessions.c.status.in_(ACTIVE_STATUSES),
+        )
+        .values(status=status, closed_at=now, close_reason=reason)
+    )
+    return res.rowcount
+
+
+def count_by_status(engine: Engine) -> dict[str, int]:
+    with read_tx(engine) as conn:
+        rows = conn.execute(
+            sa.select(chat_sessions.c.status, sa.func.count()).group_by(chat_sessions.c.status)
+        ).all()
+    return {status: int(n) for status, n in rows}

@@ -1,0 +1,92 @@
+"""Fixtures for the store tests: a SQLite file in tmp_path and a fresh PostgreSQL schema.
+
+PostgreSQL: ``ONGRID_TEST_PG_URL`` (default
+``postgresql+psycopg://postgres@127.0.0.1:5432/test``).  Each test gets its
+own schema ``ongrid_test_<random>`` (selected through the connection's
+``search_path`` option) that is dropped afterwards.  When the server is not
+reachable the test is skipped with the reason — or fails when ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from ongridd.store import open_store
+
+PG_URL = os.environ.get("ONGRID_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(condition: bool, reason: str) -> None:
+    """Skip (developer machine) or fail (CI) when ``condition`` is false.
+
+    Same rule as ``need`` in tests/conftest.py (kept here so this folder works on its own).
+    """
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@functools.cache
+def pg_unreachable_reason() -> str | None:
+    """None when PostgreSQL answers at PG_URL, else why not (cached for the run)."""
+    engine = sa.create_engine(PG_URL, connect_args={"connect_timeout": 3}, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except Exception as exc:
+        return f"PostgreSQL not reachable at {make_url(PG_URL).render_as_string(hide_password=True)}: {exc}"
+    finally:
+        engine.dispose()
+    return None
+
+
+def _admin(sql: str) -> None:
+    engine = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(sql))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def pg_url():
+    """A PostgreSQL URL whose search_path is a fresh, empty schema (dropped after the test)."""
+    reason = pg_unreachable_reason()
+    need(reason is None, reason or "")
+    schema = f"ongrid_test_{uuid.uuid4().hex[:12]}"
+    _admin(f'CREATE SCHEMA "{schema}"')
+    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        _admin(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    """A SQLite URL for ``<tmp_path>/ongrid.db`` (the state dir exists, the file not yet)."""
+    return f"sqlite:///{tmp_path / 'ongrid.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request):
+    """Each test using this runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_url")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+async def store(db_url):
+    async with open_store(db_url) as s:
+        yield s

@@ -1,0 +1,109 @@
+"""Alembic migrations create the DESIGN.md §12 tables, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from ongridd.errors import StoreError
+from ongridd.store import Store, open_store
+from ongridd.store.engine import create_engine, normalize_url
+from ongridd.store.migrate import head_revision
+from ongridd.store.schema import TABLE_NAMES, metadata
+
+REQUIRED_COLUMNS = {
+    "chat_sessions": {
+        "id", "agent_id", "parent_session_id", "user_id", "thread_id", "description", "status",
+        "created_at", "started_at", "closed_at", "close_reason",
+    },
+    "chat_messages": {"session_id", "seq", "role", "content", "tool_calls", "tool_call_id", "created_at"},
+    "audit_logs": {"id", "session_id", "tool_name", "arguments", "result", "status", "duration_ms", "created_at"},
+    "mutating_proposals": {
+        "id", "session_id", "action", "target", "reason", "blast_radius", "operator", "decision",
+        "decision_reason", "reviewer_session_id", "created_at", "decided_at",
+    },
+    "incidents": {
+        "id", "fingerprint", "alertname", "status", "severity", "labels", "annotations", "starts_at",
+        "ends_at", "updated_at",
+    },
+    "change_events": {"id", "kind", "subject", "actor", "detail", "created_at"},
+}
+
+
+def _inspect(url: str):
+    engine = create_engine(normalize_url(url))
+    try:
+        with engine.connect() as conn:
+            insp = sa.inspect(conn)
+            tables = set(insp.get_table_names())
+            columns = {t: {c["name"] for c in insp.get_columns(t)} for t in tables}
+            indexes = {t: {i["name"]: i for i in insp.get_indexes(t)} for t in tables}
+            uniques = {t: {u["name"] for u in insp.get_unique_constraints(t)} for t in tables}
+            revision = MigrationContext.configure(conn).get_current_revision()
+            diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+            journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar() if conn.dialect.name == "sqlite" else None
+    finally:
+        engine.dispose()
+    return tables, columns, indexes, uniques, revision, diffs, journal
+
+
+async def test_migrations_create_every_table(db_url):
+    async with open_store(db_url):
+        pass
+    tables, columns, indexes, uniques, revision, diffs, journal = _inspect(db_url)
+    assert set(TABLE_NAMES) <= tables
+    for table, required in REQUIRED_COLUMNS.items():
+        assert required <= columns[table], (table, required - columns[table])
+    assert revision == head_revision()
+    # The migration and schema.py describe the same schema.
+    assert diffs == []
+    assert "ix_chat_sessions_parent_session_id" in indexes["chat_sessions"]
+    coord = indexes["chat_sessions"]["uq_chat_sessions_coordinator"]
+    assert coord["unique"] and coord["column_names"] == ["user_id", "thread_id"]
+    assert "ix_audit_logs_session_id_created_at" in indexes["audit_logs"]
+    assert "uq_incidents_fingerprint" in uniques["incidents"]
+    assert "uq_chat_messages_session_id_seq" in uniques["chat_messages"]
+    if db_url.startswith("sqlite"):
+        assert journal == "wal"
+
+
+async def test_reopen_is_idempotent_and_keeps_rows(db_url):
+    async with open_store(db_url) as store:
+        row, created = await store.get_or_create_coordinator("alice", "main")
+        assert created
+    async with open_store(db_url) as store:
+        again, created = await store.get_or_create_coordinator("alice", "main")
+        assert not created and again["id"] == row["id"]
+    async with open_store(db_url, migrate=False) as store:
+        assert (await store.get_session(row["id"]))["user_id"] == "alice"
+
+
+async def test_migrate_false_on_empty_database_is_refused(db_url):
+    with pytest.raises(StoreError, match="needs 0001_initial"):
+        await Store.open(db_url, migrate=False)
+
+
+async def test_schema_from_a_newer_version_is_refused(db_url):
+    async with open_store(db_url):
+        pass
+    engine = create_engine(normalize_url(db_url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
+    finally:
+        engine.dispose()
+    with pytest.raises(StoreError, match="9999_future"):
+        await Store.open(db_url)
+    with pytest.raises(StoreError, match="9999_future"):
+        await Store.open(db_url, migrate=False)
+
+
+async def test_migrations_ship_inside_the_package():
+    from ongridd.store.migrate import MIGRATIONS_DIR
+
+    assert MIGRATIONS_DIR.parent.name == "store"
+    assert (MIGRATIONS_DIR / "env.py").is_file()
+    assert (MIGRATIONS_DIR / "script.py.mako").is_file()
+    assert list((MIGRATIONS_DIR / "versions").glob("0001_*.py"))
