@@ -36,7 +36,7 @@ def known_tool_names() -> Collection[str] | None:
             return None
         _print(f"warning: cannot load the plugin manager ({exc}); tool names are not checked", sys.stderr)
         return None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         _print(f"warning: cannot load the plugin manager ({exc}); tool names are not checked", sys.stderr)
         return None
     fn = getattr(mod, "known_tool_names", None)
@@ -46,7 +46,7 @@ def known_tool_names() -> Collection[str] | None:
         from ongridd.config import load_config
 
         return frozenset(fn(load_config()))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         _print(f"warning: cannot list the registered tools ({exc}); tool names are not checked", sys.stderr)
         return None
 
@@ -66,7 +66,7 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
             return fn(args)
         except (KeyboardInterrupt, BrokenPipeError):
             raise
-        except Exception as exc:  # the contract: no traceback, ever
+        except Exception as exc:  # noqa: BLE001 — the contract: no traceback, ever
             _print(f"error: {type(exc).__name__}: {exc}", sys.stderr)
             return 2
 

@@ -1,0 +1,265 @@
+"""Reading markdown files with YAML frontmatter (personas and skills).
+
+The one place that turns raw bytes into ``(mapping, body)`` with warnings that
+name the file and, where known, the line.  Nothing here raises for bad
+content: every problem becomes a :class:`FrontmatterProblem` the caller turns
+into a warning.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import stat
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
+
+#: Files larger than this are refused unread (a persona is a page of text).
+MAX_FILE_BYTES = 512 * 1024
+#: Free-form values (``metadata``) are cut off at this many nodes / this depth,
+#: so alias bombs and recursive anchors cannot blow up memory or the stack.
+MAX_VALUE_NODES = 5000
+MAX_VALUE_DEPTH = 32
+
+
+def where(path: str, line: int | None) -> str:
+    """``path:line`` or ``path`` — the prefix of every warning."""
+    return f"{path}:{line}" if line is not None else path
+
+
+@attrs.frozen
+class FrontmatterProblem:
+    """Why a file cannot be used: a message and, when known, the file line (1-based)."""
+
+    message: str
+    line: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Frontmatter:
+    """A split and parsed file.
+
+    ``data``: the YAML mapping (``dict``, as the safe loader built it).
+    ``key_lines``: top-level key → its file line.  ``item_lines``: top-level
+    key → the file line of each item when the value is a YAML sequence.
+    ``body``: the text after the closing ``---`` (leading blank lines and
+    trailing whitespace removed).  ``body_line``: the file line where the
+    body starts.
+    """
+
+    data: dict
+    key_lines: Mapping[str, int]
+    item_lines: Mapping[str, tuple[int, ...]]
+    body: str
+    body_line: int
+
+
+def read_file_bytes(path: str | os.PathLike) -> bytes | FrontmatterProblem:
+    """Read a file's bytes, refusing non-regular and oversized files.
+
+    Returns the bytes, or a problem (never raises for I/O errors).  The file
+    is opened non-blocking and checked with ``fstat`` before reading, so a
+    FIFO or device put in an agents folder can never hang a load.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return FrontmatterProblem(f"cannot read file: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return FrontmatterProblem("not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            return FrontmatterProblem(f"file too large ({st.st_size} bytes; the limit is {MAX_FILE_BYTES})")
+        chunks = []
+        total = 0
+        while total <= MAX_FILE_BYTES:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        return FrontmatterProblem(f"cannot read file: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    if total > MAX_FILE_BYTES:
+        return FrontmatterProblem(f"file too large (more than {MAX_FILE_BYTES} bytes)")
+    return b"".join(chunks)
+
+
+def decode(raw: str | bytes) -> str | FrontmatterProblem:
+    """Bytes → text: UTF-8 with or without BOM; CRLF and lone CR become LF.
+
+    Invalid UTF-8 gives ``not valid UTF-8 (byte 0xE9 at offset N)`` with the
+    line of the bad byte; a NUL character is refused (it cannot go into a
+    prompt or a database text column).
+    """
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            return FrontmatterProblem(
+                f"not valid UTF-8 (byte 0x{raw[exc.start]:02X} at offset {exc.start})", line
+            )
+    else:
+        text = raw
+    text = text.removeprefix("\ufeff")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    nul = text.find("\x00")
+    if nul >= 0:
+        return FrontmatterProblem(f"contains a NUL character (at character {nul})", text.count("\n", 0, nul) + 1)
+    return text
+
+
+def split(text: str) -> tuple[str, str, int] | FrontmatterProblem:
+    """Split LF text into (yaml text, body, body's first file line).
+
+    The first line must be ``---`` (trailing spaces allowed) and a later line
+    ``---`` closes the block.
+    """
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return FrontmatterProblem("missing frontmatter (file must start with ---)", 1)
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() == "---":
+            yaml_text = "\n".join(lines[1:i])
+            body_lines = lines[i + 1 :]
+            first = i + 2  # file line of body_lines[0]
+            while body_lines and not body_lines[0].strip():
+                body_lines.pop(0)
+                first += 1
+            body = "\n".join(body_lines).rstrip()
+            return yaml_text + "\n", body, first if body else i + 2
+    return FrontmatterProblem("frontmatter is not closed (no line --- after the first one)", 1)
+
+
+def _yaml_problem(exc: Exception, yaml_text: str) -> FrontmatterProblem:
+    if isinstance(exc, MarkedYAMLError):
+        problem, context = exc.problem or str(exc), exc.context
+        pmark, cmark = exc.problem_mark, exc.context_mark
+        if pmark is not None and cmark is not None and context and pmark.index >= len(yaml_text.rstrip()):
+            # e.g. an unclosed quote: the end of the block is not where to look.
+            return FrontmatterProblem(
+                f"invalid YAML in frontmatter: {context}: {problem} (reached the closing ---)", cmark.line + 2
+            )
+        mark = pmark or cmark
+        line = mark.line + 2 if mark is not None else None
+        msg = f"invalid YAML in frontmatter: {problem}"
+        if "'\\t'" in problem:
+            msg += " (YAML does not allow tabs for indentation; use spaces)"
+        elif "mapping values are not allowed" in problem:
+            msg += " (put a value that contains ': ' in quotes)"
+        if context and cmark is not None and pmark is not None and cmark.line != pmark.line:
+            msg += f" ({context} started at line {cmark.line + 2})"
+        return FrontmatterProblem(msg, line)
+    if isinstance(exc, ReaderError):
+        pos = exc.position if isinstance(exc.position, int) else None
+        line = yaml_text.count("\n", 0, pos) + 2 if pos is not None else None
+        return FrontmatterProblem(f"invalid YAML in frontmatter: {exc.reason} (character {exc.character!r})", line)
+    return FrontmatterProblem(f"invalid YAML in frontmatter: {exc}")
+
+
+def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
+    """Decode, split and YAML-load a frontmatter file (YAML 1.2, safe loader).
+
+    Returns a :class:`Frontmatter` whose ``data`` is a mapping (an empty
+    block gives ``{}``), or the first problem found.  Never raises for bad
+    content.
+    """
+    text = decode(raw)
+    if isinstance(text, FrontmatterProblem):
+        return text
+    parts = split(text)
+    if isinstance(parts, FrontmatterProblem):
+        return parts
+    yaml_text, body, body_line = parts
+    try:
+        # One pass: compose the node tree (it carries the lines), then construct
+        # the plain data from it with the same safe constructor load() uses.
+        yaml = YAML(typ="safe", pure=True)
+        node = yaml.compose(yaml_text)
+        data = yaml.constructor.construct_document(node) if node is not None else None
+    except (YAMLError, ValueError) as exc:  # ruamel raises a few plain ValueErrors
+        return _yaml_problem(exc, yaml_text)
+    except RecursionError:
+        return FrontmatterProblem("invalid YAML in frontmatter: nested too deeply", 2)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        return FrontmatterProblem(
+            f"frontmatter must be a YAML mapping of keys, got {yaml_type(data)}", 2
+        )
+    key_lines: dict[str, int] = {}
+    item_lines: dict[str, tuple[int, ...]] = {}
+    if isinstance(node, MappingNode):
+        for knode, vnode in node.value:
+            if isinstance(knode, ScalarNode):
+                key_lines[knode.value] = knode.start_mark.line + 2
+                if isinstance(vnode, SequenceNode):
+                    item_lines[knode.value] = tuple(v.start_mark.line + 2 for v in vnode.value)
+    return Frontmatter(data=data, key_lines=key_lines, item_lines=item_lines, body=body, body_line=body_line)
+
+
+def yaml_type(value: Any) -> str:
+    """A user-facing name of a loaded YAML value's type (``null``, ``bool``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return "timestamp"
+    return type(value).__name__
+
+
+class ValueTooLarge(ValueError):
+    """A free-form value exceeds MAX_VALUE_NODES or MAX_VALUE_DEPTH."""
+
+
+def plain(value: Any) -> Any:
+    """A JSON-safe deep copy of a loaded YAML value.
+
+    Mappings → ``dict`` with ``str`` keys, sequences → ``list``, timestamps →
+    ISO 8601 text, bytes → text (UTF-8, replacement characters where
+    invalid).  Raises :class:`ValueTooLarge` past the node or depth limits
+    (alias bombs, recursive anchors).
+    """
+    budget = [MAX_VALUE_NODES]
+
+    def conv(v: Any, depth: int) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ValueTooLarge(f"more than {MAX_VALUE_NODES} values")
+        if depth > MAX_VALUE_DEPTH:
+            raise ValueTooLarge(f"nested deeper than {MAX_VALUE_DEPTH} levels")
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, Mapping):
+            return {str(k): conv(x, depth + 1) for k, x in v.items()}
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return [conv(x, depth + 1) for x in v]
+        if isinstance(v, (datetime.date, datetime.datetime)):
+            return v.isoformat()
+        if isinstance(v, (bytes, bytearray)):
+            return bytes(v).decode("utf-8", "replace")
+        return str(v)
+
+    return conv(value, 0)
