@@ -94,12 +94,23 @@ async def _ask(args: argparse.Namespace) -> int:
                 print(f"ongrid: no final answer within {args.timeout:g} s", file=sys.stderr)
                 return 1
     except (OSError, HandshakeError, ConnectionClosed, trio.BrokenResourceError) as exc:
-        print(f"ongrid: cannot talk to the daemon at {url}: {exc}", file=sys.stderr)
+        print(f"ongrid: cannot talk to the daemon at {url}: {_why(exc)}", file=sys.stderr)
         return 2
     return 1
 
 
+def _why(exc: BaseException) -> str:
+    """A readable reason: trio-websocket's HandshakeError has an empty text
+    and keeps the real cause (e.g. connection refused) in ``__cause__``."""
+    text = str(exc)
+    if not text and (exc.__cause__ or exc.__context__):
+        text = str(exc.__cause__ or exc.__context__)
+    return text or type(exc).__name__
+
+
 def run_ask(args: argparse.Namespace) -> int:
+    """``ongrid ask``: exit 0 on a final answer, 1 on an error frame (or no
+    answer within ``--timeout``), 2 on usage or connection errors."""
     try:
         return trio.run(_ask, args)
     except ClientError as exc:
@@ -202,12 +213,13 @@ async def _chat(args: argparse.Namespace) -> int:
                 nursery.start_soon(writer)
                 nursery.start_soon(interrupts)
     except (OSError, HandshakeError, trio.BrokenResourceError) as exc:
-        print(f"ongrid: cannot talk to the daemon at {url}: {exc}", file=sys.stderr)
+        print(f"ongrid: cannot talk to the daemon at {url}: {_why(exc)}", file=sys.stderr)
         return 2
     return 0
 
 
 def run_chat(args: argparse.Namespace) -> int:
+    """``ongrid chat``: 0 when the user quits, 2 on usage or connection errors."""
     try:
         _locale.setlocale(_locale.LC_ALL, "")
     except _locale.Error:

@@ -33,6 +33,7 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
 
 
 def format_audit(rows: list[dict]) -> list[str]:
+    """One line per audit row: time, agent, tool, status, duration, arguments (cut at 80)."""
     out = []
     for r in rows:
         args = (r.get("arguments") or "").replace("\n", " ")
@@ -43,6 +44,7 @@ def format_audit(rows: list[dict]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Exit 0 on success, 1 on an HTTP error (e.g. 404), 2 when the daemon cannot be reached."""
     path = f"/api/sessions/{args.session_id}/{args.sessions_command}"
     try:
         data = http_json("GET", args, path)

@@ -20,6 +20,7 @@ import trio
 
 from ongridd.errors import NotFound, OngridError, PersonaError
 from ongridd.logs import get_logger
+from ongridd.marketplace.locks import registry_lock
 from ongridd.personas.parse import parse_persona_text
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
 
@@ -36,7 +37,7 @@ class AgentsAPI:
         self.holder = holder
         self.builder = builder
         self.store = store
-        self._lock = trio.Lock()
+        self._lock = registry_lock(holder)  # shared with the marketplace's swaps
         self.last_reload_warnings: tuple[str, ...] = ()
 
     @property

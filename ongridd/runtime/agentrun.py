@@ -11,10 +11,14 @@ from typing import Any
 
 import trio
 
-from ongridd.kernel.loop import RunResult, run_agent
 from ongridd.kernel.events import ToolEndEvent
+from ongridd.kernel.loop import RunResult, run_agent
 from ongridd.llm.types import Completion, Message, ModelRequest
-from ongridd.personas.prompt import agent_catalog, compose_system_prompt, system_reminder
+from ongridd.personas.prompt import (
+    agent_catalog,
+    compose_system_prompt,
+    system_reminder,
+)
 from ongridd.runtime.gate import ReviewGate
 from ongridd.runtime.history import message_from_row, repair_history
 from ongridd.runtime.sink import PersistSink

@@ -49,9 +49,15 @@ class DedupTable:
     (single flight); a failed or killed one may run again.
     """
 
-    def __init__(self, window_s: float = DEDUP_WINDOW_S):
+    def __init__(self, window_s: float = DEDUP_WINDOW_S, clock: Callable[[], float] = time.monotonic):
         self.window_s = window_s
+        self.clock = clock  # seconds, monotonic
         self._entries: dict[str, _Dispatch] = {}
+
+    def idle(self) -> bool:
+        """True when no dispatch is running and every entry is past the window."""
+        self._prune(self.clock())
+        return not self._entries
 
     def _prune(self, now: float) -> None:
         for key, entry in list(self._entries.items()):
@@ -59,8 +65,16 @@ class DedupTable:
                 del self._entries[key]
 
     async def run(self, key: str, dispatch: Callable[[], Awaitable[Any]]) -> tuple[Any, bool]:
-        """Run ``dispatch()`` once per key; returns ``(outcome, duplicate)``."""
-        now = time.monotonic()
+        """Run ``dispatch()`` once per key; returns ``(outcome, duplicate)``.
+
+        ``dispatch()`` returns an outcome with a ``status``.  A key seen within
+        the window whose dispatch is still running waits for it (its outcome
+        is returned as a duplicate, whatever its status); one that completed
+        is returned as a duplicate; otherwise ``dispatch()`` runs.  Exceptions
+        and cancellation of ``dispatch()`` propagate to its own caller only
+        (waiting duplicates then run their own dispatch).
+        """
+        now = self.clock()
         self._prune(now)
         entry = self._entries.get(key)
         if entry is not None and now - entry.started <= self.window_s:
@@ -76,10 +90,9 @@ class DedupTable:
             entry.outcome = await dispatch()
         finally:
             entry.done.set()
-            if entry.outcome is None or entry.outcome.status != "completed":
-                # failed, killed or crashed: may be dispatched again
-                if self._entries.get(key) is entry:
-                    del self._entries[key]
+            failed = entry.outcome is None or entry.outcome.status != "completed"
+            if failed and self._entries.get(key) is entry:  # failed, killed or crashed: may run again
+                del self._entries[key]
         return entry.outcome, False
 
 

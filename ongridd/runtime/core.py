@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongridd.errors import NotFound, ProviderError, TaskStateError
+from ongridd.errors import NotFound, OngridError, ProviderError, TaskStateError
 from ongridd.llm.types import Message
 from ongridd.logs import get_logger
 from ongridd.metrics import TURNS
@@ -42,6 +42,7 @@ class Turn:
     done: trio.Event = attrs.field(factory=trio.Event)
     control_tools: list[Any] = attrs.field(factory=list)
     system_prompt: str = ""
+    interjections: set[trio.CancelScope] = attrs.field(factory=set)
 
 
 class Runtime:
@@ -94,7 +95,20 @@ class Runtime:
     async def _housekeeping(self) -> None:
         while True:
             await trio.sleep(600)
-            self.workers.forget_finished()
+            self.forget_idle()
+
+    def forget_idle(self) -> None:
+        """Drop in-memory state nobody needs any more: finished worker tasks
+        older than an hour, dedup tables whose window has passed, and the
+        hubs of threads with no turn, no client and nothing to deliver (a
+        long-running daemon must not grow with every thread it ever saw)."""
+        self.workers.forget_finished()
+        for sid, table in list(self.dedup.items()):
+            if sid not in self.turns and table.idle():
+                del self.dedup[sid]
+        for sid, hub in list(self.hubs.items()):
+            if sid not in self.turns and hub.idle:
+                del self.hubs[sid]
 
     async def drain(self, grace_s: float) -> None:
         """Stop accepting turns and wait up to ``grace_s`` for running ones;
@@ -105,7 +119,7 @@ class Runtime:
                 await next(iter(self.turns.values())).done.wait()
         self.workers.shutting_down = True
         for turn in list(self.turns.values()):
-            turn.cancel_scope.cancel()
+            _cancel_turn(turn)
         with trio.move_on_after(3):
             while self.turns:
                 await next(iter(self.turns.values())).done.wait()
@@ -141,10 +155,16 @@ class Runtime:
         return row
 
     async def session_tree(self, session_id: str, *, user_id: str) -> dict:
+        """The nested tree from ``session_id`` (``{id, agent_id, status,
+        description, closed_at, close_reason, …, children: [...]}``).
+        Raises NotFound when it does not exist or belongs to another user."""
         await self._owned(session_id, user_id)
         return await self.store.session_tree(session_id)
 
     async def session_audit(self, session_id: str, *, user_id: str) -> list[dict]:
+        """Audit rows of the session and its children, oldest first
+        (``{id, session_id, agent_id, tool_name, arguments, result, status,
+        duration_ms, created_at}``).  Raises NotFound as :meth:`session_tree`."""
         await self._owned(session_id, user_id)
         return await self.store.list_audit(session_id, include_children=True)
 
@@ -153,13 +173,13 @@ class Runtime:
         """Start a turn with ``text``, or — while one runs — interject it.
 
         Returns once the turn (or interjection) is started; raises NotFound
-        for a session of another user and TaskStateError while shutting down.
+        for a session of another user and OngridError while shutting down.
         """
         row = await self._owned(session_id, user_id)
         if row.get("parent_session_id") is not None:
             raise NotFound(f"{session_id} is not a chat thread")
         if not self.accepting or self.nursery is None:
-            raise TaskStateError("the daemon is shutting down; try again shortly")
+            raise OngridError("the daemon is shutting down; try again shortly")
         running = self.turns.get(session_id)
         if running is not None:
             running.inbox.append(Message(role="user", content=text))
@@ -183,7 +203,7 @@ class Runtime:
         if turn is None:
             raise TaskStateError("no turn is running in this thread")
         turn.stopped_by_user = True
-        turn.cancel_scope.cancel()
+        _cancel_turn(turn)
         with trio.move_on_after(5):
             await turn.done.wait()
 
@@ -221,7 +241,9 @@ class Runtime:
                     publish=lambda f: self._publish(turn.session_id, f))
                 status = result.status
                 if result.status == "provider_error":
-                    end = frames.error("provider_error", result.text or "the model provider failed")
+                    end = frames.error("provider_error", result.detail or result.text or "the model provider failed")
+                elif result.status == "error":
+                    end = frames.error("internal", result.detail or "the turn failed with an internal error")
                 else:
                     end = frames.final(result.text)
             if turn.cancel_scope.cancelled_caught:
@@ -234,21 +256,60 @@ class Runtime:
             log.exception("turn_failed", session_id=turn.session_id)
             status, end = "error", frames.error("internal", f"internal error: {exc!r}")
         finally:
+            if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
+                await self._keep_unseen(turn)
+            # From here on no await: a message submitted now starts a new turn.
+            leftover = [m.content for m in turn.inbox if m.content]
+            turn.inbox.clear()
             self.turns.pop(turn.session_id, None)
             TURNS.labels(status).inc()
             hub.end_turn(end)
             turn.done.set()
+            if leftover:
+                self._follow_up(turn, "\n\n".join(leftover))
+
+    async def _keep_unseen(self, turn: Turn) -> None:
+        """A stopped turn never showed the model the messages still in its
+        inbox: store them in the thread so the next turn sees them."""
+        with trio.move_on_after(5, shield=True):
+            while turn.inbox:
+                msg = turn.inbox.pop(0)
+                try:
+                    await self.store.append_message(turn.session_id, role="user", content=msg.content)
+                except Exception:
+                    log.exception("inbox_persist_failed", session_id=turn.session_id)
+
+    def _follow_up(self, turn: Turn, text: str) -> None:
+        """Messages that arrived during the turn's last model call (too late
+        for it) get a turn of their own, so no user message goes unanswered."""
+        if not self.accepting or self.nursery is None or turn.session_id in self.turns:
+            log.warning("follow_up_dropped", session_id=turn.session_id)
+            return
+        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale)
+        self.turns[turn.session_id] = follow
+        self._hub(turn.session_id).turn_running = True
+        self.nursery.start_soon(self._run_turn, follow, text)
 
     async def _interject(self, turn: Turn, text: str) -> None:
         """One model call in which the coordinator may only SendMessage and
-        TaskStop, told of the new message and its running workers."""
-        try:
-            with trio.CancelScope() as scope:
-                turn_scope_watch = turn.cancel_scope
-                if turn_scope_watch.cancel_called:
-                    scope.cancel()
+        TaskStop, told of the new message and its running workers.  Stopping
+        the turn (or the daemon) stops its interjections too."""
+        with trio.CancelScope() as scope:
+            turn.interjections.add(scope)
+            if turn.cancel_scope.cancel_called:
+                scope.cancel()
+            try:
                 await self.runner.run_interjection(
                     turn=turn, text=text, running=self.workers.running(turn.session_id),
                     publish=lambda f: self._publish(turn.session_id, f))
-        except Exception:
-            log.exception("interjection_failed", session_id=turn.session_id)
+            except Exception:
+                log.exception("interjection_failed", session_id=turn.session_id)
+            finally:
+                turn.interjections.discard(scope)
+
+
+def _cancel_turn(turn: Turn) -> None:
+    """Cancel a turn and its interjection calls (its workers run inside it)."""
+    turn.cancel_scope.cancel()
+    for scope in list(turn.interjections):
+        scope.cancel()

@@ -64,6 +64,20 @@ class ReviewGate:
     spawn_reviewer: SpawnReviewer
     reviewer_timeout_s: float = 60.0
 
+    async def _decide(self, proposal_id: str, decision: Decision, reviewer_id: str | None) -> bool:
+        """Record the decision on the proposal row (bounded shield: also when
+        cancelled); False when it could not be recorded."""
+        REVIEWS.labels(decision.decision).inc()
+        with trio.move_on_after(5, shield=True):
+            try:
+                await self.store.decide_proposal(proposal_id, decision=decision.decision,
+                                                 decision_reason=decision.reason[:4000],
+                                                 reviewer_session_id=reviewer_id)
+                return True
+            except Exception:
+                log.exception("proposal_decide_failed", proposal_id=proposal_id)
+        return False
+
     def wrap(self, tool: Tool) -> Tool:
         """The gated twin of ``tool`` (unchanged when it can never mutate)."""
         if not tool.may_mutate or tool.tool_class == "control":
@@ -81,9 +95,13 @@ class ReviewGate:
             if not isinstance(reason, str) or not reason.strip():
                 raise ToolError(f"{inner.name}: a non-empty 'reason' is required for a {tool_class} call")
             proposal = _describe(inner, args)
-            proposal_id = await self.store.create_proposal(
-                session_id=ctx.session_id, action=proposal.action, target=proposal.target, reason=reason,
-                blast_radius=proposal.blast_radius, operator=ctx.user_id)
+            proposal_id = None
+            with trio.move_on_after(5, shield=True):  # a cancellation lands below, where it is decided
+                proposal_id = await self.store.create_proposal(
+                    session_id=ctx.session_id, action=proposal.action, target=proposal.target, reason=reason,
+                    blast_radius=proposal.blast_radius, operator=ctx.user_id)
+            if proposal_id is None:
+                raise ToolError(f"{inner.name}: the proposal could not be recorded in time; nothing was run")
             brief = proposal_brief(inner, tool_class, proposal, reason, ctx.user_id, args)
             reviewer_id = None
             try:
@@ -94,16 +112,18 @@ class ReviewGate:
                     decision = parse_decision(outcome.result)
                 else:
                     decision = Decision("reject", f"the reviewer {outcome.status}: {outcome.reason} (fail closed)")
-            except trio.Cancelled:
-                raise
             except Exception as exc:
                 log.exception("reviewer_spawn_failed", tool=inner.name)
                 decision = Decision("reject", f"the reviewer could not run: {exc} (fail closed)")
-            REVIEWS.labels(decision.decision).inc()
-            with trio.move_on_after(5, shield=True):
-                await self.store.decide_proposal(proposal_id, decision=decision.decision,
-                                                 decision_reason=decision.reason[:4000],
-                                                 reviewer_session_id=reviewer_id)
+            except BaseException:
+                # stopped while the reviewer ran: the proposal is decided (reject), never left open
+                await self._decide(proposal_id, Decision("reject", "stopped before the review ended; the tool did "
+                                                                   "not run (fail closed)"), None)
+                raise
+            recorded = await self._decide(proposal_id, decision, reviewer_id)
+            if decision.approved and not recorded:  # no unrecorded change: fail closed
+                decision = Decision("reject", "the approval could not be recorded in the database; the tool did "
+                                              "not run (fail closed)")
             if not decision.approved:
                 return Outcome({"status": "rejected", "reason": decision.reason, "proposal_id": proposal_id,
                                 "reviewer_session_id": reviewer_id}, "rejected")
@@ -115,7 +135,7 @@ class ReviewGate:
 def _describe(tool: Tool, args: dict[str, Any]) -> Proposal:
     try:
         proposal = tool.describe(args) if tool.describe else None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a plugin's describe() bug becomes a tool error
         raise ToolError(f"{tool.name}: cannot describe the proposal: {exc}") from None
     if proposal is None:
         proposal = Proposal(action=f"call {tool.name}", target="unknown", blast_radius="service")

@@ -29,6 +29,7 @@ def message_from_row(row: dict[str, Any]) -> Message:
 
 
 def tool_calls_to_json(calls: Iterable[ToolCall]) -> list[dict[str, str]]:
+    """ToolCalls → ``[{id, name, arguments}]`` as stored in ``chat_messages.tool_calls``."""
     return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
 
 

@@ -30,6 +30,11 @@ class SessionHub:
     def subscriber_count(self) -> int:
         return len(self._subscribers)
 
+    @property
+    def idle(self) -> bool:
+        """No subscriber, no running turn and no final waiting for a re-attach."""
+        return not self._subscribers and not self.turn_running and self.undelivered_end is None
+
     def publish(self, frame: dict[str, Any]) -> None:
         """Send ``frame`` to every subscriber without waiting."""
         if frame.get("type") == "agent_tile":
@@ -57,11 +62,11 @@ class SessionHub:
         """Yield ``(initial_frames, channel)``; unsubscribes on exit."""
         send, recv = trio.open_memory_channel[dict](SUBSCRIBER_BUFFER)
         initial: list[dict[str, Any]] = []
-        if self.turn_running:
-            initial.extend(self.tiles.values())
-        elif self.undelivered_end is not None:
+        if self.undelivered_end is not None:  # a turn ended while nobody was attached
             initial.append(self.undelivered_end)
             self.undelivered_end = None
+        if self.turn_running:
+            initial.extend(self.tiles.values())
         self._subscribers.add(send)
         try:
             yield initial, recv

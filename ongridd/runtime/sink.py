@@ -44,6 +44,7 @@ class PersistSink:
                 log.exception("persist_failed", what=what, session_id=self.session_id)
 
     async def persist_message(self, message: Any) -> None:
+        """Append ``message`` to the session's stored history (bounded shield; errors are logged)."""
         await self._write("message", self.store.append_message, self.session_id, role=message.role,
                           content=message.content,
                           tool_calls=tool_calls_to_json(message.tool_calls) if message.tool_calls else None,

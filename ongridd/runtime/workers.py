@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongridd.errors import NotFound, TaskStateError
+from ongridd.errors import NotFound, StoreError, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WORKERS, WORKERS_RUNNING
 
@@ -53,6 +53,10 @@ class WorkerTask:
 
 @attrs.frozen
 class WorkerOutcome:
+    """How a worker ended: ``status`` completed|failed|killed, ``result`` its
+    final answer (or partial output), ``reason`` the close reason (None when
+    completed normally)."""
+
     task_id: str
     persona: str
     status: str
@@ -77,6 +81,7 @@ class WorkerManager:
         self.shutting_down = False
 
     def running(self, coordinator_id: str) -> list[WorkerTask]:
+        """Workers (and reviewers) of this coordinator session not ended yet."""
         return [t for t in self.tasks.values() if t.coordinator_id == coordinator_id and t.status not in TERMINAL]
 
     def _tile(self, task: WorkerTask) -> None:
@@ -96,8 +101,15 @@ class WorkerManager:
         ``killed`` (reason ``daemon shutdown`` or ``stopped``) inside a
         bounded shield, then Cancelled propagates.
         """
-        row = await self.store.create_session(agent_id=persona, user_id=user_id, parent_session_id=parent_id,
-                                              description=description, status="pending")
+        # Shielded (bounded): a stop that lands while the insert commits must
+        # not leave a pending row nobody closes; the cancellation is delivered
+        # at the first checkpoint below, which closes the row ``killed``.
+        row = None
+        with trio.move_on_after(CLOSE_SHIELD_S, shield=True):
+            row = await self.store.create_session(agent_id=persona, user_id=user_id, parent_session_id=parent_id,
+                                                  description=description, status="pending")
+        if row is None:
+            raise StoreError(f"could not create the session row of a {persona} worker within {CLOSE_SHIELD_S:g} s")
         task = WorkerTask(task_id=row["id"], persona=persona, description=description,
                           coordinator_id=coordinator_id, parent_id=parent_id, user_id=user_id)
         self.tasks[task.task_id] = task
@@ -119,13 +131,19 @@ class WorkerManager:
                     text = task.partial
             if scope.cancelled_caught and task.stop_requested:
                 status, reason, text = "killed", "stopped", task.partial
-        except trio.Cancelled:
-            status, text = "killed", task.partial
-            reason = "daemon shutdown" if self.shutting_down else "stopped: the turn was stopped"
-            raise
-        except Exception as exc:  # a bug below us must not leave the row open
-            log.exception("worker_crashed", task_id=task.task_id, persona=persona)
+        except BaseException as exc:
+            # Cancellation may arrive wrapped in an exception group (a nursery
+            # in the run below us): match it by content, not by type.
+            if _is_cancellation(exc):
+                status, text = "killed", task.partial
+                reason = ("daemon shutdown" if self.shutting_down else "stopped: the turn was stopped"
+                          if parent_id == coordinator_id else "stopped: its calling session was stopped")
+                raise
             status, reason, text = "failed", f"internal error: {exc!r}", task.partial
+            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: record, then let it go
+                raise
+            # a bug below us must not leave the row open nor abort the coordinator
+            log.exception("worker_crashed", task_id=task.task_id, persona=persona)
         finally:
             if task.status == "running":
                 WORKERS_RUNNING.dec()
@@ -154,10 +172,10 @@ class WorkerManager:
         task = self.tasks.get(task_id)
         if task is None or task.coordinator_id != coordinator_id:
             row = await self.store.get_session(task_id) if _looks_like_id(task_id) else None
-            if row is not None and await self._belongs(row, coordinator_id):
-                if row["status"] in TERMINAL:
-                    why = f": {row['close_reason']}" if row.get("close_reason") else ""
-                    raise TaskStateError(f"{task_id} is not running ({row['status']}{why})")
+            ended = row is not None and row["status"] in TERMINAL
+            if ended and await self._belongs(row, coordinator_id):
+                why = f": {row['close_reason']}" if row.get("close_reason") else ""
+                raise TaskStateError(f"{task_id} is not running ({row['status']}{why})")
             raise NotFound(f"no such task {task_id} in this session")
         if task.status in TERMINAL:
             why = f": {task.close_reason}" if task.close_reason else ""
@@ -186,6 +204,15 @@ class WorkerManager:
         for tid, task in list(self.tasks.items()):
             if task.status in TERMINAL and now - task.started_monotonic > max_age_s:
                 del self.tasks[tid]
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """True for ``trio.Cancelled`` and for exception groups holding one."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(lambda e: isinstance(e, trio.Cancelled)) is not None
+    return False
 
 
 def _looks_like_id(value: str) -> bool:

@@ -48,6 +48,8 @@ def _parse(raw: Any) -> dict:
         value = frame.get(key)
         if value is not None and not isinstance(value, str):
             raise BadFrame(f"{kind}.{key} must be a string")
+    if kind == "stop" and frame.get("task_id") is not None and not frame["task_id"].strip():
+        raise BadFrame("stop.task_id must be a non-empty task id; leave it out to stop the whole turn")
     if kind == "user_message":
         text = frame.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -83,7 +85,7 @@ class _Conn:
             return False
         except trio.Cancelled:
             raise
-        except Exception as exc:  # quart raises its own errors on a closed socket
+        except Exception as exc:  # noqa: BLE001 - quart raises its own errors on a closed socket
             log.debug("ws_send_failed", error=repr(exc))
             return False
 
@@ -101,12 +103,15 @@ class _Conn:
             self.locale = frame["locale"]
         session_id, resumed = await self.runtime.open_thread(user_id=user, thread=thread)
         self.user, self.session_id = user, session_id
-        await self.send({"type": "session", "session_id": session_id, "thread": thread, "resumed": resumed})
         assert self.nursery is not None
-        await self.nursery.start(self._writer)
+        await self.nursery.start(self._writer, {"type": "session", "session_id": session_id, "thread": thread,
+                                                "resumed": resumed})
 
-    async def _writer(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def _writer(self, session_frame: dict, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # subscribe first, then send the session frame: nothing published in
+        # between can fall through the gap
         with self.runtime.subscribe(self.session_id) as (initial, channel):
+            await self.send(session_frame)
             task_status.started()
             for frame in initial:
                 if not await self.send(frame):
@@ -114,6 +119,13 @@ class _Conn:
             async for frame in channel:
                 if not await self.send(frame):
                     return
+        # The hub dropped this subscriber: the client fell SUBSCRIBER_BUFFER
+        # frames behind.  Say so and close, so the client re-attaches rather
+        # than waiting on a connection that will never get another frame.
+        await self.error("internal", "this connection fell too far behind the session's events and was "
+                                     "detached; reconnect to re-attach")
+        if self.nursery is not None:
+            self.nursery.cancel_scope.cancel()
 
     async def handle(self, frame: dict) -> None:
         kind = frame["type"]

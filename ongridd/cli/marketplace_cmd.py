@@ -1,0 +1,144 @@
+"""``ongrid marketplace list [--json] | install NAME | uninstall NAME`` (DESIGN.md §14, §15).
+
+``list`` reads the index locally (``--index``, else ``marketplace.index`` of
+the configuration) and asks the daemon at ``--url`` which packages are
+installed; when no daemon answers, it looks at ``<state_dir>/plugins``
+instead and says so on stderr.  ``--json`` prints a list of ``{name,
+version, description, installed}``.
+
+``install`` and ``uninstall`` ask the running daemon (``POST
+/api/marketplace/install|uninstall``) and return when the new registries
+are live.  Exit codes: 0 done; 1 the daemon refused (its message is
+printed); 2 usage, configuration, index or connection errors, or a
+missing/wrong token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ongridd.cli.common import ClientError, add_client_args, base_url, http_json
+
+INSTALL_TIMEOUT_S = 600.0
+LIST_TIMEOUT_S = 10.0
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("marketplace", help="marketplace: list, install and uninstall plugin packages")
+    sub = parser.add_subparsers(dest="marketplace_command", metavar="ACTION")
+    sub.required = True
+
+    lst = sub.add_parser("list", help="list the packages of the marketplace index and whether they are installed")
+    lst.add_argument("--json", action="store_true", help="print a JSON list of {name, version, description, installed}")
+    lst.add_argument("--index", metavar="FILE", help="the index file (default: marketplace.index of the configuration)")
+    lst.add_argument("--config", metavar="FILE", help="configuration file (default: /etc/ongrid/ongrid.yaml if present)")
+    lst.add_argument("--state-dir", metavar="DIR", help="state directory, read when no daemon answers")
+    add_client_args(lst)
+    lst.set_defaults(func=run_list)
+
+    for action in ("install", "uninstall"):
+        p = sub.add_parser(action, help=f"{action} a package on the running daemon")
+        p.add_argument("name", metavar="NAME", help="the package name (as `marketplace list` shows it)")
+        p.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
+        add_client_args(p)
+        p.set_defaults(func=run_action, action=action)
+
+
+def _err(message: str) -> None:
+    print(f"ongrid marketplace: {message}", file=sys.stderr)
+
+
+def _http_status(exc: RuntimeError) -> int | None:
+    text = str(exc)
+    if text.startswith("HTTP "):
+        try:
+            return int(text[5:8])
+        except ValueError:
+            return None
+    return None
+
+
+def _installed_from_daemon(args: argparse.Namespace) -> tuple[set[str] | None, str | None]:
+    """Installed names according to the daemon, or (None, why not)."""
+    try:
+        answer = http_json("GET", args, "/api/marketplace", timeout_s=LIST_TIMEOUT_S)
+    except ClientError as exc:
+        return None, str(exc)
+    except RuntimeError as exc:
+        return None, f"the daemon at {base_url(args.url)} answered {exc}"
+    if not isinstance(answer, list):
+        return None, f"the daemon at {base_url(args.url)} gave an unexpected answer"
+    return {str(e.get("name")) for e in answer if isinstance(e, dict) and e.get("installed")}, None
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """List the index; returns the exit code."""
+    from ongridd.config import load_config
+    from ongridd.errors import ConfigError, MarketplaceError
+    from ongridd.marketplace.index import index_path_for, load_index
+
+    try:
+        base_url(args.url)
+    except ClientError as exc:
+        _err(str(exc))
+        return 2
+    try:
+        overrides = {("state_dir",): args.state_dir} if args.state_dir else None
+        config = load_config(args.config, overrides=overrides)
+        index = load_index(Path(args.index) if args.index else index_path_for(config))
+    except (ConfigError, MarketplaceError) as exc:
+        _err(str(exc))
+        return 2
+    installed, why = _installed_from_daemon(args)
+    if installed is None:
+        root = config.state_path / "plugins"
+        _err(f"{why}; showing what is installed in {root.absolute()}")
+        installed = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")} \
+            if root.is_dir() else set()
+    rows = [{"name": e.name, "version": e.version, "description": e.description, "installed": e.name in installed}
+            for e in index.entries]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return 0
+    if not rows:
+        print(f"(the index {index.path} lists no packages)")
+    for row in rows:
+        mark = "installed" if row["installed"] else "-"
+        print(f"{row['name']}  {row['version']}  [{mark}]\n    {row['description']}")
+    return 0
+
+
+def _summary(answer: dict[str, Any]) -> list[str]:
+    lines = [f"{answer.get('action', 'done')} {answer.get('name')} {answer.get('version') or ''}".rstrip()]
+    plugins = answer.get("plugins") or []
+    if plugins:
+        lines[0] += f" (plugin {', '.join(plugins)})"
+    for kind, names in (answer.get("registered") or {}).items():
+        lines.append(f"    {kind}: {', '.join(str(n) for n in names)}")
+    if answer.get("reused_loaded_module"):
+        lines.append("    (the same version was already loaded in the daemon; its code was reused)")
+    for w in answer.get("warnings") or []:
+        lines.append(f"    warning: {w}")
+    return lines
+
+
+def run_action(args: argparse.Namespace) -> int:
+    """``install`` / ``uninstall`` on the daemon; returns the exit code."""
+    try:
+        answer = http_json("POST", args, f"/api/marketplace/{args.action}", {"name": args.name},
+                           timeout_s=INSTALL_TIMEOUT_S)
+    except ClientError as exc:
+        _err(str(exc))
+        return 2
+    except RuntimeError as exc:
+        _err(str(exc))
+        return 2 if _http_status(exc) == 401 else 1
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(_summary(answer if isinstance(answer, dict) else {})))
+    return 0

@@ -1,0 +1,216 @@
+"""User-agent editing (PUT/DELETE) and hot reload (DESIGN.md §6, issue 7)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import trio
+import trio.lowlevel
+from mp_helpers import PluginSpec, make_config
+
+from ongridd.errors import NotFound, OngridError, PersonaError
+from ongridd.marketplace.agents_api import AgentsAPI
+from ongridd.plugins.build import RegistryBuilder
+from ongridd.runtime.registries import RegistryHolder
+from ongridd.store import open_store
+
+PERSONA = """---
+name: {name}
+description: {description}
+tools: [{tools}]
+permission_mode: read-only
+---
+You are {name}.
+"""
+
+
+def persona(name: str, description: str = "A user agent.", tools: str = "get_host_load") -> str:
+    return PERSONA.format(name=name, description=description, tools=tools)
+
+
+@pytest.fixture
+async def api(tmp_path: Path):
+    config = make_config(tmp_path)
+    async with open_store(config.database_url) as store:
+        builder = RegistryBuilder(config=config, store=store)
+        holder = RegistryHolder(await builder.build())
+        yield AgentsAPI(config=config, holder=holder, builder=builder, store=store)
+
+
+async def _events(api: AgentsAPI) -> list[tuple[str, str, str]]:
+    rows = await api.store.plugin_store.list_change_events(kind="persona")
+    return sorted((r["detail"]["action"], r["subject"], r["actor"]) for r in rows)
+
+
+async def test_put_writes_the_file_and_replaces_live(api):
+    out = await api.put("db-helper", persona("db-helper", tools="get_host_load, no_such_tool"), actor="alice")
+    path = api.config.agents_write_dir / "db-helper.md"
+    assert path.read_text(encoding="utf-8") == persona("db-helper", tools="get_host_load, no_such_tool")
+    assert out["name"] == "db-helper" and out["source"] == str(path)
+    assert any("unknown tool 'no_such_tool'" in w for w in out["warnings"])
+    live = api.agents.by_name("db-helper")
+    assert live is not None and live.tools == ("get_host_load", "no_such_tool")
+    assert api.get("db-helper")["body"].strip() == "You are db-helper."
+    assert await _events(api) == [("update", "db-helper", "alice")]
+    # a second PUT replaces it
+    await api.put("db-helper", persona("db-helper", description="Second version."), actor="bob")
+    assert api.agents.by_name("db-helper").description == "Second version."
+
+
+@pytest.mark.parametrize("text,message", [
+    (persona("other-name"), "does not match the URL's 'db-helper'"),
+    ("no frontmatter at all\n", "missing frontmatter"),
+    ("---\nname: db-helper\n---\nbody\n", "missing required key 'description'"),
+])
+async def test_put_refuses_a_bad_persona_and_writes_nothing(api, text, message):
+    before = api.agents.snapshot()
+    with pytest.raises(PersonaError, match=message):
+        await api.put("db-helper", text, actor="alice")
+    assert not (api.config.agents_write_dir / "db-helper.md").exists()
+    assert api.agents.snapshot() is before
+    assert await _events(api) == []
+
+
+async def test_delete_removes_a_user_agent(api):
+    await api.put("db-helper", persona("db-helper"), actor="alice")
+    out = await api.delete("db-helper", actor="alice")
+    assert out == {"name": "db-helper", "deleted": True, "restored_builtin": False}
+    assert api.agents.by_name("db-helper") is None
+    assert not (api.config.agents_write_dir / "db-helper.md").exists()
+    assert await _events(api) == [("delete", "db-helper", "alice"), ("update", "db-helper", "alice")]
+    with pytest.raises(NotFound, match="no persona 'db-helper'"):
+        await api.delete("db-helper", actor="alice")
+
+
+async def test_a_builtin_cannot_be_deleted_only_overridden(api):
+    builtin = api.agents.by_name("specialist-disk")
+    assert builtin is not None and api.agents.builtin("specialist-disk") is builtin
+    with pytest.raises(OngridError, match="built-in persona: it cannot be deleted, only overridden"):
+        await api.delete("specialist-disk", actor="alice")
+    assert api.agents.by_name("specialist-disk") is builtin
+    await api.put("specialist-disk", persona("specialist-disk", description="Our own disk specialist."),
+                  actor="alice")
+    assert api.agents.by_name("specialist-disk").description == "Our own disk specialist."
+    out = await api.delete("specialist-disk", actor="alice")
+    assert out["restored_builtin"] is True
+    assert api.agents.by_name("specialist-disk") is builtin
+    with pytest.raises(OngridError, match="cannot be deleted"):
+        await api.delete("specialist-disk", actor="alice")
+
+
+async def test_a_plugin_persona_cannot_be_deleted_through_the_api(env):
+    spec = PluginSpec()
+    env.add(spec)
+    await env.service.install(spec.dist, actor="t")
+    api = AgentsAPI(config=env.config, holder=env.holder, builder=env.builder, store=env.store)
+    with pytest.raises(OngridError, match="not from a user agents folder"):
+        await api.delete(spec.persona, actor="t")
+    assert env.holder.current.agents.by_name(spec.persona) is not None
+
+
+async def test_reload_keeps_the_persona_of_a_file_that_breaks(api):
+    folder = api.config.agents_write_dir
+    folder.mkdir(parents=True)
+    (folder / "db-helper.md").write_text(persona("db-helper", description="Works."), encoding="utf-8")
+    report = await api.reload()
+    assert api.agents.by_name("db-helper").description == "Works."
+    (folder / "db-helper.md").write_text("---\nname: db-helper\ndescription: [unclosed\n---\n", encoding="utf-8")
+    report = await api.reload()
+    kept = api.agents.by_name("db-helper")
+    assert kept is not None and kept.description == "Works."
+    assert report.skipped == 1
+    assert any("db-helper.md" in w and "keeping the persona 'db-helper' it produced last time" in w
+               for w in report.warnings)
+    assert api.last_reload_warnings == report.warnings
+    (folder / "db-helper.md").write_text(persona("db-helper", description="Fixed."), encoding="utf-8")
+    await api.reload()
+    assert api.agents.by_name("db-helper").description == "Fixed."
+
+
+async def test_100_reload_cycles_never_show_a_partial_registry(api, quick_gil_handover):
+    folder = api.config.agents_write_dir
+    folder.mkdir(parents=True)
+    names = [f"user-agent-{i:02d}" for i in range(20)]
+    builtins = {n for n in api.agents.snapshot() if not n.startswith("user-agent-")}
+
+    def write_generation(gen: int) -> None:
+        for n in names:
+            (folder / f"{n}.md").write_text(persona(n, description=f"generation {gen}"), encoding="utf-8")
+
+    write_generation(0)
+    await api.reload()
+    done = trio.Event()
+    observed = {"snapshots": 0, "generations": set()}
+
+    def check() -> int:
+        snap = api.holder.current.agents.snapshot()  # what a starting turn takes
+        users = [p for n, p in snap.items() if n.startswith("user-agent-")]
+        assert len(users) == len(names), f"partial registry: {len(users)} user agents"
+        gens = {p.description for p in users}
+        assert len(gens) == 1, f"mixed generations in one snapshot: {sorted(gens)}"
+        assert builtins <= set(snap)
+        observed["snapshots"] += 1
+        return int(gens.pop().split()[1])
+
+    async def task_lookups() -> None:
+        last = 0
+        while not done.is_set():
+            gen = check()
+            assert gen >= last, "a later lookup saw an older registry"
+            last = gen
+            observed["generations"].add(gen)
+            await trio.lowlevel.checkpoint()
+
+    def thread_lookups() -> None:
+        last = 0
+        while not done.is_set():
+            gen = check()
+            assert gen >= last
+            last = gen
+            time.sleep(0)  # let the other threads have the GIL
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(2):
+            nursery.start_soon(task_lookups)
+        nursery.start_soon(lambda: trio.to_thread.run_sync(thread_lookups))
+        for gen in range(1, 101):
+            await trio.to_thread.run_sync(write_generation, gen)
+            await api.reload()
+        done.set()
+    assert check() == 100
+    assert observed["snapshots"] > 100 and len(observed["generations"]) > 10
+
+
+async def test_the_watcher_reloads_on_a_change(api):
+    folder = api.config.agents_write_dir
+    folder.mkdir(parents=True)
+    reloaded = trio.Event()
+    real = api.reload
+
+    async def reload_and_tell():
+        report = await real()
+        reloaded.set()
+        return report
+
+    api.reload = reload_and_tell
+    first_look = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+    fingerprint = api._fingerprint
+
+    def fingerprint_and_tell():
+        value = fingerprint()
+        token.run_sync_soon(first_look.set)
+        return value
+
+    api._fingerprint = fingerprint_and_tell
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(api.watch, 0.01)
+        with trio.fail_after(20):
+            await first_look.wait()
+        (folder / "fresh.md").write_text(persona("fresh"), encoding="utf-8")
+        with trio.fail_after(20):
+            await reloaded.wait()
+        assert api.agents.by_name("fresh") is not None
+        nursery.cancel_scope.cancel()

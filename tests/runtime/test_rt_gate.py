@@ -1,0 +1,191 @@
+"""The review gate (DESIGN.md §8, §10) end to end: a worker calls a write
+tool, the reviewer is a child session of that worker, and the decision rule
+decides whether the real tool runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+from rt_helpers import agent_call, open_daemon, tool_names, tool_result
+
+from ongridd.runtime.decision import parse_decision
+
+# ---- the decision rule (pure) -------------------------------------------------
+
+
+@pytest.mark.parametrize("answer, decision, reason", [
+    ("Decision: approve\n- runbook: pass", "approve", "- runbook: pass"),
+    ("**Decision: Approve**\nall gates pass", "approve", "all gates pass"),
+    ("`Decision:` _APPROVE_", "approve", "approved by the reviewer"),
+    ("  Decision:   approve  ", "approve", "approved by the reviewer"),
+    ("Decision: reject\n- runbook: fail", "reject", "- runbook: fail"),
+    ("Decision: approve\nDecision: approve\nboth", "approve", "both"),
+    ("Decision: approve\nwait\nDecision: reject\nno rollback", "reject", "no rollback"),
+    ("Decision: reject\nDecision: approve\nchanged my mind", "reject", "conflicting decision lines"),
+    ("I would write Decision: approve if a runbook existed.", "reject", "no 'Decision: approve|reject' line"),
+    ("> Decision: approve", "reject", "no 'Decision: approve|reject' line"),
+    ("Decision: approved", "reject", "no 'Decision"),
+    ("Decision: approvefully", "reject", "no 'Decision"),
+    ("", "reject", "no 'Decision"),
+    (None, "reject", "no 'Decision"),
+])
+def test_decision_rule(answer, decision, reason):
+    d = parse_decision(answer)
+    assert d.decision == decision
+    assert reason in d.reason
+
+
+# ---- end to end ------------------------------------------------------------------
+
+
+def touch_script(name: str, reviewer_steps: list[dict]) -> dict:
+    return {
+        "default": [{"tool_calls": [agent_call("rt-worker", f"create the marker {name}")]},
+                    {"content_from_tool_results": True}],
+        "rt-worker": [{"tool_calls": [{"name": "rt_touch", "arguments": {"name": name,
+                                                                          "reason": "the test asks for it"}}]},
+                      {"content_from_tool_results": True}],
+        "reviewer": reviewer_steps,
+    }
+
+
+APPROVE = "**Decision: approve**\n- runbook: pass — test runbook\n- rollback: delete the file"
+VARIANTS = {
+    "approve": (APPROVE, "approve", "- runbook: pass — test runbook\n- rollback: delete the file"),
+    "reject": ("Decision: reject\n- runbook: fail", "reject", "- runbook: fail"),
+    "no-decision": ("Looks fine to me, go ahead.", "reject", "no 'Decision: approve|reject' line"),
+    "conflicting": ("Decision: approve\nDecision: reject\nunsure", "reject", "conflicting decision lines"),
+    "mentioned": ("If the runbook existed I would say Decision: approve, but I cannot tell.", "reject",
+                  "no 'Decision: approve|reject' line"),
+}
+
+
+async def test_gate_decisions(tmp_path):
+    """approve (the real write tool runs), reject, no decision line, two
+    conflicting decision lines, the phrase only mentioned inside other text."""
+    async with open_daemon(tmp_path, touch_script("m", [{"content": "x"}])) as d:
+        for variant, (answer, decision, reason) in VARIANTS.items():
+            name = f"marker-{variant}"
+            d.use_script(touch_script(name, [{"content": answer}]))
+            async with d.ws(f"gate-{variant}") as c:
+                final = await c.ask("please")
+                assert final["type"] == "final", (variant, final)
+            (worker,) = [w for w in d.workers("rt-worker") if w["parent_session_id"] == c.session_id]
+            (reviewer,) = d.workers("reviewer")[-1:]
+            assert reviewer["parent_session_id"] == worker["id"], variant  # a child of the calling session
+            assert reviewer["status"] == "completed" and reviewer["closed_at"], variant
+            (proposal,) = d.rows("SELECT * FROM mutating_proposals WHERE session_id = ?", (worker["id"],))
+            assert proposal["decision"] == decision, variant
+            assert reason in proposal["decision_reason"], variant
+            assert proposal["reviewer_session_id"] == reviewer["id"] and proposal["decided_at"], variant
+            assert (proposal["action"], proposal["target"], proposal["blast_radius"]) == (
+                f"create marker file {name}", f"local:{name}", "single_host")
+            assert proposal["reason"] == "the test asks for it" and proposal["operator"] == "local"
+            # the reviewer's brief is the proposal
+            brief = next(m["content"] for m in d.requests("reviewer")[-1].body["messages"] if m["role"] == "user")
+            assert f'"action": "create marker file {name}"' in brief and '"operator": "local"' in brief
+            assert "rt_touch" not in tool_names(d.requests("reviewer")[-1])  # the reviewer never mutates
+            marker = d.markers / name
+            audit = d.audit(worker["id"])
+            assert [a["tool_name"] for a in audit] == ["rt_touch"]
+            seen = tool_result(d.requests("rt-worker")[-1], "call_0_0")
+            if decision == "approve":
+                assert marker.read_text().startswith("touched by rt-worker"), variant
+                assert audit[0]["status"] == "ok" and seen == {"created": str(marker)}
+            else:
+                assert not marker.exists(), variant
+                assert audit[0]["status"] == "rejected", variant
+                assert seen["status"] == "rejected" and reason in seen["reason"], variant
+                assert seen["reviewer_session_id"] == reviewer["id"]
+            tree = await d.runtime.session_tree(c.session_id, user_id="local")
+            assert tree["children"][0]["id"] == worker["id"]
+            assert [g["id"] for g in tree["children"][0]["children"]] == [reviewer["id"]]
+
+
+async def test_reviewer_timeout_and_crash_reject(tmp_path):
+    """Fail closed: a reviewer past its own limit, and a reviewer whose model
+    call fails (HTTP 500, no retries → provider error)."""
+    script = touch_script("late", [{"delay_s": 10, "content": "Decision: approve\ntoo late"}])
+    async with open_daemon(tmp_path, script, limits={"reviewer_timeout_s": 1}) as d:
+        async with d.ws("gate-timeout") as c:
+            assert (await c.ask("please"))["type"] == "final"
+        (reviewer,) = d.workers("reviewer")
+        assert reviewer["status"] == "failed" and reviewer["close_reason"].startswith("timeout")
+        (proposal,) = d.rows("SELECT * FROM mutating_proposals")
+        assert proposal["decision"] == "reject" and "timeout" in proposal["decision_reason"]
+        assert "fail closed" in proposal["decision_reason"]
+        assert not (d.markers / "late").exists()
+        assert [a["status"] for a in d.audit(d.workers("rt-worker")[0]["id"])] == ["rejected"]
+
+        d.use_script(touch_script("crash", [{"http_status": 500}]))
+        async with d.ws("gate-crash") as c:
+            assert (await c.ask("please"))["type"] == "final"
+        reviewer = d.workers("reviewer")[-1]
+        assert reviewer["status"] == "failed" and reviewer["close_reason"].startswith("provider_error")
+        proposal = d.rows("SELECT * FROM mutating_proposals ORDER BY created_at")[-1]
+        assert proposal["decision"] == "reject" and "provider_error" in proposal["decision_reason"]
+        assert proposal["reviewer_session_id"] == reviewer["id"]
+        assert not (d.markers / "crash").exists()
+
+
+async def test_stopping_a_worker_during_its_review_decides_reject(tmp_path):
+    script = touch_script("stopped", [{"delay_s": 30, "content": "Decision: approve\nlate"}])
+    async with open_daemon(tmp_path, script) as d, d.ws("gate-stop") as c:
+        await c.send({"type": "user_message", "text": "please"})
+        await c.tile("running", "reviewer")
+        with trio.fail_after(10):
+            while not d.requests("reviewer"):
+                await d.fake.wait_requests(len(d.fake.requests) + 1)
+        worker_id = d.task_id("rt-worker")
+        await c.send({"type": "stop", "task_id": worker_id})
+        assert (await c.until_type("final", "error"))["type"] == "final"
+        (worker,), (reviewer,) = d.workers("rt-worker"), d.workers("reviewer")
+        assert (worker["status"], worker["close_reason"]) == ("killed", "stopped")
+        assert reviewer["status"] == "killed" and reviewer["closed_at"]
+        (proposal,) = d.rows("SELECT * FROM mutating_proposals")
+        assert proposal["decision"] == "reject" and "stopped" in proposal["decision_reason"]
+        assert proposal["decided_at"]
+        assert not (d.markers / "stopped").exists()
+
+
+async def test_read_only_persona_has_no_write_tools(tmp_path):
+    """§8: an always-write tool is absent from a read-only persona's bag (a
+    call is refused as unknown, no review); a tool whose class depends on its
+    arguments stays and refuses mutating calls (host_bash and a test twin)."""
+    script = {
+        "default": [{"tool_calls": [agent_call("rt-readonly", "try to change things")]},
+                    {"content_from_tool_results": True}],
+        "rt-readonly": [
+            {"tool_calls": [
+                {"name": "rt_touch", "arguments": {"name": "ro-touch", "reason": "try"}},
+                {"name": "rt_shell", "arguments": {"cmd": "touch ro-shell", "reason": "try"}},
+                {"name": "rt_shell", "arguments": {"cmd": "echo hello"}},
+                {"name": "host_bash", "arguments": {"cmd": "touch ${MARKERS}/ro-bash", "reason": "try"}},
+            ]},
+            {"content_from_tool_results": True},
+        ],
+        "reviewer": [{"content": "Decision: approve\nmust never be asked"}],
+    }
+    async with open_daemon(tmp_path, script) as d:
+        d.env["MARKERS"] = str(d.markers)
+        async with d.ws("read-only") as c:
+            assert (await c.ask("change things"))["type"] == "final"
+        first = d.requests("rt-readonly")[0]
+        bag = tool_names(first)
+        assert "rt_touch" not in bag
+        assert "rt_shell" in bag and "host_bash" in bag and "rt_echo" in bag
+        second = d.requests("rt-readonly")[1]
+        touch, shell_w, shell_r, bash = (tool_result(second, f"call_0_{i}") for i in range(4))
+        assert "rt_touch is not available to rt-readonly" in touch["error"]
+        assert "read-only persona" in shell_w["error"]
+        assert shell_r == {"stdout": "hello"}
+        assert "read-only persona" in bash["error"]
+        assert list(d.markers.iterdir()) == []
+        assert d.workers("reviewer") == [] and d.requests("reviewer") == []
+        assert d.rows("SELECT * FROM mutating_proposals") == []
+        (worker,) = d.workers("rt-readonly")
+        audit = {json.loads(a["arguments"]).get("cmd", a["tool_name"]): a["status"] for a in d.audit(worker["id"])}
+        assert audit == {"rt_touch": "error", "touch ro-shell": "error", "echo hello": "ok",
+                         f"touch {d.markers}/ro-bash": "error"}

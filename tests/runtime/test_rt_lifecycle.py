@@ -1,0 +1,320 @@
+"""Worker lifecycle: stop, cancel, timeout, failures, interjection
+(DESIGN.md §4, §9, §11; handed.md C16, C17)."""
+
+from __future__ import annotations
+
+import json
+
+import trio
+from rt_helpers import (
+    agent_call,
+    open_daemon,
+    rtt,
+    tool_messages,
+    tool_names,
+    tool_result,
+)
+
+from ongridd.runtime.workers import WorkerManager
+from ongridd.store import open_store
+
+
+def wait_call(key: str, content: str | None = None) -> dict:
+    step: dict = {"tool_calls": [{"name": "rt_wait", "arguments": {"key": key}}]}
+    if content:
+        step["content"] = content
+    return step
+
+
+async def test_user_stop_frame_kills_a_running_worker_promptly(tmp_path):
+    """C16(a): the in-flight tool call is cancelled, the worker ends killed
+    (row closed), no further model call starts, and the coordinator's
+    AgentTool result says killed with the partial output."""
+    script = {
+        "default": [{"tool_calls": [agent_call("rt-worker", "check web-1")]}, {"content_from_tool_results": True}],
+        "rt-worker": [wait_call("w1", content="checking disk usage on web-1"), {"content": "never reached"}],
+    }
+    started, _ = rtt.events("w1")
+    async with open_daemon(tmp_path, script) as d, d.ws("stop-one") as c:
+        await c.send({"type": "user_message", "text": "go"})
+        with trio.fail_after(15):
+            await started.wait()
+        task_id = d.task_id("rt-worker")
+        await c.send({"type": "stop", "task_id": task_id})
+        with trio.fail_after(1):
+            await c.until(lambda f: f.get("type") == "agent_result" and f["task_id"] == task_id)
+        final = await c.until_type("final", "error")
+        assert final["type"] == "final"
+        row = d.row(task_id)
+        assert (row["status"], row["close_reason"]) == ("killed", "stopped") and row["closed_at"]
+        assert len(d.requests("rt-worker")) == 1  # no model call after the stop
+        assert [(a["tool_name"], a["status"]) for a in d.audit(task_id)] == [("rt_wait", "cancelled")]
+        result = tool_result(d.requests("default")[1], "call_0_0")
+        assert result["status"] == "killed" and result["task_id"] == task_id
+        assert "checking disk usage on web-1" in result["result"]  # the partial output
+        assert [t["status"] for t in c.of_type("agent_tile")] == ["pending", "running", "killed"]
+
+
+async def test_taskstop_of_an_ended_worker_is_a_clear_error(tmp_path):
+    """C16(c): stopping a worker that already completed changes nothing."""
+    script = {
+        "default": [
+            {"tool_calls": [agent_call("rt-worker", "quick")]},
+            {"tool_calls": [{"name": "TaskStop", "arguments": {"task_id": "${W1}"}}]},
+            {"content": "done"},
+        ],
+        "rt-worker": [{"content": "quick answer"}],
+    }
+    async with open_daemon(tmp_path, script) as d:
+        d.env["W1"] = lambda: d.task_id("rt-worker")
+        async with d.ws("stop-ended") as c:
+            assert (await c.ask("go"))["text"] == "done"
+            task_id = d.task_id("rt-worker")
+            before = d.row(task_id)
+            err = tool_result(d.requests("default")[2], "call_1_0")
+            assert err == {"status": "error", "error": f"{task_id} is not running (completed)"}
+            # the user's stop frame takes the same path
+            await c.send({"type": "stop", "task_id": task_id})
+            frame = await c.until_type("error")
+            assert frame["code"] == "not_found" and frame["message"] == f"{task_id} is not running (completed)"
+            assert d.row(task_id) == before
+            assert [a["status"] for a in d.audit(c.session_id)] == ["ok", "error"]
+
+
+class SlowCreateStore:
+    """The real Store, except that creating a ``persona`` worker row commits
+    slowly (waits for ``release`` after the insert): that worker stays
+    ``pending`` while the test stops the turn."""
+
+    def __init__(self, real, persona: str):
+        self.real = real
+        self.persona = persona
+        self.created = trio.Event()
+        self.release = trio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    async def create_session(self, **kwargs):
+        row = await self.real.create_session(**kwargs)
+        if kwargs.get("agent_id") == self.persona:
+            self.created.set()
+            await self.release.wait()
+        return row
+
+
+async def test_stopping_the_turn_kills_running_and_pending_workers(tmp_path):
+    """C16(b): W1 running → killed, W2 pending → killed and never started."""
+    script = {
+        "default": [{"tool_calls": [agent_call("rt-worker", "w1"), agent_call("rt-other", "w2")]}],
+        "rt-worker": [wait_call("w1")],
+        "rt-other": [{"content": "must never run"}],
+    }
+    started, _ = rtt.events("w1")
+    async with open_daemon(tmp_path, script) as d, d.ws("stop-turn") as c:
+        slow = SlowCreateStore(d.runtime.workers.store, "rt-other")
+        d.runtime.workers.store = slow
+        try:
+            await c.send({"type": "user_message", "text": "go"})
+            with trio.fail_after(15):
+                await started.wait()
+                await slow.created.wait()
+            (w1,) = d.workers("rt-worker")
+            (w2,) = d.workers("rt-other")
+            assert (w1["status"], w2["status"]) == ("running", "pending")
+            await c.send({"type": "stop"})
+            await c.tile("killed", "rt-worker")
+            slow.release.set()  # the slow insert of W2 returns after the stop
+            frame = await c.until_type("final", "error")
+        finally:
+            d.runtime.workers.store = slow.real
+        assert frame["type"] == "error" and frame["code"] == "stopped"
+        w1, w2 = d.row(w1["id"]), d.row(w2["id"])
+        assert (w1["status"], w1["close_reason"]) == ("killed", "stopped: the turn was stopped")
+        assert (w2["status"], w2["close_reason"]) == ("killed", "stopped: the turn was stopped")
+        assert w1["closed_at"] and w2["closed_at"]
+        assert w1["started_at"] and w2["started_at"] is None  # W2 never started
+        assert d.requests("rt-other") == []
+        assert sorted(a["status"] for a in d.audit(c.session_id)) == ["cancelled", "cancelled"]
+        # the thread stays valid: the next turn works on the repaired history
+        d.use_script({"default": [{"content": "fresh answer"}]})
+        d.fake._cursors.clear()
+        assert (await c.ask("again"))["text"] == "fresh answer"
+        ids = [m["tool_call_id"] for m in tool_messages(d.requests("default")[-1])]
+        assert ids == ["call_0_0", "call_0_1"]
+
+
+async def test_worker_over_its_time_limit_fails_with_timeout(tmp_path):
+    script = {
+        "default": [{"tool_calls": [agent_call("rt-worker", "slow")]}, {"content": "it timed out"}],
+        "rt-worker": [wait_call("never", content="started measuring")],
+    }
+    async with open_daemon(tmp_path, script, limits={"worker_timeout_s": 1}) as d, d.ws("timeout") as c:
+        assert (await c.ask("go"))["text"] == "it timed out"
+        (row,) = d.workers()
+        assert row["status"] == "failed" and row["close_reason"].startswith("timeout")
+        assert "1 s" in row["close_reason"] and row["closed_at"]
+        result = tool_result(d.requests("default")[1], "call_0_0")
+        assert result["status"] == "failed" and result["result"].startswith("timeout")
+        assert "started measuring" in result["result"]
+        assert [a["status"] for a in d.audit(row["id"])] == ["cancelled"]
+
+
+async def test_tool_exception_is_a_result_and_the_worker_carries_on(tmp_path):
+    """C17(a) as DESIGN §8 has it: a handler exception becomes a tool result
+    the model reads (audited ``error``); the worker goes on and completes."""
+    script = {
+        "default": [{"tool_calls": [agent_call("rt-worker", "look")]}, {"content_from_tool_results": True}],
+        "rt-worker": [{"tool_calls": [{"name": "rt_raise", "arguments": {}}]},
+                      {"content": "the host lookup failed; reporting what I know"}],
+    }
+    async with open_daemon(tmp_path, script) as d, d.ws("raise") as c:
+        final = await c.ask("go")
+        assert "the host lookup failed" in final["text"]
+        (row,) = d.workers()
+        assert row["status"] == "completed"
+        (audit,) = d.audit(row["id"])
+        assert audit["status"] == "error" and "KeyError" in audit["result"] and "'host'" in audit["result"]
+        seen = tool_result(d.requests("rt-worker")[1], "call_0_0")
+        assert seen["status"] == "error" and "rt_raise failed" in seen["error"]
+
+
+async def test_provider_error_fails_the_worker_and_the_coordinator_carries_on(tmp_path):
+    """C17(b): HTTP 500 on every attempt until the retry budget is used up."""
+    script = {
+        "default": [{"tool_calls": [agent_call("rt-worker", "look")]}, {"content_from_tool_results": True}],
+        "rt-worker": [{"tool_calls": [{"name": "rt_echo", "arguments": {"text": "partial"}}],
+                       "content": "first finding"},
+                      {"http_status": 500}, {"http_status": 500}],
+    }
+    async with open_daemon(tmp_path, script, llm={"max_retries": 1}) as d, d.ws("provider") as c:
+        final = await c.ask("go")
+        assert final["type"] == "final"
+        (row,) = d.workers()
+        assert row["status"] == "failed" and row["close_reason"].startswith("provider_error")
+        assert "500" in row["close_reason"] and row["closed_at"]
+        assert len(d.requests("rt-worker")) == 3  # one retry, then it gave up
+        result = json.loads(final["text"].split("AgentTool: ", 1)[1])
+        assert result["status"] == "failed" and "provider_error" in result["result"]
+        assert "first finding" in result["result"]
+
+
+async def test_exception_in_the_run_itself_fails_the_worker(tmp_path):
+    """§4: an exception in the worker's run (not a tool's) ends it failed
+    with the reason; the row is closed."""
+    frames = []
+    async with open_store(f"sqlite:///{tmp_path}/ongrid.db") as store:
+        coord, _ = await store.get_or_create_coordinator("local", "t")
+        manager = WorkerManager(store, lambda sid, f: frames.append((sid, f)))
+
+        async def run(task):
+            task.partial = "half a report"
+            raise KeyError("host")
+
+        outcome = await manager.spawn(persona="rt-worker", description="d", brief="b", parent_id=coord["id"],
+                                      coordinator_id=coord["id"], user_id="local", timeout_s=5, run=run)
+        assert outcome.status == "failed" and outcome.reason == "internal error: KeyError('host')"
+        assert outcome.result == "half a report"
+        row = await store.get_session(outcome.task_id)
+        assert row["status"] == "failed" and row["closed_at"] and row["close_reason"].startswith("internal error")
+        assert [f["status"] for _, f in frames if f["type"] == "agent_tile"] == ["pending", "running", "failed"]
+
+
+async def test_user_message_during_a_dispatch_gets_an_interjection(tmp_path):
+    """§9: one model call with only SendMessage and TaskStop; the coordinator
+    stops the now-useless worker; the message joins the turn's history."""
+    script = {
+        "default": [
+            {"tool_calls": [agent_call("rt-worker", "check the disk on web-1")]},
+            {"tool_calls": [{"name": "SendMessage", "arguments": {"text": "OK, switching to the network."}},
+                            {"name": "TaskStop", "arguments": {"task_id": "${W1}"}}]},
+            {"content": "Answering the network question."},
+        ],
+        "rt-worker": [wait_call("disk")],
+    }
+    started, _ = rtt.events("disk")
+    async with open_daemon(tmp_path, script) as d:
+        d.env["W1"] = lambda: d.task_id("rt-worker")
+        async with d.ws("interject") as c:
+            await c.send({"type": "user_message", "text": "is web-1's disk full?"})
+            with trio.fail_after(15):
+                await started.wait()
+            await c.send({"type": "user_message", "text": "forget the disk, is the network ok?"})
+            interim = await c.until_type("interim")
+            assert interim["text"] == "OK, switching to the network."
+            final = await c.until_type("final", "error")
+            assert final == {"type": "final", "text": "Answering the network question."}
+            task_id = d.task_id("rt-worker")
+            assert d.row(task_id)["status"] == "killed"
+            inter = d.requests("default")[1]
+            assert sorted(tool_names(inter)) == ["SendMessage", "TaskStop"]
+            text = "\n".join(m["content"] or "" for m in inter.body["messages"] if m["role"] == "user")
+            assert "forget the disk, is the network ok?" in text and task_id in text
+            # the turn's next call has the AgentTool result and then the user's new message
+            last = [m for m in d.requests("default")[2].body["messages"]
+                    if not (m["role"] == "user" and m["content"].startswith("<system-reminder>"))]
+            assert [m["role"] for m in last[-3:]] == ["assistant", "tool", "user"]
+            assert json.loads(last[-2]["content"])["status"] == "killed"
+            assert last[-1]["content"] == "forget the disk, is the network ok?"
+            stored = d.rows("SELECT role, content FROM chat_messages WHERE session_id = ? AND role = 'user' "
+                            "ORDER BY seq", (c.session_id,))
+            assert [s["content"] for s in stored] == ["is web-1's disk full?", "forget the disk, is the network ok?"]
+            audit = sorted((a["tool_name"], a["status"]) for a in d.audit(c.session_id))
+            assert audit == [("AgentTool", "ok"), ("SendMessage", "ok"), ("TaskStop", "ok")]
+
+
+async def test_message_sent_while_the_final_answer_streams_is_answered(tmp_path):
+    """A user message that arrives during the turn's last model call is not
+    lost: it gets its own turn once this one ends."""
+    script = {
+        "default": [
+            {"delay_s": 1.0, "content": "first answer"},
+            {"content": "second answer"},  # the interjection call (text only: nothing to do)
+            {"content": "second answer"},  # the follow-up turn
+        ],
+    }
+    async with open_daemon(tmp_path, script) as d, d.ws("late") as c:
+        await c.send({"type": "user_message", "text": "first question"})
+        with trio.fail_after(10):
+            await d.fake.wait_requests(1)
+        await c.send({"type": "user_message", "text": "second question"})
+        first = await c.until_type("final", "error")
+        assert first == {"type": "final", "text": "first answer"}
+        second = await c.until_type("final", "error")
+        assert second == {"type": "final", "text": "second answer"}
+        users = [m["content"] for m in d.requests("default")[2].body["messages"] if m["role"] == "user"]
+        assert "first question" in users and "second question" in users
+
+
+async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
+    """A message sent during a dispatch and then the whole turn stopped: the
+    model never saw it, but the thread keeps it for the next turn.  Idle
+    in-memory state is dropped afterwards."""
+    script = {
+        "default": [
+            {"tool_calls": [agent_call("rt-worker", "long")]},
+            {"content": "noted"},  # the interjection: nothing to do
+            {"content": "next turn"},
+        ],
+        "rt-worker": [wait_call("long")],
+    }
+    started, _ = rtt.events("long")
+    async with open_daemon(tmp_path, script) as d, d.ws("keep") as c:
+        await c.send({"type": "user_message", "text": "first"})
+        with trio.fail_after(15):
+            await started.wait()
+        await c.send({"type": "user_message", "text": "also check the certificates"})
+        with trio.fail_after(15):
+            await d.fake.wait_requests(3)  # coordinator, worker, interjection
+        await c.send({"type": "stop"})
+        assert (await c.until_type("error"))["code"] == "stopped"
+        assert (await c.ask("and now?"))["text"] == "next turn"
+        users = [m["content"] for m in d.requests("default")[-1].body["messages"] if m["role"] == "user"]
+        assert users[:3] == ["first", "also check the certificates", "and now?"]
+        sid = c.session_id
+        d.runtime._hub("an-idle-thread")
+        assert sid in d.runtime.dedup and "an-idle-thread" in d.runtime.hubs
+        d.runtime.forget_idle()
+        assert sid in d.runtime.hubs  # a client is attached
+        assert "an-idle-thread" not in d.runtime.hubs
+        assert sid not in d.runtime.dedup  # its only dispatch was killed: nothing to deduplicate
