@@ -65,9 +65,17 @@ class ToolStep:
         Raises only on cancellation (call :meth:`recover` then)."""
         n = len(self.calls)
         limit = n if budget_left is None else max(0, min(n, budget_left))
-        async with trio.open_nursery() as nursery:
-            for i in range(limit):
-                nursery.start_soon(self._one, i)
+        try:
+            async with trio.open_nursery() as nursery:
+                for i in range(limit):
+                    nursery.start_soon(self._one, i)
+        except BaseExceptionGroup as group:
+            # A cancelled run leaves the nursery as a group of Cancelled under
+            # strict exception groups; callers are promised a plain Cancelled.
+            cancelled = _only_cancelled(group)
+            if cancelled is not None:
+                raise cancelled from None
+            raise
         for i in range(limit, n):
             await self._end(i, self.runner.not_run_result(self.calls[i], budget_reason))
         return await self._answer()
@@ -125,3 +133,18 @@ class ToolStep:
             await self.emit(event)
             self._answered += 1
         return messages
+
+
+def _only_cancelled(group: BaseExceptionGroup) -> trio.Cancelled | None:
+    """The first ``trio.Cancelled`` when every leaf of ``group`` is one."""
+    first: trio.Cancelled | None = None
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        elif isinstance(exc, trio.Cancelled):
+            first = first or exc
+        else:
+            return None
+    return first

@@ -21,7 +21,9 @@
    system: atomic), build new registries in a worker thread with every
    installed plugin folder, check the plugin again on that build;
 7. ``holder.swap(new registries)`` — tools, redirect stubs, personas,
-   skills and plugin routes change in one assignment;
+   skills and plugin routes change in one assignment (user agent files
+   that broke since the last load keep their persona, as on a hot reload:
+   :func:`keep_last_good_personas`);
 8. record a ``plugin`` change event.
 
 A failure at any step raises MarketplaceError (HTTP 400) and leaves the

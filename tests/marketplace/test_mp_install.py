@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.lowlevel
-from mp_helpers import PluginSpec, need, setuptools_builds_wheels, write_index
+from mp_helpers import PluginSpec, make_wheel, need, setuptools_builds_wheels, write_index
 
 from ongridd.errors import MarketplaceError, NotFound
 from ongridd.marketplace import install as install_mod
@@ -216,6 +216,13 @@ async def test_another_version_of_a_loaded_plugin_needs_a_restart(env):
                                                r"restart the daemon to install version 0\.2\.0"):
         await env.service.install(v1.dist, actor="t")
     assert env.holder.current is before and env.plugin_dir_entries() == []
+    # so is a different build that claims the same version
+    rebuilt = make_wheel(env.tmp / "dist3", v1.dist, "0.1.0",
+                         {**v1.files(), f"{v1.module}/extra.py": "CHANGED = True\n"}, {v1.module: v1.module})
+    env.add(v1, source=rebuilt)
+    with pytest.raises(MarketplaceError, match=r"a different build of version 0\.1\.0 .*restart the daemon"):
+        await env.service.install(v1.dist, actor="t")
+    assert env.holder.current is before and env.plugin_dir_entries() == []
     # the same version is fine again
     env.add(v1, source=env.tmp / "dist" / f"{v1.module}-0.1.0-py3-none-any.whl")
     result = await env.service.install(v1.dist, actor="t")
@@ -387,6 +394,5 @@ async def test_a_user_agent_that_broke_keeps_its_persona_across_an_install(env):
     assert any("keeping the persona 'db-helper'" in w for w in removed["warnings"])
     # deleting the file really removes it at the next rebuild
     path.unlink()
-    env.add(spec)
     await env.service.install(spec.dist, actor="t")
     assert env.holder.current.agents.by_name("db-helper") is None

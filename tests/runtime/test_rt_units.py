@@ -154,11 +154,6 @@ class _OneToolCallModel:
                          finish_reason="tool_calls")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kernel contract (ongridd/kernel/loop.py run_agent docstring: 'Cancellation (trio.Cancelled) is the only "
-    "exception that leaves it'): a run cancelled while its tool calls run leaves run_tool_calls' nursery "
-    "(ongridd/kernel/tool_step.py) as BaseExceptionGroup[Cancelled] under Trio's strict exception groups; "
-    "callers that `except trio.Cancelled` miss it (the runtime now matches by content)."))
 async def test_kernel_cancellation_leaves_as_plain_cancelled():
     from ongridd.kernel import run_agent
     from ongridd.tools.bag import ToolBag
