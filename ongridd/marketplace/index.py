@@ -333,4 +333,7 @@ def index_path_for(config: Any) -> Path:
         checkout = Path(__file__).resolve().parents[2] / "marketplace" / "index.yaml"
         if checkout.is_file():
             return checkout
+        packaged = Path(__file__).resolve().parents[1] / "builtin_marketplace" / "index.yaml"
+        if packaged.is_file():  # installed wheel: the example index ships inside the package
+            return packaged
     return path.absolute()
