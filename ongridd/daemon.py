@@ -55,6 +55,23 @@ def check_state_dir(path: Path) -> None:
                           "fix its permissions or choose another with --state-dir")
 
 
+def check_listen_free(host: str, port: int) -> None:
+    """Fail early (before the database is touched) when the listen address
+    cannot be bound.  Raises ConfigError naming the address."""
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+                          "choose another address with --listen or ONGRID_LISTEN") from None
+
+
 def make_model(config: Config) -> Any:
     """The configured model client (an OpenAI-compatible provider)."""
     from ongridd.llm.openai_provider import OpenAIProvider
@@ -90,6 +107,10 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
     auth = Authenticator(parse_tokens(read_secret(config.server.tokens_env)))
     auth.check_listen(host)
     check_state_dir(config.state_path)
+    check_listen_free(host, port)
+    if model is None and not config.llm.base_url:
+        log.warning("no_model_configured", hint="set llm.base_url and llm.model (or ONGRID_LLM_BASE_URL / "
+                    "ONGRID_LLM_MODEL); chat turns will fail until then")
 
     stopped = trio.Event()
     log.info("daemon_starting", listen=config.server.listen, state_dir=str(config.state_path),

@@ -159,7 +159,7 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
 def add_parser(subparsers: Any) -> None:
     """Add ``agents`` and its sub-commands to the ``ongrid`` parser."""
     parser = subparsers.add_parser("agents", help="list, show, validate personas; print the agent catalog",
-                                   description=__doc__.split("\n\n")[0])
+                                   description="List, show, validate personas and print the agent catalog (built-in agents/ plus --agents-dir folders).")
     sub = parser.add_subparsers(dest="agents_command", metavar="SUBCOMMAND")
     sub.required = True
 

@@ -67,6 +67,7 @@ async def _ask(args: argparse.Namespace) -> int:
     url = ws_url(args.url)
     thread = args.thread or f"ask-{uuid.uuid4().hex[:12]}"
     text = " ".join(args.text)
+    session_id = None
     try:
         async with await _connect(url) as ws:
             await ws.send_message(_hello(args, thread))
@@ -78,11 +79,14 @@ async def _ask(args: argparse.Namespace) -> int:
                         print(json.dumps(frame, ensure_ascii=False), flush=True)
                     kind = frame.get("type")
                     if kind == "session" and not sent:
+                        session_id = frame.get("session_id")
                         await ws.send_message(json.dumps({"type": "user_message", "text": text}))
                         sent = True
                     elif kind == "final":
                         if not args.json:
                             print(frame.get("text", ""))
+                            print(f"(thread {thread}, session {session_id}: see `ongrid sessions tree "
+                                  f"{session_id}`)", file=sys.stderr)
                         return 0
                     elif kind == "error":
                         if not args.json:
@@ -91,10 +95,17 @@ async def _ask(args: argparse.Namespace) -> int:
                             continue
                         return 1
             if timer.cancelled_caught:
-                print(f"ongrid: no final answer within {args.timeout:g} s", file=sys.stderr)
+                print(f"ongrid: no final answer within {args.timeout:g} s; the turn goes on in the daemon "
+                      f"(thread {thread}, session {session_id}: `ongrid chat --thread {thread}` re-attaches)",
+                      file=sys.stderr)
                 return 1
-    except (OSError, HandshakeError, ConnectionClosed, trio.BrokenResourceError) as exc:
-        print(f"ongrid: cannot talk to the daemon at {url}: {_why(exc)}", file=sys.stderr)
+    except ConnectionClosed as exc:
+        print(f"ongrid: the daemon at {url} closed the connection ({_why(exc)}); is it shutting down? "
+              f"The turn's transcript is in thread {thread}.", file=sys.stderr)
+        return 2
+    except (OSError, HandshakeError, trio.BrokenResourceError) as exc:
+        print(f"ongrid: cannot talk to the daemon at {url}: {_why(exc)} "
+              "(point at the right daemon with --url or ONGRID_URL)", file=sys.stderr)
         return 2
     return 1
 

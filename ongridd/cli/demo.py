@@ -23,6 +23,8 @@ from typing import Any
 
 import trio
 
+STREAM_SHOWN_CHARS = 600
+
 QUESTION = ("Something is filling the disk under {dir} on this host. What is using the space there? "
             "Name the largest folders and files.")
 
@@ -125,6 +127,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
         print(f"> {question}\n")
         session_id = None
         final = None
+        streamed, cut_note = 0, False
         async with open_websocket_url(handle.base_url.replace("http://", "ws://") + "/ws") as ws:
             await ws.send_message(json.dumps({"type": "hello", "thread": "demo"}))
             with trio.fail_after(300):
@@ -137,19 +140,25 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
                         session_id = frame["session_id"]
                         await ws.send_message(json.dumps({"type": "user_message", "text": question}))
                     elif kind == "token":
-                        print(frame["text"], end="", flush=True)
+                        streamed += len(frame["text"])
+                        if streamed <= STREAM_SHOWN_CHARS:
+                            print(frame["text"], end="", flush=True)
+                        elif not cut_note:
+                            print(" … (the rest streams on; the whole answer is summarised below)", flush=True)
+                            cut_note = True
                     elif kind == "agent_tile":
                         print(f"\n[agent tile] {frame['subagent_type']} — {frame['description']} — "
                               f"{frame['status']} (task {frame['task_id']})", flush=True)
                     elif kind == "tool" and frame["status"] != "started":
+                        streamed, cut_note = 0, False
                         print(f"\n[tool] {frame['name']}: {frame['status']}", flush=True)
                     elif kind == "final":
                         final = frame["text"]
                     elif kind == "error":
                         print(f"\n[error] {frame['code']}: {frame['message']}", file=sys.stderr)
                         final = ""
-        print("\n\n=== Final answer ===")
-        print(readable(final or ""))
+        print(f"\n\n=== Final answer ({len(final or '')} characters; what it says, read from its JSON) ===")
+        print(summarize_answer(final or ""))
         runtime = handle.services.runtime
         tree = await runtime.session_tree(session_id, user_id="local")
         audit = await runtime.session_audit(session_id, user_id="local")
@@ -169,27 +178,55 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
     return 0 if final else 1
 
 
-def readable(text: str) -> str:
-    """Indent JSON found in ``name: {...}`` lines (the scripted model's
-    answers are tool results), recursively for nested results."""
-    out = []
+def _json_objects(text: str) -> list[Any]:
+    """Every JSON value found after ``name: `` at a line start, recursing into
+    string ``result`` fields (a worker's answer inside an AgentTool result)."""
+    found: list[Any] = []
     for line in text.splitlines():
-        name, sep, rest = line.partition(": ")
+        _name, sep, rest = line.partition(": ")
+        if not sep:
+            continue
         try:
-            value = json.loads(rest) if sep else None
+            value = json.loads(rest)
         except ValueError:
-            value = None
-        if isinstance(value, (dict, list)):
-            if isinstance(value, dict) and isinstance(value.get("result"), str):
-                inner = readable(value["result"])
-                value = dict(value, result="(below)")
-                out.append(f"{name}: " + json.dumps(value, ensure_ascii=False, indent=2))
-                out.append("  " + inner.replace("\n", "\n  "))
-            else:
-                out.append(f"{name}: " + json.dumps(value, ensure_ascii=False, indent=2))
-        else:
-            out.append(line)
-    return "\n".join(out)
+            continue
+        found.append(value)
+        if isinstance(value, dict) and isinstance(value.get("result"), str):
+            found.extend(_json_objects(value["result"]))
+    return found
+
+
+def summarize_answer(text: str) -> str:
+    """A readable view of an answer made of tool results: the largest files
+    and folders it reports.  Falls back to the text itself."""
+    files: list[tuple[int, str, str]] = []
+    folders: list[tuple[int, str, str]] = []
+
+    def walk_dirs(node: Any) -> None:
+        if isinstance(node, dict):
+            if "path" in node and "allocated_bytes" in node and "children" in node or "subdirs" in node:
+                folders.append((node.get("allocated_bytes", 0), node.get("allocated_human", ""), node["path"]))
+            for child in node.get("children", []) or []:
+                walk_dirs(child)
+
+    for obj in _json_objects(text):
+        if not isinstance(obj, dict):
+            continue
+        for f in obj.get("files", []) or []:
+            if isinstance(f, dict) and "path" in f:
+                files.append((f.get("allocated_bytes", 0), f.get("size_human", ""), f["path"]))
+        for p in obj.get("paths", []) or []:
+            walk_dirs(p)
+    if not files and not folders:
+        return text
+    lines = []
+    if folders:
+        lines.append("Folders by space used:")
+        lines += [f"  {human:>10}  {path}" for _, human, path in sorted(folders, reverse=True)[:8]]
+    if files:
+        lines.append("Largest files:")
+        lines += [f"  {human:>10}  {path}" for _, human, path in sorted(files, reverse=True)[:8]]
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ def add_parser(subparsers: Any) -> None:
         help="run the scripted model server (an OpenAI-compatible test double, not a real model)",
         description=(
             "Serve an OpenAI-compatible chat-completions endpoint whose answers come from a YAML script "
-            "keyed by persona (DESIGN.md §16). It is a test and demo double: it never pretends to be a real "
+            "keyed by persona (format: docs/fake-llm.md). It is a test and demo double: it never pretends to be a real "
             "model. Prints the base URL on stdout when ready."
         ),
     )

@@ -1,9 +1,9 @@
 """``ongrid marketplace list [--json] | install NAME | uninstall NAME`` (DESIGN.md §14, §15).
 
-``list`` reads the index locally (``--index``, else ``marketplace.index`` of
-the configuration) and asks the daemon at ``--url`` which packages are
-installed; when no daemon answers, it looks at ``<state_dir>/plugins``
-instead and says so on stderr.  ``--json`` prints a list of ``{name,
+``list`` asks the daemon at ``--url`` (its index and what it has
+installed); when no daemon answers, or with ``--index``, it reads the index
+locally (else ``marketplace.index`` of the configuration) and looks at
+``<state_dir>/plugins``, and says so on stderr.  ``--json`` prints a list of ``{name,
 version, description, installed}``.
 
 ``install`` and ``uninstall`` ask the running daemon (``POST
@@ -62,21 +62,24 @@ def _http_status(exc: RuntimeError) -> int | None:
     return None
 
 
-def _installed_from_daemon(args: argparse.Namespace) -> tuple[set[str] | None, str | None]:
-    """Installed names according to the daemon, or (None, why not)."""
-    try:
-        answer = http_json("GET", args, "/api/marketplace", timeout_s=LIST_TIMEOUT_S)
-    except ClientError as exc:
-        return None, str(exc)
-    except RuntimeError as exc:
-        return None, f"the daemon at {base_url(args.url)} answered {exc}"
-    if not isinstance(answer, list):
-        return None, f"the daemon at {base_url(args.url)} gave an unexpected answer"
-    return {str(e.get("name")) for e in answer if isinstance(e, dict) and e.get("installed")}, None
+def _print_rows(rows: list[dict[str, Any]], as_json: bool, empty_note: str) -> None:
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not rows:
+        print(empty_note)
+    for row in rows:
+        mark = "installed" if row.get("installed") else "not installed"
+        print(f"{row['name']}  {row['version']}  [{mark}]\n    {row['description']}")
 
 
 def run_list(args: argparse.Namespace) -> int:
-    """List the index; returns the exit code."""
+    """List the marketplace; returns the exit code.
+
+    The running daemon's view comes first (its index, what it has
+    installed).  Only when no daemon answers is the local index read, with
+    ``<state_dir>/plugins`` for what is installed (said on stderr).
+    """
     from ongridd.config import load_config
     from ongridd.errors import ConfigError, MarketplaceError
     from ongridd.marketplace.index import index_path_for, load_index
@@ -86,6 +89,24 @@ def run_list(args: argparse.Namespace) -> int:
     except ClientError as exc:
         _err(str(exc))
         return 2
+    if not args.index:
+        try:
+            answer = http_json("GET", args, "/api/marketplace", timeout_s=LIST_TIMEOUT_S)
+        except ClientError as exc:
+            answer, why = None, str(exc)
+        except RuntimeError as exc:
+            _err(f"the daemon at {base_url(args.url)} answered {exc}")
+            return 2 if _http_status(exc) == 401 else 1
+        if isinstance(answer, list):
+            rows = [{"name": e.get("name"), "version": e.get("version"), "description": e.get("description"),
+                     "installed": bool(e.get("installed"))} for e in answer if isinstance(e, dict)]
+            _print_rows(rows, args.json, "(the daemon's marketplace index lists no packages)")
+            return 0
+        if answer is not None:
+            _err(f"the daemon at {base_url(args.url)} gave an unexpected answer")
+            return 1
+    else:
+        why = "--index given"
     try:
         overrides = {("state_dir",): args.state_dir} if args.state_dir else None
         config = load_config(args.config, overrides=overrides)
@@ -93,22 +114,13 @@ def run_list(args: argparse.Namespace) -> int:
     except (ConfigError, MarketplaceError) as exc:
         _err(str(exc))
         return 2
-    installed, why = _installed_from_daemon(args)
-    if installed is None:
-        root = config.state_path / "plugins"
-        _err(f"{why}; showing what is installed in {root.absolute()}")
-        installed = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")} \
-            if root.is_dir() else set()
+    root = config.state_path / "plugins"
+    _err(f"{why}; reading the index {index.path} and what is installed in {root.absolute()}")
+    installed = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")} \
+        if root.is_dir() else set()
     rows = [{"name": e.name, "version": e.version, "description": e.description, "installed": e.name in installed}
             for e in index.entries]
-    if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
-        return 0
-    if not rows:
-        print(f"(the index {index.path} lists no packages)")
-    for row in rows:
-        mark = "installed" if row["installed"] else "-"
-        print(f"{row['name']}  {row['version']}  [{mark}]\n    {row['description']}")
+    _print_rows(rows, args.json, f"(the index {index.path} lists no packages)")
     return 0
 
 

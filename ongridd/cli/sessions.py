@@ -23,7 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def format_tree(node: dict, indent: str = "") -> list[str]:
     """Lines of a session tree: ``agent status [closed…] id — description``."""
-    closed = f" closed {node['closed_at']}" if node.get("closed_at") else " (open)"
+    if node.get("closed_at"):
+        closed = f" closed {node['closed_at']}"
+    else:
+        closed = "" if node.get("status") == "open" else " (not closed)"
     reason = f" ({node['close_reason']})" if node.get("close_reason") else ""
     desc = f" — {node['description']}" if node.get("description") else ""
     lines = [f"{indent}{node['agent_id']} [{node['status']}{reason}]{closed} {node['id']}{desc}"]
@@ -40,6 +43,9 @@ def format_audit(rows: list[dict]) -> list[str]:
         args = args if len(args) <= 80 else args[:79] + "…"
         out.append(f"{r.get('created_at', '')}  {r.get('agent_id', ''):<22} {r['tool_name']:<24} "
                    f"{r['status']:<9} {r.get('duration_ms', 0):>6} ms  {args}")
+        if r.get("status") in ("error", "timeout", "rejected", "redirect"):
+            why = " ".join(str(r.get("result") or "").split())
+            out.append(f"{'':<30}↳ {why if len(why) <= 160 else why[:159] + '…'}")
     return out
 
 

@@ -161,7 +161,15 @@ class AgentRunner:
             async for event in self.model().stream(request):
                 if isinstance(event, Completion):
                     completion = event
-        if completion is None or completion.finish_reason == "length":
+        if completion is None:
+            return
+        if completion.message.content and completion.message.content.strip():
+            # a model that answers the interjection in plain text instead of
+            # SendMessage: the user still sees the acknowledgement
+            from ongridd.runtime import frames
+
+            publish(frames.interim(completion.message.content.strip()))
+        if completion.finish_reason == "length":
             return
         runner = ToolRunner(bag, max_result_chars=self.config.limits.tool_result_max_chars)
         for call in completion.message.tool_calls:

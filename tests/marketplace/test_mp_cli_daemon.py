@@ -138,7 +138,7 @@ async def _without_a_daemon(tmp_path: Path, free: str) -> None:
     code, out, err = await ongrid("marketplace", "list", "--json", "--url", free, "--state-dir", str(state),
                                   cwd=tmp_path)
     assert code == 0, err
-    assert "showing what is installed in" in err
+    assert "and what is installed in" in err
     assert [r["installed"] for r in json.loads(out)] == [True, False]
     code, out, err = await ongrid("marketplace", "list", "--index", str(tmp_path / "none.yaml"), "--url", free,
                                   cwd=tmp_path)
