@@ -323,6 +323,21 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, port_n
 
 
+def parse_yaml(text: str, source: str, *, error: type[Exception] = ConfigError, typ: str = "safe") -> Any:
+    """Load YAML 1.2 text (``typ``: ``safe``, or ``rt`` to keep line marks).
+
+    Raises ``error("<source>:<line>: invalid YAML: <problem>")``.
+    """
+    try:
+        return YAML(typ=typ, pure=True).load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise error(f"{source}{line}: invalid YAML: {exc.problem or exc}") from None
+    except YAMLError as exc:
+        raise error(f"{source}: invalid YAML: {exc}") from None
+
+
 def read_yaml_file(path: Path) -> Any:
     """Read a YAML 1.2 file safely. Raises ConfigError naming file and line."""
     try:
@@ -331,14 +346,7 @@ def read_yaml_file(path: Path) -> Any:
         raise ConfigError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        return YAML(typ="safe", pure=True).load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: invalid YAML: {exc.problem or exc}") from None
-    except YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    return parse_yaml(text, str(path))
 
 
 def load_config(

@@ -91,3 +91,17 @@ class MarketplaceError(OngridError):
 
 class AuthError(OngridError):
     """A client presented no valid credentials."""
+
+
+def leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    """The non-group exceptions inside ``exc`` (itself when it is not a group).
+
+    Start-up errors surface from a Trio nursery wrapped in (nested)
+    exception groups; callers look for the one that says what went wrong.
+    """
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    out: list[BaseException] = []
+    for inner in exc.exceptions:
+        out.extend(leaf_exceptions(inner))
+    return out

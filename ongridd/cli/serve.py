@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ongridd.errors import ConfigError, StoreError
+from ongridd.errors import ConfigError, StoreError, leaf_exceptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,19 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sole_leaf(group: BaseExceptionGroup) -> BaseException:
-    """The one meaningful exception inside nested groups (start-up errors
-    surface from the root nursery wrapped in a group)."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    for exc in leaves:
+    """The meaningful start-up exception inside nested groups, else the group."""
+    for exc in leaf_exceptions(group):
         if isinstance(exc, (ConfigError, StoreError, OSError, KeyboardInterrupt)):
             return exc
     return group

@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from ongridd.config import parse_yaml
 from ongridd.errors import ConfigError
 
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
@@ -166,14 +165,7 @@ def load_script(path: str | os.PathLike[str]) -> Script:
 
 def parse_script(text: str, *, source: str = "<string>") -> Script:
     """Parse and validate script text.  Raises :class:`ScriptError`."""
-    try:
-        data = YAML(typ="rt", pure=True).load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ScriptError(f"{source}{line}: invalid YAML: {exc.problem or exc}") from None
-    except YAMLError as exc:
-        raise ScriptError(f"{source}: invalid YAML: {exc}") from None
+    data = parse_yaml(text, source, error=ScriptError, typ="rt")
     return script_from_data(data, source=source)
 
 

@@ -40,6 +40,7 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
+from ongridd.errors import leaf_exceptions
 from ongridd.fakellm.replies import (
     completion_body,
     estimate_usage,
@@ -247,16 +248,7 @@ class FakeLLM:
 
 
 def _sole_os_error(group: BaseExceptionGroup) -> OSError | None:
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
+    leaves = leaf_exceptions(group)
     if len(leaves) == 1 and isinstance(leaves[0], OSError):
         return leaves[0]
     return None

@@ -36,9 +36,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from ongridd.config import parse_yaml
 from ongridd.errors import MarketplaceError
 
 __all__ = [
@@ -153,14 +152,7 @@ def load_index(path: str | os.PathLike) -> MarketplaceIndex:
         raise MarketplaceError(f"marketplace index not found: {path} (config key marketplace.index)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MarketplaceError(f"cannot read the marketplace index {path}: {exc}") from None
-    try:
-        data = YAML(typ="rt", pure=True).load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise MarketplaceError(f"{where}: invalid YAML: {exc.problem or exc}") from None
-    except YAMLError as exc:
-        raise MarketplaceError(f"{path}: invalid YAML: {exc}") from None
+    data = parse_yaml(text, str(path), error=MarketplaceError, typ="rt")
     if data is None:
         data = {"plugins": []}
     if not isinstance(data, dict) or set(data) - {"plugins"}:
