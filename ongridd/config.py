@@ -10,7 +10,9 @@ the environment variables that hold them (``llm.api_key_env``,
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -160,6 +162,8 @@ def _strict_converter() -> cattrs.Converter:
     def _float(v: Any, _t: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"expected number, got {type(v).__name__}")
+        if not math.isfinite(v):
+            raise ValueError(f"expected a finite number, got {v}")
         return float(v)
 
     def _str(v: Any, _t: Any) -> str:
@@ -226,12 +230,28 @@ def _strict_converter() -> cattrs.Converter:
     return conv
 
 
-def _plain(v: Any) -> Any:
-    """ruamel's CommentedMap/Seq → plain dict/list."""
-    if isinstance(v, Mapping):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
+MAX_CONFIG_NODES = 100_000
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def _plain(v: Any, _budget: list[int] | None = None, _path: frozenset[int] = frozenset()) -> Any:
+    """ruamel's CommentedMap/Seq → plain dict/list.
+
+    Raises ConfigError for a recursive alias or a document that expands
+    (through aliases) to more than ``MAX_CONFIG_NODES`` values.
+    """
+    budget = [MAX_CONFIG_NODES] if _budget is None else _budget
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ConfigError(f"the configuration expands to more than {MAX_CONFIG_NODES:,} values "
+                          "(YAML aliases?); refusing it")
+    if isinstance(v, (Mapping, list, tuple)):
+        if id(v) in _path:
+            raise ConfigError("the configuration contains a recursive YAML alias")
+        path = _path | {id(v)}
+        if isinstance(v, Mapping):
+            return {str(k): _plain(x, budget, path) for k, x in v.items()}
+        return [_plain(x, budget, path) for x in v]
     return v
 
 
@@ -282,6 +302,8 @@ def structure(data: Mapping[str, Any], *, source: str | None = None) -> Config:
 
 def _validate(cfg: Config, source: str | None) -> None:
     problems = []
+    if not cfg.state_dir.strip():
+        problems.append("must not be empty @ config.state_dir")
     try:
         parse_listen(cfg.server.listen)
     except ConfigError as exc:
@@ -330,16 +352,32 @@ def parse_yaml(text: str, source: str, *, error: type[Exception] = ConfigError, 
     """
     try:
         return YAML(typ=typ, pure=True).load(text)
+    except RecursionError:
+        raise error(f"{source}: invalid YAML: nested too deeply") from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         raise error(f"{source}{line}: invalid YAML: {exc.problem or exc}") from None
-    except YAMLError as exc:
-        raise error(f"{source}: invalid YAML: {exc}") from None
+    except (YAMLError, ValueError) as exc:  # ValueError: e.g. an integer with thousands of digits
+        raise error(f"{source}: invalid YAML: {str(exc)[:200]}") from None
 
 
 def read_yaml_file(path: Path) -> Any:
-    """Read a YAML 1.2 file safely. Raises ConfigError naming file and line."""
+    """Read a YAML 1.2 file safely. Raises ConfigError naming file and line.
+
+    Only a regular file of at most ``MAX_CONFIG_BYTES`` is read (a FIFO or
+    ``/dev/zero`` given as ``--config`` is refused, not read forever).
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"config file {path} is not a regular file")
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path} is too large ({st.st_size:,} bytes; limit {MAX_CONFIG_BYTES:,})")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:

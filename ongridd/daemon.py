@@ -87,6 +87,18 @@ def make_model(config: Config) -> Any:
 
 async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any = None,
                      task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """See :func:`_run_daemon`.  With ``handle_signals``, SIGTERM/SIGINT are
+    caught from the very start: one arriving during start-up stops the
+    daemon right after it is up (exit 0), and a second one during the drain
+    is logged and ignored, so the drain always closes its rows."""
+    if not handle_signals:
+        await _run_daemon(config, model=model, signals=None, task_status=task_status)
+        return
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        await _run_daemon(config, model=model, signals=signals, task_status=task_status)
+
+
+async def _run_daemon(config: Config, *, model: Any, signals: Any, task_status: Any) -> None:
     """Run the daemon until SIGTERM/SIGINT (or ``handle.shutdown`` is set).
 
     ``model``: a ModelClient to use instead of the configured provider
@@ -153,8 +165,8 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
                 interval = watchdog_interval_s()
                 if interval:
                     root.start_soon(watchdog_loop, interval)
-                if handle_signals:
-                    root.start_soon(_signal_watch, shutdown)
+                if signals is not None:
+                    root.start_soon(_signal_watch, signals, shutdown)
                 task_status.started(DaemonHandle(base_url=base_url, services=services, shutdown=shutdown,
                                                  stopped=stopped))
                 await shutdown.wait()
@@ -169,12 +181,16 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
         log.info("daemon_stopped")
 
 
-async def _signal_watch(shutdown: trio.Event) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("signal_received", signal=signal.Signals(signum).name)
-            shutdown.set()
-            return
+async def _signal_watch(signals: Any, shutdown: trio.Event) -> None:
+    """First SIGTERM/SIGINT: start the graceful stop.  Later ones: logged
+    and ignored (the drain is bounded; killing it would leave rows open)."""
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if shutdown.is_set():
+            log.warning("signal_ignored", signal=name, reason="already stopping; the drain is bounded")
+            continue
+        log.info("signal_received", signal=name)
+        shutdown.set()
 
 
 __all__ = ["run_daemon", "check_state_dir", "DaemonHandle", "StoreError"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import trio
 from ongridd.errors import NotFound, OngridError, PersonaError
 from ongridd.logs import get_logger
 from ongridd.marketplace.locks import registry_lock
+from ongridd.personas.frontmatter import MAX_FILE_BYTES
 from ongridd.personas.parse import parse_persona_text
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
 
@@ -59,26 +61,58 @@ class AgentsAPI:
     def _known_tools(self) -> set[str]:
         return set(self.holder.current.tools) | set(CONTROL_TOOL_NAMES)
 
-    async def put(self, name: str, text: str, *, actor: str) -> dict:
+    async def put(self, name: str, text: str | bytes, *, actor: str) -> dict:
         """Validate ``text`` as a persona named ``name``, write it, replace it live.
 
         Raises PersonaError (nothing written) with every warning that made it
-        unusable, or when its ``name`` differs from ``name``.
+        unusable, when its ``name`` differs from ``name``, when it is larger
+        than a persona file may be, when a later agents folder defines the
+        same name (the edit would be undone by the next reload), or for the
+        review gate's ``reviewer`` (only an operator's file may replace it).
         """
+        name = unicodedata.normalize("NFC", name)
+        raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+        if len(raw) > MAX_FILE_BYTES:
+            raise PersonaError(f"persona too large: {len(raw):,} bytes; a persona file may have at most "
+                               f"{MAX_FILE_BYTES:,}")
+        if name == "reviewer":
+            raise PersonaError("the 'reviewer' persona decides the review gate; it cannot be replaced through the "
+                               "API — an operator can override it with a file in an agents folder")
+        if len(name.encode("utf-8")) > 200 or "/" in name or "\0" in name or name.startswith("."):
+            raise PersonaError(f"persona name {name[:60]!r} cannot be used as a file name")
         target_dir = self.config.agents_write_dir
         path = target_dir / f"{name}.md"
-        persona, warnings = parse_persona_text(text, str(path), known_tools=self._known_tools())
+        current = self.agents.by_name(name)
+        if current is not None:
+            later = self._later_root(Path(current.source), target_dir)
+            if later is not None:
+                raise PersonaError(f"{name!r} is defined in {current.source}, a folder read after {target_dir}; "
+                                   "edit that file instead (an API edit would be undone by the next reload)")
+        persona, warnings = parse_persona_text(raw, str(path), known_tools=self._known_tools())
         if persona is None:
             raise PersonaError("persona rejected: " + "; ".join(warnings), path=str(path))
         if persona.name != name:
             raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path))
         async with self._lock:
-            await trio.to_thread.run_sync(_write_atomic, target_dir, path, text)
+            await trio.to_thread.run_sync(_write_atomic, target_dir, path, raw)
             self.agents.replace(persona)
         await self._record("update", name, actor, {"path": str(path), "warnings": warnings})
         out = persona.to_dict()
         out["warnings"] = warnings
         return out
+
+    def _later_root(self, source: Path, target_dir: Path) -> Path | None:
+        """The user root holding ``source`` when it is read after ``target_dir``."""
+        roots = [Path(r).resolve() for r in self.config.agent_user_roots]
+        try:
+            target_index = roots.index(Path(target_dir).resolve())
+        except ValueError:
+            return None
+        src = source.resolve()
+        for index, root in enumerate(roots):
+            if index > target_index and (src.parent == root or root in src.parents):
+                return root
+        return None
 
     async def delete(self, name: str, *, actor: str) -> dict:
         """Remove a user agent (built-ins can only be overridden)."""
@@ -153,11 +187,11 @@ class AgentsAPI:
                     log.exception("agents_reload_failed")
 
 
-def _write_atomic(directory: Path, path: Path, text: str) -> None:
+def _write_atomic(directory: Path, path: Path, text: bytes) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".md")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "wb") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

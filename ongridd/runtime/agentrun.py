@@ -84,7 +84,7 @@ class AgentRunner:
         bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id).wrap)
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                               read_only=persona.read_only)
-        sink = PersistSink(self.store, turn.session_id, publish=publish)
+        sink = PersistSink(self.store, turn.session_id, publish=publish, known_tools=_known(bag))
 
         def inbox() -> list[Message]:
             drained, turn.inbox[:] = list(turn.inbox), []
@@ -119,10 +119,13 @@ class AgentRunner:
             def keep_partial(text: str) -> None:
                 task.partial = text
 
-            sink = PersistSink(self.store, task.task_id, on_text=keep_partial)
+            sink = PersistSink(self.store, task.task_id, on_text=keep_partial, known_tools=_known(bag))
             result = await self._run(persona=profile, system_prompt=system, history=(),
                                      user_message=Message(role="user", content=brief), bag=bag,
                                      reminder=system_reminder(persona=profile), ctx=ctx, sink=sink)
+            if persona == REVIEWER and result.status == "ok" and result.detail:
+                # a cut or empty review decides nothing: the gate fails closed
+                return "failed", result.text, f"the reviewer's answer is unusable: {result.detail}"
             if result.status in ("ok", "max_turns", "tool_budget"):
                 note = None if result.status == "ok" else f"{result.status}: {result.detail}"
                 return "completed", result.text, note
@@ -155,7 +158,8 @@ class AgentRunner:
         request = ModelRequest(messages=[Message(role="system", content=turn.system_prompt),
                                          Message(role="user", content=prompt)],
                                tools=bag.schemas(), agent=COORDINATOR, session_id=turn.session_id)
-        sink = PersistSink(self.store, turn.session_id, publish=publish, persist_messages=False)
+        sink = PersistSink(self.store, turn.session_id, publish=publish, persist_messages=False,
+                           known_tools=_known(bag))
         completion = None
         with trio.move_on_after(self.config.llm.timeout_s):
             async for event in self.model().stream(request):
@@ -177,3 +181,7 @@ class AgentRunner:
                                   call_id=call.id)
             result = await runner.run(call, ctx)
             await sink(ToolEndEvent(call_id=call.id, name=call.name, arguments=call.arguments, result=result))
+
+
+def _known(bag: ToolBag) -> frozenset[str]:
+    return frozenset(bag.tools) | frozenset(bag.stubs)

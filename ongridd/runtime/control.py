@@ -159,7 +159,9 @@ def build_control_tools(deps: ControlDeps) -> list[Tool]:
         body = {"task_id": outcome.task_id, "subagent_type": persona, "status": outcome.status,
                 "result": _cap(result, deps.result_max_chars)}
         if duplicate:
-            body["hint"] = DEDUP_HINT
+            body["hint"] = DEDUP_HINT if outcome.status == "completed" else (
+                f"An identical dispatch was already running and ended {outcome.status}; this is its result. "
+                "You may dispatch it again if retrying can help.")
             return Outcome(body, "dedup")
         body["hint"] = SPAWN_HINT if outcome.status == "completed" else (
             "The worker did not complete. Tell the user what happened; dispatch again only if retrying can help.")

@@ -28,6 +28,8 @@ from ongridd.runtime.workers import WorkerManager
 
 log = get_logger(__name__)
 
+INTERJECTION_DEBOUNCE_S = 0.3
+
 
 @attrs.define(eq=False)
 class Turn:
@@ -43,6 +45,8 @@ class Turn:
     control_tools: list[Any] = attrs.field(factory=list)
     system_prompt: str = ""
     interjections: set[trio.CancelScope] = attrs.field(factory=set)
+    pending_interjection: list[str] = attrs.field(factory=list)
+    interjecting: bool = False
 
 
 class Runtime:
@@ -183,7 +187,10 @@ class Runtime:
         running = self.turns.get(session_id)
         if running is not None:
             running.inbox.append(Message(role="user", content=text))
-            self.nursery.start_soon(self._interject, running, text)
+            running.pending_interjection.append(text)
+            if not running.interjecting:  # one interjection call at a time; later messages are batched
+                running.interjecting = True
+                self.nursery.start_soon(self._interject, running)
             return
         turn = Turn(session_id=session_id, user_id=user_id, locale=locale)
         self.turns[session_id] = turn
@@ -244,6 +251,8 @@ class Runtime:
                     end = frames.error("provider_error", result.detail or result.text or "the model provider failed")
                 elif result.status == "error":
                     end = frames.error("internal", result.detail or "the turn failed with an internal error")
+                elif not result.text.strip():  # never an empty chat bubble
+                    end = frames.final(f"(no answer: {result.detail or 'the model returned an empty answer'})")
                 else:
                     end = frames.final(result.text)
             if turn.cancel_scope.cancelled_caught:
@@ -290,22 +299,28 @@ class Runtime:
         self._hub(turn.session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, follow, text)
 
-    async def _interject(self, turn: Turn, text: str) -> None:
-        """One model call in which the coordinator may only SendMessage and
-        TaskStop, told of the new message and its running workers.  Stopping
-        the turn (or the daemon) stops its interjections too."""
-        with trio.CancelScope() as scope:
-            turn.interjections.add(scope)
-            if turn.cancel_scope.cancel_called:
-                scope.cancel()
-            try:
-                await self.runner.run_interjection(
-                    turn=turn, text=text, running=self.workers.running(turn.session_id),
-                    publish=lambda f: self._publish(turn.session_id, f))
-            except Exception:
-                log.exception("interjection_failed", session_id=turn.session_id)
-            finally:
-                turn.interjections.discard(scope)
+    async def _interject(self, turn: Turn) -> None:
+        """Interjection calls, one at a time: each is one model call in which
+        the coordinator may only SendMessage and TaskStop, told of the new
+        message(s) and its running workers.  Messages that arrive meanwhile
+        are batched into the next call (a flood costs a few calls, not one
+        each).  Stopping the turn (or the daemon) stops them too."""
+        try:
+            while turn.pending_interjection and not turn.cancel_scope.cancel_called:
+                await trio.sleep(INTERJECTION_DEBOUNCE_S)  # gather a burst of messages into one call
+                texts, turn.pending_interjection[:] = list(turn.pending_interjection), []
+                with trio.CancelScope() as scope:
+                    turn.interjections.add(scope)
+                    try:
+                        await self.runner.run_interjection(
+                            turn=turn, text="\n\n".join(texts), running=self.workers.running(turn.session_id),
+                            publish=lambda f: self._publish(turn.session_id, f))
+                    except Exception:
+                        log.exception("interjection_failed", session_id=turn.session_id)
+                    finally:
+                        turn.interjections.discard(scope)
+        finally:
+            turn.interjecting = False
 
 
 def _cancel_turn(turn: Turn) -> None:

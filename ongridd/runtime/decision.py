@@ -7,7 +7,8 @@ import re
 import attrs
 
 _MARKS = re.compile(r"[*_`~]")
-_DECISION = re.compile(r"^decision:\s*(approve|reject)\b", re.IGNORECASE)
+_DECISION = re.compile(r"^decision:\s*(approve|reject)(?![\w/|\\-])(.*)$", re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"\b(approve|reject)", re.IGNORECASE)
 
 
 @attrs.frozen
@@ -29,19 +30,29 @@ def parse_decision(answer: str | None) -> Decision:
 
     A decision line is one that, with markdown emphasis and code marks
     (``* _ ` ~``) removed and surrounding white space stripped, starts with
-    ``Decision:`` followed by ``approve`` or ``reject`` (any case).
+    ``Decision:`` followed by ``approve`` or ``reject`` (any case) as a
+    whole word (``approve-not``, ``approve/reject`` are not verdicts).  A
+    decision line that also names the other verdict later on
+    (``Decision: approve or reject``) is ambiguous and rejects.
     """
     lines = (answer or "").splitlines()
     verdicts: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
         m = _DECISION.match(_MARKS.sub("", line).strip())
         if m:
-            verdicts.append((i, m.group(1).lower()))
+            verdict = m.group(1).lower()
+            # "Decision: approve or reject", "approve | reject — I reject": the
+            # line names both verdicts, so it decides nothing (fail closed)
+            if any(w.lower() != verdict for w in _VERDICT_WORD.findall(m.group(2))):
+                verdict = "ambiguous"
+            verdicts.append((i, verdict))
     if not verdicts:
         return Decision("reject", "the reviewer gave no 'Decision: approve|reject' line (fail closed)")
     rest = "\n".join(lines[verdicts[-1][0] + 1:]).strip()
     if all(v == "approve" for _, v in verdicts):
         return Decision("approve", rest or "approved by the reviewer")
+    if any(v == "ambiguous" for _, v in verdicts):
+        return Decision("reject", (rest + "\n" if rest else "") + "(a decision line names both verdicts: fail closed)")
     if any(v == "approve" for _, v in verdicts):
         return Decision("reject", (rest + "\n" if rest else "") + "(conflicting decision lines: fail closed)")
     return Decision("reject", rest or "rejected by the reviewer")

@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-SUBSCRIBER_BUFFER = 1024
+SUBSCRIBER_BUFFER = 16384  # frames; a 256 KB answer streams as 16,384 token frames
 
 
 class SessionHub:

@@ -29,7 +29,9 @@ class PersistSink:
     """
 
     def __init__(self, store: Any, session_id: str, *, publish: Callable[[dict], None] | None = None,
-                 on_text: Callable[[str], None] | None = None, persist_messages: bool = True):
+                 on_text: Callable[[str], None] | None = None, persist_messages: bool = True,
+                 known_tools: Any = None):
+        self.known_tools = known_tools
         self.persist_messages = persist_messages
         self.store = store
         self.session_id = session_id
@@ -65,8 +67,11 @@ class PersistSink:
                 self.publish(frames.tool(event.name, "started"))
         elif isinstance(event, ev.ToolEndEvent):
             res = event.result
-            TOOL_CALLS.labels(res.name, res.status).inc()
-            TOOL_SECONDS.labels(res.name).observe(res.duration_ms / 1000.0)
+            # metric labels only for tools the agent has: model-invented names
+            # would grow /metrics without bound
+            label = res.name if self.known_tools is None or res.name in self.known_tools else "(unknown)"
+            TOOL_CALLS.labels(label, res.status).inc()
+            TOOL_SECONDS.labels(label).observe(res.duration_ms / 1000.0)
             await self._write("audit", self.store.add_audit, session_id=self.session_id, tool_name=res.name,
                               arguments=event.arguments or "", result=res.content, status=res.status,
                               duration_ms=res.duration_ms)

@@ -12,12 +12,14 @@ from typing import Any
 
 import attrs
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from quart import Response, request, websocket
+from urllib.parse import urlsplit
+
+from quart import Response, abort, request, websocket
 from quart_trio import QuartTrio
 
 from ongridd.errors import AuthError, NotFound, OngridError, TaskStateError
 from ongridd.logs import get_logger
-from ongridd.server.auth import Authenticator, bearer_token
+from ongridd.server.auth import Authenticator, bearer_token, is_loopback
 
 log = get_logger(__name__)
 
@@ -47,6 +49,15 @@ def _error(status: int, code: str, message: str) -> Response:
     return _json({"error": {"code": code, "message": message}}, status)
 
 
+async def _body_json() -> Any:
+    """The request body as JSON, or None when it is missing or unusable
+    (invalid UTF-8 or JSON, absurd nesting): callers answer 400 then."""
+    try:
+        return await request.get_json(force=True, silent=True)
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        return None
+
+
 def _client_host(scope: dict) -> str | None:
     client = scope.get("client")
     return client[0] if client else None
@@ -58,6 +69,38 @@ def create_app(services: AppServices) -> QuartTrio:
     app.config["MAX_CONTENT_LENGTH"] = 4 * 1024 * 1024
     app.config["RESPONSE_TIMEOUT"] = 300
     app.ongrid = services  # type: ignore[attr-defined]
+
+    def origin_problem(headers: Any) -> str | None:
+        """Browser protection: a cross-site page (Origin of another site) or
+        a DNS-rebinding name (Host not loopback while no tokens are set)
+        must not drive the daemon.  CLIs send no Origin and pass."""
+        host = (headers.get("Host") or "").strip().lower()
+        if services.auth.open_mode:
+            name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+            if name and not is_loopback(name.strip("[]")):
+                return (f"Host {host!r} is not a loopback name; with no tokens configured the daemon answers "
+                        "only requests addressed to 127.0.0.1, localhost or [::1]")
+        origin = headers.get("Origin")
+        if origin is not None:
+            parsed = urlsplit(origin.strip())
+            if origin.strip() == "null" or parsed.netloc.lower() != host:
+                return f"cross-origin request from {origin[:100]!r} refused"
+        return None
+
+    @app.before_request
+    async def _check_origin():
+        problem = origin_problem(request.headers)
+        if problem:
+            return _error(403, "forbidden", problem)
+        return None
+
+    @app.before_websocket
+    async def _check_ws_origin():
+        problem = origin_problem(websocket.headers)
+        if problem:
+            log.warning("websocket_refused", reason=problem)
+            abort(403)
+        return None
 
     def current_user() -> str:
         return services.auth.authenticate(bearer_token(request.headers.get("Authorization")),
@@ -103,7 +146,7 @@ def create_app(services: AppServices) -> QuartTrio:
     @app.put("/api/agents/<name>")
     async def agents_put(name: str):
         user = current_user()
-        body = await request.get_data(as_text=True)
+        body = await request.get_data()  # bytes: the parser reports invalid UTF-8 itself
         return _json(await services.agents_api.put(name, body, actor=user))
 
     @app.delete("/api/agents/<name>")
@@ -133,7 +176,7 @@ def create_app(services: AppServices) -> QuartTrio:
         user = current_user()
         if action not in ("install", "uninstall"):
             return _error(404, "not_found", f"no marketplace action {action!r}")
-        body = await request.get_json(force=True, silent=True)
+        body = await _body_json()
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             return _error(400, "bad_request", 'body must be {"name": "<plugin name>"}')
         fn = services.marketplace.install if action == "install" else services.marketplace.uninstall
@@ -149,7 +192,7 @@ def create_app(services: AppServices) -> QuartTrio:
         user = current_user()
         from ongridd.plugins.api import PluginRequest, PluginResponse
 
-        body = await request.get_json(force=True, silent=True)
+        body = await _body_json()
         preq = PluginRequest(method=request.method, path="/" + path, headers=dict(request.headers),
                              query=dict(request.args), json=body, user=user)
         try:

@@ -39,9 +39,14 @@ def _parse(raw: Any) -> dict:
         frame = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise BadFrame(f"frame is not valid JSON: {exc.msg} at char {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:  # 5000-digit numbers, absurd nesting
+        raise BadFrame(f"frame is not acceptable JSON: {str(exc)[:120] or type(exc).__name__}") from None
     if not isinstance(frame, dict):
         raise BadFrame(f"frame must be a JSON object, got {type(frame).__name__}")
     kind = frame.get("type")
+    for key, value in frame.items():
+        if isinstance(value, str) and _has_lone_surrogate(value):
+            raise BadFrame(f"{key} holds an unpaired UTF-16 surrogate; send valid Unicode text")
     if kind not in ("hello", "user_message", "stop"):
         raise BadFrame(f"unknown frame type {kind!r}; expected hello, user_message or stop")
     for key in ("token", "thread", "locale", "task_id"):
@@ -63,6 +68,38 @@ def _parse(raw: Any) -> dict:
     return frame
 
 
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+MAX_BATCH = 512
+
+
+def merge_tokens(frames: list[dict]) -> list[dict]:
+    """Join runs of consecutive ``token`` frames into one (a client that
+    reads slower than the model streams catches up in fewer sends)."""
+    out: list[dict] = []
+    for frame in frames:
+        if frame.get("type") == "token" and out and out[-1].get("type") == "token":
+            out[-1] = {"type": "token", "text": out[-1]["text"] + frame["text"]}
+        else:
+            out.append(frame)
+    return out
+
+
+def dump_frame(frame: dict) -> str:
+    """JSON text of a frame; unpaired surrogates (from model output) are
+    replaced so the frame can always be sent as UTF-8."""
+    text = json.dumps(frame, ensure_ascii=False, default=str)
+    if _has_lone_surrogate(text):
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 class _Conn:
     def __init__(self, ws: Any, services: Any):
         self.ws = ws
@@ -79,7 +116,7 @@ class _Conn:
         """Send one frame; False when the socket is gone (never raises)."""
         try:
             async with self.send_lock:
-                await self.ws.send(json.dumps(frame, ensure_ascii=False, default=str))
+                await self.ws.send(dump_frame(frame))
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
@@ -100,7 +137,12 @@ class _Conn:
         user = self.services.auth.authenticate(frame.get("token"), self.client_host())
         thread = frame.get("thread") or "main"
         if frame.get("locale"):
-            self.locale = frame["locale"]
+            from ongridd.personas.prompt import normalize_locale
+
+            locale = normalize_locale(frame["locale"])
+            if locale is None:
+                raise BadFrame(f"hello.locale {frame['locale'][:40]!r} is not a language tag such as fr or zh-CN")
+            self.locale = locale
         session_id, resumed = await self.runtime.open_thread(user_id=user, thread=thread)
         self.user, self.session_id = user, session_id
         assert self.nursery is not None
@@ -117,8 +159,15 @@ class _Conn:
                 if not await self.send(frame):
                     return
             async for frame in channel:
-                if not await self.send(frame):
-                    return
+                batch = [frame]
+                while len(batch) < MAX_BATCH:
+                    try:
+                        batch.append(channel.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                for out in merge_tokens(batch):
+                    if not await self.send(out):
+                        return
         # The hub dropped this subscriber: the client fell SUBSCRIBER_BUFFER
         # frames behind.  Say so and close, so the client re-attaches rather
         # than waiting on a connection that will never get another frame.

@@ -21,6 +21,10 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from ongrid_host.path_args import paths_problem
+from ongrid_host.path_policy import PathPolicy
+from ongrid_host.proc_rules import ip_problem, ps_problem
+
 MAX_CMD_CHARS = 4096
 
 
@@ -211,26 +215,6 @@ def _find(args: list[str]) -> str | None:
     return None
 
 
-_IP_OBJECTS = {"addr", "address", "a", "route", "ro", "r", "link", "l", "neigh", "neighbor", "neighbour", "n",
-               "rule", "ru", "maddress", "maddr", "m", "netconf", "tunnel", "tun", "mroute", "mr"}
-_IP_VERBS = {"show", "sh", "list", "ls", "lst", "get"}
-
-
-def _ip(args: list[str]) -> str | None:
-    rest = list(args)
-    while rest and rest[0].startswith("-"):
-        opt = rest.pop(0)
-        if opt.lstrip("-") in ("b", "batch", "force", "n", "netns"):
-            return f"option '{opt}' runs commands from a file or in another namespace"
-    if not rest:
-        return "needs an object: addr, route, link, neigh or rule"
-    if rest[0] not in _IP_OBJECTS:
-        return f"object '{rest[0]}' is not one of the read-only objects (addr, route, link, neigh, rule)"
-    if len(rest) > 1 and rest[1] not in _IP_VERBS and rest[1] != "dev":
-        return f"'ip {rest[0]} {rest[1]}': only show/list/get are read-only"
-    return None
-
-
 _SYSTEMCTL_VERBS = {"status", "show", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
                     "list-timers", "list-sockets", "list-dependencies", "cat"}
 
@@ -275,27 +259,6 @@ def _getent(args: list[str]) -> str | None:
     return None
 
 
-def _ps(args: list[str]) -> str | None:
-    for a in args:
-        if not a.startswith("-") and "e" in a and a.isalpha():
-            return f"BSD option 'e' (in '{a}') prints process environments, which hold secrets"
-    return None
-
-
-_RECURSIVE = frozenset({"-r", "-R", "--recursive", "--dereference-recursive"})
-
-
-def _grep(args: list[str]) -> str | None:
-    recursive = any(a in _RECURSIVE or (_short_letters(a) and set(_short_letters(a)) & {"r", "R"}
-                                        and not a.startswith("-e")) for a in _options(args))
-    if recursive:
-        for p in _positionals(args):
-            norm = posixpath.normpath(p) if p.startswith("/") else p
-            if norm == "/" or norm == "/proc" or norm.startswith("/proc/"):
-                return f"recursive search of '{p}' would read /proc (process environments hold secrets)"
-    return None
-
-
 _NEVER_ENDS = "follows forever (the call would only time out); use -n / --since to read a window"
 
 RULES: dict[str, Check] = {
@@ -304,7 +267,7 @@ RULES: dict[str, Check] = {
     "tail": getopt_rule("fF", ("follow", "retry"), why=_NEVER_ENDS),
     "wc": getopt_rule(), "stat": getopt_rule(), "readlink": getopt_rule(), "realpath": getopt_rule(),
     "file": getopt_rule("C", ("compile",)), "md5sum": getopt_rule(), "sha256sum": getopt_rule(),
-    "grep": _grep, "egrep": _grep, "zgrep": _grep, "zcat": getopt_rule(),
+    "grep": getopt_rule(), "egrep": getopt_rule(), "zgrep": getopt_rule(), "zcat": getopt_rule(),
     "sort": getopt_rule("o", ("output", "compress-program"), why="writes a file or runs a program"),
     "sed": getopt_rule("i", ("in-place",), why="edits files in place"),
     "find": _find,
@@ -312,7 +275,7 @@ RULES: dict[str, Check] = {
     # system state
     "free": getopt_rule(), "uptime": getopt_rule(), "uname": getopt_rule(), "nproc": getopt_rule(),
     "lscpu": getopt_rule(), "lsblk": getopt_rule(), "lsmod": getopt_rule(), "findmnt": getopt_rule(),
-    "vmstat": getopt_rule(), "ps": _ps, "pgrep": getopt_rule(),
+    "vmstat": getopt_rule(), "ps": ps_problem, "pgrep": getopt_rule(),
     "id": getopt_rule(), "whoami": getopt_rule(), "who": getopt_rule(), "w": getopt_rule(),
     "last": getopt_rule(), "getent": _getent,
     "hostname": getopt_rule("Fb", ("file", "boot"), why="sets the host name", max_positionals=0),
@@ -328,7 +291,7 @@ RULES: dict[str, Check] = {
     # network
     "ss": getopt_rule("KD", ("kill", "diag"), why="kills sockets or writes a file"),
     "netstat": getopt_rule("c", ("continuous",), why=_NEVER_ENDS),
-    "ip": _ip,
+    "ip": ip_problem,
     "lsof": _all(getopt_rule("r", (), why=_NEVER_ENDS),
                  lambda a: "option '+r' repeats forever" if any(x.startswith("+r") for x in a) else None),
 }
@@ -353,8 +316,24 @@ def _secret_arg(args: Sequence[str]) -> str | None:
 _CMD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
-def analyze(cmd: str) -> Verdict:
-    """Classify one ``host_bash`` command string (see the module docstring)."""
+_DEFAULT_POLICY: PathPolicy | None = None
+
+
+def default_policy() -> PathPolicy:
+    """The local-host :class:`PathPolicy` without daemon-specific areas
+    (built once; see :meth:`PathPolicy.local`)."""
+    global _DEFAULT_POLICY
+    if _DEFAULT_POLICY is None:
+        _DEFAULT_POLICY = PathPolicy.local()
+    return _DEFAULT_POLICY
+
+
+def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
+    """Classify one ``host_bash`` command string (see the module docstring).
+
+    ``policy``: where the command runs and which paths it may not read
+    (default: this host, run in ``/``); every path argument is checked by
+    what it resolves to (see :mod:`ongrid_host.path_args`)."""
     if not isinstance(cmd, str):
         return Verdict("refused", reason="cmd must be a string")
     argv, problem = split(cmd)
@@ -373,7 +352,7 @@ def analyze(cmd: str) -> Verdict:
     secret = _secret_arg(args)
     if secret:
         return Verdict("write", tuple(argv), f"{name}: {secret}")
-    problem = RULES[name](args)
+    problem = RULES[name](args) or paths_problem(name, args, policy or default_policy())
     if problem:
         return Verdict("write", tuple(argv), f"{name}: {problem}")
     if name == "sed":

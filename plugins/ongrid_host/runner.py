@@ -7,6 +7,7 @@ kept, so a chatty command can neither fill memory nor block on a full pipe.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,20 @@ from ongridd.errors import ToolError
 
 DEFAULT_MAX_STDOUT = 64 * 1024
 DEFAULT_MAX_STDERR = 16 * 1024
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: the only variables a local child sees (the daemon's own environment holds
+#: API keys and tokens: a child's /proc/self/environ must not)
+LOCAL_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "HOME", "TZ")
+#: what the ssh client needs (agent socket, home for ~/.ssh, user names)
+SSH_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")
+
+
+def scrubbed_env(keys: tuple[str, ...] = LOCAL_ENV_KEYS) -> dict[str, str]:
+    """A minimal child environment: only ``keys`` copied from ours (PATH
+    defaulted when unset).  Never contains anything else."""
+    env = {k: os.environ[k] for k in keys if k in os.environ}
+    env.setdefault("PATH", _DEFAULT_PATH)
+    return env
 
 
 @attrs.frozen(kw_only=True)
@@ -84,6 +99,7 @@ async def run_bounded(
     max_stderr: int = DEFAULT_MAX_STDERR,
     on_stdout: Callable[[bytes], None] | None = None,
     env: dict[str, str] | None = None,
+    cwd: str | None = None,
 ) -> RunResult:
     """Run ``argv`` (no shell) for at most ``timeout_s`` seconds.
 
@@ -92,6 +108,9 @@ async def run_bounded(
     raise).  At the time limit the process is killed (SIGKILL) and the result
     has ``timed_out=True`` with the output read so far.  Raises ToolError when
     the program cannot be started (not installed, not executable).
+    ``env``: the child's whole environment; None gives
+    :func:`scrubbed_env` (never the daemon's own).  ``cwd``: the folder it
+    starts in (None: the daemon's).
     Cancellation kills the process and propagates ``trio.Cancelled``.
     """
     argv = tuple(argv)
@@ -100,7 +119,8 @@ async def run_bounded(
     started = time.monotonic()
     try:
         proc = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=scrubbed_env() if env is None else env, cwd=cwd)
     except (FileNotFoundError, PermissionError) as exc:
         raise ToolError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
     try:

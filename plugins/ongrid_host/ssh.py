@@ -11,7 +11,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Sequence
 
-from ongrid_host.runner import DEFAULT_MAX_STDERR, DEFAULT_MAX_STDOUT, RunResult, run_bounded
+from ongrid_host.runner import (
+    DEFAULT_MAX_STDERR,
+    DEFAULT_MAX_STDOUT,
+    SSH_ENV_KEYS,
+    RunResult,
+    run_bounded,
+    scrubbed_env,
+)
 from ongrid_host.settings import HostSettings
 from ongridd.config import HostConfig
 from ongridd.errors import ToolError
@@ -72,7 +79,7 @@ async def run_remote(
     """
     argv = ssh_argv(host, settings, remote_command)
     result = await run_bounded(argv, timeout_s=timeout_s, max_stdout=max_stdout,
-                               max_stderr=max_stderr, on_stdout=on_stdout)
+                               max_stderr=max_stderr, on_stdout=on_stdout, env=scrubbed_env(SSH_ENV_KEYS))
     if result.exit_code == SSH_FAILURE:
         lines = [ln.strip() for ln in result.text("stderr").splitlines() if ln.strip()]
         msg = " / ".join(ln[:300] for ln in lines[-3:]) or "ssh exited with status 255"

@@ -31,12 +31,14 @@ class Target:
 
     async def run(self, argv: Sequence[str], *, timeout_s: float, max_stdout: int = DEFAULT_MAX_STDOUT,
                   max_stderr: int = DEFAULT_MAX_STDERR,
-                  on_stdout: Callable[[bytes], None] | None = None) -> RunResult:
+                  on_stdout: Callable[[bytes], None] | None = None, cwd: str | None = None) -> RunResult:
         """Run ``argv`` without a shell here, or with every word quoted over
         ssh.  See :func:`ongrid_host.runner.run_bounded` for the result and
-        :func:`ongrid_host.ssh.run_remote` for ssh failures (ToolError)."""
+        :func:`ongrid_host.ssh.run_remote` for ssh failures (ToolError).
+        ``cwd``: the folder a local command runs in (ignored over ssh: the
+        remote command starts in the ssh user's home)."""
         if self.is_local:
             return await run_bounded(argv, timeout_s=timeout_s, max_stdout=max_stdout,
-                                     max_stderr=max_stderr, on_stdout=on_stdout)
+                                     max_stderr=max_stderr, on_stdout=on_stdout, cwd=cwd)
         return await run_remote(self.host, self.settings, quote_argv(argv), timeout_s=timeout_s,
                                 max_stdout=max_stdout, max_stderr=max_stderr, on_stdout=on_stdout)

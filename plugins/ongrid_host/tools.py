@@ -7,10 +7,12 @@ another host.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ongrid_host import fs, local, remote
 from ongrid_host.bash_policy import analyze
+from ongrid_host.path_policy import PathPolicy
 from ongrid_host.http_probe import probe_http
 from ongrid_host.probes import DNS_TYPES, probe_dns, probe_tcp
 from ongrid_host.services import check_unit, restart_service
@@ -35,6 +37,8 @@ class HostTools:
     def __init__(self, context: PluginContext):
         self.context = context
         self.settings: HostSettings = parse_settings(context.settings)
+        self.local_paths = PathPolicy.local(extra=self._daemon_areas(context))
+        self.remote_paths = PathPolicy.remote()
         names = [h.name for h in context.hosts] or [LOCAL]
         if LOCAL not in names:
             names.insert(0, LOCAL)
@@ -43,6 +47,19 @@ class HostTools:
             f"Known hosts: {', '.join(names[:20])}{' …' if len(names) > 20 else ''}.")}
 
     # ---- helpers --------------------------------------------------------
+
+    @staticmethod
+    def _daemon_areas(context: PluginContext) -> list[tuple[str, str]]:
+        """The daemon's own state folder and config file (tokens, database)."""
+        areas = [(os.path.abspath(context.config.state_dir), "Ongrid's state folder (database, secrets)")]
+        if context.config.source:
+            areas.append((os.path.abspath(context.config.source), "Ongrid's configuration file"))
+        return areas
+
+    def analyze(self, args: dict[str, Any]):
+        """The host_bash verdict for ``args`` on its target host."""
+        name = args.get("host") or LOCAL
+        return analyze(args.get("cmd", ""), self.local_paths if name == LOCAL else self.remote_paths)
 
     def target(self, args: dict[str, Any]) -> Target:
         """The Target for ``args['host']``; ToolError for an unknown host."""
@@ -253,7 +270,7 @@ class HostTools:
 
     def host_bash(self) -> Tool:
         def classify(args: dict[str, Any]) -> str:
-            verdict = analyze(args.get("cmd", ""))
+            verdict = self.analyze(args)
             # a refused command never runs: it needs no review
             return "write" if verdict.kind == "write" else "read"
 
@@ -262,8 +279,7 @@ class HostTools:
                             blast_radius="single_host")
 
         async def handler(args: dict[str, Any], ctx: ToolCallContext) -> Any:
-            cmd = args["cmd"]
-            verdict = analyze(cmd)
+            verdict = self.analyze(args)
             if verdict.kind == "refused":
                 raise ToolError(f"refused: {verdict.reason}. Nothing was run.")
             if verdict.kind == "write":
@@ -276,7 +292,7 @@ class HostTools:
             t = self.target(args)
             timeout_s = args.get("timeout_s", 15)
             result = await t.run(verdict.argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
-                                 max_stderr=BASH_MAX_STDERR)
+                                 max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd)
             out = {
                 "host": t.name, "argv": list(verdict.argv), "class": verdict.kind,
                 "exit_code": result.exit_code, "timed_out": result.timed_out, "duration_ms": result.duration_ms,

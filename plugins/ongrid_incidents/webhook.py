@@ -25,6 +25,9 @@ import jsonschema
 
 MAX_ALERTS = 1000
 MAX_ERRORS_SHOWN = 5
+#: longest part of a validation message echoed back (jsonschema quotes the
+#: whole offending value: 1001 alerts, a 3 MB label)
+MAX_MESSAGE_CHARS = 200
 _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
 
 ALERT_SCHEMA: dict[str, Any] = {
@@ -60,6 +63,7 @@ PAYLOAD_SCHEMA: dict[str, Any] = {
 
 _VALIDATOR = jsonschema.Draft202012Validator(PAYLOAD_SCHEMA)
 _FRACTION_RE = re.compile(r"\.(\d+)")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 #: Go's zero time, which Alertmanager sends as endsAt of a firing alert
 _GO_ZERO_YEAR = 1
 
@@ -113,13 +117,45 @@ def _time(value: str | None, where: str) -> str | None:
     try:
         parsed = datetime.fromisoformat(iso)
     except ValueError:
-        raise WebhookError(f"{where}: not an RFC 3339 time: {value!r}") from None
+        raise WebhookError(f"{where}: not an RFC 3339 time: {_short(repr(value), 80)}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    parsed = parsed.astimezone(UTC)
+    try:
+        parsed = parsed.astimezone(UTC)
+    except OverflowError:
+        raise WebhookError(f"{where}: time {_short(repr(value), 80)} is out of range in UTC "
+                           "(years 1 to 9999)") from None
     if parsed.year <= _GO_ZERO_YEAR:
         return None
     return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _short(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
+
+
+def _check_text(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse lone UTF-16 surrogates (``"\\ud800"`` decodes to one; it cannot
+    be stored or encoded as UTF-8) anywhere in the decoded body."""
+    if depth > 64:
+        raise WebhookError(f"{where}: nested more than 64 levels deep")
+    if isinstance(value, str):
+        bad = _SURROGATE_RE.search(value)
+        if bad:
+            raise WebhookError(f"{where}: lone UTF-16 surrogate U+{ord(bad.group()):04X} at character "
+                               f"{bad.start()}; the text is not valid Unicode")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(k, f"{where} (a key)", depth + 1)
+            _check_text(v, f"{where}.{_short(str(k), 40)}", depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_text(v, f"{where}[{i}]", depth + 1)
+
+
+def _no_nul(mapping: dict[str, str]) -> dict[str, str]:
+    """Keys and values with NUL replaced by U+FFFD (PostgreSQL text and jsonb cannot hold NUL)."""
+    return {k.replace("\x00", "\ufffd"): v.replace("\x00", "\ufffd") for k, v in mapping.items()}
 
 
 def labels_fingerprint(labels: dict[str, str]) -> str:
@@ -132,30 +168,38 @@ def parse_notification(payload: Any) -> Notification:
     """Validate an Alertmanager webhook body and return its alerts.
 
     Raises WebhookError listing up to five problems, each with its place
-    (``payload.alerts[2].labels.severity: 3 is not of type 'string'``).
+    (``payload.alerts[2].labels.severity: 3 is not of type 'string'``),
+    each cut to ``MAX_MESSAGE_CHARS``; also for lone surrogates, bodies
+    nested too deep and times out of range.  NUL characters in labels and
+    annotations become U+FFFD.
     """
     if payload is None:
         raise WebhookError("the body is empty or not JSON; expected Alertmanager's webhook payload (version 4)")
-    errors = sorted(_VALIDATOR.iter_errors(payload), key=lambda e: list(map(str, e.absolute_path)))
+    try:
+        errors = sorted(_VALIDATOR.iter_errors(payload), key=lambda e: list(map(str, e.absolute_path)))
+    except RecursionError:
+        raise WebhookError("payload: nested too deep to be an Alertmanager webhook payload") from None
     if errors:
-        shown = [f"{_where(e.absolute_path)}: {e.message}" for e in errors[:MAX_ERRORS_SHOWN]]
+        shown = [f"{_where(e.absolute_path)}: {_short(e.message)}" for e in errors[:MAX_ERRORS_SHOWN]]
         more = f" (and {len(errors) - MAX_ERRORS_SHOWN} more)" if len(errors) > MAX_ERRORS_SHOWN else ""
         raise WebhookError("not an Alertmanager webhook payload (version 4): " + "; ".join(shown) + more)
+    _check_text({k: payload[k] for k in PAYLOAD_SCHEMA["properties"] if k in payload}, "payload")
     alerts = []
     for i, alert in enumerate(payload["alerts"]):
-        labels = dict(alert["labels"])
+        labels = _no_nul(alert["labels"])
         where = f"payload.alerts[{i}]"
         severity = (labels.get("severity") or "").strip().lower() or None
         alerts.append(AlertRecord(
-            fingerprint=alert.get("fingerprint") or labels_fingerprint(labels),
+            fingerprint=(alert.get("fingerprint") or labels_fingerprint(labels)).replace("\x00", "\ufffd"),
             alertname=labels.get("alertname") or "unnamed",
             status=alert["status"],
             severity=severity,
             labels=labels,
-            annotations=dict(alert.get("annotations") or {}),
+            annotations=_no_nul(alert.get("annotations") or {}),
             starts_at=_time(alert.get("startsAt"), f"{where}.startsAt"),
             ends_at=_time(alert.get("endsAt"), f"{where}.endsAt") if alert["status"] == "resolved" else None,
         ))
-    return Notification(receiver=payload.get("receiver", ""), group_key=payload.get("groupKey", ""),
+    return Notification(receiver=payload.get("receiver", "").replace("\x00", "\ufffd"),
+                        group_key=payload.get("groupKey", "").replace("\x00", "\ufffd"),
                         status=payload["status"], alerts=tuple(alerts),
                         truncated_alerts=payload.get("truncatedAlerts", 0))

@@ -10,6 +10,7 @@ large, unreadable.  A missing folder is a note too, never an error.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,25 @@ class _Built:
     notes: list[str]
 
 
-def _scan(dirs: Sequence[str], max_files: int) -> tuple[tuple[Any, ...], list[tuple[Path, str]], list[str]]:
-    """(signature, [(file, shown path)], notes) for the folders, in a stable order."""
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def _scan(dirs: Sequence[str], max_files: int,
+          max_bytes: int | None = None) -> tuple[tuple[Any, ...], list[tuple[Path, str]], list[str]]:
+    """(signature, [(file, shown path)], notes) for the folders, in a stable order.
+
+    Only regular files (after following symlinks) are kept: a FIFO would
+    block the read forever and a link to ``/dev/zero`` would never end.
+    Files larger than ``max_bytes`` are skipped here, before any read."""
     notes: list[str] = []
     files: list[tuple[Path, str]] = []
     signature: list[Any] = []
@@ -77,24 +95,55 @@ def _scan(dirs: Sequence[str], max_files: int) -> tuple[tuple[Any, ...], list[tu
             if len(files) >= max_files:
                 notes.append(f"more than {max_files} markdown files; the rest of {folder} is not indexed")
                 break
+            shown = str(Path(folder) / file.relative_to(root))
             try:
-                st = file.stat()
+                st = os.stat(file)  # follows symlinks: the target is what would be read
             except OSError as exc:
-                notes.append(f"skipped {file}: {exc.strerror or exc}")
+                notes.append(f"skipped {shown}: {exc.strerror or exc}")
                 continue
-            files.append((file, str(Path(folder) / file.relative_to(root))))
+            if not stat.S_ISREG(st.st_mode):
+                notes.append(f"skipped {shown}: {_kind(st.st_mode)}, not a regular file")
+                signature.append((str(file), "not-regular", st.st_mode))
+                continue
+            if max_bytes is not None and st.st_size > max_bytes:
+                notes.append(f"skipped {shown}: {st.st_size} bytes, more than the {max_bytes} allowed")
+                signature.append((str(file), st.st_mtime_ns, st.st_size))
+                continue
+            files.append((file, shown))
             signature.append((str(file), st.st_mtime_ns, st.st_size))
     return tuple(signature), files, notes
 
 
 def _read(file: Path, shown: str, max_bytes: int) -> tuple[str | None, str | None]:
-    """(text, note): the file's text, or None and why it was skipped."""
+    """(text, note): the file's text, or None and why it was skipped.
+
+    Opened non-blocking (a FIFO swapped in after the scan cannot hang the
+    read), checked to be a regular file on the open descriptor, and read
+    at most ``max_bytes`` + 1 bytes (a file that grew is skipped)."""
     try:
-        data = file.read_bytes()
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         return None, f"skipped {shown}: cannot read it ({exc.strerror or exc})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"skipped {shown}: {_kind(st.st_mode)}, not a regular file"
+        if st.st_size > max_bytes:
+            return None, f"skipped {shown}: {st.st_size} bytes, more than the {max_bytes} allowed"
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        return None, f"skipped {shown}: cannot read it ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
     if len(data) > max_bytes:
-        return None, f"skipped {shown}: {len(data)} bytes, more than the {max_bytes} allowed"
+        return None, f"skipped {shown}: more than the {max_bytes} bytes allowed"
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
@@ -171,13 +220,15 @@ class KnowledgeBase:
 
         Rebuilds the index first when the files changed.  File I/O and
         scoring run in a worker thread; searches are serialised.  Cancelling
-        waits for the thread's current step (bounded by the folder size).
+        abandons the thread at once (a stuck read on a hung filesystem can
+        never block the caller's cancellation or the daemon's shutdown); the
+        abandoned thread finishes on its own and its result is dropped.
         """
         async with self._lock:
-            return await trio.to_thread.run_sync(self._search_sync, query, top_k)
+            return await trio.to_thread.run_sync(self._search_sync, query, top_k, abandon_on_cancel=True)
 
     def _search_sync(self, query: str, top_k: int) -> SearchResult:
-        signature, files, scan_notes = _scan(self.dirs, self.max_files)
+        signature, files, scan_notes = _scan(self.dirs, self.max_files, self.max_file_bytes)
         if self._built is None or self._built.signature != signature:
             self._built = _build(signature, files, scan_notes, max_file_bytes=self.max_file_bytes,
                                  max_passage_chars=self.max_passage_chars)

@@ -94,3 +94,24 @@ def test_parse_listen():
     for bad in ("8650", ":80", "host:port", "h:70000"):
         with pytest.raises(ConfigError):
             parse_listen(bad)
+
+
+def test_alias_bomb_fifo_and_nan_are_refused(tmp_path):
+    import os
+
+    levels = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdef", "bcdefg"):
+        levels.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    levels.append("plugins: {settings: {p: *g}}")
+    with pytest.raises(ConfigError, match="expands to more than"):
+        load_config(write(tmp_path, "\n".join(levels) + "\n"), environ={})
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config(fifo, environ={})
+    with pytest.raises(ConfigError, match="config.llm.timeout_s"):
+        load_config(write(tmp_path, "llm: {timeout_s: .nan}\n"), environ={})
+    with pytest.raises(ConfigError, match="config.state_dir"):
+        load_config(write(tmp_path, "state_dir: ''\n"), environ={})
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(write(tmp_path, "n: " + "9" * 5000 + "\n"), environ={})

@@ -133,3 +133,18 @@ def test_unreachable_database_is_a_clear_error(tmp_path):
     assert proc.wait(timeout=60) == 1
     err = proc.stderr.read()
     assert "database" in err.lower() and "pw-secret" not in err
+
+
+def test_a_second_sigterm_during_the_drain_is_ignored(tmp_path):
+    port = free_port()
+    proc = start(tmp_path, "--state-dir", str(tmp_path / "s"), "--listen", f"127.0.0.1:{port}")
+    try:
+        wait_healthy(proc, f"http://127.0.0.1:{port}")
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert '"event": "daemon_stopped"' in proc.stderr.read()

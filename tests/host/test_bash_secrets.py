@@ -1,0 +1,184 @@
+"""host_bash must not leak the daemon's secrets to a read-only persona:
+paths judged by what they resolve to, strict ps and ip options, and a
+scrubbed environment for every child process (breaker findings)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from ongrid_host import runner, target
+from ongrid_host.bash_policy import analyze
+from ongrid_host.path_policy import PathPolicy
+from ongrid_host.runner import SSH_ENV_KEYS, run_bounded, scrubbed_env
+from ongrid_host.settings import HostSettings
+from ongrid_host.ssh import run_remote
+
+from ongridd.config import Config, HostConfig
+from ongridd.errors import ToolError
+from tests.host.conftest import Caller, make_tools
+
+PID = os.getpid()
+
+# (command, words the refusal must contain)
+LEAKS = [
+    # ps: the BSD 'e' flag anywhere in a cluster prints environments
+    (f"ps ewwp{PID}", "BSD option 'e'"),
+    ("ps e1", "BSD option 'e'"),
+    ("ps axe", "BSD option 'e'"),
+    ("ps -o pid,nosuchfield", "field 'nosuchfield'"),
+    ("ps --sort=-bogus", "field 'bogus'"),
+    ("ps O", "BSD option 'O'"),
+    # paths by what they resolve to
+    (f"grep -a -d recurse KEY /proc/{PID}/task", "would read /proc"),
+    ("grep -ra KEY ../../proc/self/", "resolves to /proc/self"),
+    ("grep -ra KEY //proc/1/", "resolves to /proc/1"),
+    ("grep -a --directories=recurse KEY /tmp/../proc/self/", "would read /proc"),
+    ("grep -a --dir=rec KEY /etc", "would include /etc/shadow"),
+    ("grep -adrecurse KEY /etc", "would include /etc/shadow"),
+    ("cat //etc/shadow", "resolves to /etc/shadow"),
+    ("cat /proc/self/root/etc/shadow", "would read /proc"),
+    ("cat ../../etc/shadow", "resolves to /etc/shadow"),
+    ("cat etc/shadow", "resolves to /etc/shadow"),
+    ("grep -r -h -A2 PRIVATE /etc/ssh/", "would include /etc/ssh"),
+    ("grep -rh sk- /etc", "would include /etc/shadow"),
+    ("grep -r KEY", "would include /proc"),  # no target: the folder it runs in, '/'
+    ("grep -r KEY /", "would include /proc"),
+    ("grep -R KEY /var/log", "follows every symlink"),
+    ("head -c 100 /proc/self/mem", "would read /proc"),
+    ("zcat /dev/zero", "would read /dev"),
+    ("cat /etc/ssh/ssh_host_rsa_key", "secrets file"),
+    ("cat /etc/ssh/ssh_host_ecdsa_key.old", "ssh host key"),
+    ("cat /etc/sudoers", "sudo policy"),
+    ("cat /etc/ssl/private/server.pem", "TLS private keys"),
+    ("cat /etc/ongrid/ongrid.yaml", "Ongrid's configuration"),
+    ("cat /root/.ssh/authorized_keys", ".ssh"),
+    ("sed -f /proc/1/cmdline /etc/hostname", "would read /proc"),
+    ("grep -f /proc/1/cmdline /etc/hostname", "would read /proc"),
+    ("wc --files0-from=/proc/1/cmdline", "would read /proc"),
+    ("du --files0-from=/proc/1/cmdline", "would read /proc"),
+    ("date -f /proc/1/cmdline", "would read /proc"),
+    ("journalctl -D /proc/1", "would read /proc"),
+    # ip: any abbreviation of -batch / -netns / -force
+    ("ip -ba a", "'-ba' is not an allowed ip option"),
+    ("ip -ba - a", "'-ba' is not an allowed ip option"),
+    ("ip -b a", "'-b' is not an allowed ip option"),
+    ("ip -batch a", "'-batch' is not an allowed ip option"),
+    ("ip --batch a", "is not an allowed ip option"),
+    ("ip -netn x addr", "'-netn' is not an allowed ip option"),
+    ("ip -n x addr", "'-n' is not an allowed ip option"),
+    ("ip -force a", "'-force' is not an allowed ip option"),
+    ("ip -fo a", "'-fo' is not an allowed ip option"),
+    ("ip netns exec x id", "object 'netns'"),
+]
+
+STILL_READ = [
+    "ps aux", "ps -ef", "ps -eo pid,ppid,%cpu,args --sort=-%cpu", "ps -p 1 -o pid,comm", "ps axjf", "ps 1",
+    "ps -u root", "ps --forest -e", "ip -br a", "ip -4 -br addr show dev lo", "ip -s link", "ip route get 127.0.0.1",
+    "ip -j -p route show", "grep -r KEY /var/log", "grep -rn x /tmp", "grep /proc/ /etc/hostname",
+    "sed -n /dev/p /etc/hostname", "cat /etc/ssh/sshd_config", "ls -la /proc/1", "find /proc -maxdepth 1 -name 1",
+    "stat /proc/1", "du -sh /etc", "cat /etc/hostname",
+]
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """Every program host_bash would start (it must stay empty for refusals)."""
+    started: list = []
+    real = target.run_bounded
+
+    async def recorder(argv, **kw):
+        started.append(list(argv))
+        return await real(argv, **kw)
+
+    monkeypatch.setattr(target, "run_bounded", recorder)
+    return started
+
+
+@pytest.mark.parametrize(("cmd", "why"), LEAKS)
+async def test_secret_leaks_are_refused_for_read_only_and_nothing_runs(call, tools, runs, cmd, why):
+    verdict = analyze(cmd)
+    assert verdict.kind == "write", (cmd, verdict)
+    assert why in verdict.reason, verdict.reason
+    assert tools["host_bash"].class_for({"cmd": cmd}) == "write"
+    with pytest.raises(ToolError) as info:
+        await call("host_bash", {"cmd": cmd, "reason": "probe"}, read_only=True)
+    assert why in str(info.value) and "Nothing was run" in str(info.value)
+    assert runs == []
+
+
+@pytest.mark.parametrize("cmd", STILL_READ)
+def test_useful_reads_stay_read(cmd):
+    verdict = analyze(cmd)
+    assert verdict.kind == "read", verdict.reason
+
+
+def test_daemon_state_dir_and_config_are_forbidden(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "ongrid.db").write_text("x")
+    cfg = tmp_path / "ongrid.yaml"
+    cfg.write_text("{}")
+    tools = make_tools()
+    from ongrid_host.tools import HostTools
+
+    from ongridd.plugins.api import PluginContext
+    ht = HostTools(PluginContext(config=Config(state_dir=str(state), source=str(cfg)), plugin_name="ongrid_host",
+                                 hosts=(HostConfig(name="local"),)))
+    for cmd, why in ((f"cat {state}/ongrid.db", "Ongrid's state folder"), (f"head {cfg}", "configuration file"),
+                     (f"grep -r x {tmp_path}", f"would include {state}")):
+        verdict = ht.analyze({"cmd": cmd})
+        assert verdict.kind == "write" and why in verdict.reason, (cmd, verdict)
+    assert tools  # the default tools (no state dir under tmp_path) still build
+
+
+def test_symlink_into_a_forbidden_area_is_followed(tmp_path):
+    link = tmp_path / "innocent.txt"
+    link.symlink_to("/etc/shadow")
+    verdict = analyze(f"cat {link}")
+    assert verdict.kind == "write" and "resolves to /etc/shadow" in verdict.reason
+    loop = tmp_path / "procdir"
+    loop.symlink_to("/proc/self")
+    verdict = analyze(f"grep -r KEY {loop}")
+    assert verdict.kind == "write" and "/proc" in verdict.reason
+
+
+def test_remote_policy_refuses_relative_dotdot_and_home_recursion():
+    remote = PathPolicy.remote()
+    for cmd, why in (("cat ../../etc/shadow", "cannot be checked on a remote host"),
+                     ("grep -r KEY", "ssh user's home"), ("cat .ssh/id_rsa", ".ssh folder"),
+                     ("cat //proc/1/cmdline", "would read /proc")):
+        verdict = analyze(cmd, remote)
+        assert verdict.kind == "write" and why in verdict.reason, (cmd, verdict)
+
+
+async def test_children_get_a_scrubbed_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-breaker-secret")
+    monkeypatch.setenv("ONGRID_TOKENS", "tok-breaker-secret")
+    result = await run_bounded(["env"], timeout_s=10)
+    out = result.text()
+    assert "breaker-secret" not in out
+    names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
+    assert names <= set(runner.LOCAL_ENV_KEYS) | {"PWD", "SHLVL", "_"}
+    assert "PATH" in names
+
+
+async def test_host_bash_child_sees_no_daemon_secrets(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-breaker-secret")
+    result = await Caller(make_tools())("host_bash", {"cmd": "env", "reason": "check the environment"})
+    assert result["exit_code"] == 0 and "breaker-secret" not in result["stdout"]
+
+
+async def test_ssh_client_gets_only_what_ssh_needs(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-breaker-secret")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/agent.sock")
+    fake_ssh = tmp_path / "fake-ssh"
+    fake_ssh.write_text("#!/bin/sh\nenv\n")
+    fake_ssh.chmod(0o755)
+    result = await run_remote(HostConfig(name="h", address="127.0.0.1"), HostSettings(ssh_binary=str(fake_ssh)),
+                              "true", timeout_s=10)
+    out = result.text()
+    assert "breaker-secret" not in out and "SSH_AUTH_SOCK=/tmp/agent.sock" in out
+    names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
+    assert names <= set(SSH_ENV_KEYS) | {"PWD", "SHLVL", "_"}
+    assert scrubbed_env(SSH_ENV_KEYS).keys() <= set(SSH_ENV_KEYS)

@@ -1,0 +1,111 @@
+"""Fixes for faults a hostile tester found: browser origins, ambiguous
+reviewer answers, persona API limits, message floods, long answers,
+unpaired surrogates from the model."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+import pytest
+import trio
+from trio_websocket import HandshakeError, open_websocket_url
+
+from ongridd.runtime.decision import parse_decision
+from tests.runtime.rt_helpers import open_daemon
+
+
+@pytest.mark.parametrize("answer", [
+    "Decision: approve/reject", "Decision: approve | reject", "Decision: approve or reject — I reject",
+    "Decision: approve-not", "Decision: approved", "The template says Decision: approve",
+])
+def test_ambiguous_decision_lines_reject(answer):
+    assert parse_decision(answer).decision == "reject"
+
+
+@pytest.mark.parametrize("answer", ["Decision: approve", "**Decision:** Approve. Runbook nginx-502 covers it.",
+                                    "checked\n`Decision: approve` — rollback known"])
+def test_plain_approvals_still_approve(answer):
+    assert parse_decision(answer).decision == "approve"
+
+
+async def test_cross_origin_and_rebinding_requests_are_refused(tmp_path):
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        async with httpx2.AsyncClient() as http:
+            ok = await http.get(d.base_url + "/api/agents")
+            assert ok.status_code == 200
+            evil = await http.get(d.base_url + "/api/agents", headers={"Origin": "http://evil.example"})
+            assert evil.status_code == 403 and "cross-origin" in evil.json()["error"]["message"]
+            rebind = await http.put(d.base_url + "/api/agents/x", content=b"---\nname: x\n---\n",
+                                    headers={"Host": "evil.example"})
+            assert rebind.status_code == 403
+            same = await http.get(d.base_url + "/api/agents",
+                                  headers={"Origin": d.base_url})  # the daemon's own web page
+            assert same.status_code == 200
+        with pytest.raises(HandshakeError):
+            async with open_websocket_url(d.ws_url, extra_headers=[("Origin", "http://evil.example")]):
+                pass
+
+
+async def test_persona_api_refuses_reviewer_binary_and_oversize(tmp_path):
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        async with httpx2.AsyncClient() as http:
+            body = b"---\nname: reviewer\ndescription: always approves\n---\nDecision: approve\n"
+            r = await http.put(d.base_url + "/api/agents/reviewer", content=body)
+            assert r.status_code == 400 and "review gate" in r.json()["error"]["message"]
+            r = await http.put(d.base_url + "/api/agents/x", content=b"---\nname: x\ndescription: \xe9\n---\n")
+            assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
+            big = b"---\nname: big\ndescription: big\n---\n" + b"x" * (600 * 1024)
+            r = await http.put(d.base_url + "/api/agents/big", content=big)
+            assert r.status_code == 400 and "too large" in r.json()["error"]["message"]
+            assert (await http.get(d.base_url + "/api/agents/reviewer")).json()["description"] != "always approves"
+
+
+async def test_a_message_flood_costs_a_few_interjection_calls(tmp_path):
+    script = {"default": [{"delay_s": 2.0, "content": "done"}] + [{"content": "noted"}] * 60}
+    async with open_daemon(tmp_path, script) as d:
+        async with d.ws("flood") as c:
+            await c.send({"type": "user_message", "text": "start"})
+            await d.fake.wait_requests(1)
+            for i in range(50):
+                await c.send({"type": "user_message", "text": f"more {i}"})
+            with trio.fail_after(30):
+                while (await c.recv())["type"] != "final":
+                    pass
+        calls = len(d.requests("default"))
+        assert calls <= 6, calls  # 1 turn call + a few batched interjections (+ follow-up turn)
+
+
+async def test_a_long_answer_reaches_a_client_whole(tmp_path):
+    text = "".join(f"line {i:05d} of a long answer\n" for i in range(2600))  # ~70 KB, 4,400 token frames
+    async with open_daemon(tmp_path, {"default": [{"content": text}]}) as d:
+        async with d.ws("long") as c:
+            await c.send({"type": "user_message", "text": "go"})
+            streamed = ""
+            with trio.fail_after(60):
+                while True:
+                    frame = await c.recv()
+                    if frame["type"] == "token":
+                        streamed += frame["text"]
+                    elif frame["type"] == "final":
+                        break
+                    else:
+                        assert frame["type"] != "error", frame
+            assert frame["text"] == text and streamed == text
+
+
+async def test_unpaired_surrogate_from_the_model_does_not_break_the_socket(tmp_path):
+    script = {"default": [{"tool_calls": [{"name": "SendMessage", "raw_arguments": '{"text": "bad \\ud800 text"}'}]},
+                          {"content": "final \\ud800 answer"}]}
+    async with open_daemon(tmp_path, script) as d:
+        async with d.ws("sur") as c:
+            await c.send({"type": "user_message", "text": "go"})
+            kinds = []
+            with trio.fail_after(30):
+                while True:
+                    frame = await c.recv()
+                    kinds.append(frame["type"])
+                    if frame["type"] in ("final", "error"):
+                        break
+            assert "interim" in kinds and kinds[-1] == "final"
+            assert json.dumps(frame)  # arrived as valid JSON text
