@@ -151,6 +151,7 @@ class _ChatUI:
         if kind == "session":
             state = "re-attached to" if frame.get("resumed") else "new"
             self._line(f"[{state} thread {frame.get('thread')} — session {frame.get('session_id')}]")
+            self._line("[type a message and press Enter; Ctrl-C stops a running turn; Ctrl-C twice or Ctrl-D quits]")
         elif kind == "token":
             self.turn_running = True
             self.out.write(frame.get("text", ""))
