@@ -156,12 +156,16 @@ async def test_100_reload_cycles_never_show_a_partial_registry(api, quick_gil_ha
 
     async def task_lookups() -> None:
         last = 0
-        while not done.is_set():
-            gen = check()
-            assert gen >= last, "a later lookup saw an older registry"
-            last = gen
-            observed["generations"].add(gen)
-            await trio.lowlevel.checkpoint()
+        try:
+            while not done.is_set():
+                gen = check()
+                assert gen >= last, "a later lookup saw an older registry"
+                last = gen
+                observed["generations"].add(gen)
+                await trio.sleep(0.0005)  # look up continuously, but leave the reload room to run
+        except BaseException:
+            done.set()  # a failure must end the lookup thread too, or the nursery waits forever
+            raise
 
     def thread_lookups() -> None:
         last = 0
@@ -169,7 +173,7 @@ async def test_100_reload_cycles_never_show_a_partial_registry(api, quick_gil_ha
             gen = check()
             assert gen >= last
             last = gen
-            time.sleep(0)  # let the other threads have the GIL
+            time.sleep(0.0005)  # let the other threads have the GIL
 
     async with trio.open_nursery() as nursery:
         for _ in range(2):

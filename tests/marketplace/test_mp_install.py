@@ -314,14 +314,18 @@ async def test_lookups_during_install_cycles_see_whole_registries(env):
         seen["with" if has_tool else "without"] += 1
 
     async def lookups() -> None:
-        while not done.is_set():
-            check(env.holder.current)
-            await trio.lowlevel.checkpoint()
+        try:
+            while not done.is_set():
+                check(env.holder.current)
+                await trio.sleep(0.0005)  # continuous lookups that leave the install room to run
+        except BaseException:
+            done.set()  # a failure must end the lookup thread too, or the nursery waits forever
+            raise
 
     def thread_lookups() -> None:
         while not done.is_set():
             check(env.holder.current)
-            time.sleep(0)  # let the other threads have the GIL
+            time.sleep(0.0005)  # let the other threads have the GIL
 
     async with trio.open_nursery() as nursery:
         for _ in range(2):
