@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 from ruamel.yaml import YAML
 
 from ongridd.config import structure
@@ -35,16 +34,7 @@ from ongridd.runtime.registries import RegistryHolder
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKETPLACE = ROOT / "marketplace"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def need(condition: bool, reason: str) -> None:
-    """Skip (developer machine) or fail (CI) when ``condition`` is false."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
+from tests.conftest import need  # noqa: E402,F401  (re-exported; one skip-or-fail rule for the whole suite)
 
 
 def setuptools_builds_wheels() -> bool:

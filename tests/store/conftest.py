@@ -20,19 +20,7 @@ from sqlalchemy.engine import make_url
 from ongridd.store import open_store
 
 PG_URL = os.environ.get("ONGRID_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def need(condition: bool, reason: str) -> None:
-    """Skip (developer machine) or fail (CI) when ``condition`` is false.
-
-    Same rule as ``need`` in tests/conftest.py (kept here so this folder works on its own).
-    """
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
+from tests.conftest import need  # noqa: E402  (one skip-or-fail rule for the whole suite)
 
 
 @functools.cache
