@@ -1,5 +1,5 @@
 """Tool-call arguments: parse the model's raw text, then validate it against
-the tool's JSON schema (DESIGN.md §8).
+the tool's JSON schema (docs/architecture.md §8).
 
 Both steps raise :class:`ongridd.errors.ToolArgumentsError` with a message
 the model can act on, naming the tool and the problem::
@@ -63,7 +63,7 @@ def _reject_constant(name: str) -> Any:
 def parse_arguments(tool_name: str, raw: str | None) -> dict[str, Any]:
     """Parse a tool call's raw argument text into a dict.
 
-    ``""``, whitespace or ``None`` (parameterless tools, handed.md C11 B) give
+    ``""``, whitespace or ``None`` (parameterless tools) give
     ``{}``.  Raises ToolArgumentsError when the text is not JSON (including
     ``NaN``/``Infinity``, which JSON does not have) or is JSON but not an
     object.  The message names ``tool_name`` and quotes at most

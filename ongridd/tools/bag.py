@@ -1,9 +1,8 @@
-"""Tool bags: what one agent run may call (DESIGN.md §8).
+"""Tool bags: what one agent run may call (docs/architecture.md §8).
 
 A bag holds real tools and (coordinator only) redirect stubs.  It is the
 only list the kernel shows the model *and* the only list the runner executes
-from: a tool outside the bag never runs, whatever the model sends
-(handed.md C8).
+from: a tool outside the bag never runs, whatever the model sends.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tool registry: an immutable mapping ``tool name → Tool`` (DESIGN.md §8, §13).
+"""The tool registry: an immutable mapping ``tool name → Tool`` (docs/architecture.md §8, §13).
 
 Each tool carries the name of the plugin that gave it (``Tool.plugin``).  A
 registry is never changed in place: :meth:`ToolRegistry.with_tools` and
@@ -23,7 +23,7 @@ MUTATING_CLASSES = ("write", "destructive")
 
 
 def validate_tool(tool: Tool) -> None:
-    """Check one tool against the rules of DESIGN.md §8 and §10.
+    """Check one tool against the rules of docs/architecture.md §8 and §10.
 
     - ``parameters`` is a valid JSON Schema (Draft 2020-12) of type object;
     - a non-empty ``description``; a positive, finite ``timeout_s``; a callable handler;

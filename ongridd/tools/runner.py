@@ -1,4 +1,4 @@
-"""Run one tool call of one agent run (DESIGN.md §8).
+"""Run one tool call of one agent run.
 
 Nothing a model does raises out of :meth:`ToolRunner.run`: an unknown name,
 bad arguments, a handler exception, a timeout each become a
@@ -16,13 +16,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
 from ongridd.llm.types import ToolCall
 from ongridd.logs import get_logger
+from ongridd.secretset import redact
 from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
 from ongridd.tools.bag import ToolBag
+from ongridd.tools.classify import classify_once
 from ongridd.tools.spec import (
     AUDIT_STATUSES,
     Outcome,
@@ -65,7 +68,9 @@ class ToolRunner:
     cache: an identical call (same name, same canonical validated arguments)
     of a call whose class is ``read`` that succeeded earlier in this run is
     answered from that result with a hint (status ``cached``).  Two identical
-    read calls running at the same time share one execution.
+    read calls running at the same time share one execution.  A call is
+    classified once, off the event loop (:func:`ongridd.tools.classify.classify_once`);
+    the classification goes to the review gate and the handler in the context.
     """
 
     def __init__(self, bag: ToolBag, *, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS):
@@ -77,7 +82,7 @@ class ToolRunner:
     # ---- public ---------------------------------------------------------
 
     async def run(self, call: ToolCall, ctx: ToolCallContext) -> ToolResult:
-        """Run ``call`` and return its result (already truncated).
+        """Run ``call`` and return its result (held secrets redacted, then truncated).
 
         Statuses: ``ok`` (or what the handler's ``Outcome`` says), ``error``
         (unknown tool, bad arguments, ``ToolError``, handler exception),
@@ -110,7 +115,8 @@ class ToolRunner:
         return ToolResult(
             call_id=call.id,
             name=call.name,
-            content=truncate_result(text, self.max_result_chars),
+            # redact before cutting: a cut must never leave half a secret behind
+            content=truncate_result(redact(text), self.max_result_chars),
             status=status,
             duration_ms=duration_ms,
             raw_chars=len(text),
@@ -138,10 +144,15 @@ class ToolRunner:
         except ToolArgumentsError as exc:
             return "error", error_text(str(exc))
         try:
-            is_read = tool.class_for(args) == "read"
+            # computed once, off the event loop; the gate and the handler get it in ctx
+            ctx = await classify_once(tool, args, attrs.evolve(ctx, classification=None, approval=None))
+        except ToolError as exc:
+            return "error", error_text(str(exc))
         except Exception as exc:  # a buggy classify must not abort the turn
             log.exception("tool_classify_failed", tool=tool.name)
             return "error", error_text(f"{tool.name} failed to classify the call: {type(exc).__name__}: {exc}")
+        assert ctx.classification is not None
+        is_read = ctx.classification.tool_class == "read"
         if not is_read:
             return await self._execute(tool, args, ctx)
         key = (tool.name, canonical_json(args))

@@ -1,4 +1,4 @@
-"""The tool contract (DESIGN.md §8): what a tool is, what a handler gets,
+"""The tool contract: what a tool is, what a handler gets,
 what a call produces.
 
 A handler is ``async def handler(args: dict, ctx: ToolCallContext) -> Any``.
@@ -24,8 +24,38 @@ CONTROL_TOOL_NAMES = ("AgentTool", "SendMessage", "TaskStop")
 BLAST_RADII = ("single_host", "service", "cluster", "tenant_wide")
 TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 
-#: audit statuses (DESIGN.md §12)
+#: audit statuses
 AUDIT_STATUSES = ("ok", "error", "timeout", "cancelled", "redirect", "rejected", "dedup", "cached")
+
+
+@attrs.frozen(kw_only=True)
+class Classification:
+    """The class of one call, computed once and carried to the gate and the
+    handler in :attr:`ToolCallContext.classification`.
+
+    ``tool_class``: one of ``TOOL_CLASSES``.  ``detail``: the tool's own
+    verdict object (e.g. ``host_bash``'s verdict with the argv to run), or
+    None.  ``reason``: why the call has this class (shown when a read-only
+    persona is refused).  ``call_key``: the canonical JSON of the arguments
+    it was computed for; a consumer uses the classification only for those
+    arguments.
+    """
+
+    tool_class: str
+    detail: Any = None
+    reason: str = ""
+    call_key: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Approval:
+    """The review gate's mark on a call it approved: ``proposal_id`` (the
+    proposal row) and ``call_key`` (canonical JSON of the approved
+    arguments).  A handler that runs ``write`` calls checks that the
+    approval names the very arguments it got (:meth:`ToolCallContext.approved`)."""
+
+    proposal_id: str
+    call_key: str
 
 
 @attrs.frozen(kw_only=True)
@@ -38,7 +68,10 @@ class ToolCallContext:
     persona has ``permission_mode: read-only`` (a tool whose class depends on
     its arguments, such as ``host_bash``, must refuse anything but ``read``).
     ``services``: runtime hooks for control tools (AgentTool & co.); ``None``
-    for plain tools.
+    for plain tools.  ``classification``: the call's :class:`Classification`,
+    set by the tool runner (computed once, off the event loop) and passed on
+    by the review gate.  ``approval``: set by the review gate on the context
+    it hands to the inner handler of an approved call; ``None`` otherwise.
     """
 
     session_id: str
@@ -47,6 +80,21 @@ class ToolCallContext:
     call_id: str = ""
     read_only: bool = False
     services: Any = None
+    classification: Classification | None = None
+    approval: Approval | None = None
+
+    @property
+    def approved_proposal_id(self) -> str | None:
+        return self.approval.proposal_id if self.approval is not None else None
+
+    def approved(self, call_key: str) -> bool:
+        """True when the review gate approved the call with these canonical arguments."""
+        return self.approval is not None and bool(call_key) and self.approval.call_key == call_key
+
+    def classification_for(self, call_key: str) -> Classification | None:
+        """The carried classification when it was computed for ``call_key``."""
+        c = self.classification
+        return c if c is not None and c.call_key == call_key else None
 
 
 @attrs.frozen(kw_only=True)
@@ -79,9 +127,13 @@ class Tool:
     """One tool.
 
     ``parameters``: a JSON schema of type object.  ``tool_class``: the class
-    when ``classify`` is not given.  ``classify(args) -> str``: for tools
-    whose class depends on the arguments (``host_bash``); it gets validated
-    arguments and returns a class.  ``describe(args) -> Proposal``: required
+    when ``classify`` is not given.  ``classify(args) -> Classification | str``:
+    for tools whose class depends on the arguments (``host_bash``); it gets
+    validated arguments and returns a :class:`Classification` (class plus the
+    tool's own verdict) or a plain class name.  It is called once per call,
+    in a worker thread (it may block, e.g. resolving paths), bounded by
+    ``classify_timeout_s``; see :mod:`ongridd.tools.classify`.
+    ``describe(args) -> Proposal``: required
     for tools that can be ``write``/``destructive``; the review gate builds the
     proposal from it.  ``timeout_s``: the handler's own limit in seconds (the
     review gate's reviewer time is separate).  ``plugin``: the registering
@@ -94,16 +146,28 @@ class Tool:
     handler: Handler = attrs.field(repr=False, eq=False)
     tool_class: str = attrs.field(default="read", validator=_check_class)
     timeout_s: float = 15.0
-    classify: Callable[[dict[str, Any]], str] | None = attrs.field(default=None, repr=False, eq=False)
+    classify: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, repr=False, eq=False)
     describe: Callable[[dict[str, Any]], Proposal] | None = attrs.field(default=None, repr=False, eq=False)
     plugin: str = "ongridd"
+    classify_timeout_s: float = 5.0
+
+    def classify_call(self, args: Mapping[str, Any], call_key: str = "") -> Classification:
+        """The :class:`Classification` of a call with these (validated)
+        arguments (blocking: run it off the event loop).  A ``classify``
+        returning a plain str is accepted; an unknown class counts as
+        ``write`` (treated as mutating)."""
+        if self.classify is None:
+            return Classification(tool_class=self.tool_class, call_key=call_key)
+        value = self.classify(dict(args))
+        if isinstance(value, Classification):
+            if value.tool_class not in TOOL_CLASSES:
+                value = attrs.evolve(value, tool_class="write")
+            return attrs.evolve(value, call_key=call_key)
+        return Classification(tool_class=value if value in TOOL_CLASSES else "write", call_key=call_key)
 
     def class_for(self, args: Mapping[str, Any]) -> str:
-        """The class of a call with these (validated) arguments."""
-        if self.classify is None:
-            return self.tool_class
-        value = self.classify(dict(args))
-        return value if value in TOOL_CLASSES else "write"  # unknown → treat as mutating
+        """The class of a call with these (validated) arguments (blocking)."""
+        return self.classify_call(args).tool_class
 
     @property
     def may_mutate(self) -> bool:

@@ -1,4 +1,4 @@
-"""Coordinator redirect stubs (DESIGN.md §8): data, plus what a stub shows
+"""Coordinator redirect stubs (docs/architecture.md §8): data, plus what a stub shows
 the model and what it answers.
 
 A stub is a tool name models were seen to hallucinate on the coordinator.
@@ -23,14 +23,15 @@ def _stubs(persona: str, reason: str, *tools: str) -> tuple[RedirectStub, ...]:
 DEFAULT_STUBS: tuple[RedirectStub, ...] = (
     *_stubs("specialist-disk", "disk usage, large files and file details are read on the host by the disk specialist",
             "host_du_summary", "host_find_large_files", "host_stat_file"),
-    *_stubs("specialist-compute", "host load and processes are read on the host by the compute specialist",
-            "get_host_load", "get_host_processes"),
+    *_stubs("specialist-compute", "host load, processes and read-only shell commands run on the host through "
+            "the compute specialist (read-only)", "get_host_load", "get_host_processes", "host_bash"),
     *_stubs("specialist-network", "HTTP, DNS and TCP probes run from the host through the network specialist",
             "host_probe_http", "host_probe_dns", "host_probe_tcp"),
-    *_stubs("specialist-ops", "shell commands and service restarts run through the ops specialist "
-            "(changes go through the review gate)", "host_bash", "host_restart_service"),
+    *_stubs("specialist-ops", "service restarts run through the ops specialist (changes go through the "
+            "review gate)", "host_restart_service"),
     *_stubs("incident-investigator", "metrics, logs, traces and incident correlation are the incident "
-            "investigator's tools", "query_promql", "query_logql", "query_traceql", "correlate_incident"),
+            "investigator's tools", "query_promql", "query_logql", "query_traceql",
+            "correlate_incident"),
 )
 
 WHY_STUB_EXISTS = (
@@ -58,7 +59,7 @@ def stub_schema(stub: RedirectStub) -> dict[str, Any]:
 
 
 def redirect_payload(stub: RedirectStub) -> dict[str, Any]:
-    """What calling a stub answers (DESIGN.md §8): keys ``status`` (``"redirect"``),
+    """What calling a stub answers (docs/architecture.md §8): keys ``status`` (``"redirect"``),
     ``hint``, ``reason``, ``suggested_call`` and ``why_stub_exists``.  There is
     no background flag: ``AgentTool`` always waits for the worker."""
     return {

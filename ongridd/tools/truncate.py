@@ -1,5 +1,5 @@
 """Cut a tool result to a size limit as head + tail around a marker
-(DESIGN.md §8, handed.md C21)::
+(docs/architecture.md §8)::
 
     <head>
     [truncated: 6,291,456 chars → 15,904; showing first 7,952 and last 7,952]

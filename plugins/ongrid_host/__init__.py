@@ -6,7 +6,8 @@ Tools: ``get_host_load``, ``get_host_processes``, ``host_du_summary``,
 ``host_find_large_files``, ``host_stat_file``, ``host_probe_http``,
 ``host_probe_dns``, ``host_probe_tcp`` (probes: local host only),
 ``host_bash`` (class ``read`` on the allowlist, else ``write``) and
-``host_restart_service`` (``destructive``).  Settings:
+``host_restart_service`` (``destructive``) and ``search_logs`` (log files
+under ``logs.dirs`` and the systemd journal, see :mod:`ongrid_host.logs_tool`).  Settings:
 ``plugins.settings.ongrid_host`` (see :mod:`ongrid_host.settings`).
 """
 

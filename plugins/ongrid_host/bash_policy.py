@@ -1,29 +1,47 @@
-"""What ``host_bash`` may run, and why not (DESIGN.md §8).
+"""What ``host_bash`` may run, and why not.
 
 A command string is first checked as *syntax*: it is split with ``shlex``
 and run without a shell, so everything a shell would interpret — ``;``,
 ``&&``, ``||``, ``|``, ``&``, redirections, backticks, ``$(…)``, ``${…}``,
 ``$VAR``, unquoted globs and ``~``, newlines — is refused outright (it would
-not do what was meant).  A command that passes is ``read`` when it is on the
-read-only allowlist and passes that command's own checks (no writing
-options, no sub-commands that change state, no secrets files); anything
-else is ``write`` (a proposal through the review gate, refused for a
-read-only persona).  Every refusal names the token and the rule.
+not do what was meant), and so are look-alike characters (invisible
+characters, non-ASCII spaces, a dash that only looks like ``-`` starting a
+word, a non-ASCII command name).
+
+Then the command is read against a **strict allowlist**: every allowlisted
+command has a table of the options it may take read-only
+(:mod:`ongrid_host.commands`; ``find``, ``sed`` scripts, ``ps`` and ``ip`` have
+their own grammars), and the argv that runs is rebuilt from that parse —
+never the raw words.  The verdict is one of:
+
+* ``read``: on the allowlist and every word understood; ``argv`` is the
+  canonical form.  Runs at once, also for read-only personas.
+* ``write``: not on the allowlist, or an allowlisted command with an option,
+  verb or operand that is not read-only (``systemctl restart``, ``sort -o``,
+  an option not in its table).  ``argv`` is the words as written; it runs
+  only after the review gate approved that very call, and never for a
+  read-only persona.  ``reason`` says exactly what is not read-only.
+* ``refused``: never runs, for anyone: bad syntax, a malformed or ambiguous
+  option, a command that never ends, and every **forbidden path** (a secret,
+  ``/proc``, ``/sys``, ``/dev`` except the safe kernel files of
+  :mod:`ongrid_host.path_policy`) named by an allowlisted command.  Reading a
+  secret is not a change a reviewer could approve, so it is not proposed.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import posixpath
 import re
 import shlex
-from collections.abc import Callable, Sequence
+import unicodedata
 
 import attrs
 
+from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, systemctl_canonical
+from ongrid_host.expr_rules import parse_find
+from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
 from ongrid_host.path_args import paths_problem
 from ongrid_host.path_policy import PathPolicy
-from ongrid_host.proc_rules import ip_problem, ps_problem
+from ongrid_host.proc_rules import parse_ip, parse_ps
 
 MAX_CMD_CHARS = 4096
 
@@ -31,7 +49,8 @@ MAX_CMD_CHARS = 4096
 @attrs.frozen
 class Verdict:
     """``kind``: ``refused`` (never runs), ``read`` (allowlisted) or ``write``.
-    ``argv``: the words to run (empty when refused).  ``reason``: why refused,
+    ``argv``: the words to run (empty when refused; the canonical argv for
+    ``read``; the words as written for ``write``).  ``reason``: why refused,
     or why not read-only (for ``write``)."""
 
     kind: str
@@ -125,196 +144,39 @@ def split(cmd: str) -> tuple[list[str] | None, str | None]:
     return argv, None
 
 
-# ---- per-command rules ------------------------------------------------------------
+# ---- look-alike characters ------------------------------------------------------
 
-Check = Callable[[list[str]], str | None]
-
-
-def _short_letters(arg: str) -> str:
-    """Letters of a short-option cluster (``-uo`` → ``uo``); '' if not one."""
-    if arg.startswith("-") and not arg.startswith("--") and len(arg) > 1 and not arg[1].isdigit():
-        return arg[1:]
-    return ""
+_DASHES = {"\u2212", "\ufe63", "\uff0d", "\u2010", "\u2011", "\u2012", "\u2013", "\u2014", "\u2015"}
 
 
-def _options(args: Sequence[str]) -> list[str]:
-    """The option words before ``--`` (GNU getopt style)."""
-    out = []
-    for a in args:
-        if a == "--":
-            break
-        if a.startswith("-") and a != "-":
-            out.append(a)
-    return out
+def _char(c: str) -> str:
+    return f"U+{ord(c):04X} ({unicodedata.name(c, 'unnamed')})"
 
 
-def _positionals(args: Sequence[str], takes_arg: frozenset[str] = frozenset()) -> list[str]:
-    """Operands (non-option words).  ``takes_arg``: options whose value is
-    the next word (``-t service``), which is then not an operand."""
-    out, after, skip = [], False, False
-    for a in args:
-        if skip:
-            skip = False
-        elif after or not (a.startswith("-") and a != "-"):
-            out.append(a)
-        elif a == "--":
-            after = True
-        elif a in takes_arg:
-            skip = True
-    return out
-
-
-def getopt_rule(short: str = "", long: Sequence[str] = (), why: str = "writes or changes state",
-                max_positionals: int | None = None) -> Check:
-    """Refuse short letters in ``short`` (anywhere in a cluster, so ``-uo``
-    is caught) and long options in ``long`` (also as GNU's unambiguous
-    prefixes, ``--out`` for ``--output``)."""
-
-    def check(args: list[str]) -> str | None:
-        for opt in _options(args):
-            if opt.startswith("--"):
-                name = opt[2:].split("=", 1)[0]
-                for bad in long:
-                    if name and bad.startswith(name):
-                        return f"option '{opt}' (--{bad}) {why}"
-            else:
-                for letter in _short_letters(opt):
-                    if letter in short:
-                        where = "" if opt == f"-{letter}" else f" (in '{opt}')"
-                        return f"option '-{letter}'{where} {why}"
-        operands = _positionals(args)
-        if max_positionals is not None and len(operands) > max_positionals:
-            return f"operand '{operands[max_positionals]}' {why}"
-        return None
-
-    return check
-
-
-def _all(*checks: Check) -> Check:
-    def check(args: list[str]) -> str | None:
-        for c in checks:
-            r = c(args)
-            if r:
-                return r
-        return None
-
-    return check
-
-
-def _no_args(args: list[str]) -> str | None:
-    return "only allowed without arguments (with arguments it changes mounts)" if args else None
-
-
-_FIND_BAD = ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls")
-
-
-def _find(args: list[str]) -> str | None:
-    for a in args:
-        if a in _FIND_BAD:
-            return f"find action '{a}' runs commands or writes files"
+def lookalike_problem(argv: list[str]) -> str | None:
+    """Why a word is refused for a character that looks like something it
+    is not, or None: invisible (format) characters, non-ASCII spaces, a word
+    starting with a dash look-alike, a non-ASCII command name."""
+    for k, word in enumerate(argv):
+        for c in word:
+            cat = unicodedata.category(c)
+            if cat == "Cf" or (cat == "Zs" and c != " ") or cat == "Cc":
+                return f"word {k + 1} {word!r} contains the invisible or non-ASCII space character {_char(c)}"
+        if word and (word[0] in _DASHES or unicodedata.category(word[0]) == "Pd" and word[0] != "-"):
+            return (f"word {k + 1} {word!r} starts with {_char(word[0])}, which looks like '-' but is not one; "
+                    "write options with the ASCII '-'")
+    if argv and not argv[0].isascii():
+        bad = next(c for c in argv[0] if not c.isascii())
+        return f"command name {argv[0]!r} contains the non-ASCII character {_char(bad)}"
     return None
 
 
-_SYSTEMCTL_VERBS = {"status", "show", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
-                    "list-timers", "list-sockets", "list-dependencies", "cat"}
+# ---- the allowlist ----------------------------------------------------------------------
 
-
-def _systemctl(args: list[str]) -> str | None:
-    r = getopt_rule("H", ("host", "machine"), why="runs the command on another machine")(args)
-    if r:
-        return r
-    verbs = _positionals(args, frozenset({"-t", "--type", "-p", "--property", "-n", "--lines", "-o", "--output",
-                                          "--state", "-s", "--signal", "--root", "-P", "--what"}))
-    if not verbs:
-        return "'systemctl' alone lists units: write 'systemctl list-units'"
-    if verbs[0] not in _SYSTEMCTL_VERBS:
-        return f"'systemctl {verbs[0]}' changes state; read-only verbs: {', '.join(sorted(_SYSTEMCTL_VERBS))}"
-    return None
-
-
-def _date(args: list[str]) -> str | None:
-    r = getopt_rule("s", ("set",), why="sets the system clock")(args)
-    if r:
-        return r
-    for p in _positionals(args, frozenset({"-d", "--date", "-f", "--file", "-r", "--reference"})):
-        if not p.startswith("+"):
-            return f"operand '{p}' would set the system clock (only +FORMAT is read-only)"
-    return None
-
-
-def _sysctl(args: list[str]) -> str | None:
-    r = getopt_rule("wpf", ("write", "load", "system"), why="writes kernel parameters")(args)
-    if r:
-        return r
-    for p in _positionals(args):
-        if "=" in p:
-            return f"operand '{p}' sets a kernel parameter"
-    return None
-
-
-def _getent(args: list[str]) -> str | None:
-    for p in _positionals(args):
-        if p in ("shadow", "gshadow"):
-            return f"database '{p}' holds password hashes"
-    return None
-
-
-_NEVER_ENDS = "follows forever (the call would only time out); use -n / --since to read a window"
-
-RULES: dict[str, Check] = {
-    # files and text
-    "ls": getopt_rule(), "cat": getopt_rule(), "head": getopt_rule(),
-    "tail": getopt_rule("fF", ("follow", "retry"), why=_NEVER_ENDS),
-    "wc": getopt_rule(), "stat": getopt_rule(), "readlink": getopt_rule(), "realpath": getopt_rule(),
-    "file": getopt_rule("C", ("compile",)), "md5sum": getopt_rule(), "sha256sum": getopt_rule(),
-    "grep": getopt_rule(), "egrep": getopt_rule(), "zgrep": getopt_rule(), "zcat": getopt_rule(),
-    "sort": getopt_rule("o", ("output", "compress-program"), why="writes a file or runs a program"),
-    "sed": getopt_rule("i", ("in-place",), why="edits files in place"),
-    "find": _find,
-    "du": getopt_rule(), "df": getopt_rule(),
-    # system state
-    "free": getopt_rule(), "uptime": getopt_rule(), "uname": getopt_rule(), "nproc": getopt_rule(),
-    "lscpu": getopt_rule(), "lsblk": getopt_rule(), "lsmod": getopt_rule(), "findmnt": getopt_rule(),
-    "vmstat": getopt_rule(), "ps": ps_problem, "pgrep": getopt_rule(),
-    "id": getopt_rule(), "whoami": getopt_rule(), "who": getopt_rule(), "w": getopt_rule(),
-    "last": getopt_rule(), "getent": _getent,
-    "hostname": getopt_rule("Fb", ("file", "boot"), why="sets the host name", max_positionals=0),
-    "date": _date, "mount": _no_args, "sysctl": _sysctl,
-    "dmesg": getopt_rule("cCDEnwW", ("clear", "read-clear", "console-off", "console-on", "console-level",
-                                     "follow", "follow-new"), why="clears the ring buffer, changes the console "
-                                                                   "level or follows forever"),
-    "journalctl": getopt_rule("f", ("follow", "rotate", "vacuum-size", "vacuum-time", "vacuum-files", "flush",
-                                      "sync", "relinquish-var", "smart-relinquish-var", "update-catalog",
-                                      "setup-keys", "cursor-file", "new-id128"),
-                              why="changes the journal, writes a file or follows forever"),
-    "systemctl": _systemctl,
-    # network
-    "ss": getopt_rule("KD", ("kill", "diag"), why="kills sockets or writes a file"),
-    "netstat": getopt_rule("c", ("continuous",), why=_NEVER_ENDS),
-    "ip": ip_problem,
-    "lsof": _all(getopt_rule("r", (), why=_NEVER_ENDS),
-                 lambda a: "option '+r' repeats forever" if any(x.startswith("+r") for x in a) else None),
-}
-
-#: paths whose contents are secrets; reading them is not a read-only query
-#: (any word containing "environ" is refused too: /proc/<pid>/environ holds
-#: the daemon's API keys, and symlinks like /dev/fd/.. can reach it)
-SECRET_PATTERNS = ("*environ*", "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-                   "*/.ssh/id_*", "/etc/ssh/ssh_host_*_key")
-
-
-def _secret_arg(args: Sequence[str]) -> str | None:
-    for a in args:
-        value = a.split("=", 1)[1] if a.startswith("-") and "=" in a else a
-        norm = posixpath.normpath(value) if value.startswith("/") else value
-        for pat in SECRET_PATTERNS:
-            if (fnmatch.fnmatchcase(value, pat) or fnmatch.fnmatchcase(norm, pat)) and not norm.endswith(".pub"):
-                return f"argument '{a}' names a secrets file ({pat})"
-    return None
-
+#: every allowlisted command (the getopt-style tables plus the own grammars)
+ALLOWLIST = frozenset({*SPECS, "find", "ps", "ip", "mount"})
 
 _CMD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-
 
 _DEFAULT_POLICY: PathPolicy | None = None
 
@@ -328,17 +190,50 @@ def default_policy() -> PathPolicy:
     return _DEFAULT_POLICY
 
 
+def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """(canonical argv, [(path, role)] to check) for an allowlisted command.
+
+    Raises :class:`~ongrid_host.optspec.Refusal` for the first word that is
+    not read-only."""
+    if name == "find":
+        return parse_find(args)
+    if name == "ps":
+        return parse_ps(args), []
+    if name == "ip":
+        return parse_ip(args), []
+    if name == "mount":
+        if args:
+            raise Refusal(WRITE, "mount: only allowed without arguments (with arguments it changes mounts)")
+        return ("mount",), []
+    spec = SPECS[name]
+    parsed = parse(spec, args)
+    if spec is SYSTEMCTL:
+        parsed = systemctl_canonical(parsed)
+    paths = parsed.paths()
+    if name in ("grep", "egrep") and grep_recursive(parsed) and "recursive" not in parsed.roles:
+        paths.append((".", "recursive"))  # no folder named: grep -r reads the folder it runs in
+    argv = parsed.argv()
+    if name == "sed":
+        argv = (argv[0], "--sandbox", *[w for w in argv[1:] if w != "--sandbox"])
+    return argv, paths
+
+
 def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     """Classify one ``host_bash`` command string (see the module docstring).
 
     ``policy``: where the command runs and which paths it may not read
-    (default: this host, run in ``/``); every path argument is checked by
-    what it resolves to (see :mod:`ongrid_host.path_args`)."""
+    (default: this host, run in ``/``); every path is checked by what it
+    resolves to (see :mod:`ongrid_host.path_args`).  Path resolution can
+    block on a hung mount: call this off the event loop.
+    """
     if not isinstance(cmd, str):
         return Verdict("refused", reason="cmd must be a string")
     argv, problem = split(cmd)
     if argv is None:
         return Verdict("refused", reason=problem or "cannot parse")
+    problem = lookalike_problem(argv)
+    if problem:
+        return Verdict("refused", reason=problem)
     name, args = argv[0], argv[1:]
     if "/" in name:
         return Verdict("write", tuple(argv), f"'{name}' is a path; the allowlist names bare commands "
@@ -346,15 +241,17 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     if "=" in name:
         return Verdict("refused", reason=f"'{name}' looks like a variable assignment; there is no shell, "
                                          "so environment assignments are not supported")
-    if not _CMD_NAME.match(name) or name not in RULES:
+    if not _CMD_NAME.match(name) or name not in ALLOWLIST:
         return Verdict("write", tuple(argv), f"'{name}' is not on the read-only allowlist "
-                                             f"({', '.join(sorted(RULES))})")
-    secret = _secret_arg(args)
-    if secret:
-        return Verdict("write", tuple(argv), f"{name}: {secret}")
-    problem = RULES[name](args) or paths_problem(name, args, policy or default_policy())
+                                             f"({', '.join(sorted(ALLOWLIST))})")
+    try:
+        canonical, paths = parse_allowlisted(name, args)
+    except Refusal as exc:
+        reason = exc.message if exc.message.startswith((f"{name}:", f"{name} ")) else f"{name}: {exc.message}"
+        if exc.kind == REFUSED:
+            return Verdict("refused", reason=reason)
+        return Verdict("write", tuple(argv), reason)
+    problem = paths_problem(paths, policy or default_policy())
     if problem:
-        return Verdict("write", tuple(argv), f"{name}: {problem}")
-    if name == "sed":
-        argv = [name, "--sandbox", *args]  # GNU sed: refuse the e/w/r commands that run or write
-    return Verdict("read", tuple(argv))
+        return Verdict("refused", reason=f"{name}: forbidden path: {problem}")
+    return Verdict("read", canonical)

@@ -2,8 +2,10 @@
 
 A path is checked twice: lexically (``//``, ``.`` and ``..`` collapsed,
 relative paths joined to the folder the command runs in) and, on the local
-host, physically (``os.path.realpath``: symlinks followed, so
-``/proc/self/root/etc/shadow`` is ``/etc/shadow``).  Either form landing in
+host, physically (:func:`ongrid_host.realpath.resolve`: symlinks followed, so a
+link to ``/etc/shadow`` is ``/etc/shadow``; a path that passes through a
+process-specific link such as ``/proc/self/cwd`` is refused, and so is one
+that cannot be resolved).  Either form landing in
 a forbidden area refuses the command.
 
 Forbidden areas: ``/proc``, ``/sys``, ``/dev`` (process environments hold the
@@ -12,6 +14,17 @@ daemon's API keys; devices never end), password and sudo files, ssh keys
 ``/etc/ongrid``, the daemon's state folder and its config file.  A
 *recursive* read is refused when its target is inside an area or contains
 one (``grep -r x /etc`` would read ``/etc/shadow``).
+
+**Safe kernel files** are the exception inside ``/proc`` and ``/sys``: the
+files investigations need and that hold no secret (load, memory, pressure,
+a process's ``status``/``stat``/``statm``/``limits``/``cgroup``, cgroup
+``memory.*``/``cpu.*``/``io.*``/``pids.*`` statistics) — an explicit list of
+path patterns (:data:`SAFE_KERNEL_FILES`).  A path passes only when *every*
+form of it (lexical and real) is either outside the areas or one of those
+files, so a symlink to ``/proc/self/environ`` or a walk through
+``/proc/self/root/…``, ``/proc/1/cwd/…`` never passes.  Process
+environments, command lines (they can hold tokens), memory, maps and file
+descriptors stay refused.
 
 On a remote host symlinks cannot be followed from here, so only the lexical
 check applies there, and a relative path with ``..`` (its folder is the ssh
@@ -23,14 +36,18 @@ from __future__ import annotations
 import os
 import posixpath
 import pwd
+import re
 from collections.abc import Iterable
 
 import attrs
 
+from ongrid_host.realpath import resolve
+
 #: (area, why) — reading anything at or under the area is refused
 FIXED_AREAS: tuple[tuple[str, str], ...] = (
-    ("/proc", "/proc (process environments and memory hold secrets)"),
-    ("/sys", "/sys (kernel interfaces)"),
+    ("/proc", "/proc (process environments, command lines and memory hold secrets; only the safe kernel "
+              "files such as /proc/loadavg, /proc/meminfo, /proc/pressure/*, /proc/<pid>/status may be read)"),
+    ("/sys", "/sys (kernel interfaces; only cgroup memory.*/cpu.*/io.*/pids.* statistics may be read)"),
     ("/dev", "/dev (devices: endless or raw data)"),
     ("/etc/shadow", "a password-hash file"),
     ("/etc/shadow-", "a password-hash file"),
@@ -42,6 +59,23 @@ FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/etc/ongrid", "Ongrid's configuration (tokens)"),
     ("/root/.ssh", "ssh keys"),
 )
+_CG = r"/sys/fs/cgroup(/[A-Za-z0-9_.:@+-]+)*"
+#: files inside /proc and /sys a read-only persona may read (full matches of
+#: the normalised path; no component may be '.' or '..', see normalize())
+SAFE_KERNEL_FILES: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
+    r"/proc/(loadavg|meminfo|stat|uptime|vmstat|cpuinfo|version|swaps|diskstats)",
+    r"/proc/pressure/(cpu|memory|io)",
+    r"/proc/([0-9]+|self)/(status|stat|statm|limits|cgroup|oom_score|io)",
+    _CG + r"/(memory\.(current|max|high|low|min|peak|stat|pressure|events|events\.local|swap\.current|"
+          r"swap\.max|numa_stat)|cpu\.(stat|max|pressure|weight)|io\.(stat|pressure)|pids\.(current|max))",
+))
+
+
+def safe_kernel_file(path: str) -> bool:
+    """True when the normalised ``path`` is one of :data:`SAFE_KERNEL_FILES`."""
+    return "environ" not in path and any(p.fullmatch(path) for p in SAFE_KERNEL_FILES)
+
+
 #: folders holding secrets by name (reading the folder recursively is refused)
 _KEY_FOLDERS = ("/etc/ssh",)
 
@@ -66,7 +100,7 @@ class PathPolicy:
     """Where commands run and what they may not read.
 
     ``cwd``: the folder the command runs in (None: unknown, a remote home).
-    ``resolve``: follow symlinks with ``os.path.realpath`` (local host only).
+    ``resolve``: follow symlinks (:func:`ongrid_host.realpath.resolve`; local host only).
     ``areas``: (path, why) pairs of forbidden areas (see the module docstring).
     """
 
@@ -105,16 +139,26 @@ class PathPolicy:
                     "(its folder is the ssh user's home); write the absolute path"), []
         lex = normalize(path, self.cwd)
         out = [lex]
-        if self.resolve:
+        if self.resolve and self._area_of(lex) is None:  # a forbidden spelling is reported as such
             try:
-                real = os.path.realpath(lex if lex.startswith("/") else path)
-            except (OSError, ValueError):
-                real = lex
+                resolved = resolve(lex if lex.startswith("/") else os.path.abspath(path))
+            except (OSError, ValueError) as exc:  # fail closed: where it leads is unknown
+                why = getattr(exc, "strerror", None) or str(exc)
+                return (f"path '{path}' cannot be resolved ({why}), so what it would read cannot be "
+                        "checked"), []
+            if resolved.process_link is not None:
+                return (f"path '{path}' passes through {resolved.process_link}, a link that points somewhere "
+                        "else for the command than for Ongrid, so what it would read cannot be checked"), []
+            real = resolved.real
             if real not in out:
                 out.append(real)
         return None, out
 
     def _area_of(self, form: str) -> str | None:
+        if "environ" in form:
+            return "a process environment"
+        if safe_kernel_file(form):
+            return None
         for area, why in self.areas:
             if _under(form, area):
                 return f"{area}: {why}" if area not in why else why
@@ -124,8 +168,6 @@ class PathPolicy:
         base = parts[-1].lower()
         if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
             return "an ssh host key"
-        if "environ" in form:
-            return "a process environment"
         return None
 
     def read_problem(self, path: str) -> str | None:

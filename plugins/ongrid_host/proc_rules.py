@@ -1,14 +1,18 @@
 """Strict allowlists for ``ps`` and ``ip`` arguments in ``host_bash``.
 
 Both programs accept many spellings (BSD clusters for ``ps``, unique
-prefixes for ``ip``: ``-ba`` is ``-batch``), so instead of refusing known
-bad options every word must match an allowed form; anything else is refused
-with the word named.
+prefixes for ``ip``: ``-ba`` is ``-batch``, and ``ip link s`` is ``set``),
+so every word must match an allowed form; anything else is refused with the
+word named.  :func:`parse_ps` and :func:`parse_ip` return the canonical
+argv that runs (``ip`` objects and verbs written in full), or raise
+:class:`~ongrid_host.optspec.Refusal`.  Pure functions.
 """
 
 from __future__ import annotations
 
 import re
+
+from ongrid_host.optspec import REFUSED, WRITE, Refusal
 
 # ---- ps -----------------------------------------------------------------------------
 
@@ -54,18 +58,21 @@ def _fields_problem(value: str, opt: str, sort: bool = False) -> str | None:
     return None
 
 
-def _ps_value_problem(kind, value: str, opt: str) -> str | None:
+def _ps_value(kind, value: str, opt: str) -> str:
     if kind is None:
-        return _fields_problem(value, opt)
-    if kind == "sort":
-        return _fields_problem(value, opt, sort=True)
-    if not kind.match(value):
-        return f"value '{value}' of '{opt}' is not allowed"
-    return None
+        problem = _fields_problem(value, opt)
+    elif kind == "sort":
+        problem = _fields_problem(value, opt, sort=True)
+    else:
+        problem = None if kind.fullmatch(value) else f"value '{value}' of '{opt}' is not allowed"
+    if problem:
+        raise Refusal(WRITE, f"ps: {problem}")
+    return value
 
 
-def ps_problem(args: list[str]) -> str | None:
-    """Why these ``ps`` arguments are refused, or None (see the module docstring)."""
+def parse_ps(args: list[str]) -> tuple[str, ...]:
+    """The canonical ``ps`` argv for ``args`` (see the module docstring)."""
+    out = ["ps"]
     i = 0
     while i < len(args):
         a = args[i]
@@ -73,80 +80,112 @@ def ps_problem(args: list[str]) -> str | None:
         if a.startswith("--"):
             name, eq, value = a.partition("=")
             if name in _PS_LONG_FLAGS and not eq:
+                out.append(name)
                 continue
             if name in _PS_LONG_VALUED:
                 if not eq:
                     if i >= len(args):
-                        return f"option '{a}' needs a value"
+                        raise Refusal(REFUSED, f"ps: option '{a}' needs a value")
                     value = args[i]
                     i += 1
-                problem = _ps_value_problem(_PS_LONG_VALUED[name], value, name)
-                if problem:
-                    return problem
+                out.append(f"{name}={_ps_value(_PS_LONG_VALUED[name], value, name)}")
                 continue
-            return f"option '{a}' is not allowed ({_PS_HELP})"
+            raise Refusal(WRITE, f"ps: option '{a}' is not allowed ({_PS_HELP})")
         if a.startswith("-") and len(a) > 1:
             letters = a[1:]
             for j, letter in enumerate(letters):
                 if letter in _PS_UNIX_FLAGS:
+                    out.append(f"-{letter}")
                     continue
                 if letter in _PS_UNIX_VALUED:
                     value = letters[j + 1:]
                     if not value:
                         if i >= len(args):
-                            return f"option '-{letter}' needs a value"
+                            raise Refusal(REFUSED, f"ps: option '-{letter}' needs a value")
                         value = args[i]
                         i += 1
-                    problem = _ps_value_problem(_PS_UNIX_VALUED[letter], value, f"-{letter}")
-                    if problem:
-                        return problem
+                    out += [f"-{letter}", _ps_value(_PS_UNIX_VALUED[letter], value, f"-{letter}")]
                     break
-                return f"option '-{letter}' (in '{a}') is not allowed ({_PS_HELP})"
+                raise Refusal(WRITE, f"ps: option '-{letter}' (in '{a}') is not allowed ({_PS_HELP})")
             continue
-        if _LIST.match(a):
-            continue  # process ids
+        if _LIST.fullmatch(a):
+            out += ["-p", a]  # process ids
+            continue
         if "e" in a:
-            return f"BSD option 'e' (in '{a}') prints process environments, which hold secrets"
+            raise Refusal(REFUSED, f"ps: BSD option 'e' (in '{a}') prints process environments, which hold secrets")
         bad = sorted(set(a) - _PS_BSD)
         if bad:
-            return f"BSD option '{bad[0]}' (in '{a}') is not allowed ({_PS_HELP})"
-    return None
+            raise Refusal(WRITE, f"ps: BSD option '{bad[0]}' (in '{a}') is not allowed ({_PS_HELP})")
+        out.append(a)
+    return tuple(out)
 
 
 # ---- ip -----------------------------------------------------------------------------
 
 #: global options allowed exactly as written (ip accepts unique prefixes, so
 #: '-b', '-ba' mean '-batch' and '-n' means '-netns': none of those match)
-_IP_OPTIONS = frozenset({
-    "-4", "-6", "-0", "-br", "-brief", "-s", "-stats", "-statistics", "-d", "-details", "-j", "-json",
-    "-p", "-pretty", "-c", "-color", "-color=auto", "-color=always", "-color=never", "-o", "-oneline",
-    "-h", "-human", "-human-readable", "-t", "-timestamp", "-ts", "-tshort",
-})
-IP_OBJECTS = {"addr", "address", "a", "route", "ro", "r", "link", "l", "neigh", "neighbor", "neighbour", "n",
-              "rule", "ru", "maddress", "maddr", "m", "netconf", "tunnel", "tun", "mroute", "mr"}
-IP_VERBS = {"show", "sh", "list", "ls", "lst", "get"}
-_IP_BAD_WORDS = {"netns", "exec", "vrf", "batch", "-batch", "-force", "-netns"}
+_IP_OPTIONS = {
+    "-4": "-4", "-6": "-6", "-0": "-0", "-br": "-brief", "-brief": "-brief", "-s": "-stats", "-stats": "-stats",
+    "-statistics": "-stats", "-d": "-details", "-details": "-details", "-j": "-json", "-json": "-json",
+    "-p": "-pretty", "-pretty": "-pretty", "-c": "-color=auto", "-color": "-color=auto",
+    "-color=auto": "-color=auto", "-color=always": "-color=always", "-color=never": "-color=never",
+    "-o": "-oneline", "-oneline": "-oneline", "-h": "-human", "-human": "-human",
+    "-human-readable": "-human", "-t": "-timestamp", "-timestamp": "-timestamp", "-ts": "-tshort",
+    "-tshort": "-tshort",
+}
+#: object spellings → the full name written in the argv that runs
+IP_OBJECTS = {
+    "addr": "address", "address": "address", "a": "address", "route": "route", "ro": "route", "r": "route",
+    "link": "link", "l": "link", "neigh": "neighbour", "neighbor": "neighbour", "neighbour": "neighbour",
+    "n": "neighbour", "rule": "rule", "ru": "rule", "maddress": "maddress", "maddr": "maddress", "m": "maddress",
+    "netconf": "netconf", "tunnel": "tunnel", "tun": "tunnel", "mroute": "mroute", "mr": "mroute",
+}
+#: verb spellings → the full verb (never a prefix: 'ip link s' is 'set')
+IP_VERBS = {"show": "show", "sh": "show", "list": "show", "ls": "show", "lst": "show", "get": "get"}
+#: selector words after the verb (they only filter what is shown)
+_IP_WORD = re.compile(r"[A-Za-z0-9_.:/%@+-]+")
+_IP_BAD_WORDS = {"netns": "enters another network namespace", "exec": "runs a command",
+                 "vrf": "runs in another routing domain", "batch": "runs commands from a file",
+                 "-batch": "runs commands from a file", "-force": "goes on after errors",
+                 "-netns": "enters another network namespace"}
+_IP_BAD_WORDS.update({w: "is a verb that changes state" for w in (
+    "set", "add", "del", "delete", "change", "replace", "flush", "append", "prepend", "test", "save", "restore")})
+_IP_OBJECT_LIST = "address, route, link, neighbour, rule, maddress, netconf, tunnel, mroute"
 
 
-def ip_problem(args: list[str]) -> str | None:
-    """Why these ``ip`` arguments are refused, or None: only the allowed
-    global options, then a read-only object and verb."""
+def parse_ip(args: list[str]) -> tuple[str, ...]:
+    """The canonical ``ip`` argv: allowed global options, a read-only object,
+    ``show``/``get`` and selector words."""
     rest = list(args)
+    out = ["ip"]
     while rest and rest[0].startswith("-"):
-        opt = rest.pop(0)
-        if opt.startswith("--"):
-            opt = opt[1:]  # ip treats '--x' as '-x'
+        word = rest.pop(0)
+        opt = word[1:] if word.startswith("--") else word  # ip treats '--x' as '-x'
         if opt not in _IP_OPTIONS:
-            return (f"option '{opt}' is not an allowed ip option: '-b…'/'-batch' runs commands from a file, "
-                    f"'-n…'/'-netns' enters another namespace, '-force' goes on after errors; allowed: "
-                    f"{', '.join(sorted(_IP_OPTIONS))}")
+            raise Refusal(WRITE, f"ip: option '{opt}' is not an allowed ip option: '-b…'/'-batch' runs commands "
+                                 "from a file, '-n…'/'-netns' enters another namespace, '-force' goes on after "
+                                 f"errors; allowed: {', '.join(sorted(_IP_OPTIONS))}")
+        out.append(_IP_OPTIONS[opt])
     if not rest:
-        return "needs an object: addr, route, link, neigh or rule"
-    if rest[0] not in IP_OBJECTS:
-        return f"object '{rest[0]}' is not one of the read-only objects (addr, route, link, neigh, rule)"
-    if len(rest) > 1 and rest[1] not in IP_VERBS and rest[1] != "dev":
-        return f"'ip {rest[0]} {rest[1]}': only show/list/get are read-only"
-    for word in rest[1:]:
+        raise Refusal(REFUSED, f"ip: needs an object: {_IP_OBJECT_LIST}")
+    obj = IP_OBJECTS.get(rest[0])
+    if obj is None:
+        raise Refusal(WRITE, f"ip: object '{rest[0]}' is not one of the read-only objects ({_IP_OBJECT_LIST})")
+    out.append(obj)
+    words = rest[1:]
+    verb = "show"
+    if words and words[0] in IP_VERBS:
+        verb = IP_VERBS[words.pop(0)]
+    elif words and words[0] not in ("dev", "to", "from", "table", "scope", "label", "up", "type", "master"):
+        raise Refusal(WRITE, f"ip {rest[0]} {words[0]}: changes state or is not read-only; read-only verbs: "
+                             "show, list, get")
+    if verb == "get" and obj not in ("route", "neighbour"):
+        raise Refusal(WRITE, f"ip {rest[0]} get: only 'ip route get' and 'ip neigh get' are read-only")
+    out.append(verb)
+    for word in words:
         if word in _IP_BAD_WORDS:
-            return f"word '{word}' runs commands or enters another namespace"
-    return None
+            raise Refusal(WRITE, f"ip: word '{word}' {_IP_BAD_WORDS[word]}")
+        if word in IP_VERBS.values() or not _IP_WORD.fullmatch(word):
+            raise Refusal(WRITE, f"ip: word '{word}' is not a selector 'ip {obj} {verb}' may take read-only")
+        out.append(word)
+    return tuple(out)

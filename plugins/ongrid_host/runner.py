@@ -8,6 +8,7 @@ kept, so a chatty command can neither fill memory nor block on a full pipe.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,16 @@ def scrubbed_env(keys: tuple[str, ...] = LOCAL_ENV_KEYS) -> dict[str, str]:
     env = {k: os.environ[k] for k in keys if k in os.environ}
     env.setdefault("PATH", _DEFAULT_PATH)
     return env
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of the group ``pgid`` (a child started with
+    ``start_new_session=True`` leads the group with its own pid); nothing
+    when the group is already gone."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @attrs.frozen(kw_only=True)
@@ -105,8 +116,11 @@ async def run_bounded(
 
     stdin is ``/dev/null``.  ``on_stdout(chunk)`` is called for every stdout
     chunk as it arrives (streaming parsers use it; it must be quick and not
-    raise).  At the time limit the process is killed (SIGKILL) and the result
-    has ``timed_out=True`` with the output read so far.  Raises ToolError when
+    raise).  The program starts in a session and process group of its own;
+    at the time limit the whole group is killed (SIGKILL: children that
+    would outlive their parent die with it) and the result has
+    ``timed_out=True`` with the output read so far.  When the program ends,
+    whatever it left running in its group is killed too.  Raises ToolError when
     the program cannot be started (not installed, not executable).
     ``env``: the child's whole environment; None gives
     :func:`scrubbed_env` (never the daemon's own).  ``cwd``: the folder it
@@ -120,8 +134,8 @@ async def run_bounded(
     try:
         proc = await trio.lowlevel.open_process(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=scrubbed_env() if env is None else env, cwd=cwd)
-    except (FileNotFoundError, PermissionError) as exc:
+            env=scrubbed_env() if env is None else env, cwd=cwd, start_new_session=True)
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise ToolError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
     try:
         with trio.move_on_after(timeout_s) as scope:
@@ -131,6 +145,7 @@ async def run_bounded(
             await proc.wait()
         timed_out = scope.cancelled_caught
     finally:
+        kill_group(proc.pid)
         if proc.returncode is None:
             proc.kill()
         with trio.move_on_after(5, shield=True):

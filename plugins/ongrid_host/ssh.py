@@ -4,10 +4,16 @@ Every remote command is a fixed script or an argv list joined with
 ``shlex.join`` (each argument single-quoted), so the remote shell sees only
 literal words.  ``BatchMode=yes`` makes ssh fail instead of prompting for a
 password or a host key.
+
+Every remote command is bounded on the remote side too: it runs under
+coreutils ``timeout -s KILL <n>`` (which kills the command's whole process
+group there), because killing the local ``ssh`` client does not stop a
+command on the remote host that has no terminal.
 """
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Callable, Sequence
 
@@ -41,6 +47,8 @@ def ssh_argv(host: HostConfig, settings: HostSettings, remote_command: str) -> l
         "-o", "RequestTTY=no",
         "-o", "ClearAllForwardings=yes",
         "-o", "ControlMaster=no",
+        "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3",
         "-p", str(host.ssh_port),
         "-T", "-n",
     ]
@@ -59,17 +67,32 @@ def quote_argv(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+#: seconds the remote bound leaves after the local one (the local kill comes first)
+REMOTE_GRACE_S = 2
+
+
+def remote_bounded(command: str | Sequence[str], timeout_s: float) -> str:
+    """The shell string the remote host runs: ``command`` (an argv, each word
+    quoted, or a shell script run by ``sh -c``) under
+    ``timeout -s KILL <n>``, n = ``timeout_s`` rounded up plus a grace."""
+    limit = str(max(1, math.ceil(timeout_s)) + REMOTE_GRACE_S)
+    words = ["sh", "-c", command] if isinstance(command, str) else list(command)
+    return quote_argv(["timeout", "-s", "KILL", limit, *words])
+
+
 async def run_remote(
     host: HostConfig,
     settings: HostSettings,
-    remote_command: str,
+    remote_command: str | Sequence[str],
     *,
     timeout_s: float,
     max_stdout: int = DEFAULT_MAX_STDOUT,
     max_stderr: int = DEFAULT_MAX_STDERR,
     on_stdout: Callable[[bytes], None] | None = None,
 ) -> RunResult:
-    """Run a shell string on ``host`` over ssh with bounded time and output.
+    """Run a shell string (or an argv, every word quoted) on ``host`` over
+    ssh with bounded time and output, bounded on the remote side as well
+    (:func:`remote_bounded`).
 
     Returns the RunResult of the remote command (its exit status is ssh's).
     Raises ToolError when ssh itself failed (exit 255: unreachable, refused,
@@ -77,7 +100,7 @@ async def run_remote(
     not raised here; callers look at ``timed_out``.  Cancellation kills the
     local ssh client (which closes the connection) and propagates.
     """
-    argv = ssh_argv(host, settings, remote_command)
+    argv = ssh_argv(host, settings, remote_bounded(remote_command, timeout_s))
     result = await run_bounded(argv, timeout_s=timeout_s, max_stdout=max_stdout,
                                max_stderr=max_stderr, on_stdout=on_stdout, env=scrubbed_env(SSH_ENV_KEYS))
     if result.exit_code == SSH_FAILURE:
@@ -87,7 +110,7 @@ async def run_remote(
     return result
 
 
-async def run_remote_checked(host: HostConfig, settings: HostSettings, remote_command: str, *,
+async def run_remote_checked(host: HostConfig, settings: HostSettings, remote_command: str | Sequence[str], *,
                              timeout_s: float, what: str, max_stdout: int = DEFAULT_MAX_STDOUT) -> str:
     """Like :func:`run_remote` but the command must succeed: returns stdout as
     text; raises ToolError naming ``what`` on a timeout or a non-zero exit."""

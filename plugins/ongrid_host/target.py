@@ -8,7 +8,7 @@ import attrs
 
 from ongrid_host.runner import DEFAULT_MAX_STDERR, DEFAULT_MAX_STDOUT, RunResult, run_bounded
 from ongrid_host.settings import HostSettings
-from ongrid_host.ssh import quote_argv, run_remote
+from ongrid_host.ssh import run_remote
 from ongridd.config import HostConfig
 
 LOCAL = "local"
@@ -33,12 +33,12 @@ class Target:
                   max_stderr: int = DEFAULT_MAX_STDERR,
                   on_stdout: Callable[[bytes], None] | None = None, cwd: str | None = None) -> RunResult:
         """Run ``argv`` without a shell here, or with every word quoted over
-        ssh.  See :func:`ongrid_host.runner.run_bounded` for the result and
+        ssh (bounded there by ``timeout -s KILL``).  See :func:`ongrid_host.runner.run_bounded` for the result and
         :func:`ongrid_host.ssh.run_remote` for ssh failures (ToolError).
         ``cwd``: the folder a local command runs in (ignored over ssh: the
         remote command starts in the ssh user's home)."""
         if self.is_local:
             return await run_bounded(argv, timeout_s=timeout_s, max_stdout=max_stdout,
                                      max_stderr=max_stderr, on_stdout=on_stdout, cwd=cwd)
-        return await run_remote(self.host, self.settings, quote_argv(argv), timeout_s=timeout_s,
+        return await run_remote(self.host, self.settings, tuple(argv), timeout_s=timeout_s,
                                 max_stdout=max_stdout, max_stderr=max_stderr, on_stdout=on_stdout)

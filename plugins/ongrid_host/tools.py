@@ -11,9 +11,10 @@ import os
 from typing import Any
 
 from ongrid_host import fs, local, remote
-from ongrid_host.bash_policy import analyze
+from ongrid_host.bash_policy import Verdict, analyze
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.http_probe import probe_http
+from ongrid_host.logs_tool import make_search_logs
 from ongrid_host.probes import DNS_TYPES, probe_dns, probe_tcp
 from ongrid_host.services import check_unit, restart_service
 from ongrid_host.settings import HostSettings, parse_settings
@@ -21,11 +22,23 @@ from ongrid_host.target import LOCAL, Target
 from ongrid_host.units import check_walk_root, human_bytes, parse_size
 from ongridd.config import HostConfig
 from ongridd.errors import ToolError
-from ongridd.plugins.api import Outcome, PluginContext, Proposal, Tool, ToolCallContext
+from ongridd.plugins.api import (
+    Classification,
+    Outcome,
+    PluginContext,
+    Proposal,
+    Tool,
+    ToolCallContext,
+    call_key,
+    classify_off_thread,
+)
 
 BASH_MAX_STDOUT = 12 * 1024
 BASH_MAX_STDERR = 3 * 1024
 BASH_MAX_TIMEOUT_S = 60
+BASH_TOOL = "host_bash"
+#: how long deciding whether a command is read-only may take (paths are resolved)
+BASH_CLASSIFY_TIMEOUT_S = 5.0
 WALK_MAX_S = 25
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -56,10 +69,20 @@ class HostTools:
             areas.append((os.path.abspath(context.config.source), "Ongrid's configuration file"))
         return areas
 
-    def analyze(self, args: dict[str, Any]):
-        """The host_bash verdict for ``args`` on its target host."""
+    def analyze(self, args: dict[str, Any]) -> Verdict:
+        """The host_bash verdict for ``args`` on its target host (blocking:
+        paths are resolved; call it off the event loop)."""
         name = args.get("host") or LOCAL
         return analyze(args.get("cmd", ""), self.local_paths if name == LOCAL else self.remote_paths)
+
+    async def bash_verdict(self, args: dict[str, Any], ctx: ToolCallContext) -> Verdict:
+        """The verdict the runner computed for these very arguments (carried
+        in ``ctx.classification``), or — for a caller that did not classify —
+        one computed now in a worker thread, bounded like the runner's."""
+        carried = ctx.classification_for(call_key(BASH_TOOL, args))
+        if carried is not None and isinstance(carried.detail, Verdict):
+            return carried.detail
+        return await classify_off_thread(self.analyze, args, timeout_s=BASH_CLASSIFY_TIMEOUT_S, what=BASH_TOOL)
 
     def target(self, args: dict[str, Any]) -> Target:
         """The Target for ``args['host']``; ToolError for an unknown host."""
@@ -86,7 +109,8 @@ class HostTools:
     def all(self) -> list[Tool]:
         return [self.get_host_load(), self.get_host_processes(), self.host_du_summary(),
                 self.host_find_large_files(), self.host_stat_file(), self.host_probe_http(),
-                self.host_probe_dns(), self.host_probe_tcp(), self.host_bash(), self.host_restart_service()]
+                self.host_probe_dns(), self.host_probe_tcp(), self.host_bash(), self.host_restart_service(),
+                make_search_logs(self)]
 
     def get_host_load(self) -> Tool:
         async def handler(args: dict[str, Any], ctx: ToolCallContext) -> Any:
@@ -269,26 +293,31 @@ class HostTools:
             handler=handler, timeout_s=35)
 
     def host_bash(self) -> Tool:
-        def classify(args: dict[str, Any]) -> str:
+        def classify(args: dict[str, Any]) -> Classification:
             verdict = self.analyze(args)
-            # a refused command never runs: it needs no review
-            return "write" if verdict.kind == "write" else "read"
+            # a refused command never runs: it needs no review (the handler refuses it)
+            return Classification(tool_class="write" if verdict.kind == "write" else "read", detail=verdict,
+                                  reason=verdict.reason)
 
         def describe(args: dict[str, Any]) -> Proposal:
             return Proposal(action=f"run command: {args.get('cmd', '')}", target=args.get("host") or LOCAL,
                             blast_radius="single_host")
 
         async def handler(args: dict[str, Any], ctx: ToolCallContext) -> Any:
-            verdict = self.analyze(args)
+            verdict = await self.bash_verdict(args, ctx)
             if verdict.kind == "refused":
                 raise ToolError(f"refused: {verdict.reason}. Nothing was run.")
             if verdict.kind == "write":
                 if ctx.read_only:
-                    raise ToolError(f"refused: persona {ctx.agent!r} is read-only and this command is not on "
-                                    f"the read-only allowlist: {verdict.reason}. Nothing was run.")
+                    raise ToolError(f"refused: persona {ctx.agent!r} is read-only and this command is not "
+                                    f"read-only: {verdict.reason}. Nothing was run.")
                 if not (args.get("reason") or "").strip():
-                    raise ToolError(f"reason is required for a command off the read-only allowlist "
+                    raise ToolError(f"reason is required for a command that is not read-only "
                                     f"({verdict.reason}); nothing was run")
+                if not ctx.approved(call_key(BASH_TOOL, args)):
+                    raise ToolError(f"refused: this command is not read-only ({verdict.reason}) and runs only "
+                                    "after the review gate approved this very call; no approval came with it. "
+                                    "Nothing was run.")
             t = self.target(args)
             timeout_s = args.get("timeout_s", 15)
             result = await t.run(verdict.argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
@@ -310,13 +339,17 @@ class HostTools:
             return out
 
         return Tool(
-            name="host_bash",
+            name=BASH_TOOL,
             description=("Run one command on a host, without a shell (no pipes, ';', '&&', redirections, "
                          "$(…), $VAR, globs or ~). Read-only commands on the allowlist (ls, cat, head, tail, "
                          "grep, find, du, df, free, ps, ss, ip addr/route, stat, journalctl, systemctl status/"
-                         "show, dmesg, …) run at once; any other command is a change: it needs `reason` and "
-                         "passes the review gate, and read-only personas may not run it. Output is capped "
-                         f"({human_bytes(BASH_MAX_STDOUT)} stdout)."),
+                         "show/list-units/cat, dmesg, …) run at once when every option is one the command may take "
+                         "read-only; the result's `argv` shows the exact words that ran. An option, verb or "
+                         "command that is not read-only is a change: it needs `reason` and passes the review "
+                         "gate, and read-only personas may not run it (the refusal names the option or verb). "
+                         "Secrets and /proc, /sys, /dev are never read, except the kernel statistics files "
+                         "(/proc/loadavg, /proc/meminfo, /proc/pressure/*, /proc/PID/status, cgroup memory.* "
+                         f"and cpu.* files). Output is capped ({human_bytes(BASH_MAX_STDOUT)} stdout)."),
             parameters=_obj(self.props(
                 cmd={"type": "string", "minLength": 1, "maxLength": 4096,
                      "description": "the command line, split like a shell would split words"},
@@ -326,7 +359,7 @@ class HostTools:
                            "description": "kill the command after this many seconds (default 15)"}),
                 ("cmd",)),
             handler=handler, tool_class="read", classify=classify, describe=describe,
-            timeout_s=BASH_MAX_TIMEOUT_S + 15)
+            timeout_s=BASH_MAX_TIMEOUT_S + 15, classify_timeout_s=BASH_CLASSIFY_TIMEOUT_S)
 
     def host_restart_service(self) -> Tool:
         def describe(args: dict[str, Any]) -> Proposal:

@@ -1,5 +1,5 @@
 """host_bash: the read-only allowlist against injection attempts, classes,
-read-only personas, bounded output and time (DESIGN.md §8)."""
+read-only personas, bounded output and time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from ongrid_host.bash_policy import analyze
 
 from ongridd.errors import ToolError
+from tests.host.conftest import APPROVE
 
 
 @pytest.fixture
@@ -42,16 +43,17 @@ INJECTIONS = [
     ("X=1 touch {m}", "variable assignment"),
 ]
 
-# Parsed fine but off the allowlist → write class: (command, words in the reason)
+# Off the allowlist or not read-only → write class; forbidden paths and commands that never end
+# are refused outright (the test checks which): (command, words in the reason)
 WRITES = [
     ("rm -f {m}", "'rm' is not on the read-only allowlist"),
     ("touch {m}", "'touch' is not on the read-only allowlist"),
     ("tee {m}", "'tee' is not on the read-only allowlist"),
-    ("sort -o {m} /etc/hostname", "option '-o' writes a file"),
+    ("sort -o {m} /etc/hostname", "option '-o' of sort writes a file"),
     ("sort -uo {m} /etc/hostname", "option '-o' (in '-uo')"),
     ("sort --output={m} /etc/hostname", "option '--output="),
     ("sort --out {m} /etc/hostname", "(--output)"),
-    ("sed -i s/a/b/ {m}", "option '-i' edits files in place"),
+    ("sed -i s/a/b/ {m}", "option '-i' of sed edits files in place"),
     ("sed --in-place s/a/b/ {m}", "edits files in place"),
     ("find /tmp -name x -delete", "find action '-delete'"),
     ("find /tmp -exec touch {m} ';'", "find action '-exec'"),
@@ -59,21 +61,21 @@ WRITES = [
     ("journalctl --vacuum-size=1M", "changes the journal"),
     ("journalctl -f", "follows forever"),
     ("tail -f /etc/hostname", "follows forever"),
-    ("systemctl restart nginx", "'systemctl restart' changes state"),
-    ("systemctl stop nginx", "'systemctl stop' changes state"),
-    ("ip link set lo down", "only show/list/get are read-only"),
+    ("systemctl restart nginx", "verb 'restart' changes state"),
+    ("systemctl stop nginx", "verb 'stop' changes state"),
+    ("ip link set lo down", "ip link set: changes state"),
     ("ip -batch {m}", "runs commands from a file"),
     ("date -s 2020-01-01", "sets the system clock"),
     ("date 010100002020", "would set the system clock"),
-    ("hostname evil", "operand 'evil' sets the host name"),
+    ("hostname evil", "operand 'evil': hostname sets the host name"),
     ("mount /dev/sda1 /mnt", "only allowed without arguments"),
     ("sysctl -w vm.swappiness=1", "writes kernel parameters"),
     ("sysctl vm.swappiness=1", "sets a kernel parameter"),
     ("ss -K dst 10.0.0.1", "kills sockets"),
-    ("dmesg -C", "clears the ring buffer"),
-    ("cat /proc/1/environ", "names a secrets file"),
+    ("dmesg -C", "clears the kernel ring buffer"),
+    ("cat /proc/1/environ", "forbidden path: '/proc/1/environ' names a secrets file"),
     ("cat /proc/self/../1/environ", "names a secrets file"),
-    ("cat /etc/shadow", "names a secrets file"),
+    ("cat /etc/shadow", "forbidden path: '/etc/shadow' names a secrets file"),
     ("cat /root/.ssh/id_ed25519", "names a secrets file"),
     ("getent shadow", "password hashes"),
     ("ps auxe", "prints process environments"),
@@ -131,7 +133,8 @@ async def test_read_command_runs_without_reason_and_for_read_only(call):
     result = await call("host_bash", {"cmd": "cat /etc/hostname"}, read_only=True)
     with open("/etc/hostname") as f:
         assert result["stdout"] == f.read()
-    assert result["exit_code"] == 0 and result["class"] == "read" and result["argv"] == ["cat", "/etc/hostname"]
+    # the argv that ran is rebuilt from the parse
+    assert result["exit_code"] == 0 and result["class"] == "read" and result["argv"] == ["cat", "--", "/etc/hostname"]
 
 
 async def test_quoted_metacharacters_are_literal_arguments(call, tmp_path):
@@ -143,24 +146,36 @@ async def test_quoted_metacharacters_are_literal_arguments(call, tmp_path):
     assert result["stdout"] == "$(x)\n"
 
 
-async def test_write_command_needs_reason_then_runs(call, marker):
+async def test_write_command_needs_reason_and_the_gates_approval_then_runs(call, marker):
     cmd = f"touch {shlex.quote(str(marker))}"
     with pytest.raises(ToolError, match=r"reason is required"):
         await call("host_bash", {"cmd": cmd})
+    # a handler reached without the gate's approval of this very call never runs a write
+    with pytest.raises(ToolError, match=r"runs only after the review gate approved this very call"):
+        await call("host_bash", {"cmd": cmd, "reason": "create the marker for the test"})
     assert not marker.exists()
-    # the runtime's review gate approved it (it wraps the handler): the handler runs it
-    result = await call("host_bash", {"cmd": cmd, "reason": "create the marker for the test"})
+    rejected = await call("host_bash", {"cmd": cmd, "reason": "create the marker"},
+                          reviewer="Decision: reject\nno runbook")
+    assert rejected["status"] == "rejected" and not marker.exists()
+    # the real review gate approved it: the handler runs it
+    result = await call("host_bash", {"cmd": cmd, "reason": "create the marker for the test"}, reviewer=APPROVE)
     assert result["class"] == "write" and result["exit_code"] == 0
     assert marker.exists()
+    (proposal,) = call.store.proposals
+    assert proposal["decision"] == "approve" and proposal["action"] == f"run command: {cmd}"
 
 
-async def test_sed_runs_sandboxed(call, tmp_path):
+async def test_sed_runs_sandboxed_and_writing_scripts_are_not_read(call, tmp_path):
     out = tmp_path / "written"
     src = tmp_path / "src"
     src.write_text("hello\n")
-    result = await call("host_bash", {"cmd": f"sed 'w {out}' {src}"})
-    assert result["argv"][:2] == ["sed", "--sandbox"]
-    assert result["exit_code"] != 0 and not out.exists()
+    result = await call("host_bash", {"cmd": f"sed -n 1p {src}"}, read_only=True)
+    assert result["argv"][:2] == ["sed", "--sandbox"] and result["stdout"] == "hello\n"
+    for script in (f"w {out}", f"s/h/j/w {out}", "1e id", f"1r {src}", f"W {out}"):
+        assert analyze(f"sed {shlex.quote(script)} {src}").kind == "write", script
+        with pytest.raises(ToolError, match=r"read-only"):
+            await call("host_bash", {"cmd": f"sed {shlex.quote(script)} {src}"}, read_only=True)
+    assert not out.exists()
 
 
 async def test_output_is_capped_and_says_so(call, tmp_path):
@@ -181,7 +196,7 @@ async def test_time_limit_kills_the_command(call):
 
 async def test_missing_program_is_a_clear_error(call):
     with pytest.raises(ToolError, match=r"cannot run 'definitely-not-a-program'"):
-        await call("host_bash", {"cmd": "definitely-not-a-program --x", "reason": "test"})
+        await call("host_bash", {"cmd": "definitely-not-a-program --x", "reason": "test"}, reviewer=APPROVE)
 
 
 async def test_nonzero_exit_is_reported_not_raised(call, tmp_path):
@@ -192,4 +207,5 @@ async def test_nonzero_exit_is_reported_not_raised(call, tmp_path):
 def test_process_environment_is_not_reachable(tools):
     # the daemon's secrets live in its environment
     for cmd in (f"cat /proc/{os.getpid()}/environ", "cat /dev/fd/../environ", "sort /proc/self/environ"):
-        assert analyze(cmd).kind == "write", cmd
+        verdict = analyze(cmd)
+        assert verdict.kind == "refused" and "forbidden path" in verdict.reason, cmd

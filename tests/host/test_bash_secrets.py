@@ -16,60 +16,63 @@ from ongrid_host.ssh import run_remote
 
 from ongridd.config import Config, HostConfig
 from ongridd.errors import ToolError
-from tests.host.conftest import Caller, make_tools
+from tests.host.conftest import APPROVE, Caller, make_tools
 
 PID = os.getpid()
 
-# (command, words the refusal must contain)
+# (command, words the refusal must contain, verdict): a forbidden path or a
+# secret is "refused" (never runs, not even after a review); an option off a
+# command's read-only table is "write" (refused for a read-only persona)
 LEAKS = [
     # ps: the BSD 'e' flag anywhere in a cluster prints environments
-    (f"ps ewwp{PID}", "BSD option 'e'"),
-    ("ps e1", "BSD option 'e'"),
-    ("ps axe", "BSD option 'e'"),
-    ("ps -o pid,nosuchfield", "field 'nosuchfield'"),
-    ("ps --sort=-bogus", "field 'bogus'"),
-    ("ps O", "BSD option 'O'"),
+    (f"ps ewwp{PID}", "BSD option 'e'", "refused"),
+    ("ps e1", "BSD option 'e'", "refused"),
+    ("ps axe", "BSD option 'e'", "refused"),
+    ("ps -o pid,nosuchfield", "field 'nosuchfield'", "write"),
+    ("ps --sort=-bogus", "field 'bogus'", "write"),
+    ("ps O", "BSD option 'O'", "write"),
     # paths by what they resolve to
-    (f"grep -a -d recurse KEY /proc/{PID}/task", "would read /proc"),
-    ("grep -ra KEY ../../proc/self/", "resolves to /proc/self"),
-    ("grep -ra KEY //proc/1/", "resolves to /proc/1"),
-    ("grep -a --directories=recurse KEY /tmp/../proc/self/", "would read /proc"),
-    ("grep -a --dir=rec KEY /etc", "would include /etc/shadow"),
-    ("grep -adrecurse KEY /etc", "would include /etc/shadow"),
-    ("cat //etc/shadow", "resolves to /etc/shadow"),
-    ("cat /proc/self/root/etc/shadow", "would read /proc"),
-    ("cat ../../etc/shadow", "resolves to /etc/shadow"),
-    ("cat etc/shadow", "resolves to /etc/shadow"),
-    ("grep -r -h -A2 PRIVATE /etc/ssh/", "would include /etc/ssh"),
-    ("grep -rh sk- /etc", "would include /etc/shadow"),
-    ("grep -r KEY", "would include /proc"),  # no target: the folder it runs in, '/'
-    ("grep -r KEY /", "would include /proc"),
-    ("grep -R KEY /var/log", "follows every symlink"),
-    ("head -c 100 /proc/self/mem", "would read /proc"),
-    ("zcat /dev/zero", "would read /dev"),
-    ("cat /etc/ssh/ssh_host_rsa_key", "secrets file"),
-    ("cat /etc/ssh/ssh_host_ecdsa_key.old", "ssh host key"),
-    ("cat /etc/sudoers", "sudo policy"),
-    ("cat /etc/ssl/private/server.pem", "TLS private keys"),
-    ("cat /etc/ongrid/ongrid.yaml", "Ongrid's configuration"),
-    ("cat /root/.ssh/authorized_keys", ".ssh"),
-    ("sed -f /proc/1/cmdline /etc/hostname", "would read /proc"),
-    ("grep -f /proc/1/cmdline /etc/hostname", "would read /proc"),
-    ("wc --files0-from=/proc/1/cmdline", "would read /proc"),
-    ("du --files0-from=/proc/1/cmdline", "would read /proc"),
-    ("date -f /proc/1/cmdline", "would read /proc"),
-    ("journalctl -D /proc/1", "would read /proc"),
+    (f"grep -a -d recurse KEY /proc/{PID}/task", "would read /proc", "refused"),
+    ("grep -ra KEY ../../proc/self/", "resolves to /proc/self", "refused"),
+    ("grep -ra KEY //proc/1/", "resolves to /proc/1", "refused"),
+    ("grep -a --directories=recurse KEY /tmp/../proc/self/", "would read /proc", "refused"),
+    ("grep -a --dir=rec KEY /etc", "one of read, skip, recurse", "write"),
+    ("grep -a --dir=recurse KEY /etc", "would include /etc/shadow", "refused"),
+    ("grep -adrecurse KEY /etc", "would include /etc/shadow", "refused"),
+    ("cat //etc/shadow", "resolves to /etc/shadow", "refused"),
+    ("cat /proc/self/root/etc/shadow", "would read /proc", "refused"),
+    ("cat ../../etc/shadow", "resolves to /etc/shadow", "refused"),
+    ("cat etc/shadow", "resolves to /etc/shadow", "refused"),
+    ("grep -r -h -A2 PRIVATE /etc/ssh/", "would include /etc/ssh", "refused"),
+    ("grep -rh sk- /etc", "would include /etc/shadow", "refused"),
+    ("grep -r KEY", "would include /proc", "refused"),  # no target: the folder it runs in, '/'
+    ("grep -r KEY /", "would include /proc", "refused"),
+    ("grep -R KEY /var/log", "follows every symlink", "refused"),
+    ("head -c 100 /proc/self/mem", "would read /proc", "refused"),
+    ("zcat /dev/zero", "would read /dev", "refused"),
+    ("cat /etc/ssh/ssh_host_rsa_key", "secrets file", "refused"),
+    ("cat /etc/ssh/ssh_host_ecdsa_key.old", "ssh host key", "refused"),
+    ("cat /etc/sudoers", "sudo policy", "refused"),
+    ("cat /etc/ssl/private/server.pem", "TLS private keys", "refused"),
+    ("cat /etc/ongrid/ongrid.yaml", "Ongrid's configuration", "refused"),
+    ("cat /root/.ssh/authorized_keys", ".ssh", "refused"),
+    ("sed -f /proc/1/cmdline /etc/hostname", "reads a script from a file", "write"),
+    ("grep -f /proc/1/cmdline /etc/hostname", "would read /proc", "refused"),
+    ("wc --files0-from=/proc/1/cmdline", "reads the names of the files to read from a file", "write"),
+    ("du --files0-from=/proc/1/cmdline", "would read /proc", "refused"),
+    ("date -f /proc/1/cmdline", "reads dates from a file", "write"),
+    ("journalctl -D /proc/1", "would read /proc", "refused"),
     # ip: any abbreviation of -batch / -netns / -force
-    ("ip -ba a", "'-ba' is not an allowed ip option"),
-    ("ip -ba - a", "'-ba' is not an allowed ip option"),
-    ("ip -b a", "'-b' is not an allowed ip option"),
-    ("ip -batch a", "'-batch' is not an allowed ip option"),
-    ("ip --batch a", "is not an allowed ip option"),
-    ("ip -netn x addr", "'-netn' is not an allowed ip option"),
-    ("ip -n x addr", "'-n' is not an allowed ip option"),
-    ("ip -force a", "'-force' is not an allowed ip option"),
-    ("ip -fo a", "'-fo' is not an allowed ip option"),
-    ("ip netns exec x id", "object 'netns'"),
+    ("ip -ba a", "'-ba' is not an allowed ip option", "write"),
+    ("ip -ba - a", "'-ba' is not an allowed ip option", "write"),
+    ("ip -b a", "'-b' is not an allowed ip option", "write"),
+    ("ip -batch a", "'-batch' is not an allowed ip option", "write"),
+    ("ip --batch a", "is not an allowed ip option", "write"),
+    ("ip -netn x addr", "'-netn' is not an allowed ip option", "write"),
+    ("ip -n x addr", "'-n' is not an allowed ip option", "write"),
+    ("ip -force a", "'-force' is not an allowed ip option", "write"),
+    ("ip -fo a", "'-fo' is not an allowed ip option", "write"),
+    ("ip netns exec x id", "object 'netns'", "write"),
 ]
 
 STILL_READ = [
@@ -95,15 +98,21 @@ def runs(monkeypatch):
     return started
 
 
-@pytest.mark.parametrize(("cmd", "why"), LEAKS)
-async def test_secret_leaks_are_refused_for_read_only_and_nothing_runs(call, tools, runs, cmd, why):
+@pytest.mark.parametrize(("cmd", "why", "kind"), LEAKS)
+async def test_secret_leaks_are_refused_for_read_only_and_nothing_runs(call, tools, runs, cmd, why, kind):
     verdict = analyze(cmd)
-    assert verdict.kind == "write", (cmd, verdict)
+    assert verdict.kind == kind, (cmd, verdict)
     assert why in verdict.reason, verdict.reason
-    assert tools["host_bash"].class_for({"cmd": cmd}) == "write"
+    if kind == "refused" and "/" in why:
+        assert "forbidden path" in verdict.reason
+    assert tools["host_bash"].class_for({"cmd": cmd}) == ("write" if kind == "write" else "read")
     with pytest.raises(ToolError) as info:
         await call("host_bash", {"cmd": cmd, "reason": "probe"}, read_only=True)
     assert why in str(info.value) and "Nothing was run" in str(info.value)
+    if kind == "refused":  # not even an approved review runs it
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": cmd, "reason": "probe"}, reviewer=APPROVE)
+        assert why in str(info.value)
     assert runs == []
 
 
@@ -128,7 +137,8 @@ def test_daemon_state_dir_and_config_are_forbidden(tmp_path):
     for cmd, why in ((f"cat {state}/ongrid.db", "Ongrid's state folder"), (f"head {cfg}", "configuration file"),
                      (f"grep -r x {tmp_path}", f"would include {state}")):
         verdict = ht.analyze({"cmd": cmd})
-        assert verdict.kind == "write" and why in verdict.reason, (cmd, verdict)
+        assert verdict.kind == "refused" and why in verdict.reason and "forbidden path" in verdict.reason, (cmd,
+                                                                                                          verdict)
     assert tools  # the default tools (no state dir under tmp_path) still build
 
 
@@ -136,11 +146,11 @@ def test_symlink_into_a_forbidden_area_is_followed(tmp_path):
     link = tmp_path / "innocent.txt"
     link.symlink_to("/etc/shadow")
     verdict = analyze(f"cat {link}")
-    assert verdict.kind == "write" and "resolves to /etc/shadow" in verdict.reason
+    assert verdict.kind == "refused" and "resolves to /etc/shadow" in verdict.reason
     loop = tmp_path / "procdir"
     loop.symlink_to("/proc/self")
     verdict = analyze(f"grep -r KEY {loop}")
-    assert verdict.kind == "write" and "/proc" in verdict.reason
+    assert verdict.kind == "refused" and "/proc" in verdict.reason
 
 
 def test_remote_policy_refuses_relative_dotdot_and_home_recursion():
@@ -149,7 +159,7 @@ def test_remote_policy_refuses_relative_dotdot_and_home_recursion():
                      ("grep -r KEY", "ssh user's home"), ("cat .ssh/id_rsa", ".ssh folder"),
                      ("cat //proc/1/cmdline", "would read /proc")):
         verdict = analyze(cmd, remote)
-        assert verdict.kind == "write" and why in verdict.reason, (cmd, verdict)
+        assert verdict.kind == "refused" and why in verdict.reason, (cmd, verdict)
 
 
 async def test_children_get_a_scrubbed_environment(monkeypatch):
@@ -165,7 +175,8 @@ async def test_children_get_a_scrubbed_environment(monkeypatch):
 
 async def test_host_bash_child_sees_no_daemon_secrets(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-breaker-secret")
-    result = await Caller(make_tools())("host_bash", {"cmd": "env", "reason": "check the environment"})
+    result = await Caller(make_tools())("host_bash", {"cmd": "env", "reason": "check the environment"},
+                                        reviewer=APPROVE)
     assert result["exit_code"] == 0 and "breaker-secret" not in result["stdout"]
 
 

@@ -1,4 +1,4 @@
-"""The plugin's registration and tool contract (DESIGN.md §8, §13)."""
+"""The plugin's registration and tool contract."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ EXPECTED = {
     "get_host_load": "read", "get_host_processes": "read", "host_du_summary": "read",
     "host_find_large_files": "read", "host_stat_file": "read", "host_probe_http": "read",
     "host_probe_dns": "read", "host_probe_tcp": "read", "host_bash": "read",
-    "host_restart_service": "destructive",
+    "host_restart_service": "destructive", "search_logs": "read",
 }
 
 

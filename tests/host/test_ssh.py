@@ -226,3 +226,32 @@ def test_ssh_argv_is_never_interactive(sshd):
     assert "BatchMode=yes" in joined and "StrictHostKeyChecking=yes" in joined and "ConnectTimeout=5" in joined
     assert argv[-3:] == ["--", "127.0.0.1", "true"]
     assert Path(argv[argv.index("-i") + 1]).name == "client_key"
+
+
+def _pids_running(cmdline: bytes) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if f.read() == cmdline:
+                        with open(f"/proc/{entry}/stat") as s:
+                            if s.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                                out.append(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+async def test_remote_command_is_bounded_on_the_remote_side(sshd):
+    """Killing the local ssh client at the time limit does not stop a remote
+    command without a terminal; the remote ``timeout -s KILL`` does."""
+    from ongrid_host.settings import parse_settings
+    from ongrid_host.ssh import REMOTE_GRACE_S, run_remote
+
+    marker = b"sleep\x0037.25\x00"
+    result = await run_remote(_host(sshd), parse_settings(_settings(sshd)), ["sleep", "37.25"], timeout_s=1)
+    assert result.timed_out
+    with trio.fail_after(1 + REMOTE_GRACE_S + 5):
+        while _pids_running(marker):
+            await trio.sleep(0.1)

@@ -1,4 +1,4 @@
-"""Parsing and validating tool-call arguments (DESIGN.md §8, handed.md C7)."""
+"""Parsing and validating tool-call arguments (docs/architecture.md §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool registry validation and the tool bags of DESIGN.md §8."""
+"""Tool registry validation and the tool bags of docs/architecture.md §8."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def test_default_stubs_cover_the_named_tools():
         "get_host_load": "specialist-compute", "get_host_processes": "specialist-compute",
         "host_probe_http": "specialist-network", "host_probe_dns": "specialist-network",
         "host_probe_tcp": "specialist-network",
-        "host_bash": "specialist-ops", "host_restart_service": "specialist-ops",
+        "host_bash": "specialist-compute", "host_restart_service": "specialist-ops",
         "query_promql": "incident-investigator", "query_logql": "incident-investigator",
         "query_traceql": "incident-investigator", "correlate_incident": "incident-investigator",
     }

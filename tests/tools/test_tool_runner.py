@@ -1,5 +1,5 @@
 """One tool call through the ToolRunner: every failure becomes a readable
-result with the right audit status (DESIGN.md §8)."""
+result with the right audit status (docs/architecture.md §8)."""
 
 from __future__ import annotations
 

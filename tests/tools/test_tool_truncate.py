@@ -1,5 +1,5 @@
 """Result truncation: head + tail around an exact marker, never splitting a
-character (DESIGN.md §8, handed.md C21)."""
+character (docs/architecture.md §8)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,474 @@
+"""The read-only table of every getopt-style command ``host_bash`` allows.
+
+Each entry is a :class:`~ongrid_host.optspec.CommandSpec`: the options the
+command may take read-only (flags and value-taking, with their values
+checked), the options that exist but change state, write files, run
+programs or never end (refused by name), and what its operands are (files
+whose contents are read, names, or nothing).  ``find``, ``ps`` and ``ip``
+have their own grammars (:mod:`ongrid_host.expr_rules`,
+:mod:`ongrid_host.proc_rules`); ``mount`` is allowed only without
+arguments.
+
+A command missing here is not on the allowlist: a ``write`` proposal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ongrid_host.expr_rules import sed_script_problem
+from ongrid_host.optspec import (
+    INT,
+    NAME,
+    NAMES,
+    REFUSED,
+    SIGNED,
+    SIZE,
+    WHEN,
+    WRITE,
+    CommandSpec,
+    Opt,
+    Parsed,
+    Refusal,
+    any_text,
+    one_of,
+    pattern,
+)
+
+
+def F(short: str = "", long: str = "") -> Opt:  # noqa: N802 - table shorthand
+    """A flag."""
+    return Opt(short=short, long=long)
+
+
+def V(short: str = "", long: str = "", check=any_text, role: str = "") -> Opt:  # noqa: N802
+    """An option with a required value."""
+    return Opt(short=short, long=long, value=check, role=role)
+
+
+def O(short: str = "", long: str = "", check=any_text, peek: str | None = None) -> Opt:  # noqa: N802, E743
+    """An option with an optional (attached) value."""
+    return Opt(short=short, long=long, value=check, optional=True, peek=re.compile(peek) if peek else None)
+
+
+def flags(spec: str) -> tuple[Opt, ...]:
+    """``"a|all b l|long-name |only-long"`` → flags."""
+    out = []
+    for item in spec.split():
+        short, _, long = item.partition("|")
+        if len(short) > 1 and not long:
+            short, long = "", short
+        out.append(F(short, long))
+    return tuple(out)
+
+
+NEVER_ENDS = "follows forever (the call would only time out); read a window instead (-n / --since)"
+CHANGES = "changes state"
+WRITES_FILE = "writes a file"
+OTHER_MACHINE = "runs the command on another machine or container"
+
+
+def _files(parsed: Parsed) -> Sequence[str]:
+    return ["read"] * len(parsed.operands)
+
+
+# ---- files and text -------------------------------------------------------------
+
+CAT = CommandSpec("cat", flags("A|show-all b|number-nonblank e E|show-ends n|number s|squeeze-blank t "
+                               "T|show-tabs u v|show-nonprinting"), operands="read")
+_HEAD_TAIL_COMMON = flags("q|quiet v|verbose z|zero-terminated") + (F(long="silent"),)
+HEAD = CommandSpec("head", (V("c", "bytes", SIGNED), V("n", "lines", SIGNED), *_HEAD_TAIL_COMMON),
+                   operands="read", digits="lines")
+TAIL = CommandSpec("tail", (V("c", "bytes", SIGNED), V("n", "lines", SIGNED), *_HEAD_TAIL_COMMON),
+                   refused=((("f", "F", "follow", "retry", "pid", "s", "sleep-interval", "max-unchanged-stats"),
+                             NEVER_ENDS, REFUSED),),
+                   operands="read", digits="lines")
+#: reading file names from a file: the names inside cannot be checked against the path policy
+NAMES_FROM_FILE = "reads the names of the files to read from a file, so they cannot be checked here; name them"
+WC = CommandSpec("wc", flags("c|bytes m|chars l|lines L|max-line-length w|words"),
+                 refused=((("files0-from",), NAMES_FROM_FILE, WRITE),), operands="read")
+STAT = CommandSpec("stat", (*flags("L|dereference f|file-system t|terse"), V("c", "format"), V(long="printf"),
+                            V(long="cached", check=one_of("always", "never", "default"))), operands="meta")
+READLINK = CommandSpec("readlink", flags("f|canonicalize e|canonicalize-existing m|canonicalize-missing "
+                                         "n|no-newline q|quiet s|silent v|verbose z|zero"), operands="meta")
+REALPATH = CommandSpec("realpath", (*flags("e|canonicalize-existing m|canonicalize-missing L|logical P|physical "
+                                           "q|quiet s|strip z|zero"), F(long="no-symlinks"),
+                                    V(long="relative-to"), V(long="relative-base")), operands="meta")
+FILE = CommandSpec("file", (*flags("b|brief i|mime L|dereference h|no-dereference z|uncompress k|keep-going "
+                                   "N|no-pad p|preserve-date r|raw 0|print0 mime-type mime-encoding "
+                                   "no-buffer"), V("F", "separator"),
+                            V("e", "exclude", pattern(r"[a-z_]+", "a test name"))),
+                   refused=((("C", "compile"), WRITES_FILE, WRITE), (("f", "files-from"), NAMES_FROM_FILE, WRITE),
+                            (("m", "magic-file"), "loads another magic file", WRITE),
+                            (("s", "special-files"), "reads devices", WRITE)),
+                   operands="read")
+_SUM = (*flags("b|binary t|text z|zero tag"),)
+_SUM_REFUSED = ((("c", "check"), "reads the files named inside a checksum list (their paths cannot be checked)",
+                 WRITE),)
+MD5SUM = CommandSpec("md5sum", _SUM, refused=_SUM_REFUSED, operands="read")
+SHA256SUM = CommandSpec("sha256sum", _SUM, refused=_SUM_REFUSED, operands="read")
+
+
+def grep_recursive(parsed: Parsed) -> bool:
+    """True when this grep reads folders recursively (``-r``, ``-d recurse``)."""
+    return parsed.has("r", "recursive") or "recurse" in parsed.values("d", "directories")
+
+
+def _grep_roles(parsed: Parsed) -> Sequence[str]:
+    roles = ["recursive" if grep_recursive(parsed) else "read"] * len(parsed.operands)
+    if not parsed.has("e", "regexp", "f", "file") and roles:
+        roles[0] = "text"  # the pattern
+    return roles
+
+
+_GREP_OPTIONS = (
+    *flags("i|ignore-case y v|invert-match w|word-regexp x|line-regexp c|count l|files-with-matches "
+           "L|files-without-match n|line-number h|no-filename H|with-filename o|only-matching q|quiet s|no-messages "
+           "b|byte-offset a|text I E|extended-regexp F|fixed-strings G|basic-regexp P|perl-regexp "
+           "z|null-data Z|null T|initial-tab U|binary r|recursive no-ignore-case line-buffered "
+           "no-group-separator"),
+    F(long="silent"),
+    Opt(long="color", value=WHEN, optional=True, also=("colour",)),
+    V("m", "max-count", INT), V("A", "after-context", INT), V("B", "before-context", INT), V("C", "context", INT),
+    V("e", "regexp"), V("f", "file", role="read"),
+    V("d", "directories", one_of("read", "skip", "recurse")), V("D", "devices", one_of("read", "skip")),
+    V(long="include"), V(long="exclude"), V(long="exclude-dir"), V(long="exclude-from", role="read"),
+    V(long="label"), V(long="binary-files", check=one_of("binary", "text", "without-match")),
+    V(long="group-separator"),
+)
+_GREP_REFUSED = ((("R", "dereference-recursive"),
+                  "follows every symlink it meets; use -r and name the folder", REFUSED),)
+
+
+def grep_spec(name: str) -> CommandSpec:
+    return CommandSpec(name, _GREP_OPTIONS, refused=_GREP_REFUSED, operands=_grep_roles)
+
+
+ZGREP = CommandSpec("zgrep", tuple(o for o in _GREP_OPTIONS if o.short not in ("r", "d", "D")
+                                   and o.long not in ("include", "exclude", "exclude-dir", "exclude-from")),
+                    refused=((("r", "recursive", "R", "dereference-recursive", "d", "directories"),
+                              "is not supported by zgrep", REFUSED),),
+                    operands=_grep_roles)
+ZCAT = CommandSpec("zcat", flags("f|force q|quiet v|verbose"), operands="read")
+SORT = CommandSpec("sort", (
+    *flags("b|ignore-leading-blanks d|dictionary-order f|ignore-case g|general-numeric-sort i|ignore-nonprinting "
+           "M|month-sort h|human-numeric-sort n|numeric-sort R|random-sort r|reverse V|version-sort c C m|merge "
+           "s|stable u|unique z|zero-terminated debug"),
+    V("k", "key"), V("t", "field-separator"), V("S", "buffer-size", SIZE), V(long="parallel", check=INT),
+    V(long="random-source", role="read"),
+    O(long="check", check=one_of("quiet", "silent", "diagnose-first")),
+    V(long="sort", check=one_of("general-numeric", "human-numeric", "month", "numeric", "random", "version"))),
+    refused=((("o", "output"), WRITES_FILE, WRITE),
+             (("T", "temporary-directory"), "writes temporary files into a folder of its choice", WRITE),
+             (("compress-program",), "runs a program", WRITE),
+             (("files0-from",), NAMES_FROM_FILE, WRITE),
+             (("batch-size",), "is not needed read-only", WRITE)),
+    operands="read")
+
+
+def _sed_roles(parsed: Parsed) -> Sequence[str]:
+    roles = ["read"] * len(parsed.operands)
+    if not parsed.has("e", "expression") and roles:
+        roles[0] = "text"  # the script
+    return roles
+
+
+def _sed_check(parsed: Parsed) -> None:
+    scripts = parsed.values("e", "expression")
+    if not scripts:
+        if not parsed.operands:
+            raise Refusal(REFUSED, "sed: no script given")
+        scripts = [parsed.operands[0]]
+    for script in scripts:
+        problem = sed_script_problem(script)
+        if problem:
+            raise Refusal(WRITE, f"sed: script {script!r}: {problem}")
+
+
+SED = CommandSpec("sed", (
+    *flags("n|quiet E|regexp-extended r s|separate u|unbuffered z|null-data posix debug sandbox"),
+    F(long="silent"), V("e", "expression"), V("l", "line-length", INT)),
+    refused=((("i", "in-place"), "edits files in place", WRITE),
+             (("f", "file"), "reads a script from a file that cannot be checked here; give it with -e", WRITE),
+             (("follow-symlinks", "b", "binary"), "is only used with --in-place", WRITE)),
+    operands=_sed_roles, check=_sed_check)
+
+# ---- disks and memory ------------------------------------------------------------------
+
+LS = CommandSpec("ls", (
+    *flags("a|all A|almost-all l h|human-readable t r|reverse S R|recursive 1 d|directory i|inode "
+           "n|numeric-uid-gid F|classify L|dereference s|size c u U X v Z|context G|no-group g o k|kibibytes "
+           "p q|hide-control-chars Q|quote-name N|literal m x C H|dereference-command-line full-time "
+           "group-directories-first si author show-control-chars dereference-command-line-symlink-to-dir"),
+    O(long="color", check=WHEN), V(long="time-style"),
+    V(long="sort", check=one_of("none", "size", "time", "version", "extension", "width", "name")),
+    V(long="time", check=one_of("atime", "access", "use", "ctime", "status", "mtime", "modification", "birth",
+                                "creation")),
+    V("I", "ignore"), V(long="hide"), V("w", "width", INT), V(long="block-size", check=SIZE),
+    O(long="indicator-style", check=one_of("none", "slash", "file-type", "classify")),
+    V(long="format", check=one_of("across", "commas", "horizontal", "long", "single-column", "verbose",
+                                  "vertical")),
+    V("T", "tabsize", INT), O(long="hyperlink", check=WHEN), O(long="quoting-style", check=NAME)),
+    operands="meta")
+DU = CommandSpec("du", (
+    *flags("a|all b|bytes c|total h|human-readable k m s|summarize x|one-file-system L|dereference "
+           "P|no-dereference D|dereference-args S|separate-dirs l|count-links 0|null apparent-size inodes si"),
+    V("d", "max-depth", INT), V("t", "threshold", SIGNED), V("B", "block-size", SIZE), V(long="exclude"),
+    V("X", "exclude-from", role="read"), V(long="files0-from", role="read"), O(long="time", check=NAME),
+    V(long="time-style")), operands="meta")
+DF = CommandSpec("df", (
+    *flags("a|all h|human-readable H k l|local P|portability T|print-type i|inodes total si sync no-sync"),
+    V("t", "type", NAME), V("x", "exclude-type", NAME), V("B", "block-size", SIZE),
+    O(long="output", check=NAMES)), operands="meta")
+FREE = CommandSpec("free", flags("b|bytes k|kilo m|mega g|giga h|human w|wide t|total l|lohi si kibi mebi gibi "
+                                 "tebi pebi tera peta v|committed"),
+                   refused=((("s", "seconds", "c", "count"), "repeats (the call would only time out)", REFUSED),),
+                   operands="none")
+LSBLK = CommandSpec("lsblk", (
+    *flags("a|all b|bytes d|nodeps D|discard f|fs l|list m|perms n|noheadings p|paths r|raw J|json S|scsi "
+           "t|topology T|tree z|zoned A|noempty M|merge O|output-all"),
+    V("o", "output", NAMES), V("x", "sort", NAME), V("e", "exclude", NAMES), V("I", "include", NAMES),
+    V("E", "dedup", NAME), V(long="width", check=INT)),
+    refused=((("sysroot",), "reads another root folder", WRITE),), operands="meta")
+FINDMNT = CommandSpec("findmnt", (
+    *flags("a|ascii A|all b|bytes c|canonicalize D|df e|evaluate f|first-only i|invert J|json l|list "
+           "k|kernel m|mtab n|noheadings P|pairs r|raw R|submounts s|fstab u|notruncate v|nofsroot "
+           "x|verify y|shadowed real pseudo"),
+    V("o", "output", NAMES), V("t", "types", NAMES), V("O", "options"), V("S", "source"), V("T", "target"),
+    V("M", "mountpoint"), V("N", "task", INT), V("d", "direction", one_of("forward", "backward")),
+    V(long="tree", check=NAME)),
+    refused=((("p", "poll", "w", "timeout", "first-poll"), "waits for mount changes (never ends)", REFUSED),
+             (("F", "tab-file"), "reads another mount table", WRITE)),
+    operands="meta")
+VMSTAT = CommandSpec("vmstat", (
+    *flags("a|active f|forks m|slabs n|one-header s|stats d|disk D|disk-sum w|wide t|timestamp y|no-first"),
+    V("p", "partition", NAME), V("S", "unit", one_of("k", "K", "m", "M"))),
+    operands="text", max_operands=2,
+    check=lambda p: _all_ints("vmstat", p.operands))
+
+
+def _all_ints(name: str, words: Sequence[str]) -> None:
+    for w in words:
+        if not w.isdigit():
+            raise Refusal(WRITE, f"{name}: operand '{w}' is not a number (delay and count)")
+
+
+# ---- processes, users, the system ---------------------------------------------------------
+
+PGREP = CommandSpec("pgrep", (
+    *flags("l|list-name a|list-full c|count f|full i|ignore-case n|newest o|oldest v|inverse w|lightweight "
+           "x|exact A|ignore-ancestors"),
+    V("d", "delimiter"), V("g", "pgroup", NAMES), V("G", "group", NAMES), V("O", "older", INT),
+    V("P", "parent", NAMES), V("s", "session", NAMES), V("t", "terminal", NAMES), V("u", "euid", NAMES),
+    V("U", "uid", NAMES), V("r", "runstates", NAMES), V(long="ns", check=INT), V(long="nslist", check=NAMES),
+    V(long="cgroup"), V("F", "pidfile", role="read")),
+    refused=((("signal", "q", "queue"), "sends signals (that is pkill)", WRITE),), max_operands=1)
+_USER = pattern(r"[A-Za-z0-9_.@-]+", "a user name")
+ID = CommandSpec("id", flags("a u|user g|group G|groups n|name r|real z|zero Z|context"), max_operands=1,
+                 check=lambda p: _users("id", p.operands))
+
+
+def _users(name: str, words: Sequence[str]) -> None:
+    for w in words:
+        if _USER(w):
+            raise Refusal(WRITE, f"{name}: operand '{w}' is not a user name")
+
+
+WHOAMI = CommandSpec("whoami", (), operands="none")
+WHO = CommandSpec("who", flags("a|all b|boot d|dead H|heading l|login lookup m p|process q|count r|runlevel "
+                               "s|short t|time T|mesg w message writable u|users"),
+                  operands=_files, max_operands=2)
+W = CommandSpec("w", flags("h|no-header u|no-current s|short f|from o|old-style i|ip-addr"),
+                max_operands=1, check=lambda p: _users("w", p.operands))
+LAST = CommandSpec("last", (
+    *flags("a|hostlast d|dns F|fulltimes i|ip R|nohostname w|fullnames x|system"),
+    V("n", "limit", INT), V("s", "since"), V("t", "until"), V("p", "present"), V("f", "file", role="read"),
+    V(long="time-format", check=one_of("notime", "short", "full", "iso"))), digits="limit",
+    check=lambda p: _users("last", p.operands))
+GETENT_DBS = ("passwd", "group", "hosts", "ahosts", "ahostsv4", "ahostsv6", "services", "protocols", "networks",
+              "netgroup", "rpc", "ethers", "aliases", "initgroups")
+
+
+def _getent_check(parsed: Parsed) -> None:
+    if not parsed.operands:
+        raise Refusal(REFUSED, f"getent: name a database ({', '.join(GETENT_DBS)})")
+    db = parsed.operands[0]
+    if db in ("shadow", "gshadow"):
+        raise Refusal(REFUSED, f"getent: database '{db}' holds password hashes (a secret)")
+    if db not in GETENT_DBS:
+        raise Refusal(WRITE, f"getent: database '{db}' is not one of {', '.join(GETENT_DBS)}")
+
+
+GETENT = CommandSpec("getent", (V("s", "service", NAME), F("i", "no-idn")), check=_getent_check)
+HOSTNAME = CommandSpec("hostname", flags("a|alias A|all-fqdns d|domain f|fqdn long i|ip-address "
+                                         "I|all-ip-addresses s|short"),
+                       refused=((("F", "file", "b", "boot"), "sets the host name", WRITE),
+                                (("y", "yp", "nis"), "reads NIS, not needed", WRITE)),
+                       operands="none", operand_why="sets the host name when given a name")
+_DATE_SET = "would set the system clock (only +FORMAT is read-only)"
+
+
+def _date_check(parsed: Parsed) -> None:
+    for w in parsed.operands:
+        if not w.startswith("+"):
+            raise Refusal(WRITE, f"date: operand '{w}' {_DATE_SET}")
+
+
+DATE = CommandSpec("date", (
+    *flags("u|utc universal R|rfc-email debug"), V("d", "date"), V("r", "reference"),
+    O("I", "iso-8601", one_of("date", "hours", "minutes", "seconds", "ns")),
+    V(long="rfc-3339", check=one_of("date", "seconds", "ns"))),
+    refused=((("s", "set"), "sets the system clock", WRITE),
+             (("f", "file"), "reads dates from a file, not needed read-only", WRITE)),
+    end_marker=False, max_operands=1, check=_date_check)
+UPTIME = CommandSpec("uptime", flags("p|pretty s|since"), operands="none")
+UNAME = CommandSpec("uname", flags("a|all s|kernel-name n|nodename r|kernel-release v|kernel-version m|machine "
+                                   "p|processor i|hardware-platform o|operating-system"), operands="none")
+NPROC = CommandSpec("nproc", (F(long="all"), V(long="ignore", check=INT)), operands="none")
+LSCPU = CommandSpec("lscpu", (
+    *flags("a|all b|online c|offline B|bytes J|json x|hex y|physical C"),
+    O("e", "extended", NAMES), O("p", "parse", NAMES), F(long="output-all")),
+    refused=((("s", "sysroot"), "reads another root folder", WRITE),), operands="none")
+LSMOD = CommandSpec("lsmod", (), operands="none")
+
+
+def _sysctl_check(parsed: Parsed) -> None:
+    for w in parsed.operands:
+        if "=" in w:
+            raise Refusal(WRITE, f"sysctl: operand '{w}' sets a kernel parameter")
+        if not re.fullmatch(r"[A-Za-z0-9_*-]+([./][A-Za-z0-9_*-]+)*", w):
+            raise Refusal(WRITE, f"sysctl: operand '{w}' is not a kernel parameter name")
+
+
+SYSCTL = CommandSpec("sysctl", (
+    *flags("a|all A X n|values e|ignore N|names q|quiet b|binary d h"), V("r", "pattern")),
+    refused=((("w", "write"), "writes kernel parameters", WRITE),
+             (("p", "load", "f", "system"), "loads and writes kernel parameters from files", WRITE)),
+    check=_sysctl_check)
+DMESG = CommandSpec("dmesg", (
+    *flags("T|ctime x|decode k|kernel u|userspace t|notime r|raw e|reltime d|show-delta P|nopager S|syslog "
+           "J|json H|human noescape"),
+    V("l", "level", NAMES), V("f", "facility", NAMES), O("L", "color", WHEN), V(long="time-format", check=NAME),
+    V("s", "buffer-size", INT), V(long="since"), V(long="until"), V("F", "file", role="read")),
+    refused=((("c", "read-clear", "C", "clear"), "clears the kernel ring buffer", WRITE),
+             (("D", "console-off", "E", "console-on", "n", "console-level"), "changes the console log level",
+              WRITE),
+             (("w", "follow", "W", "follow-new"), NEVER_ENDS, REFUSED)),
+    operands="none")
+
+_JOURNAL_REFUSED = (
+    (("f", "follow"), NEVER_ENDS, REFUSED),
+    (("vacuum-size", "vacuum-time", "vacuum-files", "rotate", "flush", "sync", "relinquish-var",
+      "smart-relinquish-var", "update-catalog", "setup-keys", "new-id128", "cursor-file"),
+     "changes the journal or writes a file", WRITE),
+    (("M", "machine", "H", "host"), OTHER_MACHINE, WRITE),
+    (("root", "image", "namespace"), "reads another root, image or namespace", WRITE),
+)
+JOURNALCTL = CommandSpec("journalctl", (
+    *flags("r|reverse x|catalog a|all q|quiet k|dmesg m|merge N|fields e|pager-end no-pager "
+           "no-hostname no-full utc list-boots disk-usage header show-cursor system user verify"),
+    V("u", "unit"), V(long="user-unit"), V("t", "identifier"),
+    V("p", "priority", NAME), V("g", "grep"), O(long="case-sensitive", check=one_of("yes", "no", "true", "false")),
+    V("S", "since"), V("U", "until"), O("n", "lines", SIGNED, peek=r"[+-]?[0-9]+$"),
+    V("o", "output", one_of("short", "short-full", "short-iso", "short-iso-precise", "short-precise",
+                            "short-monotonic", "short-delta", "short-unix", "verbose", "export", "json",
+                            "json-pretty", "json-sse", "json-seq", "cat", "with-unit")),
+    V(long="output-fields", check=NAMES), O("b", "boot", pattern(r"[+-]?[0-9]+|[0-9a-f]{32}([+-][0-9]+)?|all",
+                                                                 "a boot offset or id"),
+                                            peek=r"([+-]?[0-9]+|[0-9a-f]{32})$"),
+    V("F", "field", NAME), V("c", "cursor"), V(long="after-cursor"), V(long="facility", check=NAMES),
+    V("D", "directory", role="read"), V(long="file", role="read")),
+    refused=_JOURNAL_REFUSED,
+    known=("list-catalog", "dump-catalog", "interval", "force", "list-namespaces", "verify-key"))
+
+# ---- systemctl --------------------------------------------------------------------------------
+
+SYSTEMCTL_VERBS = ("status", "show", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
+                   "list-timers", "list-sockets", "list-dependencies", "cat")
+_UNIT = re.compile(r"[A-Za-z0-9@_.:\\*?\[\]-]+")
+
+
+def _systemctl_check(parsed: Parsed) -> None:
+    if not parsed.operands:
+        return
+    verb = parsed.operands[0]
+    if verb not in SYSTEMCTL_VERBS:
+        raise Refusal(WRITE, f"systemctl: verb '{verb}' {CHANGES} or is not read-only; read-only verbs: "
+                             f"{', '.join(SYSTEMCTL_VERBS)}")
+    for unit in parsed.operands[1:]:
+        if not _UNIT.fullmatch(unit):
+            raise Refusal(WRITE, f"systemctl: '{unit}' is not a unit name or pattern")
+
+
+_SYSTEMCTL_REFUSED = (
+    (("H", "host", "M", "machine"), OTHER_MACHINE, WRITE),
+    (("message", "job-mode", "kill-whom", "kill-value", "s", "signal", "what", "when", "drop-in", "root", "image",
+      "runtime", "f", "force", "now", "preset-mode", "global", "dry-run", "firmware-setup",
+      "boot-loader-menu", "boot-loader-entry", "reboot-argument", "check-inhibitors", "i", "ignore-inhibitors",
+      "mkdir", "marked", "read-only", "stdin", "T", "show-transaction", "no-block", "wait", "no-reload",
+      "no-warn", "no-wall", "image-policy", "r", "recursive", "user"),
+     "is not needed by the read-only verbs (it belongs to verbs that change state, or to another manager)",
+     WRITE),
+)
+SYSTEMCTL = CommandSpec("systemctl", (
+    *flags("a|all l|full q|quiet no-pager no-legend plain value failed system reverse show-types "
+           "with-dependencies no-ask-password"),
+    V("t", "type", NAMES), V("P", check=NAMES), V(long="timestamp", check=NAME), V(long="state", check=NAMES),
+    V("p", "property", NAMES), V("n", "lines", INT),
+    V("o", "output", one_of("short", "short-full", "short-iso", "short-precise", "verbose", "json", "json-pretty",
+                            "cat", "export"))),
+    refused=_SYSTEMCTL_REFUSED, check=_systemctl_check)
+
+
+def systemctl_canonical(parsed: Parsed) -> Parsed:
+    """``systemctl`` alone lists units: write the verb out."""
+    if parsed.operands:
+        return parsed
+    return Parsed(parsed.name, parsed.options, ("list-units",), ("text",), parsed.end_marker)
+
+
+# ---- network ------------------------------------------------------------------------------
+
+SS = CommandSpec("ss", (
+    *flags("n|numeric r|resolve a|all l|listening o|options e|extended m|memory p|processes i|info s|summary "
+           "t|tcp u|udp w|raw x|unix S|sctp d|dccp 0|packet 4|ipv4 6|ipv6 H|no-header O|oneline Z|context "
+           "z|contexts b|bpf M|mptcp tipc vsock xdp inet-sockopt cgroup tos threads"),
+    V("f", "family", one_of("unix", "inet", "inet6", "link", "netlink", "vsock", "tipc", "xdp")),
+    V("A", "query"), V("F", "filter", role="read")),
+    refused=((("K", "kill"), "kills sockets", WRITE), (("D", "diag"), WRITES_FILE, WRITE),
+             (("E", "events"), NEVER_ENDS, REFUSED), (("N", "net"), "enters another network namespace", WRITE)),
+    end_marker=False)
+NETSTAT = CommandSpec("netstat", (
+    *flags("a|all n|numeric t|tcp u|udp w|raw x|unix l|listening p|program r|route i|interfaces s|statistics "
+           "e|extend o|timers W|wide g|groups M|masquerade 4 6 v|verbose N|symbolic numeric-hosts numeric-ports "
+           "numeric-users"),
+    V("A", "protocol", NAMES)),
+    refused=((("c", "continuous"), NEVER_ENDS, REFUSED),), operands="none")
+_LSOF_WORD = re.compile(r"[A-Za-z0-9_.:@,^\[\]/-]*")
+LSOF = CommandSpec("lsof", (
+    *flags("n P l t a w b R V X"),
+    O("i", check=pattern(r"[46]?([A-Za-z]+)?(@[A-Za-z0-9_.:\[\]-]+)?(:[A-Za-z0-9_,-]+)?", "an internet address")),
+    V("p", check=pattern(r"\^?[0-9]+(,\^?[0-9]+)*", "process ids")),
+    V("u", check=pattern(r"\^?[A-Za-z0-9_.-]+(,\^?[A-Za-z0-9_.-]+)*", "user names")),
+    V("c", check=NAME), V("g", check=pattern(r"[0-9,^]+", "process group ids")),
+    V("d", check=pattern(r"[A-Za-z0-9,^-]+", "descriptors")),
+    V("s", check=pattern(r"[A-Za-z]+:[A-Za-z,^]+", "a protocol state filter"))),
+    refused=((("r",), "repeats forever (the call would only time out)", REFUSED),
+             (("K",), "is not needed", WRITE), (("k",), "reads another kernel name list", WRITE),
+             (("F",), "is not needed read-only", WRITE)),
+    operands="meta", check=lambda p: _no_plus_options(p.operands))
+
+
+def _no_plus_options(words: Sequence[str]) -> None:
+    for w in words:
+        if w.startswith("+"):
+            raise Refusal(WRITE, f"lsof: '{w}': '+' options are not on lsof's read-only table ('+r' repeats "
+                                 "forever); name files by absolute path")
+
+#: every getopt-style table by command name (find, ps, ip and mount are handled in bash_policy)
+SPECS: dict[str, CommandSpec] = {s.name: s for s in (
+    CAT, HEAD, TAIL, WC, STAT, READLINK, REALPATH, FILE, MD5SUM, SHA256SUM, grep_spec("grep"), grep_spec("egrep"),
+    ZGREP, ZCAT, SORT, SED, LS, DU, DF, FREE, LSBLK, FINDMNT, VMSTAT, PGREP, ID, WHOAMI, WHO, W, LAST, GETENT,
+    HOSTNAME, DATE, UPTIME, UNAME, NPROC, LSCPU, LSMOD, SYSCTL, DMESG, JOURNALCTL, SYSTEMCTL, SS, NETSTAT, LSOF,
+)}

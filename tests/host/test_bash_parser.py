@@ -1,0 +1,257 @@
+"""The strict host_bash allowlist, unit by unit: the table-driven option
+parser (long, abbreviated, ``--opt=value``, bundles), the canonical argv
+rebuilt from the parse, exact refusal reasons, the safe kernel files, and
+allowed commands that really run and give the right output."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from ongrid_host.bash_policy import analyze
+from ongrid_host.commands import SPECS
+from ongrid_host.expr_rules import sed_script_problem
+from ongrid_host.optspec import CommandSpec, Opt, Refusal, parse
+from ongrid_host.path_policy import PathPolicy
+
+from ongridd.errors import ToolError
+from tests.host import bash_corpus as bc
+
+ALLOWED_PREFIX = "is not an option systemctl may take read-only (allowed: "
+
+# (command, verdict, the exact reason — or its start when it ends with "…")
+EXACT = [
+    ("systemctl --frobnicate status", "write",
+     f"systemctl: option '--frobnicate' {ALLOWED_PREFIX}…"),
+    ("systemctl --message status restart nginx", "write",
+     "systemctl: option '--message' of systemctl is not needed by the read-only verbs (it belongs to verbs that "
+     "change state, or to another manager)"),
+    ("systemctl --mess x restart nginx", "write", "systemctl: option '--mess' (--message) of systemctl …"),
+    ("systemctl --job-mode=fail status", "write", "systemctl: option '--job-mode=fail' of systemctl …"),
+    ("systemctl --s x", "refused",
+     "systemctl: option '--s' of systemctl is an ambiguous abbreviation (--show-transaction, --show-types, "
+     "--signal, --state, --stdin, --system); write the option in full"),
+    ("systemctl -aM x status", "write",
+     "systemctl: option '-M' (in '-aM') of systemctl runs the command on another machine or container"),
+    ("systemctl -at service restart nginx", "write",
+     "systemctl: verb 'restart' changes state or is not read-only; read-only verbs: status, show, is-active, "
+     "is-enabled, is-failed, list-units, list-unit-files, list-timers, list-sockets, list-dependencies, cat"),
+    ("systemctl --no-pager=yes status", "refused", "systemctl: option '--no-pager=yes' of systemctl takes no value"),
+    ("systemctl -t", "refused", "systemctl: option '-t' (in '-t') of systemctl needs a value"),
+    ("tail -fn5 /etc/hostname", "refused",
+     "tail: option '-f' (in '-fn5') of tail follows forever (the call would only time out); read a window "
+     "instead (-n / --since)"),
+    ("sort -uo /tmp/x /etc/hostname", "write", "sort: option '-o' (in '-uo') of sort writes a file"),
+    ("sort --out /tmp/x /etc/hostname", "write", "sort: option '--out' (--output) of sort writes a file"),
+    ("cat /etc/shadow", "refused", "cat: forbidden path: '/etc/shadow' names a secrets file (/etc/shadow)"),
+    ("cat /proc/1/cmdline", "refused", "cat: forbidden path: path '/proc/1/cmdline' would read /proc (…"),
+    ("cat /dev/sda", "refused", "cat: forbidden path: path '/dev/sda' would read /dev (devices: endless or raw "
+                                "data)"),
+    ("rm -rf /tmp/x", "write", "'rm' is not on the read-only allowlist (…"),
+    ("journalctl -o bad", "write",
+     "journalctl: value 'bad' of option -o/--output of journalctl: expected one of short, …"),
+    ("find /tmp -delete", "write", "find action '-delete' deletes files"),
+    ("find /tmp -frobnicate", "write", "find: '-frobnicate' is not a test, operator or action find may use "
+                                       "read-only"),
+    ("ip link s lo down", "write", "ip link s: changes state or is not read-only; read-only verbs: show, list, "
+                                   "get"),
+    ("ip link show dev lo set down", "write", "ip: word 'set' is a verb that changes state"),
+    ("sed 's/a/b/w /tmp/x' /etc/hostname", "write", "sed: script 's/a/b/w /tmp/x': sed 's' flag 'w' writes a file"),
+    ("mount /dev/sda /mnt", "write", "mount: only allowed without arguments (with arguments it changes mounts)"),
+    ("date 0101", "write", "date: operand '0101' would set the system clock (only +FORMAT is read-only)"),
+    ("getent shadow", "refused", "getent: database 'shadow' holds password hashes (a secret)"),
+    ("systemctl \u2013-message x", "refused",
+     "word 2 '\u2013-message' starts with U+2013 (EN DASH), which looks like '-' but is not one; write options "
+     "with the ASCII '-'"),
+    ("\u0441ystemctl status", "refused",
+     "command name '\u0441ystemctl' contains the non-ASCII character U+0441 (CYRILLIC SMALL LETTER ES)"),
+    ("cat /etc/host\u200bname", "refused",
+     "word 2 '/etc/host\\u200bname' contains the invisible or non-ASCII space character U+200B (ZERO WIDTH SPACE)"),
+]
+
+
+@pytest.mark.parametrize(("cmd", "kind", "reason"), EXACT)
+def test_refusal_reasons_are_exact(cmd, kind, reason):
+    verdict = analyze(cmd)
+    assert verdict.kind == kind, verdict
+    if reason.endswith("…"):
+        assert verdict.reason.startswith(reason[:-1]), verdict.reason
+    else:
+        assert verdict.reason == reason
+    # write verdicts keep the words as written (only a review may run them); refusals run nothing
+    assert verdict.argv == (tuple(cmd.split()) if kind == "write" and "'" not in cmd else verdict.argv)
+    if kind == "refused":
+        assert verdict.argv == ()
+
+
+# (command, the canonical argv that runs)
+CANONICAL = [
+    ("systemctl", ("systemctl", "--", "list-units")),
+    ("systemctl --type=service --state=failed list-units",
+     ("systemctl", "-t", "service", "--state", "failed", "--", "list-units")),
+    ("systemctl -at service list-units", ("systemctl", "-a", "-t", "service", "--", "list-units")),
+    ("systemctl --no-pag --ful status nginx", ("systemctl", "--no-pager", "-l", "--", "status", "nginx")),
+    ("systemctl status -pActiveState nginx", ("systemctl", "-p", "ActiveState", "--", "status", "nginx")),
+    ("head -5 /etc/passwd", ("head", "-n", "5", "--", "/etc/passwd")),
+    ("tail --lines=+3 /etc/passwd", ("tail", "-n", "+3", "--", "/etc/passwd")),
+    ("journalctl -u x -n 5 --no-pager", ("journalctl", "-u", "x", "-n5", "--no-pager")),
+    ("journalctl -b -1 --lines=20", ("journalctl", "-b-1", "-n20")),
+    ("ps -ef", ("ps", "-e", "-f")),
+    ("ps -eo pid,comm --sort -%cpu", ("ps", "-e", "-o", "pid,comm", "--sort=-%cpu")),
+    ("ps 1", ("ps", "-p", "1")),
+    ("ip a", ("ip", "address", "show")),
+    ("ip -br -4 a sh dev lo", ("ip", "-brief", "-4", "address", "show", "dev", "lo")),
+    ("ip r get 127.0.0.1", ("ip", "route", "get", "127.0.0.1")),
+    ("grep -rnie KEY /var/log", ("grep", "-r", "-n", "-i", "-e", "KEY", "--", "/var/log")),
+    ("grep --colo=never x /etc/hostname", ("grep", "--color=never", "--", "x", "/etc/hostname")),
+    ("sed -n 1p /etc/hostname", ("sed", "--sandbox", "-n", "--", "1p", "/etc/hostname")),
+    ("find /etc -maxdepth 1 -name '*.conf' -print", ("find", "/etc", "-maxdepth", "1", "-name", "*.conf", "-print")),
+    ("df -hT", ("df", "-h", "-T")),
+    ("ss -tlnp", ("ss", "-t", "-l", "-n", "-p")),
+    ("date +%F", ("date", "+%F")),
+    ("mount", ("mount",)),
+    ("cat /proc/loadavg", ("cat", "--", "/proc/loadavg")),
+]
+
+
+@pytest.mark.parametrize(("cmd", "argv"), CANONICAL)
+def test_the_argv_that_runs_is_rebuilt_from_the_parse(cmd, argv):
+    verdict = analyze(cmd)
+    assert verdict.kind == "read", verdict
+    assert verdict.argv == argv
+
+
+def test_every_refused_systemctl_option_is_refused_in_every_spelling():
+    spec = SPECS["systemctl"]
+    for names, _why, _kind in spec.refused:
+        for name in names:
+            forms = [f"-{name}", f"-a{name}"] if len(name) == 1 else [f"--{name}", f"--{name}=x"]
+            for form in forms:
+                verdict = analyze(f"systemctl {form} status")
+                assert verdict.kind != "read", form
+                assert (f"'-{name}'" if len(name) == 1 else f"--{name}") in verdict.reason, (form, verdict.reason)
+
+
+def test_abbreviations_resolve_against_refused_and_known_names():
+    spec = CommandSpec("demo", (Opt(long="value"), Opt(long="verbose")),
+                       refused=((("validate",), "changes things", "write"),), known=("vacuum",))
+    assert parse(spec, ["--verb"]).options[0][0].long == "verbose"
+    with pytest.raises(Refusal, match=r"'--vali' \(--validate\) of demo changes things"):
+        parse(spec, ["--vali"])
+    with pytest.raises(Refusal, match=r"ambiguous abbreviation \(--vacuum, --validate, --value\)"):
+        parse(spec, ["--va"])
+    with pytest.raises(Refusal, match=r"'--vacuum' is not an option demo may take read-only"):
+        parse(spec, ["--vacuum"])
+
+
+@pytest.mark.parametrize("script", ["1p", "s/a/b/g", "/x/,/y/{p;d}", "$!N;P;D", ":a;N;ba", "y/ab/cd/",
+                                    "1~2p", "0,/re/d", "s|a|b|2p", "\\%x%d", "a text w /tmp/x", "# w x"])
+def test_sed_scripts_that_only_print_are_read(script):
+    assert sed_script_problem(script) is None
+
+
+@pytest.mark.parametrize(("script", "why"), [
+    ("w /tmp/x", "sed command 'w' writes a file"), ("1W /tmp/x", "sed command 'W' writes a file"),
+    ("s/a/b/w /tmp/x", "flag 'w' writes a file"), ("s/a/b/e", "flag 'e' runs"), ("1e id", "command 'e' runs"),
+    ("r /etc/shadow", "command 'r' reads a file"), ("2R /etc/shadow", "command 'R' reads a file"),
+    ("p;w /tmp/x", "command 'w'"), ("/x/!{p;w /tmp/x\n}", "command 'w'"), ("s/a/b/gw /tmp/x", "flag 'w'"),
+    ("s/a", "unterminated"), ("k", "sed command 'k' is not on the read-only list"),
+])
+def test_sed_scripts_that_write_or_run_are_not_read(script, why):
+    assert why in (sed_script_problem(script) or "")
+
+
+# ---- safe kernel files -------------------------------------------------------------------
+
+SAFE = ["/proc/loadavg", "/proc/meminfo", "/proc/pressure/cpu", "/proc/pressure/memory", "/proc/pressure/io",
+        "/proc/self/status", f"/proc/{os.getpid()}/status", "/proc/1/statm", "/proc/1/limits", "/proc/1/cgroup",
+        "/proc/stat", "/proc/uptime", "/proc/vmstat", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory.stat", "/sys/fs/cgroup/memory.pressure", "/sys/fs/cgroup/memory.events",
+        "/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu.pressure",
+        "/sys/fs/cgroup/system.slice/nginx.service/memory.current"]
+UNSAFE = ["/proc/self/environ", "/proc/1/environ", "/proc/1/cmdline", "/proc/self/cmdline", "/proc/self/mem",
+          "/proc/self/maps", "/proc/self/smaps", "/proc/self/fd/0", "/proc/self/root/etc/shadow",
+          "/proc/self/root/proc/loadavg", "/proc/1/cwd/etc/passwd", "/proc/1/task/1/environ", "/proc/kcore",
+          "/proc/sys/kernel/random/boot_id", "/proc/pressure", "/sys/class/net/lo/address",
+          "/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/../../proc/loadavg/x", "/sys/kernel/debug",
+          "/dev/null", "/dev/sda", "/proc/thread-self/environ", "/proc/loadavg/../self/environ"]
+
+
+@pytest.mark.parametrize("path", SAFE)
+def test_safe_kernel_files_may_be_read(path):
+    assert PathPolicy.local().read_problem(path) is None
+    assert PathPolicy.remote().read_problem(path) is None
+    assert analyze(f"cat {path}").kind == "read"
+
+
+@pytest.mark.parametrize("path", UNSAFE)
+def test_the_rest_of_proc_sys_and_dev_stays_refused(path):
+    verdict = analyze(f"cat {path}")
+    assert verdict.kind == "refused" and "forbidden path" in verdict.reason, verdict
+    assert analyze(f"cat {path}", PathPolicy.remote()).kind == "refused"
+
+
+def test_symlinks_are_judged_by_their_real_path(tmp_path):
+    links = {"to-environ": "/proc/self/environ", "to-shadow": "/etc/shadow", "to-cmdline": "/proc/1/cmdline",
+             "to-root": "/proc/1/root", "to-cwd": "/proc/self/cwd"}
+    for name, target in links.items():
+        (tmp_path / name).symlink_to(target)
+    for cmd in (f"cat {tmp_path}/to-environ", f"cat {tmp_path}/to-shadow", f"head {tmp_path}/to-cmdline",
+                f"cat {tmp_path}/to-root/etc/shadow", f"cat {tmp_path}/to-cwd/etc/hostname",
+                f"grep -r x {tmp_path}/to-root"):
+        verdict = analyze(cmd)
+        assert verdict.kind == "refused" and "forbidden path" in verdict.reason, (cmd, verdict)
+    for name in ("to-environ", "to-cwd"):
+        assert "forbidden path" in analyze(f"cat {tmp_path}/{name}/x").reason
+    assert "points somewhere else for the command" in analyze(f"cat {tmp_path}/to-cwd/etc/hostname").reason
+    (tmp_path / "to-loadavg").symlink_to("/proc/loadavg")
+    assert analyze(f"cat {tmp_path}/to-loadavg").kind == "read"
+
+
+# ---- allowed commands run and give the right output --------------------------------------
+
+
+@pytest.fixture
+def stand_ins(tmp_path, monkeypatch):
+    log = tmp_path / "runs.log"
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in ("systemctl", "reboot"):
+        bc.stand_in(folder, name, log)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    return log
+
+
+async def test_allowed_commands_run_for_a_read_only_persona(call, stand_ins):
+    result = await call("host_bash", {"cmd": "systemctl status nginx"}, read_only=True)
+    assert result["stdout"] == "stand-in systemctl\n" and result["argv"] == ["systemctl", "--", "status", "nginx"]
+    assert bc.recorded(stand_ins) == [["systemctl", "--", "status", "nginx"]]
+    result = await call("host_bash", {"cmd": "cat /proc/loadavg"}, read_only=True)
+    assert result["exit_code"] == 0 and re.match(r"^\d+\.\d+ \d+\.\d+ \d+\.\d+ \d+/\d+ \d+\n$", result["stdout"])
+    result = await call("host_bash", {"cmd": "cat /proc/self/status"}, read_only=True)
+    assert result["exit_code"] == 0 and "VmRSS" in result["stdout"] or "Pid:" in result["stdout"]
+    result = await call("host_bash", {"cmd": "ps -ef"}, read_only=True)
+    assert result["exit_code"] == 0 and result["stdout"].splitlines()[0].split()[:2] == ["UID", "PID"]
+    result = await call("host_bash", {"cmd": "df -h"}, read_only=True)
+    assert result["exit_code"] == 0 and result["stdout"].startswith("Filesystem")
+    result = await call("host_bash", {"cmd": "journalctl -u x -n 5 --no-pager"}, read_only=True)
+    assert result["argv"] == ["journalctl", "-u", "x", "-n5", "--no-pager"] and result["exit_code"] is not None
+    with pytest.raises(ToolError, match=r"option '--message' of systemctl is not needed"):
+        await call("host_bash", {"cmd": "systemctl --message status restart nginx"}, read_only=True)
+    assert bc.recorded(stand_ins) == [["systemctl", "--", "status", "nginx"]]
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_table_refuses_unknown_and_refused_options_by_name(name):
+    spec = SPECS[name]
+    verdict = analyze(f"{name} --zz-not-an-option")
+    assert verdict.kind == "write"
+    assert verdict.reason.startswith(f"{name}: option '--zz-not-an-option' is not an option {name} may take "
+                                     "read-only (allowed: ")
+    for names, why, kind in spec.refused:
+        for opt in names:
+            word = f"-{opt}" if len(opt) == 1 else f"--{opt}"
+            verdict = analyze(f"{name} {word} x")
+            assert verdict.kind == kind, (word, verdict)
+            assert verdict.reason == f"{name}: option '{word}' of {name} {why}", verdict.reason
