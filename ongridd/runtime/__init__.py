@@ -1,2 +1,2 @@
 """The multi-agent runtime: coordinator sessions, workers, AgentTool,
-dedup, review gate, SendMessage, TaskStop, audit (DESIGN.md §4, §8–§12)."""
+dedup, review gate, SendMessage, TaskStop, audit (docs/architecture.md §4, §8–§12)."""

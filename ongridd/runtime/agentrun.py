@@ -7,6 +7,7 @@ here, in one place, so no persona field or delegation path can skip it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import trio
@@ -15,8 +16,12 @@ from ongridd.kernel.events import ToolEndEvent
 from ongridd.kernel.loop import RunResult, run_agent
 from ongridd.llm.types import Completion, Message, ModelRequest
 from ongridd.personas.prompt import (
+    CATALOG_INTRO,
     agent_catalog,
     compose_system_prompt,
+    config_backends,
+    config_inventory,
+    host_time_zone,
     system_reminder,
 )
 from ongridd.runtime.gate import ReviewGate
@@ -32,11 +37,17 @@ COORDINATOR = "default"
 
 
 class AgentRunner:
-    """``model()``: returns the ModelClient.  ``workers``: the WorkerManager."""
+    """``model()``: returns the ModelClient.  ``workers``: the WorkerManager.
+    ``writer``: the StoreWriter every run's messages and audit rows go through.
+    ``clock``: returns the current time as an aware datetime (the per-call
+    reminder's time line; tests inject a fixed one)."""
 
-    def __init__(self, *, config: Any, store: Any, workers: WorkerManager, model: Callable[[], Any]):
+    def __init__(self, *, config: Any, store: Any, writer: Any, workers: WorkerManager, model: Callable[[], Any],
+                 clock: Callable[[], datetime] | None = None):
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.config = config
         self.store = store
+        self.writer = writer
         self.workers = workers
         self.model = model
 
@@ -66,6 +77,11 @@ class AgentRunner:
                                limits=self.config.limits, context=ctx, sink=sink,
                                pending_user_messages=inbox)
 
+    def _worker_reminder(self, profile: Any) -> Callable[[], str | None]:
+        """A worker's per-call reminder: the time line and its critical reminder."""
+        tz_name = host_time_zone()
+        return lambda: system_reminder(persona=profile, now=self.clock(), tz_name=tz_name)
+
     # ---- the coordinator ----------------------------------------------------
     async def run_coordinator(self, *, snap: Any, agents: Any, turn: Any, text: str,
                               publish: Callable[[dict], None]) -> RunResult:
@@ -73,18 +89,26 @@ class AgentRunner:
         persona = agents.get(COORDINATOR)
         if persona is None:
             raise RuntimeError("no 'default' persona is loaded; the coordinator cannot run")
+        await self.writer.flush(turn.session_id)  # the last turn's writes are part of the history
         rows = await self.store.load_messages(turn.session_id)
         history = repair_history([message_from_row(r) for r in rows])
-        catalog = agent_catalog(snap.agents.spawnable(agents))
-        system = compose_system_prompt(base=self.config.prompt.base, persona=persona, catalog=catalog,
+        spawnable = snap.agents.spawnable(agents)
+        catalog = agent_catalog(spawnable, snapshot_key=agents)
+        system = compose_system_prompt(base=self.config.prompt.base, persona=persona,
+                                       catalog=f"{CATALOG_INTRO}\n{catalog}" if catalog else "",
                                        skills=self._skills(snap, persona))
         turn.system_prompt = system
-        reminder = system_reminder(persona=persona, catalog=catalog, locale=turn.locale)
+        names = [p.name for p in spawnable]
+        inventory, backends, tz_name = config_inventory(self.config), config_backends(self.config), host_time_zone()
+
+        def reminder() -> str | None:
+            return system_reminder(persona=persona, now=self.clock(), tz_name=tz_name, subagent_types=names,
+                                   inventory=inventory, backends=backends, locale=turn.locale)
         bag = coordinator_bag(persona, snap.tools, turn.control_tools, snap.stubs, personas=agents)
         bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id).wrap)
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                               read_only=persona.read_only)
-        sink = PersistSink(self.store, turn.session_id, publish=publish, known_tools=_known(bag))
+        sink = PersistSink(self.writer, turn.session_id, publish=publish, known_tools=_known(bag))
 
         def inbox() -> list[Message]:
             drained, turn.inbox[:] = list(turn.inbox), []
@@ -119,10 +143,13 @@ class AgentRunner:
             def keep_partial(text: str) -> None:
                 task.partial = text
 
-            sink = PersistSink(self.store, task.task_id, on_text=keep_partial, known_tools=_known(bag))
+            sink = PersistSink(self.writer, task.task_id, owner=coordinator_id, on_text=keep_partial,
+                               known_tools=_known(bag))
             result = await self._run(persona=profile, system_prompt=system, history=(),
                                      user_message=Message(role="user", content=brief), bag=bag,
-                                     reminder=system_reminder(persona=profile), ctx=ctx, sink=sink)
+                                     reminder=self._worker_reminder(profile), ctx=ctx, sink=sink)
+            task.finish_reason = result.finish_reason
+            task.stopped_by = result.status if result.status in ("max_turns", "tool_budget") else None
             if persona == REVIEWER and result.status == "ok" and result.detail:
                 # a cut or empty review decides nothing: the gate fails closed
                 return "failed", result.text, f"the reviewer's answer is unusable: {result.detail}"
@@ -158,7 +185,7 @@ class AgentRunner:
         request = ModelRequest(messages=[Message(role="system", content=turn.system_prompt),
                                          Message(role="user", content=prompt)],
                                tools=bag.schemas(), agent=COORDINATOR, session_id=turn.session_id)
-        sink = PersistSink(self.store, turn.session_id, publish=publish, persist_messages=False,
+        sink = PersistSink(self.writer, turn.session_id, publish=publish, persist_messages=False,
                            known_tools=_known(bag))
         completion = None
         with trio.move_on_after(self.config.llm.timeout_s):

@@ -15,6 +15,7 @@ import attrs
 import trio
 
 from ongridd.errors import NotFound, TaskStateError, ToolError
+from ongridd.runtime.agentresult import fit_result
 from ongridd.tools.spec import Outcome, Tool, ToolCallContext
 
 DEDUP_WINDOW_S = 120.0
@@ -135,12 +136,6 @@ class ControlDeps:
     result_max_chars: int = 16000
 
 
-def _cap(text: str, max_chars: int) -> str:
-    from ongridd.tools.truncate import truncate_result
-
-    return truncate_result(text, max_chars)
-
-
 def build_control_tools(deps: ControlDeps) -> list[Tool]:
     """AgentTool, SendMessage and TaskStop bound to one coordinator turn."""
 
@@ -157,15 +152,15 @@ def build_control_tools(deps: ControlDeps) -> list[Tool]:
         result = outcome.result if outcome.status == "completed" else (
             f"{outcome.reason or outcome.status}" + (f"\npartial output:\n{outcome.result}" if outcome.result else ""))
         body = {"task_id": outcome.task_id, "subagent_type": persona, "status": outcome.status,
-                "result": _cap(result, deps.result_max_chars)}
+                "result": result, "stopped_by": outcome.stopped_by}  # cut inside the string by fit_result
         if duplicate:
             body["hint"] = DEDUP_HINT if outcome.status == "completed" else (
                 f"An identical dispatch was already running and ended {outcome.status}; this is its result. "
                 "You may dispatch it again if retrying can help.")
-            return Outcome(body, "dedup")
+            return Outcome(fit_result(body, deps.result_max_chars), "dedup")
         body["hint"] = SPAWN_HINT if outcome.status == "completed" else (
             "The worker did not complete. Tell the user what happened; dispatch again only if retrying can help.")
-        return body
+        return fit_result(body, deps.result_max_chars)
 
     async def send_message(args: dict[str, Any], ctx: ToolCallContext) -> Any:
         text = args["text"].strip()

@@ -1,14 +1,16 @@
-"""The runtime: coordinator threads and turns (DESIGN.md §4, §9, §11).
+"""The runtime: coordinator threads and turns (docs/architecture.md §4, §9, §11).
 
 The server talks to it through :meth:`Runtime.open_thread`,
 :meth:`Runtime.subscribe`, :meth:`Runtime.submit`, :meth:`Runtime.stop`,
-:meth:`Runtime.session_tree` and :meth:`Runtime.session_audit`.  Turns run
+:meth:`Runtime.session_tree`, :meth:`Runtime.session_audit`, :meth:`Runtime.list_threads`
+and :meth:`Runtime.session_messages`.  Turns run
 in the runtime's own service nursery, never in a client's task.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,16 +21,27 @@ from ongridd.errors import NotFound, OngridError, ProviderError, TaskStateError
 from ongridd.llm.types import Message
 from ongridd.logs import get_logger
 from ongridd.metrics import TURNS
+from ongridd.render import markdown_html
 from ongridd.runtime import frames
 from ongridd.runtime.agentrun import AgentRunner
 from ongridd.runtime.control import ControlDeps, DedupTable, build_control_tools
 from ongridd.runtime.hub import SessionHub
 from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager
+from ongridd.store.writer import StoreWriter
 
 log = get_logger(__name__)
 
 INTERJECTION_DEBOUNCE_S = 0.3
+#: how long a stopped turn (or one ending during shutdown) waits for its writes
+#: before its last frame goes out; the writes themselves stay queued regardless
+STOPPED_TURN_WRITE_WAIT_S = 5.0
+#: how long the store writer may take to drain at shutdown
+WRITER_DRAIN_S = 60.0
+#: the most rows one thread-list, transcript or audit read returns
+THREADS_PAGE_MAX = 200
+MESSAGES_PAGE_MAX = 2000
+AUDIT_PAGE_MAX = 5000
 
 
 @attrs.define(eq=False)
@@ -47,14 +60,22 @@ class Turn:
     interjections: set[trio.CancelScope] = attrs.field(factory=set)
     pending_interjection: list[str] = attrs.field(factory=list)
     interjecting: bool = False
+    #: for the turn_start/turn_end log events: the thread name, when the turn
+    #: began (``time.monotonic()``), the coordinator's tool calls and the workers it spawned
+    thread: str | None = None
+    started: float = attrs.field(factory=time.monotonic)
+    tool_calls: int = 0
+    workers: int = 0
 
 
 class Runtime:
     """``config``: Config; ``store``: Store; ``holder``: RegistryHolder;
     ``model``: a ModelClient (or a zero-argument factory returning one,
-    called lazily on the first turn)."""
+    called lazily on the first turn).  ``clock``: the current time as an
+    aware datetime for the per-call reminder (default: the system clock)."""
 
-    def __init__(self, config: Any, store: Any, holder: RegistryHolder, model: Any):
+    def __init__(self, config: Any, store: Any, holder: RegistryHolder, model: Any, *,
+                 clock: Callable[[], Any] | None = None):
         self.config = config
         self.store = store
         self.holder = holder
@@ -62,8 +83,10 @@ class Runtime:
         self.hubs: dict[str, SessionHub] = {}
         self.turns: dict[str, Turn] = {}
         self.dedup: dict[str, DedupTable] = {}
-        self.workers = WorkerManager(store, self._publish)
-        self.runner = AgentRunner(config=config, store=store, workers=self.workers, model=self._get_model)
+        self.writer = StoreWriter(store)
+        self.workers = WorkerManager(store, self._publish, self.writer)
+        self.runner = AgentRunner(config=config, store=store, writer=self.writer, workers=self.workers,
+                                  model=self._get_model, clock=clock)
         self.nursery: trio.Nursery | None = None
         self.accepting = True
 
@@ -74,8 +97,22 @@ class Runtime:
         return self._model
 
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """The service nursery; runs until cancelled.  On exit every open
-        worker row is closed ``killed`` ("daemon shutdown")."""
+        """The store writer and the service nursery; runs until cancelled.
+
+        On exit, once every turn has ended, the writer's queue is drained
+        (bounded by ``WRITER_DRAIN_S``; what is left then is logged as an
+        error), then every worker row still open is closed ``killed``
+        ("daemon shutdown")."""
+        async with trio.open_nursery() as writer_nursery:
+            await writer_nursery.start(self.writer.run)
+            try:
+                await self._serve(task_status)
+            finally:
+                self.workers.shutting_down = True
+                with trio.CancelScope(shield=True):
+                    await self.writer.aclose(WRITER_DRAIN_S)
+
+    async def _serve(self, task_status: Any) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -84,6 +121,8 @@ class Runtime:
                 await trio.sleep_forever()
         finally:
             self.workers.shutting_down = True
+            with trio.CancelScope(shield=True):  # every turn has ended: their last writes go first
+                await self.writer.flush(timeout_s=WRITER_DRAIN_S)
             with trio.move_on_after(5, shield=True):
                 try:
                     n = await self.store.close_open_workers("killed", "daemon shutdown")
@@ -163,14 +202,60 @@ class Runtime:
         description, closed_at, close_reason, …, children: [...]}``).
         Raises NotFound when it does not exist or belongs to another user."""
         await self._owned(session_id, user_id)
+        await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)  # read what the turn wrote
         return await self.store.session_tree(session_id)
 
-    async def session_audit(self, session_id: str, *, user_id: str) -> list[dict]:
-        """Audit rows of the session and its children, oldest first
-        (``{id, session_id, agent_id, tool_name, arguments, result, status,
-        duration_ms, created_at}``).  Raises NotFound as :meth:`session_tree`."""
+    async def session_audit(self, session_id: str, *, user_id: str, limit: int = AUDIT_PAGE_MAX,
+                            offset: int = 0) -> list[dict]:
+        """Audit rows of the session and its children, oldest first, at most
+        ``limit`` after ``offset`` (``{id, session_id, agent_id, tool_name,
+        tool_call_id, arguments, result, status, duration_ms, created_at,
+        proposal}``; ``proposal``: the gated call's review —
+        ``{decision, decision_reason, reviewer_session_id, …}`` — or None).
+        Raises NotFound as :meth:`session_tree`."""
         await self._owned(session_id, user_id)
-        return await self.store.list_audit(session_id, include_children=True)
+        await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)
+        return await self.store.list_audit_items(session_id, include_children=True,
+                                                 limit=max(1, min(limit, AUDIT_PAGE_MAX)), offset=max(0, offset))
+
+    async def list_threads(self, *, user_id: str, limit: int = 50, before: Any = None,
+                           before_id: str | None = None) -> list[dict]:
+        """The caller's coordinator threads, newest activity first: ``{id, thread,
+        status, created_at, updated_at, last_user_text, running, last_turn}``
+        (``last_turn``: ``running``, ``completed`` when the last message is an
+        answer, ``interrupted`` otherwise, None for a thread without messages).
+        ``before``/``before_id``: the cursor of :meth:`Store.list_threads`."""
+        rows = await self.store.list_threads(user_id, limit=max(1, min(limit, THREADS_PAGE_MAX)), before=before,
+                                             before_id=before_id)
+        out = []
+        for r in rows:
+            running = r["id"] in self.turns
+            if running:
+                last_turn = "running"
+            elif r["last_role"] is None:
+                last_turn = None
+            else:
+                last_turn = "completed" if r["last_role"] == "assistant" and not r["last_has_tool_calls"] \
+                    else "interrupted"
+            out.append({k: r[k] for k in ("id", "thread", "status", "created_at", "updated_at", "last_user_text")}
+                       | {"running": running, "last_turn": last_turn})
+        return out
+
+    async def session_messages(self, session_id: str, *, user_id: str, after_seq: int = 0,
+                               limit: int = 500) -> list[dict]:
+        """The stored transcript of a session of the caller, in seq order:
+        ``{seq, role, content, html, tool_calls, tool_call_id, created_at}``
+        (``html``: the sanitised rendering of assistant text, else None), at
+        most ``limit`` (≤ MESSAGES_PAGE_MAX) after ``after_seq``.  NotFound as
+        :meth:`session_tree`."""
+        await self._owned(session_id, user_id)
+        await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)
+        rows = await self.store.list_messages(session_id, after_seq=max(0, after_seq),
+                                              limit=max(1, min(limit, MESSAGES_PAGE_MAX)))
+        return [{"seq": r["seq"], "role": r["role"], "content": r["content"],
+                 "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
+                 "tool_calls": r["tool_calls"], "tool_call_id": r["tool_call_id"], "created_at": r["created_at"]}
+                for r in rows]
 
     # ---- turns -----------------------------------------------------------------
     async def submit(self, session_id: str, *, user_id: str, text: str, locale: str | None = None) -> None:
@@ -192,7 +277,7 @@ class Runtime:
                 running.interjecting = True
                 self.nursery.start_soon(self._interject, running)
             return
-        turn = Turn(session_id=session_id, user_id=user_id, locale=locale)
+        turn = Turn(session_id=session_id, user_id=user_id, locale=locale, thread=row.get("thread_id"))
         self.turns[session_id] = turn
         self._hub(session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, turn, text)
@@ -231,12 +316,14 @@ class Runtime:
         hub = self._hub(turn.session_id)
         end = frames.error("internal", "the turn ended without an answer")
         status = "error"
+        log.info("turn_start", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
         try:
             with turn.cancel_scope:
                 snap = self.holder.current
                 agents = snap.agents.snapshot()
 
                 async def spawn(ctx: Any, persona: str, description: str, prompt: str) -> Any:
+                    turn.workers += 1
                     return await self.runner.spawn_worker(
                         snap=snap, agents=agents, persona=persona, description=description, brief=prompt,
                         parent_id=turn.session_id, coordinator_id=turn.session_id, user_id=turn.user_id)
@@ -247,6 +334,7 @@ class Runtime:
                     snap=snap, agents=agents, turn=turn, text=text,
                     publish=lambda f: self._publish(turn.session_id, f))
                 status = result.status
+                turn.tool_calls = result.tool_calls
                 if result.status == "provider_error":
                     end = frames.error("provider_error", result.detail or result.text or "the model provider failed")
                 elif result.status == "error":
@@ -266,27 +354,47 @@ class Runtime:
             status, end = "error", frames.error("internal", f"internal error: {exc!r}")
         finally:
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
-                await self._keep_unseen(turn)
+                self._keep_unseen(turn)
+            status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
             leftover = [m.content for m in turn.inbox if m.content]
             turn.inbox.clear()
             self.turns.pop(turn.session_id, None)
             TURNS.labels(status).inc()
+            log.info("turn_end", user=turn.user_id, thread=turn.thread, session_id=turn.session_id,
+                     status=turn_outcome(status), duration_ms=int((time.monotonic() - turn.started) * 1000),
+                     tool_calls=turn.tool_calls, workers=turn.workers)
             hub.end_turn(end)
             turn.done.set()
             if leftover:
                 self._follow_up(turn, "\n\n".join(leftover))
 
-    async def _keep_unseen(self, turn: Turn) -> None:
+    def _keep_unseen(self, turn: Turn) -> None:
         """A stopped turn never showed the model the messages still in its
-        inbox: store them in the thread so the next turn sees them."""
-        with trio.move_on_after(5, shield=True):
-            while turn.inbox:
-                msg = turn.inbox.pop(0)
-                try:
-                    await self.store.append_message(turn.session_id, role="user", content=msg.content)
-                except Exception:
-                    log.exception("inbox_persist_failed", session_id=turn.session_id)
+        inbox: queue them for the thread so the next turn sees them."""
+        while turn.inbox:
+            msg = turn.inbox.pop(0)
+            self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=msg.content)
+
+    async def _settle_writes(self, turn: Turn, status: str, end: dict) -> tuple[str, dict]:
+        """Wait until the turn's writes are committed, so its last frame only
+        goes out once the transcript, audit rows and worker rows can be read;
+        returns ``(status, end)``, turned into ``error``/``internal`` when a
+        write of this thread finally failed.  Shielded: runs in the turn's
+        ``finally:``.  A stopped turn waits at most STOPPED_TURN_WRITE_WAIT_S
+        (its writes stay queued and are committed anyway)."""
+        stopping = turn.cancel_scope.cancel_called or not self.accepting
+        wait_s = STOPPED_TURN_WRITE_WAIT_S if stopping else self.writer.retry_for_s + 30.0
+        with trio.CancelScope(shield=True):
+            settled = await self.writer.flush(turn.session_id, timeout_s=wait_s)
+        if not settled:
+            log.warning("turn_writes_still_queued", session_id=turn.session_id, queued=self.writer.queued)
+        failures = self.writer.take_failures(turn.session_id)
+        if failures and end.get("type") == "final":
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+            return "error", frames.error("internal", f"the answer could not be stored completely: {failures[0]}"
+                                         f"{more}; see the daemon log")
+        return status, end
 
     def _follow_up(self, turn: Turn, text: str) -> None:
         """Messages that arrived during the turn's last model call (too late
@@ -294,7 +402,7 @@ class Runtime:
         if not self.accepting or self.nursery is None or turn.session_id in self.turns:
             log.warning("follow_up_dropped", session_id=turn.session_id)
             return
-        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale)
+        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread)
         self.turns[turn.session_id] = follow
         self._hub(turn.session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, follow, text)
@@ -321,6 +429,19 @@ class Runtime:
                         turn.interjections.discard(scope)
         finally:
             turn.interjecting = False
+
+
+def turn_outcome(status: str) -> str:
+    """The ``turn_end`` status of a coordinator run status: ``completed``
+    (an answer, also one forced at a limit), ``failed`` (the model provider
+    failed), ``stopped`` (user stop or shutdown) or ``error`` (internal)."""
+    if status in ("ok", "max_turns", "tool_budget"):
+        return "completed"
+    if status == "provider_error":
+        return "failed"
+    if status == "stopped":
+        return "stopped"
+    return "error"
 
 
 def _cancel_turn(turn: Turn) -> None:

@@ -1,58 +1,203 @@
-"""The review gate's decision rule (DESIGN.md §10), as a pure function."""
+"""The review gate's decision rule, as pure functions (fail closed).
+
+:func:`parse_decision` reads the reviewer's final answer; :func:`review_decision`
+turns a whole reviewer outcome (status, answer, how the model ended it) into a
+:class:`Decision`.  Approval is the single narrow case; everything else rejects.
+
+The rule, line by line:
+
+* **Detection is broad.**  A line is a *decision line* when its *skeleton*
+  starts with ``decision`` or holds ``decision:`` anywhere.  The skeleton is
+  the line with compatibility forms folded (NFKD: fullwidth and mathematical
+  letters, ligatures, ``ſ``), accents, format characters (zero-width spaces
+  and joiners, BOM, soft hyphen, bidi marks) and control characters removed,
+  Cyrillic/Greek/small-capital letters that look like Latin ones mapped to
+  those, emphasis and code marks (``* _ ~ ```), backslashes and HTML tags
+  removed, every leading heading/quote/list/number/table/bullet/quote-mark
+  marker stripped (repeatedly: ``> - 1. **…**``), and all white space removed.
+  So a reject line that hides behind markdown or look-alike characters still
+  counts as a decision line, and therefore still rejects.
+* **Approval is narrow.**  A decision line approves only when its *plain*
+  form — emphasis and code marks (``* _ ```) removed, leading ``#``, ``>``,
+  ``-``, ``*``, ``+``, ``1.``, ``1)`` markers stripped repeatedly, outer
+  spaces/tabs trimmed — is exactly ``Decision: approve`` in ASCII, any case,
+  optionally with one final period.  Spaces or tabs may stand around the
+  colon (``Decision : approve``, ``Decision:approve``); nothing else may:
+  no other text, no second period, no ``?``, no strikethrough (``~``), no
+  non-ASCII character (a look-alike letter, a zero-width or no-break space).
+* The answer approves only when it has at least one decision line and every
+  decision line approves.
+
+:func:`review_decision` adds what the text cannot show: the reviewer must have
+completed, not from a limit (``stopped_by`` unset), and its model must have
+ended the answer with ``finish_reason == "stop"`` (``length``,
+``content_filter``, a missing value or anything else rejects).
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from typing import Any
 
 import attrs
 
-_MARKS = re.compile(r"[*_`~]")
-_DECISION = re.compile(r"^decision:\s*(approve|reject)(?![\w/|\\-])(.*)$", re.IGNORECASE)
-_VERDICT_WORD = re.compile(r"\b(approve|reject)", re.IGNORECASE)
+#: what the model must have said about how its final answer ended
+NORMAL_FINISH = "stop"
+
+# ---- the plain form (approval) ------------------------------------------------
+
+_PLAIN_MARKS = re.compile(r"[*_`]")
+_PLAIN_LEAD = re.compile(r"^(?:[ \t]*(?:#+|>|[-*+]|\d{1,9}[.)]))*")
+_APPROVE = re.compile(r"decision[ \t]*:[ \t]*approve\.?", re.ASCII | re.IGNORECASE)
+_REJECT = re.compile(r"decision[ \t]*[:\-–—]?[ \t]*reject", re.ASCII | re.IGNORECASE)
+
+# ---- the skeleton (detection) ---------------------------------------------------
+
+#: letters of other scripts that look like Latin ones (lower-cased skeleton)
+_LOOKALIKES = str.maketrans({
+    # Cyrillic
+    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c",
+    "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w",
+    "һ": "h", "ӏ": "i", "ո": "n", "ց": "g", "ս": "u", "օ": "o",
+    # Greek
+    "α": "a", "β": "b", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t", "υ": "u",
+    "χ": "x", "ϲ": "c", "ϳ": "j", "ς": "s", "η": "n",
+    # Latin small capitals and other look-alikes
+    "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ɢ": "g", "ʜ": "h", "ɪ": "i", "ᴊ": "j", "ᴋ": "k",
+    "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v",
+    "ᴡ": "w", "ʏ": "y", "ᴢ": "z", "ı": "i", "ȷ": "j", "ɑ": "a", "ɡ": "g", "ɩ": "i", "ɵ": "o",
+})
+_DROP_CATEGORIES = frozenset({"Cf", "Cc", "Mn", "Me", "Co", "Cs"})
+_SKELETON_MARKS = re.compile(r"<[^<>]{0,64}>|[*_~`\\]")
+_SKELETON_LEAD = re.compile(
+    r"^(?:\s|#+|>|[-*+|=]|\d{1,9}[.):]|\[[ xX]?\]|[•◦▪▫‣⁃∙·●○■□►▶▸→⇒➤–—―]|[\"'“”„‘’‚«»‹›(\[{]|[.:;,!?])+")
+_SPACE = re.compile(r"\s+")
+
+
+def skeleton(line: str) -> str:
+    """The detection form of one line (see the module docstring): lower case,
+    no white space, no markers, look-alike letters folded to Latin ones."""
+    text = unicodedata.normalize("NFKD", line)
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROP_CATEGORIES or ch == "\t")
+    text = text.casefold().translate(_LOOKALIKES)
+    text = _SKELETON_MARKS.sub("", text)
+    text = _SKELETON_LEAD.sub("", text)
+    return _SPACE.sub("", text)
+
+
+def is_decision_line(line: str) -> bool:
+    """True when ``line`` counts as a decision line (broad, fail closed)."""
+    form = skeleton(line)
+    return form.startswith("decision") or "decision:" in form
+
+
+def plain(line: str) -> str:
+    """The approval form of one line: emphasis/code marks removed, leading
+    heading/quote/list/number markers stripped repeatedly, outer spaces and
+    tabs trimmed.  Nothing else is changed (no Unicode folding)."""
+    text = _PLAIN_LEAD.sub("", _PLAIN_MARKS.sub("", line), count=1)
+    return text.strip(" \t")
+
+
+def is_clean_approval(line: str) -> bool:
+    """True when the decision line ``line`` is exactly ``Decision: approve``."""
+    return _APPROVE.fullmatch(plain(line)) is not None
+
+
+# ---- the decision -----------------------------------------------------------------
 
 
 @attrs.frozen
 class Decision:
-    """``decision``: ``approve`` or ``reject``; ``reason``: the text after the
-    last decision line (or why the answer was treated as a rejection)."""
+    """The gate's verdict on one proposal.
+
+    ``decision``: ``approve`` or ``reject``.  ``reason``: the reviewer's
+    reason (the answer after its last decision line) or why the gate
+    rejected; stored on the proposal row.  ``cause``: for a rejection, a short
+    phrase completing "The tool did not run: …" (empty for an approval).
+    """
 
     decision: str
     reason: str
+    cause: str = ""
 
     @property
     def approved(self) -> bool:
         return self.decision == "approve"
 
+    @property
+    def message(self) -> str:
+        """One plain sentence for the calling model (empty for an approval)."""
+        if self.approved:
+            return ""
+        return f"The tool did not run: {self.cause or 'the review did not approve it'}."
 
-def parse_decision(answer: str | None) -> Decision:
-    """Apply the rule: approve only when at least one decision line exists and
-    every decision line says approve; anything else rejects (fail closed).
 
-    A decision line is one that, with markdown emphasis and code marks
-    (``* _ ` ~``) removed and surrounding white space stripped, starts with
-    ``Decision:`` followed by ``approve`` or ``reject`` (any case) as a
-    whole word (``approve-not``, ``approve/reject`` are not verdicts).  A
-    decision line that also names the other verdict later on
-    (``Decision: approve or reject``) is ambiguous and rejects.
+def reject(reason: str, cause: str) -> Decision:
+    """A rejection with its stored ``reason`` and the ``cause`` the model reads."""
+    return Decision("reject", reason, cause)
+
+
+def _with_note(rest: str, note: str) -> str:
+    return f"{rest}\n({note})" if rest else f"({note})"
+
+
+def parse_decision(answer: str | None, *, finish_reason: str | None, stopped_by: str | None = None) -> Decision:
+    """Apply the decision rule to the reviewer's final ``answer``.
+
+    ``finish_reason``: how the model ended the answer (only ``"stop"`` may
+    approve; pass what the provider said — ``None`` when unknown rejects).
+    ``stopped_by``: ``"max_turns"``/``"tool_budget"`` when the reviewer
+    answered from a limit (rejects), else ``None``.
+
+    Returns a :class:`Decision`; never raises.  The reason is the text after
+    the last decision line (for a reviewer's own reject with nothing after
+    it, the decision lines that are not a clean approval); a rejection the
+    reviewer did not write itself says, in parentheses, which part of the
+    rule rejected.
     """
     lines = (answer or "").splitlines()
-    verdicts: list[tuple[int, str]] = []
-    for i, line in enumerate(lines):
-        m = _DECISION.match(_MARKS.sub("", line).strip())
-        if m:
-            verdict = m.group(1).lower()
-            # "Decision: approve or reject", "approve | reject — I reject": the
-            # line names both verdicts, so it decides nothing (fail closed)
-            if any(w.lower() != verdict for w in _VERDICT_WORD.findall(m.group(2))):
-                verdict = "ambiguous"
-            verdicts.append((i, verdict))
-    if not verdicts:
-        return Decision("reject", "the reviewer gave no 'Decision: approve|reject' line (fail closed)")
-    rest = "\n".join(lines[verdicts[-1][0] + 1:]).strip()
-    if all(v == "approve" for _, v in verdicts):
+    found = [i for i, line in enumerate(lines) if is_decision_line(line)]
+    rest = "\n".join(lines[found[-1] + 1:]).strip() if found else (answer or "").strip()
+    if stopped_by:
+        return reject(_with_note(rest, f"the reviewer answered from its {stopped_by} limit: fail closed"),
+                      f"the reviewer stopped at its {stopped_by} limit before it could decide")
+    if finish_reason != NORMAL_FINISH:
+        how = f"finish_reason={finish_reason}" if finish_reason else "no finish_reason"
+        return reject(_with_note(rest, f"the reviewer's answer did not end normally ({how}): fail closed"),
+                      f"the reviewer's answer did not end normally ({how})")
+    if not found:
+        return reject(_with_note(rest, "the reviewer gave no decision line: fail closed"),
+                      "the reviewer's answer held no 'Decision: approve' line")
+    unclean = [lines[i] for i in found if not is_clean_approval(lines[i])]
+    if not unclean:
         return Decision("approve", rest or "approved by the reviewer")
-    if any(v == "ambiguous" for _, v in verdicts):
-        return Decision("reject", (rest + "\n" if rest else "") + "(a decision line names both verdicts: fail closed)")
-    if any(v == "approve" for _, v in verdicts):
-        return Decision("reject", (rest + "\n" if rest else "") + "(conflicting decision lines: fail closed)")
-    return Decision("reject", rest or "rejected by the reviewer")
+    if any(_REJECT.match(plain(line)) for line in unclean):
+        return reject(rest or "\n".join(plain(line) for line in unclean), "the reviewer rejected it")
+    shown = plain(unclean[0])[:120]
+    return reject(_with_note(rest, f"decision line {shown!r} is not exactly 'Decision: approve': fail closed"),
+                  "the reviewer did not approve it with a clean 'Decision: approve' line")
+
+
+def review_decision(outcome: Any, *, timeout_s: float | None = None) -> Decision:
+    """The decision for a whole reviewer run.
+
+    ``outcome``: a ``WorkerOutcome``-like object with ``status``
+    (``completed``/``failed``/``killed``), ``result`` (the final answer),
+    ``reason`` (the close reason), ``finish_reason``, ``stopped_by`` and
+    ``timed_out``.  ``timeout_s``: the reviewer's limit, for the message.
+    Only a ``completed`` run is read with :func:`parse_decision`; a timeout,
+    a failure or a stop rejects with the close reason.
+    """
+    status = getattr(outcome, "status", None)
+    why = getattr(outcome, "reason", None) or status or "unknown"
+    if status == "completed":
+        return parse_decision(getattr(outcome, "result", None), finish_reason=getattr(outcome, "finish_reason", None),
+                              stopped_by=getattr(outcome, "stopped_by", None))
+    if getattr(outcome, "timed_out", False):
+        limit = f" (limit {timeout_s:g} s)" if timeout_s else ""
+        return reject(f"the reviewer timed out: {why} (fail closed)", f"the review timed out{limit}")
+    if status == "killed":
+        return reject(f"the reviewer was stopped: {why} (fail closed)", "the review was stopped before it decided")
+    return reject(f"the reviewer {status}: {why} (fail closed)", f"the reviewer failed ({why})")

@@ -1,8 +1,14 @@
-"""Server → client frames (DESIGN.md §15), built in one place."""
+"""Server → client frames (docs/architecture.md §15.5), built in one place.
+
+``final``, ``interim`` and ``agent_result`` carry ``html``: the text's
+markdown rendered and sanitised on the server (:mod:`ongridd.render`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from ongridd.render import markdown_html
 
 
 def token(text: str) -> dict[str, Any]:
@@ -10,7 +16,7 @@ def token(text: str) -> dict[str, Any]:
 
 
 def interim(text: str) -> dict[str, Any]:
-    return {"type": "interim", "text": text}
+    return {"type": "interim", "text": text, "html": markdown_html(text)}
 
 
 def tool(name: str, status: str) -> dict[str, Any]:
@@ -23,11 +29,12 @@ def agent_tile(task_id: str, subagent_type: str, description: str, status: str) 
 
 
 def agent_result(task_id: str, status: str, text: str) -> dict[str, Any]:
-    return {"type": "agent_result", "task_id": task_id, "status": status, "text": text}
+    return {"type": "agent_result", "task_id": task_id, "status": status, "text": text,
+            "html": markdown_html(text)}
 
 
 def final(text: str) -> dict[str, Any]:
-    return {"type": "final", "text": text}
+    return {"type": "final", "text": text, "html": markdown_html(text)}
 
 
 def error(code: str, message: str) -> dict[str, Any]:

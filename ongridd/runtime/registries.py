@@ -2,7 +2,7 @@
 
 A turn takes ``holder.current`` once when it starts and keeps it for its
 dispatches and its catalog, so an install, an uninstall or a reload never
-shows it a half-built set (DESIGN.md §6, §14).
+shows it a half-built set (docs/architecture.md §6, §14).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ class Registries:
     """``tools``: name → Tool (every registered tool).  ``stubs``: the
     redirect stubs.  ``agents``: the AgentRegistry (its ``snapshot()`` is
     taken per turn).  ``skills``: the SkillRegistry.  ``routes``: plugin HTTP
-    routes ``{(METHOD, path): handler}``.  ``plugins``: the plugin load report.
+    routes ``{(METHOD, path): PluginRoute}``.  ``services``: the plugins'
+    long-running tasks (``PluginService``; the daemon starts those of its
+    first build).  ``plugins``: the plugin load report.
     ``generation``: increases with every swap."""
 
     tools: Mapping[str, Tool]
@@ -28,6 +30,7 @@ class Registries:
     agents: Any
     skills: Any
     routes: Mapping[tuple[str, str], Any] = attrs.field(factory=dict)
+    services: tuple[Any, ...] = ()
     plugins: tuple[Any, ...] = ()
     generation: int = 0
 

@@ -1,11 +1,11 @@
-"""Worker (and reviewer) lifecycle (DESIGN.md §4, §11).
+"""Worker (and reviewer) lifecycle (docs/architecture.md §4, §11).
 
 ``pending → running → completed | failed | killed``.  The session row is
 created ``pending`` before the worker starts and closed on every terminal
-path from a ``finally:`` inside a bounded shield.  A stop (TaskStop, a
-user's stop frame, the turn being stopped, daemon shutdown) ends a worker
-``killed``; its time limit, an exception or a provider error end it
-``failed`` with the reason.
+path from a ``finally:``, queued on the store writer so it cannot be
+dropped.  A stop (TaskStop, a user's stop frame, the turn being stopped,
+daemon shutdown) ends a worker ``killed``; its time limit, an exception or
+a provider error end it ``failed`` with the reason.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongridd.errors import NotFound, StoreError, TaskStateError
+from ongridd.errors import NotFound, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WORKERS, WORKERS_RUNNING
 
@@ -33,6 +33,8 @@ class WorkerTask:
 
     ``task_id`` is its ``chat_sessions.id``; ``coordinator_id`` the root
     coordinator session (tiles go there); ``parent_id`` the calling session.
+    ``finish_reason`` and ``stopped_by`` are set by the run function (see
+    :class:`WorkerOutcome`).
     """
 
     task_id: str
@@ -45,6 +47,8 @@ class WorkerTask:
     close_reason: str | None = None
     result: str = ""
     partial: str = ""
+    finish_reason: str | None = None
+    stopped_by: str | None = None
     stop_requested: bool = False
     cancel_scope: trio.CancelScope | None = None
     done: trio.Event = attrs.field(factory=trio.Event)
@@ -55,27 +59,38 @@ class WorkerTask:
 class WorkerOutcome:
     """How a worker ended: ``status`` completed|failed|killed, ``result`` its
     final answer (or partial output), ``reason`` the close reason (None when
-    completed normally)."""
+    completed normally).  ``finish_reason``: what the provider said about the
+    model call that produced ``result`` (``stop``, ``length``,
+    ``content_filter``; ``None`` when unknown or no answer was produced).
+    ``stopped_by``: ``max_turns``/``tool_budget`` when the worker answered
+    from a limit, else ``None``.  ``timed_out``: the worker's time limit
+    ended it (status ``failed``)."""
 
     task_id: str
     persona: str
     status: str
     result: str
     reason: str | None = None
+    finish_reason: str | None = None
+    stopped_by: str | None = None
+    timed_out: bool = False
 
 
-# run(task) -> (status, text, reason): the persona run itself, supplied by the runtime
+# run(task) -> (status, text, reason): the persona run itself, supplied by the runtime; it
+# may set task.finish_reason / task.stopped_by, which a completed outcome carries
 RunFn = Callable[[WorkerTask], Awaitable[tuple[str, str, str | None]]]
 PublishFn = Callable[[str, dict[str, Any]], None]
 
 
 class WorkerManager:
-    """Spawns, tracks and stops workers.  ``store`` is the Store;
+    """Spawns, tracks and stops workers.  ``store`` is the Store (reads);
+    ``writer`` the StoreWriter the rows are written through;
     ``publish(coordinator_id, frame)`` sends frames to a coordinator's
     subscribers; ``shutdown_reason`` is set by the daemon when it stops."""
 
-    def __init__(self, store: Any, publish: PublishFn):
+    def __init__(self, store: Any, publish: PublishFn, writer: Any):
         self.store = store
+        self.writer = writer
         self.publish = publish
         self.tasks: dict[str, WorkerTask] = {}
         self.shutting_down = False
@@ -95,32 +110,36 @@ class WorkerManager:
         """Create the row (pending), run ``run(task)`` under the time limit,
         close the row on every path.  Returns the outcome; raises only
         ``trio.Cancelled`` (after closing the row ``killed``) and StoreError
-        when the row cannot even be created.
+        (NotFound for an unknown parent) when the row cannot even be created.
 
         Cancellation: the worker's run is cancelled; its row is closed
-        ``killed`` (reason ``daemon shutdown`` or ``stopped``) inside a
-        bounded shield, then Cancelled propagates.
+        ``killed`` (reason ``daemon shutdown`` or ``stopped``): the close is
+        queued on the writer, which writes it whatever happens to this task;
+        a bounded shield only limits how long this task waits for it.  Then
+        Cancelled propagates.
         """
-        # Shielded (bounded): a stop that lands while the insert commits must
-        # not leave a pending row nobody closes; the cancellation is delivered
-        # at the first checkpoint below, which closes the row ``killed``.
-        row = None
-        with trio.move_on_after(CLOSE_SHIELD_S, shield=True):
-            row = await self.store.create_session(agent_id=persona, user_id=user_id, parent_session_id=parent_id,
-                                                  description=description, status="pending")
-        if row is None:
-            raise StoreError(f"could not create the session row of a {persona} worker within {CLOSE_SHIELD_S:g} s")
+        created = self.writer.create_session(owner=coordinator_id, agent_id=persona, user_id=user_id,
+                                             parent_session_id=parent_id, description=description)
+        try:
+            row = await created.wait()
+        except BaseException as exc:
+            if _is_cancellation(exc):  # the insert still happens: queue the close right behind it
+                self.writer.close_session(created.session_id, "killed", self._stop_reason(parent_id, coordinator_id),
+                                          owner=coordinator_id)
+            raise
         task = WorkerTask(task_id=row["id"], persona=persona, description=description,
                           coordinator_id=coordinator_id, parent_id=parent_id, user_id=user_id)
         self.tasks[task.task_id] = task
         self._tile(task)
         status, text, reason = "failed", "", "internal error"
+        timed_out = False
         try:
             with trio.CancelScope() as scope:
                 task.cancel_scope = scope
                 if task.stop_requested:
                     scope.cancel()
-                await self.store.mark_running(task.task_id)
+                # the row says running before the tile does (a cancelled wait still writes it)
+                await self.writer.mark_running(task.task_id, owner=coordinator_id).wait()
                 task.status = "running"
                 WORKERS_RUNNING.inc()
                 self._tile(task)
@@ -128,7 +147,7 @@ class WorkerManager:
                     status, text, reason = await run(task)
                 if timer.cancelled_caught:
                     status, reason = "failed", f"timeout: the worker ran past its limit of {timeout_s:g} s"
-                    text = task.partial
+                    text, timed_out = task.partial, True
             if scope.cancelled_caught and task.stop_requested:
                 status, reason, text = "killed", "stopped", task.partial
         except BaseException as exc:
@@ -136,8 +155,7 @@ class WorkerManager:
             # in the run below us): match it by content, not by type.
             if _is_cancellation(exc):
                 status, text = "killed", task.partial
-                reason = ("daemon shutdown" if self.shutting_down else "stopped: the turn was stopped"
-                          if parent_id == coordinator_id else "stopped: its calling session was stopped")
+                reason = self._stop_reason(parent_id, coordinator_id)
                 raise
             status, reason, text = "failed", f"internal error: {exc!r}", task.partial
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: record, then let it go
@@ -148,11 +166,9 @@ class WorkerManager:
             if task.status == "running":
                 WORKERS_RUNNING.dec()
             task.status, task.close_reason, task.result = status, reason, text
-            with trio.move_on_after(CLOSE_SHIELD_S, shield=True):
-                try:
-                    await self.store.close_session(task.task_id, status, reason)
-                except Exception:
-                    log.exception("worker_close_failed", task_id=task.task_id)
+            closing = self.writer.close_session(task.task_id, status, reason, owner=coordinator_id)
+            with trio.move_on_after(CLOSE_SHIELD_S, shield=True):  # bounds the wait only, not the write
+                await closing.done.wait()
             WORKERS.labels(persona, status).inc()
             self._tile(task)
             from ongridd.runtime import frames
@@ -160,7 +176,16 @@ class WorkerManager:
             self.publish(task.coordinator_id, frames.agent_result(task.task_id, status, text or reason or ""))
             task.done.set()
             log.info("worker_closed", task_id=task.task_id, persona=persona, status=status, reason=reason)
-        return WorkerOutcome(task.task_id, persona, status, text, reason)
+        completed = status == "completed"
+        return WorkerOutcome(task.task_id, persona, status, text, reason,
+                             finish_reason=task.finish_reason if completed else None,
+                             stopped_by=task.stopped_by if completed else None, timed_out=timed_out)
+
+    def _stop_reason(self, parent_id: str, coordinator_id: str) -> str:
+        if self.shutting_down:
+            return "daemon shutdown"
+        return ("stopped: the turn was stopped" if parent_id == coordinator_id
+                else "stopped: its calling session was stopped")
 
     async def stop(self, task_id: str, *, coordinator_id: str, wait_s: float = 5.0) -> WorkerTask:
         """Stop a worker of this coordinator session; it ends ``killed``.

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from ongridd.errors import NotFound, StoreError
 from ongridd.store.engine import read_tx, write_tx
@@ -17,12 +18,17 @@ PROPOSAL_TIME_KEYS = ("created_at", "decided_at")
 
 
 def add_audit(engine: Engine, values: dict[str, Any]) -> str:
-    audit_id = new_id()
     with write_tx(engine) as conn:
-        known = conn.execute(sa.select(chat_sessions.c.id).where(chat_sessions.c.id == values["session_id"])).first()
-        if known is None:
-            raise NotFound(f"session {values['session_id']} does not exist")
-        conn.execute(sa.insert(audit_logs).values(id=audit_id, created_at=utcnow(), **values))
+        return add_audit_in(conn, values, utcnow())
+
+
+def add_audit_in(conn: Connection, values: dict[str, Any], now: datetime) -> str:
+    """Insert one audit row inside ``conn``'s transaction; its id.  NotFound for an unknown session."""
+    audit_id = new_id()
+    known = conn.execute(sa.select(chat_sessions.c.id).where(chat_sessions.c.id == values["session_id"])).first()
+    if known is None:
+        raise NotFound(f"session {values['session_id']} does not exist")
+    conn.execute(sa.insert(audit_logs).values(id=audit_id, created_at=now, **values))
     return audit_id
 
 
@@ -34,13 +40,18 @@ def list_audit(engine: Engine, session_id: str, include_children: bool) -> list[
             ids = [session_id]
         if not ids:
             return []
-        rows = conn.execute(
-            sa.select(audit_logs, chat_sessions.c.agent_id)
-            .join(chat_sessions, chat_sessions.c.id == audit_logs.c.session_id)
-            .where(audit_logs.c.session_id.in_(ids))
-            .order_by(audit_logs.c.created_at, audit_logs.c.id)
-        ).all()
+        rows = conn.execute(audit_rows_query(ids)).all()
     return [row_dict(r, ("created_at",)) for r in rows]
+
+
+def audit_rows_query(session_ids: list[str]) -> sa.Select:
+    """Audit rows of ``session_ids`` with their session's ``agent_id``, oldest first."""
+    return (
+        sa.select(audit_logs, chat_sessions.c.agent_id)
+        .join(chat_sessions, chat_sessions.c.id == audit_logs.c.session_id)
+        .where(audit_logs.c.session_id.in_(session_ids))
+        .order_by(audit_logs.c.created_at, audit_logs.c.id)
+    )
 
 
 def create_proposal(engine: Engine, values: dict[str, Any]) -> str:

@@ -155,6 +155,32 @@ def is_unique_violation(exc: BaseException) -> bool:
     return "UNIQUE constraint failed" in str(orig)
 
 
+# SQLSTATE classes/codes worth retrying: connection exceptions (08…), serialization
+# failure and deadlock (40001, 40P01), operator intervention / shutdown (57P01–57P03),
+# lock not available (55P03), too many connections (53300).
+_TRANSIENT_SQLSTATES = ("40001", "40P01", "55P03", "53300", "57P01", "57P02", "57P03")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when retrying the same transaction later can succeed: SQLite
+    "database is locked"/"busy", a lost or refused connection, a PostgreSQL
+    serialization failure, deadlock or server restart.  False for everything
+    else (constraint violations, NotFound, bad SQL, programming errors)."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    state = getattr(orig, "sqlstate", None)
+    if isinstance(state, str) and (state.startswith("08") or state in _TRANSIENT_SQLSTATES):
+        return True
+    if isinstance(orig, sqlite3.OperationalError):
+        text = str(orig)
+        return "database is locked" in text or "database is busy" in text or "disk I/O error" in text
+    if isinstance(exc, sa.exc.OperationalError) and state is None:
+        # a driver without SQLSTATE (connection refused before a session existed)
+        return "connect" in str(orig).lower() or "closed" in str(orig).lower()
+    return False
+
+
 def describe_error(exc: BaseException, url: URL) -> str:
     """A one-line, password-free description of a database error."""
     detail = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
@@ -209,6 +235,15 @@ class Database:
     async def run_read(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """Async twin of :meth:`call` for work that only reads."""
         return await trio.to_thread.run_sync(self.call, what, fn, *args, limiter=self._limiter)
+
+    async def run_raw(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(engine, *args)`` in a worker thread (one pool slot) with the
+        database's own exceptions left as they are (the store writer sorts
+        them with :func:`is_transient`).  StoreError after :meth:`aclose`.
+        Cancellation as :meth:`run`."""
+        if self._closed:
+            raise StoreError(f"database {shown_url(self.url)}: write after the store was closed")
+        return await trio.to_thread.run_sync(fn, self.engine, *args, limiter=self._limiter)
 
     async def aclose(self) -> None:
         """Dispose of the pool (idempotent)."""

@@ -118,27 +118,35 @@ def _set_status(engine: Engine, incident_id: str, status: str) -> dict[str, Any]
         return row_dict(got, INCIDENT_TIME_KEYS)
 
 
+CHANGE_TIME_KEYS = ("created_at", "occurred_at")
+
+
 def _record_change(engine: Engine, values: dict[str, Any]) -> dict[str, Any]:
-    values = {"id": new_id(), "created_at": utcnow(), **values}
+    now = utcnow()
+    values = {"id": new_id(), "created_at": now, **values}
+    values["occurred_at"] = values.get("occurred_at") or now
     with write_tx(engine) as conn:
         conn.execute(sa.insert(change_events).values(**values))
         got = conn.execute(sa.select(change_events).where(change_events.c.id == values["id"])).first()
-    return row_dict(got, ("created_at",))
+    return row_dict(got, CHANGE_TIME_KEYS)
 
 
 def _list_changes(
-    engine: Engine, kind: str | None, since: datetime | None, until: datetime | None, limit: int
+    engine: Engine, kind: str | None, since: datetime | None, until: datetime | None, limit: int,
+    subject: str | None = None,
 ) -> list[dict[str, Any]]:
     q = sa.select(change_events)
     if kind is not None:
         q = q.where(change_events.c.kind == kind)
+    if subject is not None:
+        q = q.where(change_events.c.subject == subject)
     if since is not None:
-        q = q.where(change_events.c.created_at >= since)
+        q = q.where(change_events.c.occurred_at >= since)
     if until is not None:
-        q = q.where(change_events.c.created_at < until)
-    q = q.order_by(change_events.c.created_at.desc(), change_events.c.id).limit(limit)
+        q = q.where(change_events.c.occurred_at < until)
+    q = q.order_by(change_events.c.occurred_at.desc(), change_events.c.id).limit(limit)
     with read_tx(engine) as conn:
-        return [row_dict(r, ("created_at",)) for r in conn.execute(q).all()]
+        return [row_dict(r, CHANGE_TIME_KEYS) for r in conn.execute(q).all()]
 
 
 class PluginStoreImpl:
@@ -212,22 +220,30 @@ class PluginStoreImpl:
         check_choice(status, INCIDENT_STATUSES, "status")
         return await self._db.run("set incident status", _set_status, incident_id, status)
 
-    async def record_change_event(self, *, kind: str, subject: str, actor: str, detail: Mapping[str, Any]) -> dict:
-        """Record a change made through Ongrid; returns ``{id, kind, subject, actor, detail, created_at}``."""
+    async def record_change_event(self, *, kind: str, subject: str, actor: str, detail: Mapping[str, Any],
+                                  occurred_at: str | None = None, recorded_by: str | None = None) -> dict:
+        """Record a change; returns ``{id, kind, subject, actor, detail,
+        created_at, occurred_at, recorded_by}``.  ``occurred_at``: ISO 8601
+        (default now); ``recorded_by``: the caller who reported a change made
+        outside Ongrid (None for Ongrid's own)."""
         values = {
             "kind": check_text(kind, "kind"),
             "subject": check_text(subject, "subject"),
             "actor": check_text(actor, "actor"),
             "detail": _json_mapping(detail, "detail"),
+            "occurred_at": parse_time(occurred_at, "occurred_at"),
+            "recorded_by": check_text(recorded_by, "recorded_by", optional=True),
         }
         if len(values["kind"]) > 64:
             raise ValueError(f"kind: at most 64 characters, got {len(values['kind'])}")
         return await self._db.run("record change event", _record_change, values)
 
     async def list_change_events(
-        self, *, kind: str | None = None, since: str | None = None, until: str | None = None, limit: int = 50
+        self, *, kind: str | None = None, since: str | None = None, until: str | None = None, limit: int = 50,
+        subject: str | None = None,
     ) -> list[dict]:
-        """Change events newest first; ``since`` inclusive, ``until`` exclusive; ``limit`` 1..1000."""
+        """Change events newest first by ``occurred_at``; ``since`` inclusive,
+        ``until`` exclusive; ``subject`` exact; ``limit`` 1..1000."""
         return await self._db.run_read(
             "list change events",
             _list_changes,
@@ -235,4 +251,5 @@ class PluginStoreImpl:
             parse_time(since, "since"),
             parse_time(until, "until"),
             _limit(limit),
+            check_text(subject, "subject", optional=True),
         )

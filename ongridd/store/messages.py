@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ongridd.errors import NotFound
 from ongridd.store.engine import read_tx, write_tx
+from ongridd.secretset import redact
 from ongridd.store.rows import MESSAGE_ROLES, check_choice, row_dict, utcnow
 from ongridd.store.schema import chat_messages, chat_sessions
 
@@ -36,7 +37,9 @@ def normalize_tool_calls(tool_calls: Iterable[Any] | None) -> list[dict[str, str
     (e.g. :class:`ongridd.llm.types.ToolCall`); an empty list becomes None.
 
     Raises ValueError naming the item when an id or name is missing or the
-    arguments are not a string (they are the raw text the model sent).
+    arguments are not a string (they are the raw text the model sent).  The
+    arguments are stored with every held secret redacted; a NUL stays (the
+    JSON column escapes it).
     """
     if tool_calls is None:
         return None
@@ -54,7 +57,7 @@ def normalize_tool_calls(tool_calls: Iterable[Any] | None) -> list[dict[str, str
             args = ""
         if not isinstance(args, str):
             raise ValueError(f"tool_calls[{i}].arguments: expected the raw argument text (str), got {type(args).__name__}")
-        out.append({"id": cid, "name": name, "arguments": args})
+        out.append({"id": cid, "name": name, "arguments": redact(args)})
     return out or None
 
 
@@ -104,10 +107,26 @@ def insert_message(conn: Connection, session_id: str, seq: int, message: Mapping
 
 def append_message(engine: Engine, session_id: str, message: Mapping[str, Any]) -> int:
     with write_tx(engine) as conn:
+        return append_message_in(conn, session_id, message, utcnow(), {})
+
+
+def append_message_in(conn: Connection, session_id: str, message: Mapping[str, Any], now: datetime,
+                      seqs: dict[str, int]) -> int:
+    """Append inside ``conn``'s transaction; returns the ``seq``.
+
+    ``seqs``: the last seq handed out per session in this transaction (the
+    session row is locked and its top seq read only on the first append of
+    that session; later ones count on from there).  NotFound when the
+    session does not exist.
+    """
+    last = seqs.get(session_id)
+    if last is None:
         lock_session(conn, session_id)
-        seq = next_seq(conn, session_id)
-        insert_message(conn, session_id, seq, message, utcnow())
-        return seq
+        last = next_seq(conn, session_id) - 1
+    seq = last + 1
+    insert_message(conn, session_id, seq, message, now)
+    seqs[session_id] = seq
+    return seq
 
 
 def message_rows(conn: Connection, session_id: str, from_seq: int = 1) -> Sequence[Any]:

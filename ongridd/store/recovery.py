@@ -1,4 +1,4 @@
-"""Startup recovery (DESIGN.md §4; handed.md C17): run once, before clients are accepted.
+"""Startup recovery (docs/architecture.md §4): run once, before clients are accepted.
 
 In one write transaction:
 

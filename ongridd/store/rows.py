@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-#: session statuses (DESIGN.md §11, §12)
+from ongridd.secretset import redact
+
+#: session statuses (docs/architecture.md §11, §12)
 COORDINATOR_STATUS = "open"
 ACTIVE_STATUSES = ("pending", "running")
 TERMINAL_STATUSES = ("completed", "failed", "killed")
@@ -92,8 +94,14 @@ def row_dict(row: Any, time_keys: Iterable[str] = ()) -> dict[str, Any]:
 
 
 def clean_text(value: str | None) -> str | None:
-    """``value`` with NUL characters replaced by U+FFFD (PostgreSQL text cannot hold NUL;
-    done on every backend so both store the same text).  None stays None."""
-    if value is None or "\x00" not in value:
+    """``value`` as it may be stored: every secret the daemon holds redacted
+    (see :mod:`ongridd.secretset`; every free-text column goes through
+    here), and NUL characters replaced by U+FFFD (PostgreSQL text cannot
+    hold NUL; done on every backend so both store the same text).  None
+    stays None."""
+    if value is None:
+        return value
+    value = redact(value)
+    if "\x00" not in value:
         return value
     return value.replace("\x00", "\ufffd")

@@ -1,4 +1,4 @@
-"""The tables of DESIGN.md §12 as SQLAlchemy Core metadata.
+"""The tables of docs/architecture.md §12 as SQLAlchemy Core metadata.
 
 This module describes the schema the code expects; the Alembic revisions in
 ``ongridd/store/migrations/versions`` create it (a test checks the two agree).
@@ -113,6 +113,8 @@ audit_logs = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("duration_ms", sa.Integer, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    # the model's tool-call id (None for rows from before it was recorded)
+    sa.Column("tool_call_id", sa.Text, nullable=True),
     sa.Index("ix_audit_logs_session_id_created_at", "session_id", "created_at"),
 )
 
@@ -133,7 +135,10 @@ mutating_proposals = sa.Table(
     ),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("decided_at", UTCDateTime, nullable=True),
+    # the gated call's tool-call id: (session_id, tool_call_id) links a proposal to its audit row
+    sa.Column("tool_call_id", sa.Text, nullable=True),
     sa.Index("ix_mutating_proposals_session_id", "session_id"),
+    sa.Index("ix_mutating_proposals_session_id_tool_call_id", "session_id", "tool_call_id"),
 )
 
 incidents = sa.Table(
@@ -164,8 +169,41 @@ change_events = sa.Table(
     sa.Column("actor", sa.Text, nullable=False),
     sa.Column("detail", JSONType, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    # when the change happened (a deploy recorded afterwards: its own time);
+    # always set since revision 0004 (older rows: created_at)
+    sa.Column("occurred_at", UTCDateTime, nullable=True),
+    # the authenticated caller who recorded a change made outside Ongrid
+    # (POST /api/changes); None for Ongrid's own changes
+    sa.Column("recorded_by", sa.Text, nullable=True),
     sa.Index("ix_change_events_kind_created_at", "kind", "created_at"),
     sa.Index("ix_change_events_created_at", "created_at"),
+    sa.Index("ix_change_events_occurred_at", "occurred_at"),
+    sa.Index("ix_change_events_subject_occurred_at", "subject", "occurred_at"),
+)
+
+# Channel bridges: event ids seen (kept 10 minutes, so a platform retry never
+# starts a second turn, also across a restart) and the origin of each turn
+# started from an IM conversation (platform, IM user, conversation).
+channel_events = sa.Table(
+    "channel_events",
+    metadata,
+    sa.Column("platform", sa.String(32), primary_key=True),
+    sa.Column("event_id", sa.String(200), primary_key=True),
+    sa.Column("seen_at", UTCDateTime, nullable=False),
+    sa.Index("ix_channel_events_seen_at", "seen_at"),
+)
+
+turn_origins = sa.Table(
+    "turn_origins",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("message_seq", sa.Integer, nullable=True),
+    sa.Column("platform", sa.String(32), nullable=False),
+    sa.Column("im_user", sa.Text, nullable=False),
+    sa.Column("conversation", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_turn_origins_session_id", "session_id"),
 )
 
 TABLE_NAMES = (
@@ -175,4 +213,6 @@ TABLE_NAMES = (
     "mutating_proposals",
     "incidents",
     "change_events",
+    "channel_events",
+    "turn_origins",
 )

@@ -1,4 +1,4 @@
-"""Session rows (DESIGN.md §11, §12): blocking operations on an engine.
+"""Session rows (docs/architecture.md §11, §12): blocking operations on an engine.
 
 Each function opens its own transaction (``write_tx`` for anything that
 writes, so SQLite serialises read-modify-writes with ``BEGIN IMMEDIATE``)
@@ -41,8 +41,14 @@ def _get(conn: Connection, session_id: str) -> dict[str, Any] | None:
     return session_dict(row) if row is not None else None
 
 
-def create_session(
-    engine: Engine,
+def create_session(engine: Engine, *, session_id: str | None = None, **values: Any) -> dict[str, Any]:
+    """:func:`create_session_in` in a transaction of its own."""
+    with write_tx(engine) as conn:
+        return create_session_in(conn, session_id=session_id, now=utcnow(), **values)
+
+
+def create_session_in(
+    conn: Connection,
     *,
     agent_id: str,
     user_id: str,
@@ -50,10 +56,16 @@ def create_session(
     thread_id: str | None,
     description: str | None,
     status: str,
+    session_id: str | None,
+    now: datetime,
 ) -> dict[str, Any]:
-    now = utcnow()
+    """Insert a session row inside ``conn``'s transaction and return it.
+
+    ``session_id``: the id to use (None: a new one).  NotFound when the parent
+    does not exist; an IntegrityError when the id is already taken.
+    """
     values = {
-        "id": new_id(),
+        "id": session_id or new_id(),
         "agent_id": agent_id,
         "parent_session_id": parent_session_id,
         "user_id": user_id,
@@ -65,11 +77,10 @@ def create_session(
         "closed_at": now if status in TERMINAL_STATUSES else None,
         "close_reason": None,
     }
-    with write_tx(engine) as conn:
-        if parent_session_id is not None and _get(conn, parent_session_id) is None:
-            raise NotFound(f"parent session {parent_session_id} does not exist")
-        conn.execute(sa.insert(chat_sessions).values(**values))
-        return _get(conn, values["id"])
+    if parent_session_id is not None and _get(conn, parent_session_id) is None:
+        raise NotFound(f"parent session {parent_session_id} does not exist")
+    conn.execute(sa.insert(chat_sessions).values(**values))
+    return _get(conn, values["id"])
 
 
 def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
@@ -112,28 +123,38 @@ def get_session(engine: Engine, session_id: str) -> dict[str, Any] | None:
 
 def mark_running(engine: Engine, session_id: str) -> dict[str, Any] | None:
     with write_tx(engine) as conn:
-        res = conn.execute(
-            sa.update(chat_sessions)
-            .where(chat_sessions.c.id == session_id, chat_sessions.c.status == "pending")
-            .values(status="running", started_at=utcnow())
-        )
-        if res.rowcount != 1:
-            return None
-        return _get(conn, session_id)
+        return mark_running_in(conn, session_id, utcnow())
+
+
+def mark_running_in(conn: Connection, session_id: str, now: datetime) -> dict[str, Any] | None:
+    """``pending → running`` inside ``conn``'s transaction; the row, or None when unchanged."""
+    res = conn.execute(
+        sa.update(chat_sessions)
+        .where(chat_sessions.c.id == session_id, chat_sessions.c.status == "pending")
+        .values(status="running", started_at=now)
+    )
+    if res.rowcount != 1:
+        return None
+    return _get(conn, session_id)
 
 
 def close_session(engine: Engine, session_id: str, status: str, reason: str | None) -> bool:
     with write_tx(engine) as conn:
-        res = conn.execute(
-            sa.update(chat_sessions)
-            .where(
-                chat_sessions.c.id == session_id,
-                chat_sessions.c.closed_at.is_(None),
-                chat_sessions.c.status.not_in(TERMINAL_STATUSES),
-            )
-            .values(status=status, closed_at=utcnow(), close_reason=reason)
+        return close_session_in(conn, session_id, status, reason, utcnow())
+
+
+def close_session_in(conn: Connection, session_id: str, status: str, reason: str | None, now: datetime) -> bool:
+    """Close a row not closed yet, inside ``conn``'s transaction; whether this call closed it."""
+    res = conn.execute(
+        sa.update(chat_sessions)
+        .where(
+            chat_sessions.c.id == session_id,
+            chat_sessions.c.closed_at.is_(None),
+            chat_sessions.c.status.not_in(TERMINAL_STATUSES),
         )
-        return res.rowcount == 1
+        .values(status=status, closed_at=now, close_reason=reason)
+    )
+    return res.rowcount == 1
 
 
 def list_children(engine: Engine, session_id: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The Store: the runtime's async persistence API (DESIGN.md §11, §12).
+"""The Store: the runtime's async persistence API (docs/architecture.md §11, §12).
 
 Every method is async and runs its database work in a worker thread through
 ``trio.to_thread.run_sync`` (the sync SQLAlchemy engine; STACK.md trap 4).
@@ -17,9 +17,10 @@ bad input (checked before the database is touched).
 
 Cancellation: a call still waiting for a thread slot is cancelled at once;
 a call whose transaction already started runs to its commit or rollback and
-the cancellation is delivered when it returns.  Closing a row from a
-``finally:`` of a cancelled task needs a bounded shield, e.g.
-``with trio.move_on_after(5, shield=True): await store.close_session(...)``.
+the cancellation is delivered when it returns.  The runtime does not call
+the write methods from a turn: it hands writes to a
+:class:`ongridd.store.writer.StoreWriter`, which keeps them until they are
+committed whatever happens to the task that submitted them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from sqlalchemy.engine import URL
 
 from ongridd.errors import StoreError
 from ongridd.logs import get_logger
-from ongridd.store import audit, messages, recovery, sessions
+from ongridd.store import audit, messages, recovery, sessions, threads
 from ongridd.store import migrate as schema_migrate
 from ongridd.store.engine import (
     DEFAULT_BUSY_TIMEOUT_S,
@@ -48,6 +49,7 @@ from ongridd.store.engine import (
     normalize_url,
     shown_url,
 )
+from ongridd.store.channels import ChannelStore
 from ongridd.store.incidents import PluginStoreImpl
 from ongridd.store.recovery import RecoveryReport
 from ongridd.store.rows import (
@@ -114,6 +116,7 @@ class Store:
     def __init__(self, db: Database):
         self._db = db
         self.plugin_store = PluginStoreImpl(db)
+        self.channel_store = ChannelStore(db)
 
     @property
     def url(self) -> str:
@@ -205,25 +208,9 @@ class Store:
         parent does not exist; StoreError when a coordinator row for
         (user, thread) already exists (use :meth:`get_or_create_coordinator`).
         """
-        check_text(agent_id, "agent_id")
-        check_text(user_id, "user_id")
-        check_choice(status, SESSION_STATUSES, "status")
-        if parent_session_id is None and status != COORDINATOR_STATUS:
-            raise ValueError(f"status: a coordinator session (no parent) must be 'open', got {status!r}")
-        if parent_session_id is not None and status == COORDINATOR_STATUS:
-            raise ValueError("status: 'open' is for coordinator sessions; a worker starts 'pending'")
-        return await self._db.run(
-            "create session",
-            _kw(sessions.create_session),
-            {
-                "agent_id": agent_id,
-                "user_id": user_id,
-                "parent_session_id": parent_session_id,
-                "thread_id": thread_id,
-                "description": clean_text(description),
-                "status": status,
-            },
-        )
+        values = session_values(agent_id=agent_id, user_id=user_id, parent_session_id=parent_session_id,
+                                thread_id=thread_id, description=description, status=status)
+        return await self._db.run("create session", _kw(sessions.create_session), values)
 
     async def get_or_create_coordinator(self, user_id: str, thread_id: str) -> tuple[dict, bool]:
         """The coordinator row of (user, thread) and whether this call created it.
@@ -296,15 +283,8 @@ class Store:
         assigned atomically: 1, 2, 3, … per session, no gaps under
         concurrency.  NotFound when the session does not exist.
         """
-        calls = messages.normalize_tool_calls(tool_calls)
-        messages.check_message(role, content, calls, tool_call_id, name)
-        message = {
-            "role": role,
-            "content": clean_text(content),
-            "tool_calls": calls,
-            "tool_call_id": tool_call_id,
-            "name": name,
-        }
+        message = message_values(role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id,
+                                 name=name)
         return await self._db.run("append message", messages.append_message, session_id, message)
 
     async def load_messages(self, session_id: str) -> list[dict]:
@@ -314,30 +294,18 @@ class Store:
     # ---- audit ------------------------------------------------------------
 
     async def add_audit(
-        self, *, session_id: str, tool_name: str, arguments: str, result: str, status: str, duration_ms: int
+        self, *, session_id: str, tool_name: str, arguments: str, result: str, status: str, duration_ms: int,
+        tool_call_id: str | None = None,
     ) -> str:
         """Record one tool call; returns the audit row id.
 
         ``arguments``: as the model sent them; ``result``: already truncated
         by the caller; ``status``: one of ``AUDIT_STATUSES``;
-        ``duration_ms``: wall time (int ≥ 0).  NotFound for an unknown session.
+        ``duration_ms``: wall time (int ≥ 0); ``tool_call_id``: the model's
+        call id (None when unknown).  NotFound for an unknown session.
         """
-        check_text(tool_name, "tool_name")
-        check_choice(status, AUDIT_STATUSES, "status")
-        if not isinstance(arguments, str):
-            raise ValueError(f"arguments: expected the raw text, got {type(arguments).__name__}")
-        if not isinstance(result, str):
-            raise ValueError(f"result: expected text, got {type(result).__name__}")
-        if isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0:
-            raise ValueError(f"duration_ms: expected an integer ≥ 0, got {duration_ms!r}")
-        values = {
-            "session_id": session_id,
-            "tool_name": tool_name,
-            "arguments": clean_text(arguments),
-            "result": clean_text(result),
-            "status": status,
-            "duration_ms": duration_ms,
-        }
+        values = audit_values(session_id=session_id, tool_name=tool_name, arguments=arguments, result=result,
+                              status=status, duration_ms=duration_ms, tool_call_id=tool_call_id)
         return await self._db.run("add audit row", audit.add_audit, values)
 
     async def list_audit(self, session_id: str, *, include_children: bool = False) -> list[dict]:
@@ -346,12 +314,31 @@ class Store:
         ``include_children``: the rows of the whole subtree (workers, reviewers)."""
         return await self._db.run_read("list audit rows", audit.list_audit, session_id, include_children)
 
+    # ---- console reads (ongridd.store.threads) -----------------------------
+
+    async def list_threads(self, user_id: str, *, limit: int, before: datetime | None = None,
+                           before_id: str | None = None) -> list[dict]:
+        """A user's coordinator threads, newest activity first (see :func:`threads.list_threads`)."""
+        return await self._db.run_read("list threads", threads.list_threads, user_id, limit, before, before_id)
+
+    async def list_messages(self, session_id: str, *, after_seq: int, limit: int) -> list[dict]:
+        """A page of a session's messages (see :func:`threads.list_messages`)."""
+        return await self._db.run_read("list messages", threads.list_messages, session_id, after_seq, limit)
+
+    async def list_audit_items(self, session_id: str, *, include_children: bool, limit: int,
+                               offset: int = 0) -> list[dict]:
+        """Audit rows with their proposals (see :func:`threads.list_audit_items`)."""
+        return await self._db.run_read("list audit items", threads.list_audit_items, session_id,
+                                       include_children, limit, offset)
+
     # ---- proposals --------------------------------------------------------
 
     async def create_proposal(
-        self, *, session_id: str, action: str, target: str, reason: str, blast_radius: str, operator: str
+        self, *, session_id: str, action: str, target: str, reason: str, blast_radius: str, operator: str,
+        tool_call_id: str | None = None,
     ) -> str:
-        """Record a review-gate proposal (undecided); returns its id."""
+        """Record a review-gate proposal (undecided); returns its id.  ``tool_call_id``:
+        the gated call's id (links the proposal to that call's audit row)."""
         for value, field in ((action, "action"), (target, "target"), (reason, "reason"), (operator, "operator")):
             check_text(value, field)
         check_choice(blast_radius, BLAST_RADII, "blast_radius")
@@ -362,6 +349,7 @@ class Store:
             "reason": clean_text(reason),
             "blast_radius": blast_radius,
             "operator": operator,
+            "tool_call_id": check_call_id(tool_call_id),
         }
         return await self._db.run("create proposal", audit.create_proposal, values)
 
@@ -391,12 +379,82 @@ class Store:
     # ---- recovery ---------------------------------------------------------
 
     async def recovery_sweep(self, now: datetime | None = None, *, full_scan: bool = False) -> RecoveryReport:
-        """The startup sweep of DESIGN.md §4 (see :mod:`ongridd.store.recovery`).
+        """The startup sweep of docs/architecture.md §4 (see :mod:`ongridd.store.recovery`).
 
         Run it once before the server accepts clients.  ``now``: the time
         written as ``closed_at`` (default: the current time).
         """
         return await self._db.run("recovery sweep", recovery.sweep, now, full_scan)
+
+
+def session_values(*, agent_id: str, user_id: str, parent_session_id: str | None, thread_id: str | None,
+                   description: str | None, status: str) -> dict[str, Any]:
+    """The checked column values of a new session row (see :meth:`Store.create_session`);
+    ValueError naming the argument."""
+    check_text(agent_id, "agent_id")
+    check_text(user_id, "user_id")
+    check_choice(status, SESSION_STATUSES, "status")
+    if parent_session_id is None and status != COORDINATOR_STATUS:
+        raise ValueError(f"status: a coordinator session (no parent) must be 'open', got {status!r}")
+    if parent_session_id is not None and status == COORDINATOR_STATUS:
+        raise ValueError("status: 'open' is for coordinator sessions; a worker starts 'pending'")
+    return {
+        "agent_id": agent_id,
+        "user_id": user_id,
+        "parent_session_id": parent_session_id,
+        "thread_id": thread_id,
+        "description": clean_text(description),
+        "status": status,
+    }
+
+
+def message_values(*, role: str, content: str | None, tool_calls: Iterable[Any] | None = None,
+                   tool_call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
+    """The checked values of a message row (see :meth:`Store.append_message`); ValueError naming the field."""
+    calls = messages.normalize_tool_calls(tool_calls)
+    messages.check_message(role, content, calls, tool_call_id, name)
+    return {
+        "role": role,
+        "content": clean_text(content),
+        "tool_calls": calls,
+        "tool_call_id": tool_call_id,
+        "name": name,
+    }
+
+
+def check_call_id(tool_call_id: str | None) -> str | None:
+    """A model's tool-call id as stored (None stays None; cut to MAX_CALL_ID_CHARS);
+    ValueError when it is not a string."""
+    if tool_call_id is None:
+        return None
+    if not isinstance(tool_call_id, str):
+        raise ValueError(f"tool_call_id: expected a string or None, got {type(tool_call_id).__name__}")
+    return clean_text(tool_call_id[:MAX_CALL_ID_CHARS]) or None
+
+
+MAX_CALL_ID_CHARS = 256
+
+
+def audit_values(*, session_id: str, tool_name: str, arguments: str, result: str, status: str,
+                 duration_ms: int, tool_call_id: str | None = None) -> dict[str, Any]:
+    """The checked values of an audit row (see :meth:`Store.add_audit`); ValueError naming the field."""
+    check_text(tool_name, "tool_name")
+    check_choice(status, AUDIT_STATUSES, "status")
+    if not isinstance(arguments, str):
+        raise ValueError(f"arguments: expected the raw text, got {type(arguments).__name__}")
+    if not isinstance(result, str):
+        raise ValueError(f"result: expected text, got {type(result).__name__}")
+    if isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0:
+        raise ValueError(f"duration_ms: expected an integer ≥ 0, got {duration_ms!r}")
+    return {
+        "session_id": session_id,
+        "tool_name": tool_name,
+        "arguments": clean_text(arguments),
+        "result": clean_text(result),
+        "status": status,
+        "duration_ms": duration_ms,
+        "tool_call_id": check_call_id(tool_call_id),
+    }
 
 
 def _kw(fn: Any) -> Any:

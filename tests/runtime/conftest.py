@@ -1,5 +1,5 @@
 """Fixtures of the runtime tests: after every test, every database a daemon
-used is checked for the row invariants (DESIGN.md §4, handed.md C17)."""
+used is checked for the row invariants (docs/architecture.md §4)."""
 
 from __future__ import annotations
 

@@ -371,6 +371,20 @@ def agent_call(subagent_type: str, prompt: str, description: str = "test dispatc
                                                "prompt": prompt}}
 
 
+def touch_script(name: str, reviewer_steps: list[dict], reason: str = "the test asks for it") -> dict:
+    """A scripted turn in which ``rt-worker`` calls the write tool ``rt_touch``
+    (marker ``name``, with ``reason``) and the reviewer answers with
+    ``reviewer_steps``; the coordinator and the worker answer with the tool
+    results they received."""
+    return {
+        "default": [{"tool_calls": [agent_call("rt-worker", f"create the marker {name}")]},
+                    {"content_from_tool_results": True}],
+        "rt-worker": [{"tool_calls": [{"name": "rt_touch", "arguments": {"name": name, "reason": reason}}]},
+                      {"content_from_tool_results": True}],
+        "reviewer": reviewer_steps,
+    }
+
+
 def ongrid_cmd(*args: str) -> list[str]:
     """The ``ongrid`` CLI as a subprocess command (works from a checkout)."""
     return [sys.executable, "-c", "from ongridd.cli import ongrid_main; ongrid_main()", *args]

@@ -1,5 +1,5 @@
 """``ongrid ask`` and ``ongrid sessions tree|audit`` as real subprocesses
-against the daemon (DESIGN.md §15) — including the issue's "done" turn: two
+against the daemon (docs/architecture.md §15.1) — including the full turn: two
 specialists in parallel, one calls a destructive tool the reviewer rejects."""
 
 from __future__ import annotations

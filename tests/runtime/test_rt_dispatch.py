@@ -1,5 +1,5 @@
 """Dispatch: AgentTool end to end on the real daemon over the real websocket
-(DESIGN.md §9, §11; handed.md C12)."""
+(docs/architecture.md §9, §11)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ async def test_dispatch_and_answer(tmp_path):
         assert body["subagent_type"] == "rt-worker"
         assert body["status"] == "completed"
         assert body["result"] == "The worker found: measured 42."
+        assert body["stopped_by"] is None
+        assert {"task_id", "subagent_type", "status", "result", "stopped_by"} <= set(body)
         # the worker saw only the brief, never the coordinator's conversation
         first = d.requests("rt-worker")[0]
         users = [m["content"] for m in first.body["messages"] if m["role"] == "user"]
@@ -56,7 +58,7 @@ async def test_dispatch_and_answer(tmp_path):
         assert tiles == ["pending", "running", "completed"]
         (res,) = c.of_type("agent_result")
         assert res == {"type": "agent_result", "task_id": worker["id"], "status": "completed",
-                       "text": "The worker found: measured 42."}
+                       "text": "The worker found: measured 42.", "html": "<p>The worker found: measured 42.</p>\n"}
         assert {"type": "tool", "name": "AgentTool", "status": "ok"} in c.frames
         assert "".join(f["text"] for f in c.of_type("token")).startswith("Asking the worker.")
         # audit: one row per tool call of every session
@@ -67,6 +69,21 @@ async def test_dispatch_and_answer(tmp_path):
         roles = [m["role"] for m in d.rows("SELECT role FROM chat_messages WHERE session_id = ? ORDER BY seq",
                                           (c.session_id,))]
         assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_worker_that_answers_from_its_turn_limit_says_so(tmp_path):
+    """``stopped_by`` names the limit; the worker still ends completed."""
+    steps = [{"tool_calls": [{"name": "rt_echo", "arguments": {"text": f"step {i}"}}]} for i in range(6)]
+    script = {"default": [{"tool_calls": [agent_call("rt-worker", "echo until the limit")]},
+                          {"content_from_tool_results": True}],
+              "rt-worker": steps + [{"content": "best effort after six turns"}]}
+    async with open_daemon(tmp_path, script) as d, d.ws("limit") as c:
+        final = await c.ask("go")
+        body = json.loads(final["text"].split("AgentTool: ", 1)[1])
+        assert (body["status"], body["stopped_by"], body["result"]) == (
+            "completed", "max_turns", "best effort after six turns")
+        (worker,) = d.workers("rt-worker")
+        assert worker["status"] == "completed" and worker["close_reason"].startswith("max_turns")
 
 
 async def test_two_parallel_workers(tmp_path):
@@ -116,7 +133,7 @@ async def test_identical_dispatch_is_deduplicated_and_failed_one_may_run_again(t
     }
     async with open_daemon(tmp_path, script) as d, d.ws("dedup") as c:
         final = await c.ask("disk?")
-        assert final == {"type": "final", "text": "done"}
+        assert final == {"type": "final", "text": "done", "html": "<p>done</p>\n"}
         assert sorted(r["agent_id"] for r in d.workers()) == ["rt-other", "rt-worker"]
         (worker,) = d.workers("rt-worker")
         audit = [(a["tool_name"], a["status"]) for a in d.audit(c.session_id)]
@@ -189,7 +206,7 @@ async def test_no_dedup_across_two_sessions(tmp_path):
 
 
 async def test_c12_three_calls_three_results_in_order(tmp_path):
-    """handed.md C12: two AgentTool calls and a TaskStop of an unknown task;
+    """Two AgentTool calls and a TaskStop of an unknown task;
     the next request has exactly three tool messages, in order — also when
     the first worker crashes (provider error)."""
     calls = [

@@ -1,4 +1,4 @@
-"""The review gate (DESIGN.md §8, §10) end to end: a worker calls a write
+"""The review gate end to end: a worker calls a write
 tool, the reviewer is a child session of that worker, and the decision rule
 decides whether the real tool runs."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 import trio
-from rt_helpers import agent_call, open_daemon, tool_names, tool_result
+from rt_helpers import agent_call, open_daemon, tool_names, tool_result, touch_script
 
 from ongridd.runtime.decision import parse_decision
 
@@ -20,19 +20,19 @@ from ongridd.runtime.decision import parse_decision
     ("**Decision: Approve**\nall gates pass", "approve", "all gates pass"),
     ("`Decision:` _APPROVE_", "approve", "approved by the reviewer"),
     ("  Decision:   approve  ", "approve", "approved by the reviewer"),
+    ("> Decision: approve", "approve", "approved by the reviewer"),  # a quote marker is stripped
     ("Decision: reject\n- runbook: fail", "reject", "- runbook: fail"),
     ("Decision: approve\nDecision: approve\nboth", "approve", "both"),
     ("Decision: approve\nwait\nDecision: reject\nno rollback", "reject", "no rollback"),
-    ("Decision: reject\nDecision: approve\nchanged my mind", "reject", "conflicting decision lines"),
-    ("I would write Decision: approve if a runbook existed.", "reject", "no 'Decision: approve|reject' line"),
-    ("> Decision: approve", "reject", "no 'Decision: approve|reject' line"),
-    ("Decision: approved", "reject", "no 'Decision"),
-    ("Decision: approvefully", "reject", "no 'Decision"),
-    ("", "reject", "no 'Decision"),
-    (None, "reject", "no 'Decision"),
+    ("Decision: reject\nDecision: approve\nchanged my mind", "reject", "changed my mind"),
+    ("I would write Decision: approve if a runbook existed.", "reject", "is not exactly 'Decision: approve'"),
+    ("Decision: approved", "reject", "is not exactly 'Decision: approve'"),
+    ("Decision: approvefully", "reject", "is not exactly 'Decision: approve'"),
+    ("", "reject", "no decision line"),
+    (None, "reject", "no decision line"),
 ])
 def test_decision_rule(answer, decision, reason):
-    d = parse_decision(answer)
+    d = parse_decision(answer, finish_reason="stop")
     assert d.decision == decision
     assert reason in d.reason
 
@@ -40,25 +40,14 @@ def test_decision_rule(answer, decision, reason):
 # ---- end to end ------------------------------------------------------------------
 
 
-def touch_script(name: str, reviewer_steps: list[dict]) -> dict:
-    return {
-        "default": [{"tool_calls": [agent_call("rt-worker", f"create the marker {name}")]},
-                    {"content_from_tool_results": True}],
-        "rt-worker": [{"tool_calls": [{"name": "rt_touch", "arguments": {"name": name,
-                                                                          "reason": "the test asks for it"}}]},
-                      {"content_from_tool_results": True}],
-        "reviewer": reviewer_steps,
-    }
-
-
 APPROVE = "**Decision: approve**\n- runbook: pass — test runbook\n- rollback: delete the file"
 VARIANTS = {
     "approve": (APPROVE, "approve", "- runbook: pass — test runbook\n- rollback: delete the file"),
     "reject": ("Decision: reject\n- runbook: fail", "reject", "- runbook: fail"),
-    "no-decision": ("Looks fine to me, go ahead.", "reject", "no 'Decision: approve|reject' line"),
-    "conflicting": ("Decision: approve\nDecision: reject\nunsure", "reject", "conflicting decision lines"),
+    "no-decision": ("Looks fine to me, go ahead.", "reject", "no decision line"),
+    "conflicting": ("Decision: approve\nDecision: reject\nunsure", "reject", "unsure"),
     "mentioned": ("If the runbook existed I would say Decision: approve, but I cannot tell.", "reject",
-                  "no 'Decision: approve|reject' line"),
+                  "is not exactly 'Decision: approve'"),
 }
 
 
@@ -98,6 +87,7 @@ async def test_gate_decisions(tmp_path):
                 assert not marker.exists(), variant
                 assert audit[0]["status"] == "rejected", variant
                 assert seen["status"] == "rejected" and reason in seen["reason"], variant
+                assert seen["message"].startswith("The tool did not run: "), variant
                 assert seen["reviewer_session_id"] == reviewer["id"]
             tree = await d.runtime.session_tree(c.session_id, user_id="local")
             assert tree["children"][0]["id"] == worker["id"]
@@ -117,6 +107,8 @@ async def test_reviewer_timeout_and_crash_reject(tmp_path):
         assert proposal["decision"] == "reject" and "timeout" in proposal["decision_reason"]
         assert "fail closed" in proposal["decision_reason"]
         assert not (d.markers / "late").exists()
+        seen = tool_result(d.requests("rt-worker")[-1], "call_0_0")
+        assert seen["message"] == "The tool did not run: the review timed out (limit 1 s)."
         assert [a["status"] for a in d.audit(d.workers("rt-worker")[0]["id"])] == ["rejected"]
 
         d.use_script(touch_script("crash", [{"http_status": 500}]))
@@ -128,6 +120,8 @@ async def test_reviewer_timeout_and_crash_reject(tmp_path):
         assert proposal["decision"] == "reject" and "provider_error" in proposal["decision_reason"]
         assert proposal["reviewer_session_id"] == reviewer["id"]
         assert not (d.markers / "crash").exists()
+        seen = tool_result(d.requests("rt-worker")[-1], "call_0_0")
+        assert seen["message"].startswith("The tool did not run: the reviewer failed (provider_error")
 
 
 async def test_stopping_a_worker_during_its_review_decides_reject(tmp_path):

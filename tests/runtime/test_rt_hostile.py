@@ -18,15 +18,17 @@ from tests.runtime.rt_helpers import open_daemon
 @pytest.mark.parametrize("answer", [
     "Decision: approve/reject", "Decision: approve | reject", "Decision: approve or reject — I reject",
     "Decision: approve-not", "Decision: approved", "The template says Decision: approve",
+    # more text on the decision line's own line is not a clean approval
+    "**Decision:** Approve. Runbook nginx-502 covers it.", "checked\n`Decision: approve` — rollback known",
 ])
 def test_ambiguous_decision_lines_reject(answer):
-    assert parse_decision(answer).decision == "reject"
+    assert parse_decision(answer, finish_reason="stop").decision == "reject"
 
 
-@pytest.mark.parametrize("answer", ["Decision: approve", "**Decision:** Approve. Runbook nginx-502 covers it.",
-                                    "checked\n`Decision: approve` — rollback known"])
+@pytest.mark.parametrize("answer", ["Decision: approve", "**Decision:** Approve.\nRunbook nginx-502 covers it.",
+                                    "checked\n`Decision: approve`\nrollback known"])
 def test_plain_approvals_still_approve(answer):
-    assert parse_decision(answer).decision == "approve"
+    assert parse_decision(answer, finish_reason="stop").decision == "approve"
 
 
 async def test_cross_origin_and_rebinding_requests_are_refused(tmp_path):
@@ -57,7 +59,7 @@ async def test_persona_api_refuses_reviewer_binary_and_oversize(tmp_path):
             assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
             big = b"---\nname: big\ndescription: big\n---\n" + b"x" * (600 * 1024)
             r = await http.put(d.base_url + "/api/agents/big", content=big)
-            assert r.status_code == 400 and "too large" in r.json()["error"]["message"]
+            assert r.status_code == 413 and "too large" in r.json()["error"]["message"]
             assert (await http.get(d.base_url + "/api/agents/reviewer")).json()["description"] != "always approves"
 
 

@@ -1,5 +1,5 @@
 """Worker lifecycle: stop, cancel, timeout, failures, interjection
-(DESIGN.md §4, §9, §11; handed.md C16, C17)."""
+(docs/architecture.md §4, §9, §11)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from rt_helpers import (
 
 from ongridd.runtime.workers import WorkerManager
 from ongridd.store import open_store
+from ongridd.store.writer import running_writer
 
 
 def wait_call(key: str, content: str | None = None) -> dict:
@@ -27,7 +28,7 @@ def wait_call(key: str, content: str | None = None) -> dict:
 
 
 async def test_user_stop_frame_kills_a_running_worker_promptly(tmp_path):
-    """C16(a): the in-flight tool call is cancelled, the worker ends killed
+    """TaskStop: the in-flight tool call is cancelled, the worker ends killed
     (row closed), no further model call starts, and the coordinator's
     AgentTool result says killed with the partial output."""
     script = {
@@ -56,7 +57,7 @@ async def test_user_stop_frame_kills_a_running_worker_promptly(tmp_path):
 
 
 async def test_taskstop_of_an_ended_worker_is_a_clear_error(tmp_path):
-    """C16(c): stopping a worker that already completed changes nothing."""
+    """Stopping a worker that already completed changes nothing."""
     script = {
         "default": [
             {"tool_calls": [agent_call("rt-worker", "quick")]},
@@ -81,10 +82,10 @@ async def test_taskstop_of_an_ended_worker_is_a_clear_error(tmp_path):
             assert [a["status"] for a in d.audit(c.session_id)] == ["ok", "error"]
 
 
-class SlowCreateStore:
-    """The real Store, except that creating a ``persona`` worker row commits
-    slowly (waits for ``release`` after the insert): that worker stays
-    ``pending`` while the test stops the turn."""
+class SlowCreateWriter:
+    """The real store writer, except that the creator of a ``persona``
+    worker row hears back slowly (after ``release``, once the insert is
+    committed): that worker stays ``pending`` while the test stops the turn."""
 
     def __init__(self, real, persona: str):
         self.real = real
@@ -95,16 +96,26 @@ class SlowCreateStore:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    async def create_session(self, **kwargs):
-        row = await self.real.create_session(**kwargs)
-        if kwargs.get("agent_id") == self.persona:
-            self.created.set()
-            await self.release.wait()
-        return row
+    def create_session(self, **kwargs):
+        pending = self.real.create_session(**kwargs)
+        if kwargs.get("agent_id") != self.persona:
+            return pending
+        slow = self
+
+        class Delayed:
+            session_id = pending.session_id
+
+            async def wait(self):
+                row = await pending.wait()
+                slow.created.set()
+                await slow.release.wait()
+                return row
+
+        return Delayed()
 
 
 async def test_stopping_the_turn_kills_running_and_pending_workers(tmp_path):
-    """C16(b): W1 running → killed, W2 pending → killed and never started."""
+    """Stopping the turn: W1 running → killed, W2 pending → killed and never started."""
     script = {
         "default": [{"tool_calls": [agent_call("rt-worker", "w1"), agent_call("rt-other", "w2")]}],
         "rt-worker": [wait_call("w1")],
@@ -112,8 +123,8 @@ async def test_stopping_the_turn_kills_running_and_pending_workers(tmp_path):
     }
     started, _ = rtt.events("w1")
     async with open_daemon(tmp_path, script) as d, d.ws("stop-turn") as c:
-        slow = SlowCreateStore(d.runtime.workers.store, "rt-other")
-        d.runtime.workers.store = slow
+        slow = SlowCreateWriter(d.runtime.workers.writer, "rt-other")
+        d.runtime.workers.writer = slow
         try:
             await c.send({"type": "user_message", "text": "go"})
             with trio.fail_after(15):
@@ -124,10 +135,10 @@ async def test_stopping_the_turn_kills_running_and_pending_workers(tmp_path):
             assert (w1["status"], w2["status"]) == ("running", "pending")
             await c.send({"type": "stop"})
             await c.tile("killed", "rt-worker")
-            slow.release.set()  # the slow insert of W2 returns after the stop
+            slow.release.set()  # W2's creator would hear back only after the stop
             frame = await c.until_type("final", "error")
         finally:
-            d.runtime.workers.store = slow.real
+            d.runtime.workers.writer = slow.real
         assert frame["type"] == "error" and frame["code"] == "stopped"
         w1, w2 = d.row(w1["id"]), d.row(w2["id"])
         assert (w1["status"], w1["close_reason"]) == ("killed", "stopped: the turn was stopped")
@@ -161,7 +172,7 @@ async def test_worker_over_its_time_limit_fails_with_timeout(tmp_path):
 
 
 async def test_tool_exception_is_a_result_and_the_worker_carries_on(tmp_path):
-    """C17(a) as DESIGN §8 has it: a handler exception becomes a tool result
+    """As docs/architecture.md §8 has it: a handler exception becomes a tool result
     the model reads (audited ``error``); the worker goes on and completes."""
     script = {
         "default": [{"tool_calls": [agent_call("rt-worker", "look")]}, {"content_from_tool_results": True}],
@@ -180,7 +191,7 @@ async def test_tool_exception_is_a_result_and_the_worker_carries_on(tmp_path):
 
 
 async def test_provider_error_fails_the_worker_and_the_coordinator_carries_on(tmp_path):
-    """C17(b): HTTP 500 on every attempt until the retry budget is used up."""
+    """A provider error: HTTP 500 on every attempt until the retry budget is used up."""
     script = {
         "default": [{"tool_calls": [agent_call("rt-worker", "look")]}, {"content_from_tool_results": True}],
         "rt-worker": [{"tool_calls": [{"name": "rt_echo", "arguments": {"text": "partial"}}],
@@ -203,9 +214,9 @@ async def test_exception_in_the_run_itself_fails_the_worker(tmp_path):
     """§4: an exception in the worker's run (not a tool's) ends it failed
     with the reason; the row is closed."""
     frames = []
-    async with open_store(f"sqlite:///{tmp_path}/ongrid.db") as store:
+    async with open_store(f"sqlite:///{tmp_path}/ongrid.db") as store, running_writer(store) as writer:
         coord, _ = await store.get_or_create_coordinator("local", "t")
-        manager = WorkerManager(store, lambda sid, f: frames.append((sid, f)))
+        manager = WorkerManager(store, lambda sid, f: frames.append((sid, f)), writer)
 
         async def run(task):
             task.partial = "half a report"
@@ -243,7 +254,7 @@ async def test_user_message_during_a_dispatch_gets_an_interjection(tmp_path):
             interim = await c.until_type("interim")
             assert interim["text"] == "OK, switching to the network."
             final = await c.until_type("final", "error")
-            assert final == {"type": "final", "text": "Answering the network question."}
+            assert final == {"type": "final", "text": "Answering the network question.", "html": "<p>Answering the network question.</p>\n"}
             task_id = d.task_id("rt-worker")
             assert d.row(task_id)["status"] == "killed"
             inter = d.requests("default")[1]
@@ -279,9 +290,9 @@ async def test_message_sent_while_the_final_answer_streams_is_answered(tmp_path)
             await d.fake.wait_requests(1)
         await c.send({"type": "user_message", "text": "second question"})
         first = await c.until_type("final", "error")
-        assert first == {"type": "final", "text": "first answer"}
+        assert first == {"type": "final", "text": "first answer", "html": "<p>first answer</p>\n"}
         second = await c.until_type("final", "error")
-        assert second == {"type": "final", "text": "second answer"}
+        assert second == {"type": "final", "text": "second answer", "html": "<p>second answer</p>\n"}
         users = [m["content"] for m in d.requests("default")[2].body["messages"] if m["role"] == "user"]
         assert "first question" in users and "second question" in users
 

@@ -1,6 +1,6 @@
 """The real ``ongridd serve`` process: SIGKILL with a worker running, then a
 restart (recovery); SIGTERM with a worker running (graceful stop).
-DESIGN.md §4, §15; handed.md C17(c)."""
+docs/architecture.md §4, §15."""
 
 from __future__ import annotations
 

@@ -124,10 +124,10 @@ async def test_hub_fanout_reattach_and_stuck_subscriber():
             received.append(frame)
         assert len(received) == SUBSCRIBER_BUFFER
     # a turn that ends with nobody attached keeps its final for one re-attach
-    hub.end_turn({"type": "final", "text": "done"})
+    hub.end_turn({"type": "final", "text": "done", "html": "<p>done</p>\n"})
     assert not hub.idle
     with hub.subscribe() as (initial, _):
-        assert initial == [{"type": "final", "text": "done"}]
+        assert initial == [{"type": "final", "text": "done", "html": "<p>done</p>\n"}]
     with hub.subscribe() as (initial, _):
         assert initial == []
     assert hub.idle
@@ -137,8 +137,8 @@ async def test_a_turn_ending_with_a_subscriber_delivers_live():
     hub = SessionHub()
     hub.turn_running = True
     with hub.subscribe() as (_, chan):
-        hub.end_turn({"type": "final", "text": "live"})
-        assert chan.receive_nowait() == {"type": "final", "text": "live"}
+        hub.end_turn({"type": "final", "text": "live", "html": "<p>live</p>\n"})
+        assert chan.receive_nowait() == {"type": "final", "text": "live", "html": "<p>live</p>\n"}
     with hub.subscribe() as (initial, _):
         assert initial == []
 

@@ -1,5 +1,5 @@
-"""The chat socket protocol (DESIGN.md §15), identity and auth, and a client
-that goes away mid-turn (handed.md C22)."""
+"""The chat socket protocol (docs/architecture.md §15.5), identity and auth, and a
+client that goes away mid-turn."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ async def test_tokens_users_and_other_users_sessions(tmp_path, monkeypatch):
 
 
 async def test_client_drops_mid_run_and_reattaches(tmp_path):
-    """C22: the turn goes on without a client; interim frames produced while
+    """A client that goes away: the turn goes on without a client; interim frames produced while
     nobody is attached are dropped (not replayed); a re-attached client gets
     the true tiles of the running turn and the final; a turn that ended
     while nobody was attached gives its final on re-attach."""
@@ -143,7 +143,7 @@ async def test_client_drops_mid_run_and_reattaches(tmp_path):
             assert tiles == {"rt-worker": "completed", "rt-other": "running"}
             release_two.set()
             final = await c2.until_type("final", "error")
-            assert final == {"type": "final", "text": "all done"}
+            assert final == {"type": "final", "text": "all done", "html": "<p>all done</p>\n"}
             assert c2.of_type("interim") == []  # sent while nobody was attached: dropped
         assert {r["agent_id"]: r["status"] for r in d.workers()} == {"rt-worker": "completed",
                                                                      "rt-other": "completed"}
@@ -166,7 +166,7 @@ async def test_client_drops_mid_run_and_reattaches(tmp_path):
             await turn.done.wait()
         async with d.ws("away") as c4:
             assert c4.session["resumed"] is True
-            assert await c4.recv() == {"type": "final", "text": "done while away"}
+            assert await c4.recv() == {"type": "final", "text": "done while away", "html": "<p>done while away</p>\n"}
         async with d.ws("away") as c5:  # delivered once; nothing more to replay
             await c5.send({"type": "stop"})
             assert (await c5.recv())["code"] == "not_found"

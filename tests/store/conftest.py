@@ -9,9 +9,11 @@ reachable the test is skipped with the reason — or fails when ``CI=true``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -46,18 +48,26 @@ def _admin(sql: str) -> None:
         engine.dispose()
 
 
-@pytest.fixture
-def pg_url():
-    """A PostgreSQL URL whose search_path is a fresh, empty schema (dropped after the test)."""
+@contextlib.contextmanager
+def fresh_pg_schema(prefix: str = "ongrid_test") -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh, empty schema, dropped
+    on the way out.  Skips (or fails in CI) when the server is not reachable."""
     reason = pg_unreachable_reason()
     need(reason is None, reason or "")
-    schema = f"ongrid_test_{uuid.uuid4().hex[:12]}"
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     _admin(f'CREATE SCHEMA "{schema}"')
     url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
     try:
         yield url.render_as_string(hide_password=False)
     finally:
         _admin(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_url():
+    """A PostgreSQL URL whose search_path is a fresh, empty schema (dropped after the test)."""
+    with fresh_pg_schema() as url:
+        yield url
 
 
 @pytest.fixture

@@ -123,13 +123,22 @@ async def test_change_events(store):
     ps = store.plugin_store
     e1 = await ps.record_change_event(kind="persona", subject="specialist-disk", actor="alice", detail={"op": "replace"})
     e2 = await ps.record_change_event(kind="plugin", subject="ongrid_demo", actor="bob", detail={"op": "install", "v": "1.0"})
-    assert set(e1) == {"id", "kind", "subject", "actor", "detail", "created_at"}
+    assert set(e1) == {"id", "kind", "subject", "actor", "detail", "created_at", "occurred_at", "recorded_by"}
     assert e1["detail"] == {"op": "replace"} and e1["created_at"].endswith("Z")
+    assert e1["occurred_at"] == e1["created_at"] and e1["recorded_by"] is None
     assert [e["id"] for e in await ps.list_change_events()] == [e2["id"], e1["id"]]
     assert [e["id"] for e in await ps.list_change_events(kind="persona")] == [e1["id"]]
     assert [e["id"] for e in await ps.list_change_events(since=e2["created_at"])] == [e2["id"]]
     assert [e["id"] for e in await ps.list_change_events(until=e2["created_at"])] == [e1["id"]]
     assert [e["id"] for e in await ps.list_change_events(limit=1)] == [e2["id"]]
+    # a change made outside Ongrid: its own time, who reported it; filtered by subject and occurred_at
+    e3 = await ps.record_change_event(kind="deploy", subject="checkout", actor="ci", detail={"v": "1.4.2"},
+                                      occurred_at="2020-01-02T03:04:05Z", recorded_by="ci-bot")
+    assert e3["occurred_at"] == "2020-01-02T03:04:05.000000Z" and e3["recorded_by"] == "ci-bot"
+    assert [e["id"] for e in await ps.list_change_events()] == [e2["id"], e1["id"], e3["id"]]
+    assert [e["id"] for e in await ps.list_change_events(subject="checkout")] == [e3["id"]]
+    assert [e["id"] for e in await ps.list_change_events(subject="checkout", since="2020-01-02T03:04:06Z")] == []
+    assert [e["id"] for e in await ps.list_change_events(until="2021-01-01T00:00:00Z")] == [e3["id"]]
     with pytest.raises(ValueError, match="detail"):
         await ps.record_change_event(kind="x", subject="s", actor="a", detail="text")
     with pytest.raises(ValueError, match="kind"):

@@ -1,4 +1,4 @@
-"""Alembic migrations create the DESIGN.md §12 tables, on SQLite and on PostgreSQL."""
+"""Alembic migrations create the docs/architecture.md §12 tables, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ async def test_reopen_is_idempotent_and_keeps_rows(db_url):
 
 
 async def test_migrate_false_on_empty_database_is_refused(db_url):
-    with pytest.raises(StoreError, match="needs 0001_initial"):
+    with pytest.raises(StoreError, match="needs 0004_change_origins"):
         await Store.open(db_url, migrate=False)
 
 

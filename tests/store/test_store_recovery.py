@@ -1,4 +1,4 @@
-"""Startup recovery (DESIGN.md §4, handed.md C17): rows closed, histories made valid."""
+"""Startup recovery (docs/architecture.md §4): rows closed, histories made valid."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ async def test_recovery_sweep(store, db_url):
     assert (await store.get_session(s["coord"]["id"]))["status"] == "open"
     assert (await store.get_session(s["ok"]["id"]))["status"] == "open"
 
-    # The invariants of handed.md C17, read straight from the table.
+    # The recovery invariants, read straight from the table.
     rows = _all_sessions(db_url)
     assert not [r for r in rows if r["status"] in ("pending", "running")]
     assert not [r for r in rows if r["status"] in ("completed", "failed", "killed") and r["closed_at"] is None]

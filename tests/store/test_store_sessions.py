@@ -103,7 +103,7 @@ async def test_concurrent_closes_close_once(store):
 
 
 async def test_close_in_a_cancelled_finally_with_a_shield(store):
-    """The DESIGN.md §4 pattern: the close runs although the task was cancelled."""
+    """The docs/architecture.md §4 pattern: the close runs although the task was cancelled."""
     coord, _ = await store.get_or_create_coordinator("alice", "main")
     w = await _worker(store, coord, status="running")
     started = trio.Event()

@@ -1,4 +1,4 @@
-"""The tables of DESIGN.md §12: sessions, messages, audit, proposals, incidents, change events.
+"""The tables of docs/architecture.md §12: sessions, messages, audit, proposals, incidents, change events.
 
 Revision ID: 0001_initial
 Revises:

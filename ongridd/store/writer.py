@@ -1,0 +1,427 @@
+"""The long-lived store writer: writes that may be delayed, never dropped.
+
+A turn hands its writes (messages, audit rows, session creation, status
+changes and closes) to one :class:`StoreWriter` instead of awaiting the
+database itself.  The hand-off is synchronous — :meth:`StoreWriter.append_message`
+and friends append to an in-memory queue and return a :class:`PendingWrite`
+at once — so no cancellation of the submitting task can lose it.  The
+writer's own task, started in a long-lived nursery, commits the queue:
+
+* **Batches.**  Everything queued when the writer wakes (up to ``max_batch``
+  writes) is committed in one transaction in one worker-thread hop, in
+  submission order.  Seqs are still 1, 2, 3, … per session without gaps: the
+  session row is locked and its top seq read on its first message in the
+  transaction, later messages count on from there.
+* **Transient errors** (SQLite "database is locked", a lost connection, a
+  PostgreSQL deadlock or serialization failure; see
+  :func:`ongridd.store.engine.is_transient`) roll the transaction back and
+  retry it with exponential backoff for up to ``retry_for_s`` seconds.
+* **A batch that fails otherwise** (one bad row: an unknown session, a
+  constraint) is retried one write per transaction, so one bad row never
+  takes the others with it.
+* **A write that finally fails** is logged as an ERROR (``store_write_failed``
+  with what, session and owner) and recorded against its ``owner`` — the
+  coordinator session whose turn made it — where :meth:`take_failures`
+  hands it to the turn, which then ends with an ``error`` frame instead of
+  a silent ``final``.
+* **Read barriers.**  :meth:`flush` waits until every write submitted so far
+  for a session or owner (or for everyone) has been committed or has
+  finally failed, so a history load or an audit read sees what came before.
+* **Shutdown.**  :meth:`aclose` stops the writer only once the queue is
+  empty (bounded by its timeout); writes still queued when the bound runs
+  out are each logged as an ERROR — after a SIGKILL the start-up recovery
+  sweep closes what was left open.
+
+Typical use (the runtime does this in its service nursery)::
+
+    writer = StoreWriter(store)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        ...
+        pending = writer.append_message(session_id, owner=session_id, role="user", content="hi")
+        seq = await pending.wait()          # optional: only when the seq is needed
+        ...
+        await writer.aclose()               # drains the queue, then run() returns
+
+or, where only a store is at hand (tests, tools)::
+
+    async with running_writer(store) as writer:
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+import trio
+from sqlalchemy.engine import Engine
+
+from ongridd.errors import OngridError, StoreError
+from ongridd.logs import get_logger
+from ongridd.metrics import STORE_QUEUE, STORE_TRANSACTIONS, STORE_WRITES
+from ongridd.store import audit, messages, sessions
+from ongridd.store.engine import describe_error, is_transient, write_tx
+from ongridd.store.rows import TERMINAL_STATUSES, check_choice, clean_text, new_id, utcnow
+from ongridd.store.store import Store, audit_values, message_values, session_values
+
+log = get_logger(__name__)
+
+DEFAULT_MAX_BATCH = 500
+DEFAULT_RETRY_FOR_S = 300.0
+DEFAULT_DRAIN_S = 60.0
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 5.0
+#: failures kept per owner until a turn takes them (older ones are only in the log)
+MAX_FAILURES_KEPT = 20
+
+KINDS = ("create_session", "mark_running", "message", "audit", "close_session")
+
+
+@attrs.define(eq=False)
+class PendingWrite:
+    """One queued write.
+
+    ``kind``: one of ``create_session|mark_running|message|audit|close_session``;
+    ``session_id``: the row's session; ``owner``: the coordinator session
+    whose turn made it (failures are reported there).  ``done`` is set once
+    the write was committed (``result``: the new session row, the message's
+    seq, the audit row id, or the bool/row of a status change) or finally
+    failed (``error``: a StoreError/NotFound/ValueError, already logged).
+    """
+
+    kind: str
+    session_id: str
+    owner: str
+    values: dict[str, Any]
+    done: trio.Event = attrs.field(factory=trio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def what(self) -> str:
+        return self.kind.replace("_", " ")
+
+    async def wait(self) -> Any:
+        """Wait until the write is committed and return its result; raises
+        its error when it finally failed.  Cancellation: only the wait is
+        cancelled — the write stays queued and happens anyway."""
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class StoreWriter:
+    """Commits queued writes of one :class:`Store` (see the module doc).
+
+    ``max_batch``: writes per transaction; ``retry_for_s``: how long
+    transient errors are retried before a write counts as failed.
+    """
+
+    def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
+                 retry_for_s: float = DEFAULT_RETRY_FOR_S,
+                 clock: Callable[[], float] = time.monotonic):
+        if max_batch < 1:
+            raise ValueError(f"max_batch: expected a positive integer, got {max_batch!r}")
+        self.store = store
+        self.max_batch = max_batch
+        self.retry_for_s = retry_for_s
+        self._clock = clock
+        self._queue: deque[PendingWrite] = deque()
+        self._inflight: list[PendingWrite] = []  # the batch being committed
+        self._wakeup = trio.Event()
+        self._last: dict[str, PendingWrite] = {}  # session id / owner → its newest queued write
+        self._last_any: PendingWrite | None = None
+        self._failures: dict[str, list[str]] = {}
+        self._closing = False
+        self._stopped = trio.Event()
+        self._started = False
+        self._scope: trio.CancelScope | None = None
+        #: counters for tests and metrics: commits (transactions) and writes committed
+        self.transactions = 0
+        self.committed = 0
+        self.failed = 0
+
+    # ---- hand-off (synchronous: cannot be lost to a cancellation) ----------
+
+    @property
+    def queued(self) -> int:
+        """Writes not committed (nor failed) yet."""
+        return len(self._queue) + sum(not w.done.is_set() for w in self._inflight)
+
+    def create_session(self, *, owner: str, agent_id: str, user_id: str, parent_session_id: str | None,
+                       description: str | None = None, status: str = "pending",
+                       thread_id: str | None = None) -> PendingWrite:
+        """Queue a new session row (arguments as :meth:`Store.create_session`).
+
+        The id is chosen now (``pending.session_id``), so a close queued
+        after it applies to it even when the creator was cancelled before
+        the insert committed.  Result: the row dict.
+        """
+        session_id = new_id()
+        return self._submit("create_session", session_id, owner, lambda: {
+            **session_values(agent_id=agent_id, user_id=user_id, parent_session_id=parent_session_id,
+                             thread_id=thread_id, description=description, status=status),
+            "session_id": session_id})
+
+    def mark_running(self, session_id: str, *, owner: str) -> PendingWrite:
+        """Queue ``pending → running`` (as :meth:`Store.mark_running`; result: the row or None)."""
+        return self._submit("mark_running", session_id, owner, dict)
+
+    def append_message(self, session_id: str, *, owner: str, role: str, content: str | None,
+                       tool_calls: Iterable[Any] | None = None, tool_call_id: str | None = None,
+                       name: str | None = None) -> PendingWrite:
+        """Queue one message (as :meth:`Store.append_message`; result: its seq)."""
+        return self._submit("message", session_id, owner, lambda: message_values(
+            role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id, name=name))
+
+    def add_audit(self, *, session_id: str, owner: str, tool_name: str, arguments: str, result: str,
+                  status: str, duration_ms: int, tool_call_id: str | None = None) -> PendingWrite:
+        """Queue one audit row (as :meth:`Store.add_audit`; result: its id)."""
+        return self._submit("audit", session_id, owner, lambda: audit_values(
+            session_id=session_id, tool_name=tool_name, arguments=arguments, result=result, status=status,
+            duration_ms=duration_ms, tool_call_id=tool_call_id))
+
+    def close_session(self, session_id: str, status: str, reason: str | None = None, *,
+                      owner: str) -> PendingWrite:
+        """Queue the close of a row (as :meth:`Store.close_session`; result: whether it closed it)."""
+
+        def values() -> dict[str, Any]:
+            check_choice(status, TERMINAL_STATUSES, "status")
+            return {"status": status, "reason": clean_text(reason)}
+
+        return self._submit("close_session", session_id, owner, values)
+
+    def _submit(self, kind: str, session_id: str, owner: str, build: Callable[[], dict[str, Any]]) -> PendingWrite:
+        write = PendingWrite(kind, session_id, owner, {})
+        try:
+            write.values = build()
+        except ValueError as exc:  # a bad row is a failed write, reported like any other
+            self._fail(write, exc)
+            return write
+        if self._stopped.is_set():
+            self._fail(write, StoreError(f"{write.what}: the store writer has stopped (daemon shutdown)"))
+            return write
+        self._queue.append(write)
+        self._last[session_id] = write
+        self._last[owner] = write
+        self._last_any = write
+        self._wakeup.set()
+        STORE_QUEUE.set(len(self._queue))
+        return write
+
+    # ---- barriers and failures --------------------------------------------
+
+    async def flush(self, key: str | None = None, *, timeout_s: float = math.inf) -> bool:
+        """Wait until every write submitted before this call for ``key`` (a
+        session id or an owner; None: all writes) is committed or finally
+        failed.  Returns False when ``timeout_s`` passed first (the writes
+        stay queued).  Cancellation: only the wait is cancelled."""
+        write = self._last_any if key is None else self._last.get(key)
+        if write is None:
+            return True
+        with trio.move_on_after(timeout_s):
+            await write.done.wait()
+            return True
+        return False
+
+    def take_failures(self, owner: str) -> list[str]:
+        """The descriptions of ``owner``'s writes that finally failed since the
+        last call (``"message of session <id>: <error>"``), oldest first."""
+        return self._failures.pop(owner, [])
+
+    # ---- the writer task ----------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Commit queued writes until :meth:`aclose` has drained the queue.
+
+        Runs shielded: cancelling the surrounding nursery does not stop it
+        (the turns being cancelled with it still hand over their last
+        writes); only :meth:`aclose` does.  Raises RuntimeError when started
+        twice.
+        """
+        if self._started:
+            raise RuntimeError("this StoreWriter is already running")
+        self._started = True
+        try:
+            with trio.CancelScope(shield=True) as scope:
+                self._scope = scope
+                task_status.started()
+                while True:
+                    if not self._queue:
+                        if self._closing:
+                            break
+                        self._wakeup = trio.Event()
+                        await self._wakeup.wait()
+                        continue
+                    self._inflight = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+                    STORE_QUEUE.set(len(self._queue))
+                    await self._commit(self._inflight)
+                    self._inflight = []
+        finally:
+            self._stopped.set()
+            left = [w for w in self._inflight if not w.done.is_set()] + list(self._queue)
+            self._inflight, self._queue = [], deque()
+            for write in left:
+                self._fail(write, StoreError("the store writer stopped before this write was committed "
+                                             "(shutdown drain timed out)"))
+
+    async def aclose(self, timeout_s: float = DEFAULT_DRAIN_S) -> None:
+        """Drain the queue, then stop :meth:`run` (idempotent).
+
+        Waits up to ``timeout_s`` for the queue to empty; past it the writer
+        is stopped and every write still queued is logged as an ERROR and
+        failed.  Later submissions fail at once (logged).  Cancellation: the
+        wait is cancelled; the writer keeps draining.
+        """
+        self._closing = True
+        self._wakeup.set()
+        if not self._started:
+            self._stopped.set()
+            while self._queue:
+                self._fail(self._queue.popleft(), StoreError("the store writer never ran"))
+            return
+        with trio.move_on_after(timeout_s):
+            await self._stopped.wait()
+            return
+        log.error("store_writer_drain_timeout", timeout_s=timeout_s, queued=len(self._queue))
+        if self._scope is not None:
+            self._scope.shield = False
+            self._scope.cancel()
+        await self._stopped.wait()
+
+    # ---- committing ---------------------------------------------------------
+
+    async def _commit(self, batch: list[PendingWrite]) -> None:
+        try:
+            results = await self._with_retries(batch)
+        except Exception as exc:
+            if len(batch) == 1 or is_transient(exc):
+                # one write, or the database stayed unavailable for the whole retry window
+                for write in batch:
+                    self._fail(write, exc)
+                return
+            log.warning("store_batch_failed", writes=len(batch), error=self._describe(exc),
+                        retry="one write per transaction")
+            for write in batch:
+                try:
+                    (result,) = await self._with_retries([write])
+                except Exception as one_exc:
+                    self._fail(write, one_exc)
+                else:
+                    self._succeed(write, result)
+            return
+        for write, result in zip(batch, results, strict=True):
+            self._succeed(write, result)
+
+    async def _with_retries(self, batch: list[PendingWrite]) -> list[Any]:
+        """Apply ``batch`` in one transaction, retrying transient errors with
+        backoff for up to ``retry_for_s``; raises the last error."""
+        start = self._clock()
+        delay = BACKOFF_FIRST_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                results = await self.store._db.run_raw(apply_batch, batch)
+                self.transactions += 1
+                STORE_TRANSACTIONS.inc()
+                return results
+            except Exception as exc:
+                if not is_transient(exc) or self._clock() - start + delay > self.retry_for_s:
+                    raise
+                log.warning("store_write_retry", writes=len(batch), attempt=attempt, delay_s=round(delay, 3),
+                            error=self._describe(exc))
+                await trio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    def _describe(self, exc: BaseException) -> str:
+        if isinstance(exc, OngridError | ValueError) or not isinstance(exc, Exception):
+            return str(exc)
+        return describe_error(exc, self.store._db.url)
+
+    def _succeed(self, write: PendingWrite, result: Any) -> None:
+        write.result = result
+        self.committed += 1
+        STORE_WRITES.labels(write.kind, "committed").inc()
+        self._settle(write)
+
+    def _fail(self, write: PendingWrite, exc: BaseException) -> None:
+        if not isinstance(exc, OngridError | ValueError):
+            # a raw database error: keep the type callers catch, with a password-free message
+            exc = StoreError(f"database {self.store.url}: {write.what} failed: {self._describe(exc)}")
+        write.error = exc
+        self.failed += 1
+        STORE_WRITES.labels(write.kind, "failed").inc()
+        log.error("store_write_failed", what=write.what, session_id=write.session_id, owner=write.owner,
+                  error=str(exc))
+        kept = self._failures.setdefault(write.owner, [])
+        if len(kept) < MAX_FAILURES_KEPT:
+            kept.append(f"{write.what} of session {write.session_id}: {exc}")
+        self._settle(write)
+
+    def _settle(self, write: PendingWrite) -> None:
+        write.done.set()
+        for key in (write.session_id, write.owner):
+            if self._last.get(key) is write:
+                del self._last[key]
+        if self._last_any is write:
+            self._last_any = None
+
+
+# ---- the blocking side (one worker thread, one transaction per call) -------
+
+
+def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
+    """Apply every write of ``batch`` in one transaction, in order; their
+    results.  Raises the database's error (nothing of the batch is then
+    committed).  Times are strictly increasing within the batch, so rows
+    ordered by time keep submission order."""
+    results: list[Any] = []
+    seqs: dict[str, int] = {}
+    last: datetime | None = None
+    with write_tx(engine) as conn:
+        for write in batch:
+            now = utcnow()
+            if last is not None and now <= last:
+                now = last + timedelta(microseconds=1)
+            last = now
+            kind, sid, values = write.kind, write.session_id, write.values
+            if kind == "message":
+                results.append(messages.append_message_in(conn, sid, values, now, seqs))
+            elif kind == "audit":
+                results.append(audit.add_audit_in(conn, values, now))
+            elif kind == "close_session":
+                results.append(sessions.close_session_in(conn, sid, values["status"], values["reason"], now))
+            elif kind == "mark_running":
+                results.append(sessions.mark_running_in(conn, sid, now))
+            elif kind == "create_session":
+                results.append(sessions.create_session_in(conn, now=now, **values))
+            else:
+                raise ValueError(f"unknown write kind {kind!r}; expected one of {', '.join(KINDS)}")
+    return results
+
+
+@contextlib.asynccontextmanager
+async def running_writer(store: Store, **kwargs: Any) -> AsyncIterator[StoreWriter]:
+    """``async with running_writer(store) as writer:`` — a writer running in
+    its own nursery for the block, drained (:meth:`StoreWriter.aclose`) on
+    the way out, also when the block raises or is cancelled."""
+    writer = StoreWriter(store, **kwargs)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        try:
+            yield writer
+        finally:
+            with trio.CancelScope(shield=True):
+                await writer.aclose()
+
+
+__all__ = ["PendingWrite", "StoreWriter", "apply_batch", "running_writer"]
