@@ -5,7 +5,9 @@ default.  Every key is optional.  Unknown keys and wrong types are refused
 with field paths (``invalid value for type, expected int @
 config.llm.timeout_s``).  Secrets are never stored here: the config names
 the environment variables that hold them (``llm.api_key_env``,
-``server.tokens_env``) and :func:`read_secret` reads them on use.
+``server.tokens_env``, plugin settings ending in ``_env``); the daemon reads
+them once at start-up and then removes them from its environment (see
+:mod:`ongridd.secretset`), and :func:`read_secret` still finds them.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ import attrs
 import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn
-from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ongridd.errors import ConfigError
+from ongridd.yamlbounds import CONFIG_LIMITS, yaml_loader
 
 DEFAULT_LISTEN = "127.0.0.1:8650"
 DEFAULT_CONFIG_PATHS = ("/etc/ongrid/ongrid.yaml",)
@@ -35,11 +37,15 @@ class ServerConfig:
     listen: str = DEFAULT_LISTEN
     tokens_env: str = "ONGRID_TOKENS"
     default_locale: str | None = None
+    #: False: with tokens configured, ``/metrics`` needs a bearer token like the API
+    metrics_public: bool = False
 
 
 @attrs.frozen(kw_only=True)
 class DatabaseConfig:
     url: str | None = attrs.field(default=None, repr=lambda v: "<set>" if v else "None")
+    #: connections (and worker threads) the daemon uses at most
+    pool_size: int = attrs.field(default=8, validator=attrs.validators.ge(1))
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +85,29 @@ class PrometheusConfig:
 
 
 @attrs.frozen(kw_only=True)
+class LogsConfig:
+    """``logs``: ``dirs`` the folders search_logs may read (absolute paths);
+    ``journal_dirs`` extra journal folders read with ``journalctl --directory``."""
+
+    dirs: tuple[str, ...] = ("/var/log",)
+    journal_dirs: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class UrlConfig:
+    """A server's base URL (``loki.url``, ``tempo.url``); None = not configured."""
+
+    url: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TopologyConfig:
+    """``topology.files``: YAML service-graph files, later ones override earlier ones."""
+
+    files: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class HostConfig:
     name: str
     address: str = ""
@@ -101,7 +130,7 @@ class MarketplaceConfig:
 
 @attrs.frozen(kw_only=True)
 class Config:
-    """The whole configuration (DESIGN.md §15). ``source``: the file read, if any."""
+    """The whole configuration (docs/architecture.md §15.2). ``source``: the file read, if any."""
 
     server: ServerConfig = ServerConfig()
     state_dir: str = "./var"
@@ -113,6 +142,10 @@ class Config:
     skills: DirsConfig = DirsConfig()
     knowledge: KnowledgeConfig = KnowledgeConfig()
     prometheus: PrometheusConfig = PrometheusConfig()
+    logs: LogsConfig = LogsConfig()
+    loki: UrlConfig = UrlConfig()
+    tempo: UrlConfig = UrlConfig()
+    topology: TopologyConfig = TopologyConfig()
     hosts: tuple[HostConfig, ...] = ()
     plugins: PluginsConfig = PluginsConfig()
     marketplace: MarketplaceConfig = MarketplaceConfig()
@@ -264,6 +297,8 @@ ENV_OVERRIDES = {
     "ONGRID_LLM_BASE_URL": ("llm", "base_url"),
     "ONGRID_LLM_MODEL": ("llm", "model"),
     "ONGRID_PROMETHEUS_URL": ("prometheus", "url"),
+    "ONGRID_LOKI_URL": ("loki", "url"),
+    "ONGRID_TEMPO_URL": ("tempo", "url"),
 }
 
 
@@ -325,6 +360,13 @@ def _validate(cfg: Config, source: str | None) -> None:
         names.add(h.name)
         if h.name != "local" and not h.address:
             problems.append(f"a remote host needs an address @ config.hosts[{i}].address")
+    for key, folders in (("logs.dirs", cfg.logs.dirs), ("logs.journal_dirs", cfg.logs.journal_dirs)):
+        for i, folder in enumerate(folders):
+            if not folder.startswith("/") or "\0" in folder:
+                problems.append(f"must be an absolute path @ config.{key}[{i}]")
+    for key, url in (("loki.url", cfg.loki.url), ("tempo.url", cfg.tempo.url)):
+        if url is not None and not url.startswith(("http://", "https://")):
+            problems.append(f"must be an http:// or https:// URL @ config.{key}")
     if problems:
         where = f"{source}: " if source else ""
         raise ConfigError(where + "invalid configuration:\n  " + "\n  ".join(problems))
@@ -348,16 +390,22 @@ def parse_listen(listen: str) -> tuple[str, int]:
 def parse_yaml(text: str, source: str, *, error: type[Exception] = ConfigError, typ: str = "safe") -> Any:
     """Load YAML 1.2 text (``typ``: ``safe``, or ``rt`` to keep line marks).
 
+    Every file the daemon reads goes through here (or, for frontmatter,
+    through the same bounded composer): more than ``CONFIG_LIMITS.max_aliases``
+    aliases, a recursive alias, or a document deeper or larger than the
+    limits — counted with aliases expanded — is refused before anything is
+    constructed (see :mod:`ongridd.yamlbounds`).
+
     Raises ``error("<source>:<line>: invalid YAML: <problem>")``.
     """
     try:
-        return YAML(typ=typ, pure=True).load(text)
+        return yaml_loader(typ, CONFIG_LIMITS).load(text)
     except RecursionError:
         raise error(f"{source}: invalid YAML: nested too deeply") from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
-        raise error(f"{source}{line}: invalid YAML: {exc.problem or exc}") from None
+        raise error(f"{source}{line}: invalid YAML: {str(exc.problem or exc)[:300]}") from None
     except (YAMLError, ValueError) as exc:  # ValueError: e.g. an integer with thousands of digits
         raise error(f"{source}: invalid YAML: {str(exc)[:200]}") from None
 
@@ -427,9 +475,18 @@ def load_config(
 
 
 def read_secret(env_name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The value of the environment variable the config names, or None."""
+    """The value of the environment variable the config names, or None.
+
+    Falls back to the value the daemon remembered when it removed the
+    variable from its environment at start-up (only when ``environ`` is
+    not given), so callers after start-up (a lazily built model client, a
+    plugin) still get it."""
+    from ongridd.secretset import REGISTRY
+
     env = os.environ if environ is None else environ
     value = env.get(env_name) if env_name else None
+    if not value and env_name and environ is None:
+        value = REGISTRY.remembered(env_name)
     return value or None
 
 

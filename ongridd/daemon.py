@@ -1,13 +1,16 @@
-"""The daemon: one root Trio nursery (DESIGN.md §4).
+"""The daemon: one root Trio nursery (docs/architecture.md §4).
 
-Start-up order: state dir check → database + migrations → recovery sweep →
-plugins and registries → runtime service nursery → HTTP/websocket server →
-``READY=1``.  SIGTERM/SIGINT: stop accepting, bounded drain of in-flight
-turns, every open worker row closed ``killed`` ("daemon shutdown"), exit 0.
+Start-up order: secrets read and removed from the environment (held for
+redaction while the daemon runs, see :mod:`ongridd.secretset`) → state dir
+check → database + migrations → recovery sweep → plugins and registries →
+runtime service nursery → HTTP/websocket server → ``READY=1``.
+SIGTERM/SIGINT: stop accepting, bounded drain of in-flight turns, every
+open worker row closed ``killed`` ("daemon shutdown"), exit 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from functools import partial
@@ -20,6 +23,7 @@ import trio
 from ongridd.config import Config, parse_listen, parse_tokens, read_secret
 from ongridd.errors import ConfigError, StoreError
 from ongridd.logs import get_logger, redact_url
+from ongridd.secretset import MIN_TOKEN_CHARS, DaemonSecrets, daemon_secrets
 from ongridd.sdnotify import notify, watchdog_interval_s, watchdog_loop
 
 log = get_logger(__name__)
@@ -72,15 +76,21 @@ def check_listen_free(host: str, port: int) -> None:
                           "choose another address with --listen or ONGRID_LISTEN") from None
 
 
-def make_model(config: Config) -> Any:
-    """The configured model client (an OpenAI-compatible provider)."""
+def make_model(config: Config, api_key: str | None = None) -> Any:
+    """The configured model client (an OpenAI-compatible provider).
+
+    ``api_key``: the key read at start-up (default: :func:`read_secret` of
+    ``llm.api_key_env``, which still finds it after start-up removed the
+    variable from the environment)."""
     from ongridd.llm.openai_provider import OpenAIProvider
 
     if not config.llm.base_url:
         from ongridd.llm.unconfigured import UnconfiguredModel
 
         return UnconfiguredModel()
-    return OpenAIProvider(base_url=config.llm.base_url, api_key=read_secret(config.llm.api_key_env),
+    if api_key is None:
+        api_key = read_secret(config.llm.api_key_env)
+    return OpenAIProvider(base_url=config.llm.base_url, api_key=api_key,
                           model=config.llm.model, timeout_s=config.llm.timeout_s,
                           max_retries=config.llm.max_retries)
 
@@ -90,19 +100,37 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
     """See :func:`_run_daemon`.  With ``handle_signals``, SIGTERM/SIGINT are
     caught from the very start: one arriving during start-up stops the
     daemon right after it is up (exit 0), and a second one during the drain
-    is logged and ignored, so the drain always closes its rows."""
-    if not handle_signals:
-        await _run_daemon(config, model=model, signals=None, task_status=task_status)
-        return
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _run_daemon(config, model=model, signals=signals, task_status=task_status)
+    is logged and ignored, so the drain always closes its rows.  For the
+    daemon's lifetime its secrets are out of ``os.environ`` and held for
+    redaction (:func:`~ongridd.secretset.daemon_secrets`); they are put back
+    when it returns."""
+    with contextlib.ExitStack() as stack:
+        signals = (stack.enter_context(trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT))
+                   if handle_signals else None)
+        secrets, removed = stack.enter_context(daemon_secrets(config))
+        if removed:
+            log.info("secrets_removed_from_environment", variables=removed)
+        await _run_daemon(config, model=model, signals=signals, secrets=secrets, task_status=task_status)
 
 
-async def _run_daemon(config: Config, *, model: Any, signals: Any, task_status: Any) -> None:
+def warn_short_tokens(tokens: dict[str, str]) -> None:
+    """One start-up warning per token shorter than MIN_TOKEN_CHARS, naming
+    its user and length (never the token)."""
+    for token, user in sorted(tokens.items(), key=lambda item: item[1]):
+        if len(token) < MIN_TOKEN_CHARS:
+            log.warning("short_token", user=user, length=len(token),
+                        hint=f"use tokens of at least {MIN_TOKEN_CHARS} random characters "
+                             "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(24))')")
+
+
+async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: DaemonSecrets,
+                      task_status: Any) -> None:
     """Run the daemon until SIGTERM/SIGINT (or ``handle.shutdown`` is set).
 
     ``model``: a ModelClient to use instead of the configured provider
-    (the demo and tests pass the scripted one's client).  Raises ConfigError
+    (the demo and tests pass the scripted one's client); either way it is
+    wrapped so held secrets are redacted from model traffic.  ``secrets``:
+    what :func:`~ongridd.secretset.daemon_secrets` read at start-up.  Raises ConfigError
     or StoreError before anything is served when start-up cannot complete.
     """
     from hypercorn.config import Config as HyperConfig
@@ -116,8 +144,9 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, task_status: 
     from ongridd.store import Store
 
     host, port = parse_listen(config.server.listen)
-    auth = Authenticator(parse_tokens(read_secret(config.server.tokens_env)))
+    auth = Authenticator(parse_tokens(secrets.tokens_raw))
     auth.check_listen(host)
+    warn_short_tokens(auth.tokens)
     check_state_dir(config.state_path)
     check_listen_free(host, port)
     if model is None and not config.llm.base_url:
@@ -127,7 +156,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, task_status: 
     stopped = trio.Event()
     log.info("daemon_starting", listen=config.server.listen, state_dir=str(config.state_path),
              database=redact_url(config.database_url), config=config.source)
-    store = await Store.open(config.database_url)
+    store = await Store.open(config.database_url, pool_size=config.database.pool_size)
     try:
         report = await store.recovery_sweep()
         log.info("recovery_sweep", closed_workers=report.closed_workers,
@@ -135,10 +164,16 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, task_status: 
         import httpx2
 
         async with httpx2.AsyncClient(timeout=30.0) as http:
-            builder = RegistryBuilder(config=config, store=store, http=http)
+            from ongridd.plugins.chat import ChatAPI
+
+            chat = ChatAPI(store=store)
+            builder = RegistryBuilder(config=config, store=store, http=http, chat=chat)
             registries = await builder.build()
             holder = RegistryHolder(registries)
-            runtime = Runtime(config, store, holder, model if model is not None else partial(make_model, config))
+            from ongridd.llm.redacting import RedactingModel
+
+            client = RedactingModel(model if model is not None else partial(make_model, config, secrets.api_key))
+            runtime = Runtime(config, store, holder, client)
             services = AppServices(config=config, auth=auth, store=store, runtime=runtime,
                                    plugin_routes=lambda: holder.current.routes)
             from ongridd.marketplace.service import AgentsAPI, MarketplaceService
@@ -157,6 +192,8 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, task_status: 
             shutdown = trio.Event()
             async with trio.open_nursery() as root:
                 await root.start(runtime.run)
+                chat.bind(runtime, root)
+                start_plugin_services(root, registries.services)
                 root.start_soon(services.agents_api.watch)
                 binds = await root.start(partial(hypercorn_serve, app, hconf, shutdown_trigger=shutdown.wait))
                 base_url = binds[0] if binds else f"http://{host}:{port}"
@@ -179,6 +216,22 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, task_status: 
             await store.aclose()
         stopped.set()
         log.info("daemon_stopped")
+
+
+def start_plugin_services(nursery: trio.Nursery, plugin_services: Any) -> None:
+    """Start each plugin service (``PluginService``) in ``nursery``; one that
+    raises is logged (``plugin_service_failed``) and the daemon stays up.
+    Cancelled with the nursery at shutdown."""
+
+    async def run(svc: Any) -> None:
+        log.info("plugin_service_started", plugin=svc.plugin, service=svc.name)
+        try:
+            await svc.fn()
+        except Exception:
+            log.exception("plugin_service_failed", plugin=svc.plugin, service=svc.name)
+
+    for svc in plugin_services:
+        nursery.start_soon(run, svc, name=f"{svc.plugin}:{svc.name}")
 
 
 async def _signal_watch(signals: Any, shutdown: trio.Event) -> None:

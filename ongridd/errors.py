@@ -19,12 +19,18 @@ class ConfigError(OngridError):
 
 
 class PersonaError(OngridError):
-    """A persona file cannot be used.  ``path`` and ``line`` locate it."""
+    """A persona file cannot be used.  ``path`` and ``line`` locate it;
+    ``warnings``: every warning the parser gave (``path:line: ...``), empty
+    when the refusal came before parsing; ``too_large``: refused for its size
+    (HTTP answers 413 then, else 400)."""
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 warnings: tuple[str, ...] | list[str] = (), too_large: bool = False):
         super().__init__(message)
         self.path = path
         self.line = line
+        self.warnings = tuple(warnings)
+        self.too_large = too_large
 
 
 class SkillError(PersonaError):

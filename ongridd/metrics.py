@@ -17,3 +17,8 @@ WORKERS_RUNNING = Gauge("ongrid_workers_running", "Worker and reviewer sessions 
 MODEL_CALLS = Counter("ongrid_model_calls_total", "Model calls by persona and outcome", ["agent", "outcome"])
 REVIEWS = Counter("ongrid_review_decisions_total", "Review gate decisions", ["decision"])
 WS_CLIENTS = Gauge("ongrid_websocket_clients", "Chat socket clients attached now")
+STORE_WRITES = Counter("ongrid_store_writes_total", "Queued store writes settled, by kind and outcome "
+                       "(committed|failed)", ["kind", "outcome"])
+STORE_TRANSACTIONS = Counter("ongrid_store_write_transactions_total",
+                             "Transactions (one thread hop each) the store writer committed")
+STORE_QUEUE = Gauge("ongrid_store_write_queue", "Store writes waiting for the store writer")

@@ -1,4 +1,4 @@
-"""Command-line entry points ``ongridd`` and ``ongrid`` (DESIGN.md §15).
+"""Command-line entry points ``ongridd`` and ``ongrid`` (docs/architecture.md §15.1).
 
 Each sub-command lives in its own module exposing ``add_parser(subparsers)``;
 the parser's ``func(args) -> int`` is the exit code.  Exit codes: 0 ok, 1 the
@@ -18,14 +18,20 @@ _ONGRID_COMMANDS = (
     "ongridd.cli.fakellm",
     "ongridd.cli.client",
     "ongridd.cli.sessions",
+    "ongridd.cli.changes",
     "ongridd.cli.marketplace_cmd",
     "ongridd.cli.demo",
+    "ongridd.cli.eval",
 )
 _ONGRIDD_COMMANDS = ("ongridd.cli.serve",)
 
 
 def _build(prog: str, modules: tuple[str, ...]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog)
+    if prog == "ongrid":  # global client options: before or after the sub-command
+        from ongridd.cli.common import add_client_args
+
+        add_client_args(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in modules:

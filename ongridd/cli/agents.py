@@ -1,4 +1,4 @@
-"""``ongrid agents list|show|validate|catalog`` (DESIGN.md §15).
+"""``ongrid agents list|show|validate|catalog`` (docs/architecture.md §15.1).
 
 Roots: the built-in ``agents/`` folder, then every ``--agents-dir`` in the
 order given (a later root overrides an earlier one by name).  Results go to
@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TextIO
 
+from ongridd.personas.origin import persona_origin, persona_warnings
 from ongridd.personas.parse import persona_to_text
 from ongridd.personas.prompt import agent_catalog
 from ongridd.personas.registry import AgentRegistry, LoadReport, builtin_agents_dir
@@ -86,10 +87,12 @@ def _load(args: argparse.Namespace) -> tuple[AgentRegistry, LoadReport]:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    registry, _report = _load(args)
+    registry, report = _load(args)
     personas = list(registry.snapshot().values())
-    if args.json:
-        _print(json.dumps([p.to_dict() for p in personas], ensure_ascii=False, indent=2), sys.stdout)
+    if args.json:  # the items of GET /api/agents: origin and the warnings about each file too
+        items = [p.to_dict() | {"origin": persona_origin(p.source, registry.builtin_root),
+                                "warnings": persona_warnings(p.source, report.warnings)} for p in personas]
+        _print(json.dumps(items, ensure_ascii=False, indent=2), sys.stdout)
         return 0
     if not personas:
         _print("no personas found", sys.stdout)

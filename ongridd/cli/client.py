@@ -1,5 +1,5 @@
 """``ongrid ask`` (one turn) and ``ongrid chat`` (interactive) on the chat
-socket, with trio-websocket (DESIGN.md §15)."""
+socket, with trio-websocket (docs/architecture.md §15.1)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ async def _connect(url: str) -> Any:
 
 def _hello(args: argparse.Namespace, thread: str) -> str:
     frame: dict[str, Any] = {"type": "hello", "thread": thread}
-    tok = token(args.token)
+    tok = token(args)
     if tok:
         frame["token"] = tok
     loc = args.locale or _default_locale()
@@ -64,7 +64,7 @@ def _hello(args: argparse.Namespace, thread: str) -> str:
 async def _ask(args: argparse.Namespace) -> int:
     from trio_websocket import ConnectionClosed, HandshakeError
 
-    url = ws_url(args.url)
+    url = ws_url(getattr(args, "url", None))
     thread = args.thread or f"ask-{uuid.uuid4().hex[:12]}"
     text = " ".join(args.text)
     session_id = None
@@ -123,6 +123,7 @@ def run_ask(args: argparse.Namespace) -> int:
     """``ongrid ask``: exit 0 on a final answer, 1 on an error frame (or no
     answer within ``--timeout``), 2 on usage or connection errors."""
     try:
+        token(args)  # resolve (and warn about --token) before connecting
         return trio.run(_ask, args)
     except ClientError as exc:
         print(f"ongrid: {exc}", file=sys.stderr)
@@ -184,7 +185,7 @@ class _ChatUI:
 async def _chat(args: argparse.Namespace) -> int:
     from trio_websocket import ConnectionClosed, HandshakeError
 
-    url = ws_url(args.url)
+    url = ws_url(getattr(args, "url", None))
     ui = _ChatUI()
     try:
         async with await _connect(url) as ws:
@@ -237,6 +238,7 @@ def run_chat(args: argparse.Namespace) -> int:
     except _locale.Error:
         pass
     try:
+        token(args)
         return trio.run(_chat, args)
     except ClientError as exc:
         print(f"ongrid: {exc}", file=sys.stderr)

@@ -16,10 +16,27 @@ class ClientError(Exception):
     """A usage or connection problem (exit code 2)."""
 
 
-def add_client_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None,
+TOKEN_HELP = ("API token. Prefer $ONGRID_TOKEN or --token-file: a token on the command line is visible "
+              "to every local user in `ps` output and /proc/<pid>/cmdline (and kept in shell history). "
+              "Precedence: --token > --token-file > $ONGRID_TOKEN")
+TOKEN_FILE_HELP = "read the API token from the first line of FILE (keep it mode 0600)"
+TOKEN_WARNING = ("ongrid: warning: --token shows the token to every local user in `ps` output and "
+                 "/proc/<pid>/cmdline; set $ONGRID_TOKEN or use --token-file instead")
+
+
+def add_client_args(p: argparse.ArgumentParser, *, top_level: bool = False) -> None:
+    """Add ``--url``, ``--token`` and ``--token-file`` to ``p``.
+
+    They are global options: the top-level parser gets them with ``None``
+    defaults (``top_level=True``) and every client sub-command gets them
+    with suppressed defaults, so ``ongrid --url U ask …`` and ``ongrid ask
+    --url U …`` both work and a sub-command never overwrites a value given
+    before it."""
+    default = None if top_level else argparse.SUPPRESS
+    p.add_argument("--url", default=default,
                    help=f"daemon base URL (default $ONGRID_URL, else {DEFAULT_URL}); ws://HOST:PORT/ws is accepted")
-    p.add_argument("--token", default=None, help="API token (default $ONGRID_TOKEN)")
+    p.add_argument("--token", default=default, metavar="TOKEN", help=TOKEN_HELP)
+    p.add_argument("--token-file", default=default, metavar="FILE", help=TOKEN_FILE_HELP)
 
 
 def base_url(arg: str | None) -> str:
@@ -42,8 +59,40 @@ def ws_url(arg: str | None) -> str:
     return urlunsplit((scheme, base.netloc, base.path.rstrip("/") + "/ws", "", ""))
 
 
-def token(arg: str | None) -> str | None:
-    return arg or os.environ.get("ONGRID_TOKEN") or None
+def token(args: argparse.Namespace, *, stderr: Any = None, environ: Any = None) -> str | None:
+    """The API token: ``--token`` (with a warning on ``stderr`` that it shows
+    in ``ps``) > ``--token-file`` (its first line, stripped) >
+    ``$ONGRID_TOKEN`` > None.  Resolved once per ``args`` (the warning is
+    printed once).  Raises ClientError when the token file cannot be read
+    or its first line is empty."""
+    if hasattr(args, "_resolved_token"):
+        return args._resolved_token
+    env = os.environ if environ is None else environ
+    given = getattr(args, "token", None)
+    path = getattr(args, "token_file", None)
+    if given:
+        print(TOKEN_WARNING, file=stderr or sys.stderr)
+        value: str | None = given
+    elif path:
+        value = read_token_file(path)
+    else:
+        value = env.get("ONGRID_TOKEN") or None
+    args._resolved_token = value
+    return value
+
+
+def read_token_file(path: str) -> str:
+    """The first line of ``path`` without surrounding whitespace.  Raises
+    ClientError naming the file (never its content)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline(64 * 1024)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClientError(f"cannot read the token file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    value = first.strip()
+    if not value:
+        raise ClientError(f"the token file {path} is empty (the token goes on its first line)")
+    return value
 
 
 def http_json(method: str, args: argparse.Namespace, path: str, body: Any = None, timeout_s: float = 600) -> Any:
@@ -52,7 +101,7 @@ def http_json(method: str, args: argparse.Namespace, path: str, body: Any = None
     import httpx2
 
     headers = {}
-    tok = token(getattr(args, "token", None))
+    tok = token(args)
     if tok:
         headers["Authorization"] = f"Bearer {tok}"
     url = base_url(getattr(args, "url", None)) + path

@@ -1,4 +1,4 @@
-"""``ongrid demo`` — the main job on this host (DESIGN.md §17).
+"""``ongrid demo`` — the main job on this host (docs/architecture.md §17).
 
 Starts the daemon in-process on a free loopback port with a temporary state
 dir, starts the scripted model (unless a real one is given), makes a real

@@ -1,10 +1,12 @@
 """``ongrid fake-llm --script FILE [--listen HOST:PORT]`` — the scripted model
-server (DESIGN.md §16), a test and demo double, never a real model.
+server (docs/architecture.md §16), a test and demo double, never a real model.
 
 Prints the base URL (``http://HOST:PORT/v1``) alone on stdout once it
 listens, then a note on stderr; logs one JSON line per model call on stderr.
 SIGINT/SIGTERM stop it with exit status 0.  Exit 2: bad script, bad
-``--listen``, or the address cannot be bound.
+``--listen``, the address cannot be bound, or the ``--record`` file cannot
+be opened.  ``--record FILE`` appends every request received to FILE (one
+JSON line each), for tests that check what the daemon sent to the model.
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ def add_parser(subparsers: Any) -> None:
         metavar="HOST:PORT",
         help=f"address to listen on (default {DEFAULT_LISTEN}: a free loopback port)",
     )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="append every chat-completion request received to FILE as one JSON line "
+             "({agent, session, headers, body, step, status}; credential headers as ***)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -64,18 +72,29 @@ def run(args: argparse.Namespace) -> int:
             + " (steps using them will answer HTTP 400)",
             file=sys.stderr,
         )
-    return trio.run(_serve, script, args.script, host, port)
+    from ongridd.fakellm.server import FakeLLM
+
+    try:
+        fake = FakeLLM(script, record=args.record)
+    except OSError as exc:
+        print(f"ongrid fake-llm: cannot open the record file {args.record}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
+        return trio.run(_serve, fake, args.script, host, port)
+    finally:
+        fake.close()
 
 
-async def _serve(script: Any, path: str, host: str, port: int) -> int:
+async def _serve(fake: Any, path: str, host: str, port: int) -> int:
     import trio
 
     from ongridd.fakellm.server import serve_fake_llm
 
+    script = fake.script
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             try:
-                base_url = await nursery.start(functools.partial(serve_fake_llm, script, host=host, port=port))
+                base_url = await nursery.start(functools.partial(serve_fake_llm, fake, host=host, port=port))
             except OSError as exc:
                 print(f"ongrid fake-llm: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
                 nursery.cancel_scope.cancel()

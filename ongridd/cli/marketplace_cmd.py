@@ -1,4 +1,4 @@
-"""``ongrid marketplace list [--json] | install NAME | uninstall NAME`` (DESIGN.md §14, §15).
+"""``ongrid marketplace list [--json] | install NAME | uninstall NAME`` (docs/architecture.md §14, §15.1).
 
 ``list`` asks the daemon at ``--url`` (its index and what it has
 installed); when no daemon answers, or with ``--index``, it reads the index

@@ -1,4 +1,4 @@
-"""``ongrid plugins list [--json] [--config FILE] [--state-dir DIR]`` (DESIGN.md §13, §15).
+"""``ongrid plugins list [--json] [--config FILE] [--state-dir DIR]`` (docs/architecture.md §13, §15.1).
 
 Shows each plugin, its source (builtin / entry point / path) and what it
 registered; a plugin that failed to load is shown with the reason.  Exit 0

@@ -1,4 +1,4 @@
-"""The scripted model server (DESIGN.md §16): an OpenAI-compatible test and
+"""The scripted model server (docs/architecture.md §16): an OpenAI-compatible test and
 demo double driven by a YAML script.  It never pretends to be a real model.
 
 ``script`` (load/validate, no web imports) is cheap to import; the server

@@ -4,7 +4,7 @@ Pure functions (no I/O): :func:`make_reply` turns a step and the request's
 messages into a :class:`Reply`; :func:`completion_body` and
 :func:`stream_bodies` render it as a ``chat.completion`` or as the
 ``chat.completion.chunk`` sequence of an SSE stream, with the fixed chunking
-of DESIGN.md §16: content in chunks of 16 characters, tool-call arguments in
+of docs/fake-llm.md: content in chunks of 16 characters, tool-call arguments in
 chunks of 8 characters, the calls of one step interleaved by index (call 0
 chunk 1, call 1 chunk 1, call 0 chunk 2, ...), id/type/name only on a call's
 first chunk, ids ``call_<step>_<index>``.

@@ -1,4 +1,4 @@
-"""The scripted model's script: load, validate, substitute (DESIGN.md §16).
+"""The scripted model's script: load, validate, substitute (docs/architecture.md §16).
 
 A script is a YAML mapping ``persona name → list of steps``.  A step is a
 mapping with these keys (at least one of ``content``, ``tool_calls``,

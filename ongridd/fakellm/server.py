@@ -1,4 +1,4 @@
-"""The scripted model server: an OpenAI-compatible test double (DESIGN.md §16).
+"""The scripted model server: an OpenAI-compatible test double (docs/architecture.md §16).
 
 It never pretends to be a real model: the model id is
 ``ongrid-scripted-model`` and every body says ``system_fingerprint:
@@ -86,11 +86,16 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> tu
 class FakeLLM:
     """The scripted model: script, per-session cursors, request log and the
     quart-trio app.  ``env``: where ``${NAME}`` is looked up (default: the
-    process environment, read when each step is answered)."""
+    process environment, read when each step is answered).  ``record``: a
+    file to which every chat-completion request is appended once answered,
+    as one JSON line ``{agent, session, headers, body, step, status}``
+    (credential headers as ``***``); opening it raises OSError."""
 
-    def __init__(self, script: Script, *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, script: Script, *, env: Mapping[str, str] | None = None,
+                 record: str | os.PathLike[str] | None = None) -> None:
         self.script = script
         self.env = env
+        self._record = open(record, "a", encoding="utf-8") if record is not None else None  # noqa: SIM115
         self.requests: list[RecordedRequest] = []
         self.base_url: str | None = None
         self._cursors: dict[tuple[str, str], int] = {}
@@ -158,9 +163,23 @@ class FakeLLM:
             status = answer[1] if isinstance(answer, tuple) else answer.status_code
             record.status = status
             log.info("fake_llm_call", agent=record.agent, session=record.session, step=record.step, status=status)
+            self._write_record(record)
             return answer
 
         return app
+
+    def _write_record(self, record: RecordedRequest) -> None:
+        if self._record is None:
+            return
+        line = json.dumps(attrs.asdict(record), ensure_ascii=False, default=str)
+        self._record.write(line + "\n")
+        self._record.flush()
+
+    def close(self) -> None:
+        """Close the record file (idempotent)."""
+        if self._record is not None:
+            self._record.close()
+            self._record = None
 
     async def _answer(self, record: RecordedRequest) -> Any:
         body = record.body

@@ -1,4 +1,4 @@
-"""The kernel: the ReAct loop of one persona run (DESIGN.md §3 layer 4).
+"""The kernel: the ReAct loop of one persona run (docs/architecture.md §3 layer 4).
 
 ``run_agent(...)`` → :class:`RunResult`; events for the runtime's sink are in
 :mod:`ongridd.kernel.events`.  The kernel knows nothing of the database or

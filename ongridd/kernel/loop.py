@@ -1,4 +1,4 @@
-"""The ReAct loop of one persona run (DESIGN.md §7, §8).
+"""The ReAct loop of one persona run (docs/architecture.md §7, §8).
 
 :func:`run_agent` calls the model, runs the tools it asks for, and repeats
 until a final answer or a limit.  It never raises for anything a model or a
@@ -65,7 +65,11 @@ class RunResult:
     the model made, including invalid ones; not those left unrun because the
     output was cut).  ``usage``: summed token counts.  ``detail``: why the
     run stopped when ``status`` is not ``ok`` (also set for an ``ok`` run
-    whose answer is empty or was cut at the output limit).
+    whose answer is empty, was cut at the output limit or stopped by the
+    provider's content filter).  ``finish_reason``: what the provider said
+    about the model call that produced ``text`` (``stop``, ``length``,
+    ``content_filter``, …; ``None`` when no answer was produced or the
+    provider said nothing) — the review gate approves only after ``stop``.
     """
 
     status: str
@@ -75,6 +79,7 @@ class RunResult:
     tool_calls: int = 0
     usage: Usage = attrs.field(factory=Usage)
     detail: str = ""
+    finish_reason: str | None = None
 
 
 class _ModelFailed(Exception):
@@ -95,7 +100,7 @@ def _user_message(value: Message | str) -> Message:
 
 def _assistant_message(completion: Completion, turn: int) -> Message:
     """The assistant message as stored: tool calls with unique ids; ``content``
-    ``None`` when there are tool calls and no text (C24: ``""`` and null are
+    ``None`` when there are tool calls and no text (``""`` and null are
     stored the same way), ``""`` at least otherwise."""
     raw = completion.message
     calls: list[ToolCall] = []
@@ -131,7 +136,8 @@ class _Run:
     """The state of one run; :meth:`run` is the loop."""
 
     def __init__(self, *, model: ModelClient, persona: Any, system_prompt: str, history: Sequence[Message],
-                 bag: ToolBag, runner: ToolRunner, reminder: str | None, context: ToolCallContext,
+                 bag: ToolBag, runner: ToolRunner, reminder: str | Callable[[], str | None] | None,
+                 context: ToolCallContext,
                  emit: Emitter, pending_user_messages: Callable[[], Sequence[Message | str]] | None,
                  detector: TextToolCallDetector):
         self.model = model
@@ -140,7 +146,7 @@ class _Run:
         self.history: list[Message] = list(history)
         self.bag = bag
         self.runner = runner
-        self.reminder = notes.wrap_reminder(reminder) if reminder and reminder.strip() else None
+        self.reminder = reminder
         self.context = context
         self.emit = emit
         self.pending = pending_user_messages
@@ -191,8 +197,9 @@ class _Run:
         messages.extend(self.history)
         if extra:
             messages.append(Message(role="user", content=extra))
-        if self.reminder:
-            messages.append(Message(role="user", content=self.reminder))
+        reminder = self.current_reminder()
+        if reminder:
+            messages.append(Message(role="user", content=reminder))
         return ModelRequest(
             messages=tuple(messages),
             tools=tuple(self.bag.schemas()) if tools else (),
@@ -200,6 +207,21 @@ class _Run:
             agent=self.persona.name,
             session_id=self.context.session_id,
         )
+
+    def current_reminder(self) -> str | None:
+        """The reminder for the next request: ``reminder`` itself, or what
+        the callable returns now (a failing callable is logged and the
+        request goes without a reminder)."""
+        value = self.reminder
+        if callable(value):
+            try:
+                value = value()
+            except Exception:
+                log.exception("kernel_reminder_failed", agent=self.persona.name)
+                return None
+        if not isinstance(value, str) or not value.strip():
+            return None
+        return notes.wrap_reminder(value)
 
     async def call_model(self, request: ModelRequest) -> Completion:
         """Stream one model call, forwarding text; raises _ModelFailed."""
@@ -226,10 +248,11 @@ class _Run:
 
     # ---- loop -------------------------------------------------------------
 
-    def result(self, status: str, text: str = "", detail: str = "") -> RunResult:
+    def result(self, status: str, text: str = "", detail: str = "",
+               finish_reason: str | None = None) -> RunResult:
         return RunResult(
             status=status, text=text, messages_added=tuple(self.added), turns=self.turns,
-            tool_calls=self.tool_calls, detail=detail,
+            tool_calls=self.tool_calls, detail=detail, finish_reason=finish_reason,
             usage=Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens),
         )
 
@@ -265,9 +288,11 @@ class _Run:
             detail = ""
             if completion.finish_reason == "length":
                 detail = "the answer was cut at the model's output limit"
+            elif completion.finish_reason == "content_filter":
+                detail = "the provider's content filter stopped the answer"
             elif not text.strip():
                 detail = "the model returned an empty answer"
-            return await self.finish("ok", text, detail)
+            return await self.finish("ok", text, detail, completion.finish_reason)
 
     async def tool_turn(self, message: Message, *, cut: bool) -> None:
         """Store the assistant message and answer each of its tool calls.
@@ -311,11 +336,12 @@ class _Run:
             await self.add_assistant(Message(role="assistant", content=text))
         else:
             text = ""
-        return await self.finish(reason, text or f"(no answer: {detail})", detail)
+        return await self.finish(reason, text or f"(no answer: {detail})", detail,
+                                 completion.finish_reason if text else None)
 
-    async def finish(self, status: str, text: str, detail: str) -> RunResult:
+    async def finish(self, status: str, text: str, detail: str, finish_reason: str | None) -> RunResult:
         await self.emit(FinalEvent(status, text, detail))
-        return self.result(status, text, detail)
+        return self.result(status, text, detail, finish_reason)
 
 
 async def run_agent(
@@ -327,7 +353,7 @@ async def run_agent(
     user_message: Message | str | None = None,
     bag: ToolBag,
     runner: ToolRunner | None = None,
-    reminder: str | None = None,
+    reminder: str | Callable[[], str | None] | None = None,
     limits: Any = None,
     context: ToolCallContext,
     sink: EventSink | None = None,
@@ -342,7 +368,7 @@ async def run_agent(
       not counting the provider's retries or the forced last call),
       ``tool_budget`` (tool calls per run, or ``None``) and ``model`` (a model
       name or ``None`` for the provider default).
-    - ``system_prompt``: composed by the caller (DESIGN.md §7); sent first.
+    - ``system_prompt``: composed by the caller (docs/architecture.md §7); sent first.
     - ``history``: earlier messages of the thread (not copied into the result).
     - ``user_message``: the new user message (text or a ``Message``), or ``None``.
     - ``bag``: the tools the model sees; ``runner``: the ``ToolRunner`` that
@@ -350,7 +376,8 @@ async def run_agent(
       cache lasts for this run).
     - ``reminder``: the per-turn ``<system-reminder>`` text, sent as the LAST
       message of every request as a user-role message, never stored (wrapped
-      in the tags when it has none).
+      in the tags when it has none); or a zero-argument callable called
+      before every request (so the time it carries is the time of that call).
     - ``limits``: an object with ``tool_result_max_chars`` (``LimitsConfig``).
     - ``context``: the ``ToolCallContext`` template for tool calls (session id,
       agent, user, read_only, services); ``call_id`` is set per call.

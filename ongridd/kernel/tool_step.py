@@ -1,4 +1,4 @@
-"""Answer the tool calls of one assistant message (handed.md C7, C12).
+"""Answer the tool calls of one assistant message (docs/architecture.md §8).
 
 All calls of a message run concurrently in one nursery; each gets exactly
 one result, and the ``role: tool`` messages are emitted (and returned) in

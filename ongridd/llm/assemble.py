@@ -9,7 +9,7 @@ Two entry points, one for each response kind:
 * :func:`completion_from_response` does the same for one non-streamed
   ``chat.completion`` response.
 
-Rules that real servers need (handed.md C11, C24):
+Rules that real servers need:
 
 * tool-call deltas are routed by their ``index``; ``id``, ``type`` and the
   function ``name`` usually come only on a call's first chunk, and a later

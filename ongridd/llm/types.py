@@ -21,7 +21,7 @@ class ToolCall:
     arguments: str = ""
 
     def to_wire(self) -> dict[str, Any]:
-        # An empty argument string is replayed as "{}" (handed.md C11 B).
+        # An empty argument string is replayed as "{}" (some servers reject "").
         return {
             "id": self.id,
             "type": "function",

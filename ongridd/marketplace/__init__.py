@@ -1,2 +1,2 @@
 """Changing the running daemon's plugins and personas: the marketplace,
-user-agent editing and hot reload (DESIGN.md §6, §14)."""
+user-agent editing and hot reload (docs/architecture.md §6, §14)."""

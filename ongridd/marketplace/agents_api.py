@@ -3,7 +3,19 @@ reload of the user agents folders.
 
 PUT validates the persona first, writes it atomically to the user agents
 folder (the first of ``agents.user_dirs``, else ``<state_dir>/agents``),
-then replaces it in the live registry; the next turn sees it.  DELETE
+then replaces it in the live registry; the next turn sees it.
+
+A PUT body is untrusted and is parsed off the Trio thread, so the event loop
+(``/healthz``, chats, the watchdog) never waits for it.  A thread cannot be
+killed, so the real time and memory bound is the parse's own, by
+construction: at most ``MAX_FILE_BYTES`` of input, whose YAML may expand
+(aliases included) to at most ``FRONTMATTER_LIMITS`` nodes and characters
+and whose every warning is a bounded preview (see :mod:`ongridd.yamlbounds`)
+— a parse takes well under a second and a few MB.  On top of that, at most
+``PARSE_CONCURRENCY`` bodies are parsed at once (a flood of PUTs cannot take
+every core), and ``PARSE_TIME_LIMIT_S`` is a last resort: a parse that has
+not answered by then is abandoned — its thread runs on to its bounded end,
+still holding its parse slot — and the PUT is refused.  DELETE
 removes a user agent; a built-in persona can only be overridden, so
 deleting an override restores the built-in.  Every change is recorded as
 a ``persona`` change event.
@@ -11,6 +23,7 @@ a ``persona`` change event.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import unicodedata
@@ -23,39 +36,62 @@ from ongridd.errors import NotFound, OngridError, PersonaError
 from ongridd.logs import get_logger
 from ongridd.marketplace.locks import registry_lock
 from ongridd.personas.frontmatter import MAX_FILE_BYTES
-from ongridd.personas.parse import parse_persona_text
+from ongridd.personas.origin import persona_origin, persona_warnings
+from ongridd.personas.parse import parse_persona_text, persona_to_text
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
 
 log = get_logger(__name__)
 WATCH_INTERVAL_S = 1.0
+#: PUT bodies parsed at the same time (each in a worker thread).
+PARSE_CONCURRENCY = 2
+#: Seconds a PUT waits for its parse (slot included) before it is refused.
+PARSE_TIME_LIMIT_S = 10.0
 
 
 class AgentsAPI:
     """``holder``: the RegistryHolder; ``builder``: the RegistryBuilder
     (its user roots); ``store``: for change events (may be None)."""
 
-    def __init__(self, *, config: Any, holder: Any, builder: Any, store: Any = None):
+    #: Largest PUT body accepted (the size of a persona file); the HTTP
+    #: route answers 413 past it without parsing.
+    max_body_bytes = MAX_FILE_BYTES
+
+    def __init__(self, *, config: Any, holder: Any, builder: Any, store: Any = None,
+                 parse_time_limit_s: float = PARSE_TIME_LIMIT_S):
         self.config = config
         self.holder = holder
         self.builder = builder
         self.store = store
         self._lock = registry_lock(holder)  # shared with the marketplace's swaps
         self.last_reload_warnings: tuple[str, ...] = ()
+        self.parse_time_limit_s = parse_time_limit_s
+        self._parse_limiter = trio.CapacityLimiter(PARSE_CONCURRENCY)
 
     @property
     def agents(self) -> Any:
         return self.holder.current.agents
 
     def list(self) -> list[dict]:
-        """Every persona as ``ongrid agents list --json`` shows it."""
-        return [p.to_dict() for p in sorted(self.agents.snapshot().values(), key=lambda p: p.name)]
+        """Every persona as ``ongrid agents list --json`` shows it, plus ``origin``
+        (``builtin|user|plugin:<name>``) and the load ``warnings`` about its file."""
+        return [self._described(p) for p in sorted(self.agents.snapshot().values(), key=lambda p: p.name)]
+
+    def _described(self, persona: Any) -> dict:
+        out = persona.to_dict()
+        agents = self.agents
+        out["origin"] = persona_origin(persona.source, getattr(agents, "builtin_root", None),
+                                       getattr(self.holder.current, "plugins", ()))
+        report = getattr(agents, "last_report", None)
+        out["warnings"] = persona_warnings(persona.source, getattr(report, "warnings", ()) or ())
+        return out
 
     def get(self, name: str) -> dict:
         persona = self.agents.by_name(name)
         if persona is None:
             raise NotFound(f"no persona {name!r}")
-        out = persona.to_dict()
+        out = self._described(persona)
         out["body"] = persona.body
+        out["text"] = persona_to_text(persona)  # the whole file, ready to edit and PUT back
         return out
 
     def _known_tools(self) -> set[str]:
@@ -64,17 +100,21 @@ class AgentsAPI:
     async def put(self, name: str, text: str | bytes, *, actor: str) -> dict:
         """Validate ``text`` as a persona named ``name``, write it, replace it live.
 
-        Raises PersonaError (nothing written) with every warning that made it
-        unusable, when its ``name`` differs from ``name``, when it is larger
-        than a persona file may be, when a later agents folder defines the
-        same name (the edit would be undone by the next reload), or for the
-        review gate's ``reviewer`` (only an operator's file may replace it).
+        Raises PersonaError (nothing written, registry unchanged) with every
+        warning that made it unusable (``.warnings``), when its ``name``
+        differs from ``name``, when it is larger than a persona file may be
+        (``.too_large``), when its parse did not answer within
+        ``parse_time_limit_s``, when a later agents folder defines the same
+        name (the edit would be undone by the next reload), or for the review
+        gate's ``reviewer`` (only an operator's file may replace it).  The
+        parse runs in a worker thread (see the module doc); cancelling the
+        caller abandons it.
         """
         name = unicodedata.normalize("NFC", name)
         raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
         if len(raw) > MAX_FILE_BYTES:
             raise PersonaError(f"persona too large: {len(raw):,} bytes; a persona file may have at most "
-                               f"{MAX_FILE_BYTES:,}")
+                               f"{MAX_FILE_BYTES:,}", too_large=True)
         if name == "reviewer":
             raise PersonaError("the 'reviewer' persona decides the review gate; it cannot be replaced through the "
                                "API — an operator can override it with a file in an agents folder")
@@ -88,11 +128,12 @@ class AgentsAPI:
             if later is not None:
                 raise PersonaError(f"{name!r} is defined in {current.source}, a folder read after {target_dir}; "
                                    "edit that file instead (an API edit would be undone by the next reload)")
-        persona, warnings = parse_persona_text(raw, str(path), known_tools=self._known_tools())
+        persona, warnings = await self._parse(raw, path)
         if persona is None:
-            raise PersonaError("persona rejected: " + "; ".join(warnings), path=str(path))
+            raise PersonaError("persona rejected: " + "; ".join(warnings), path=str(path), warnings=warnings)
         if persona.name != name:
-            raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path))
+            raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path),
+                               warnings=warnings)
         async with self._lock:
             await trio.to_thread.run_sync(_write_atomic, target_dir, path, raw)
             self.agents.replace(persona)
@@ -100,6 +141,25 @@ class AgentsAPI:
         out = persona.to_dict()
         out["warnings"] = warnings
         return out
+
+    async def _parse(self, raw: bytes, path: Path) -> tuple[Any, list[str]]:
+        """``parse_persona_text`` of an untrusted body in a worker thread.
+
+        Returns ``(persona | None, warnings)``.  Waits for one of
+        ``PARSE_CONCURRENCY`` slots; raises PersonaError (with the reason as
+        its one warning) when slot and parse took more than
+        ``parse_time_limit_s`` — the thread is then abandoned, not killed,
+        and keeps its slot until its bounded parse ends.
+        """
+        parse = functools.partial(parse_persona_text, raw, str(path), known_tools=self._known_tools())
+        try:
+            with trio.fail_after(self.parse_time_limit_s):
+                return await trio.to_thread.run_sync(parse, limiter=self._parse_limiter, abandon_on_cancel=True)
+        except trio.TooSlowError:
+            log.warning("persona_parse_timeout", path=str(path), limit_s=self.parse_time_limit_s, bytes=len(raw))
+            reason = (f"{path}: not parsed within {self.parse_time_limit_s:g} s (the daemon is busy parsing other "
+                      "personas, or this file is too costly); file skipped")
+            raise PersonaError("persona rejected: " + reason, path=str(path), warnings=[reason]) from None
 
     def _later_root(self, source: Path, target_dir: Path) -> Path | None:
         """The user root holding ``source`` when it is read after ``target_dir``."""

@@ -1,4 +1,4 @@
-"""The marketplace index (DESIGN.md §14) and the package hash rules.
+"""The marketplace index (docs/architecture.md §14) and the package hash rules.
 
 ``marketplace/index.yaml``::
 

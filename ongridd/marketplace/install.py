@@ -1,4 +1,4 @@
-"""Marketplace install and uninstall with one atomic registry swap (DESIGN.md §14).
+"""Marketplace install and uninstall with one atomic registry swap (docs/architecture.md §14).
 
 **Install** ``NAME``:
 
@@ -79,6 +79,7 @@ from ongridd.marketplace.packages import (
     remember_loaded,
 )
 from ongridd.marketplace.validate import check_new_plugin, config_to_json
+from ongridd.secretset import scrubbed_env
 
 __all__ = ["MarketplaceService", "keep_last_good_personas"]
 
@@ -112,7 +113,7 @@ def _copy_folder(src: Path, dst: Path) -> str:
 
 
 def keep_last_good_personas(old_agents: Any, new_agents: Any, user_roots: list[Path]) -> list[str]:
-    """Carry over user personas whose file loaded before and fails now (DESIGN.md §6).
+    """Carry over user personas whose file loaded before and fails now (docs/architecture.md §6).
 
     A marketplace rebuild loads every persona from scratch; without this a
     user agent file that broke since the last load would lose the persona
@@ -337,11 +338,15 @@ class MarketplaceService:
         return copy, source.is_dir()
 
     async def _validate_isolated(self, entry: IndexEntry, extra_paths: list[Path], plugin_dir: Path) -> dict:
-        """Run the validator in a separate interpreter; its answer as a dict."""
+        """Run the validator in a separate interpreter (scrubbed environment:
+        :data:`~ongridd.secretset.BASE_ENV_KEYS` and ``PYTHONPATH`` only); its
+        answer as a dict.  Raises MarketplaceError on a timeout or an
+        unusable answer."""
         request = {"config": config_to_json(self.config), "extra_paths": [str(p) for p in extra_paths],
                    "plugin_dir": str(plugin_dir)}
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.exists(p))
+        # the validator imports and registers third-party plugin code: a
+        # scrubbed environment (no API keys, no tokens), our import path
+        env = scrubbed_env(extra={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.exists(p))})
         cmd = [sys.executable, "-P", "-m", "ongridd.marketplace.validate"]
         with trio.move_on_after(VALIDATE_TIMEOUT_S) as scope:
             proc = await trio.run_process(cmd, stdin=json.dumps(request).encode(), capture_stdout=True,

@@ -39,6 +39,7 @@ from ongridd.errors import MarketplaceError
 from ongridd.logs import get_logger
 from ongridd.marketplace.index import normalize_dist_name
 from ongridd.plugins.manager import ENTRY_POINT_GROUP
+from ongridd.secretset import PIP_ENV_KEYS, PIP_ENV_PREFIXES, scrubbed_env
 
 __all__ = [
     "InstalledPackage",
@@ -170,7 +171,9 @@ async def pip_install(source: Path, target: Path, *, folder_source: bool,
     ``--no-build-isolation``, i.e. with the build backend of the daemon's
     environment (setuptools >= 70.1 builds wheels by itself), so it works
     offline.  Raises MarketplaceError with the end of pip's output when pip
-    fails or runs past ``timeout_s``.  Cancellation kills pip.
+    fails or runs past ``timeout_s``.  Cancellation kills pip.  pip (and the
+    build code it runs) sees only a scrubbed environment:
+    :data:`~ongridd.secretset.PIP_ENV_KEYS` and ``PIP_*`` settings.
     """
     cmd = [sys.executable, "-P", "-m", "pip", "install", "--target", str(target), "--disable-pip-version-check",
            "--no-input", "--no-cache-dir", "--no-warn-script-location", "-q"]
@@ -179,7 +182,10 @@ async def pip_install(source: Path, target: Path, *, folder_source: bool,
     elif source.suffix == ".whl" and not wheel_has_dependencies(source):
         cmd.append("--no-deps")  # nothing to resolve: never touch an index
     cmd.append(str(source))
-    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # pip runs third-party build code: it gets a scrubbed environment (no API
+    # keys, no tokens), with what it needs to reach an index kept
+    env = scrubbed_env(PIP_ENV_KEYS, prefixes=PIP_ENV_PREFIXES,
+                       extra={"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     env.pop("PIP_TARGET", None)
     env.pop("PIP_PREFIX", None)
     env.pop("PIP_USER", None)

@@ -1,4 +1,4 @@
-"""The marketplace service (DESIGN.md §14) used by the HTTP API and CLI."""
+"""The marketplace service (docs/architecture.md §14) used by the HTTP API and CLI."""
 
 from __future__ import annotations
 

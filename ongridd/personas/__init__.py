@@ -1,5 +1,5 @@
 """The persona layer: persona and skill files, their registries, and the
-system prompt composition (DESIGN.md §5, §6, §7).
+system prompt composition (docs/architecture.md §5, §6, §7).
 
 Public API::
 

@@ -15,17 +15,27 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
-#: Files larger than this are refused unread (a persona is a page of text).
-MAX_FILE_BYTES = 512 * 1024
+from ongridd.yamlbounds import FRONTMATTER_LIMITS, describe, quote, yaml_loader, yaml_type
+
+__all__ = [
+    "MAX_FILE_BYTES", "Frontmatter", "FrontmatterProblem", "ValueTooLarge", "decode", "describe", "parse",
+    "plain", "quote", "read_file_bytes", "split", "where", "yaml_type",
+]
+
+#: Files (and ``PUT /api/agents`` bodies) larger than this are refused unread
+#: (a persona is a page of text).
+MAX_FILE_BYTES = 256 * 1024
 #: Free-form values (``metadata``) are cut off at this many nodes / this depth,
 #: so alias bombs and recursive anchors cannot blow up memory or the stack.
 MAX_VALUE_NODES = 5000
 MAX_VALUE_DEPTH = 32
+#: Integers kept in ``metadata`` fit in this many bits (JSON readers and
+#: Python's own int-to-text conversion give up on far larger ones).
+MAX_INT_BITS = 1024
 
 
 def where(path: str, line: int | None) -> str:
@@ -142,9 +152,18 @@ def split(text: str) -> tuple[str, str, int] | FrontmatterProblem:
     return FrontmatterProblem("frontmatter is not closed (no line --- after the first one)", 1)
 
 
+#: ruamel's messages may quote a whole value (a duplicate key's, say): cut them here.
+_MAX_PROBLEM_CHARS = 300
+
+
+def _cut(text: Any) -> str:
+    text = str(text)
+    return text if len(text) <= _MAX_PROBLEM_CHARS else text[:_MAX_PROBLEM_CHARS] + "…"
+
+
 def _yaml_problem(exc: Exception, yaml_text: str) -> FrontmatterProblem:
     if isinstance(exc, MarkedYAMLError):
-        problem, context = exc.problem or str(exc), exc.context
+        problem, context = _cut(exc.problem or exc), exc.context and _cut(exc.context)
         pmark, cmark = exc.problem_mark, exc.context_mark
         if pmark is not None and cmark is not None and context and pmark.index >= len(yaml_text.rstrip()):
             # e.g. an unclosed quote: the end of the block is not where to look.
@@ -165,7 +184,7 @@ def _yaml_problem(exc: Exception, yaml_text: str) -> FrontmatterProblem:
         pos = exc.position if isinstance(exc.position, int) else None
         line = yaml_text.count("\n", 0, pos) + 2 if pos is not None else None
         return FrontmatterProblem(f"invalid YAML in frontmatter: {exc.reason} (character {exc.character!r})", line)
-    return FrontmatterProblem(f"invalid YAML in frontmatter: {exc}")
+    return FrontmatterProblem(f"invalid YAML in frontmatter: {_cut(exc)}")
 
 
 def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
@@ -173,8 +192,14 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
 
     Returns a :class:`Frontmatter` whose ``data`` is a mapping (an empty
     block gives ``{}``), or the first problem found.  Never raises for bad
-    content.
+    content.  Input longer than ``MAX_FILE_BYTES`` (bytes, or characters for
+    text) is refused unparsed, and the YAML loader refuses alias bombs,
+    recursive aliases and documents past ``FRONTMATTER_LIMITS``, so the time
+    and memory one call takes are bounded whatever the input.
     """
+    if len(raw) > MAX_FILE_BYTES:
+        unit = "bytes" if isinstance(raw, (bytes, bytearray)) else "characters"
+        return FrontmatterProblem(f"file too large ({len(raw)} {unit}; the limit is {MAX_FILE_BYTES})")
     text = decode(raw)
     if isinstance(text, FrontmatterProblem):
         return text
@@ -185,13 +210,18 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
     try:
         # One pass: compose the node tree (it carries the lines), then construct
         # the plain data from it with the same safe constructor load() uses.
-        yaml = YAML(typ="safe", pure=True)
+        # The composer refuses alias bombs, recursive aliases and deep or huge
+        # documents before anything is constructed (ongridd.yamlbounds).
+        yaml = yaml_loader("safe", FRONTMATTER_LIMITS)
         node = yaml.compose(yaml_text)
         data = yaml.constructor.construct_document(node) if node is not None else None
     except (YAMLError, ValueError) as exc:  # ruamel raises a few plain ValueErrors
         return _yaml_problem(exc, yaml_text)
     except RecursionError:
         return FrontmatterProblem("invalid YAML in frontmatter: nested too deeply", 2)
+    except Exception as exc:  # noqa: BLE001 — a constructor's KeyError/TypeError on odd tagged values
+        return FrontmatterProblem(
+            f"invalid YAML in frontmatter: cannot build a value ({type(exc).__name__}: {quote(str(exc), 100)})")
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -209,27 +239,6 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
     return Frontmatter(data=data, key_lines=key_lines, item_lines=item_lines, body=body, body_line=body_line)
 
 
-def yaml_type(value: Any) -> str:
-    """A user-facing name of a loaded YAML value's type (``null``, ``bool``...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    if isinstance(value, Mapping):
-        return "mapping"
-    if isinstance(value, (datetime.date, datetime.datetime)):
-        return "timestamp"
-    return type(value).__name__
-
-
 class ValueTooLarge(ValueError):
     """A free-form value exceeds MAX_VALUE_NODES or MAX_VALUE_DEPTH."""
 
@@ -240,7 +249,7 @@ def plain(value: Any) -> Any:
     Mappings → ``dict`` with ``str`` keys, sequences → ``list``, timestamps →
     ISO 8601 text, bytes → text (UTF-8, replacement characters where
     invalid).  Raises :class:`ValueTooLarge` past the node or depth limits
-    (alias bombs, recursive anchors).
+    or for an integer of more than ``MAX_INT_BITS`` bits.
     """
     budget = [MAX_VALUE_NODES]
 
@@ -250,6 +259,8 @@ def plain(value: Any) -> Any:
             raise ValueTooLarge(f"more than {MAX_VALUE_NODES} values")
         if depth > MAX_VALUE_DEPTH:
             raise ValueTooLarge(f"nested deeper than {MAX_VALUE_DEPTH} levels")
+        if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > MAX_INT_BITS:
+            raise ValueTooLarge(f"an integer of {v.bit_length():,} bits")
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
         if isinstance(v, Mapping):

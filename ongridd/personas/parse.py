@@ -1,4 +1,4 @@
-"""Persona files (DESIGN.md §5): the :class:`Persona` value and its parser.
+"""Persona files (docs/architecture.md §5): the :class:`Persona` value and its parser.
 
 A persona file is markdown: YAML frontmatter between a first line ``---`` and
 the next line ``---``, then the body (the persona's system prompt).  The
@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from ongridd.personas import frontmatter as fm
-from ongridd.personas.frontmatter import FrontmatterProblem, ValueTooLarge, plain, where, yaml_type
+from ongridd.personas.frontmatter import FrontmatterProblem, ValueTooLarge, describe, plain, quote, where
 from ongridd.tools.spec import CONTROL_TOOL_NAMES, TOOL_NAME_RE
 
 __all__ = [
@@ -66,6 +66,12 @@ KNOWN_KEYS = (
 )
 MAX_NAME_CHARS = 128
 DEFAULT_MAX_TURNS = 15
+#: ``max_turns`` and ``tool_budget`` above this are refused (a typo or an
+#: attack, never a plan; huge integers also break JSON readers).
+MAX_COUNT = 1_000_000
+#: Warnings kept per file; the rest are counted in one last warning, so a
+#: file cannot make its report (or a PUT's answer) grow without bound.
+MAX_WARNINGS_PER_FILE = 50
 
 
 def name_problem(name: str) -> str | None:
@@ -85,20 +91,21 @@ def name_problem(name: str) -> str | None:
         if i > 0 and unicodedata.category(ch).startswith("M") and (
                 name[i - 1].isalnum() or unicodedata.category(name[i - 1]).startswith("M")):
             continue  # a combining mark on a letter
-        return f"may contain only letters, digits, '-' and '_' (found {ch!r})"
+        return f"may contain only letters, digits, '-' and '_' (found {quote(ch)})"
     return None
 
 
 def _check_name(_inst: Any, _attr: Any, value: str) -> None:
     if not isinstance(value, str) or name_problem(value):
-        raise ValueError(f"invalid persona name {value!r}: {name_problem(value) if isinstance(value, str) else 'not a string'}")
+        raise ValueError(f"invalid persona name {describe(value)}: "
+                         f"{name_problem(value) if isinstance(value, str) else 'not a string'}")
 
 
 def _check_positive(_inst: Any, attr: Any, value: int | None) -> None:
     if value is None and attr.name == "tool_budget":
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{attr.name} must be an integer > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_COUNT:
+        raise ValueError(f"{attr.name} must be an integer from 1 to {MAX_COUNT:,}, got {describe(value)}")
 
 
 def _freeze_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -107,7 +114,7 @@ def _freeze_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 @attrs.frozen(kw_only=True)
 class Persona:
-    """One persona (DESIGN.md §5), immutable.
+    """One persona (docs/architecture.md §5), immutable.
 
     ``tools``/``disallowed_tools``/``skills`` are tuples in file order without
     duplicates; ``metadata`` is a read-only mapping of JSON-safe values (the
@@ -171,38 +178,44 @@ class Persona:
 
 
 class _Collector:
-    """Warnings (kept file) and errors (skipped file) for one file."""
+    """Warnings (kept file) and errors (skipped file) for one file.
+
+    Keeps at most ``MAX_WARNINGS_PER_FILE`` errors and as many plain
+    warnings (so a flood of harmless warnings cannot hide why a file was
+    skipped) and counts the rest in one last warning.
+    """
 
     def __init__(self, path: str, key_lines: Mapping[str, int]):
         self.path = path
         self.key_lines = key_lines
-        self._items: list[tuple[int, str]] = []
+        # is_error → (line, order of arrival, message)
+        self._kept: dict[bool, list[tuple[int, int, str]]] = {False: [], True: []}
+        self._dropped = 0
         self.errors = 0
 
     @property
     def warnings(self) -> list[str]:
         """Warnings in file-line order (those without a line first)."""
-        return [msg for _, msg in sorted(self._items, key=lambda item: item[0])]
+        out = [msg for _, _, msg in sorted(self._kept[True] + self._kept[False])]
+        if self._dropped:
+            out.append(f"{self.path}: {self._dropped:,} more warnings not shown")
+        return out
 
-    def warn(self, msg: str, *, key: str | None = None, line: int | None = None) -> None:
+    def _add(self, msg: str, key: str | None, line: int | None, is_error: bool) -> None:
         if line is None and key is not None:
             line = self.key_lines.get(key)
-        self._items.append((line or 0, f"{where(self.path, line)}: {msg}"))
+        kept = self._kept[is_error]
+        if len(kept) >= MAX_WARNINGS_PER_FILE:
+            self._dropped += 1
+            return
+        kept.append((line or 0, len(self._kept[True]) + len(self._kept[False]), f"{where(self.path, line)}: {msg}"))
+
+    def warn(self, msg: str, *, key: str | None = None, line: int | None = None) -> None:
+        self._add(msg, key, line, False)
 
     def error(self, msg: str, *, key: str | None = None, line: int | None = None) -> None:
         self.errors += 1
-        self.warn(f"{msg}; file skipped", key=key, line=line)
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"bool {str(value).lower()}"
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{yaml_type(value)} {text}"
+        self._add(f"{msg}; file skipped", key, line, True)
 
 
 def _opt_str(data: Mapping[str, Any], key: str, out: _Collector) -> str | None:
@@ -210,7 +223,7 @@ def _opt_str(data: Mapping[str, Any], key: str, out: _Collector) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        out.error(f"'{key}' must be a string, got {_describe(value)}", key=key)
+        out.error(f"'{key}' must be a string, got {describe(value)}", key=key)
         return None
     value = value.strip()
     return value or None
@@ -232,11 +245,11 @@ def _str_list(data: Mapping[str, Any], key: str, out: _Collector, item_lines: tu
         for i, item in enumerate(value):
             line = item_lines[i] if i < len(item_lines) else key_line
             if not isinstance(item, str):
-                out.error(f"'{key}' item {i + 1} must be a string, got {_describe(item)}", line=line)
+                out.error(f"'{key}' item {i + 1} must be a string, got {describe(item)}", line=line)
                 continue
             items.append((item.strip(), line))
     else:
-        out.error(f"'{key}' must be a list of strings or a comma-separated string, got {_describe(value)}", key=key)
+        out.error(f"'{key}' must be a list of strings or a comma-separated string, got {describe(value)}", key=key)
         return []
     seen: set[str] = set()
     result = []
@@ -244,7 +257,7 @@ def _str_list(data: Mapping[str, Any], key: str, out: _Collector, item_lines: tu
         if not item:
             continue
         if item in seen:
-            out.warn(f"'{key}' lists {item!r} twice; the duplicate is ignored", line=line)
+            out.warn(f"'{key}' lists {quote(item)} twice; the duplicate is ignored", line=line)
             continue
         seen.add(item)
         result.append((item, line))
@@ -258,7 +271,10 @@ def _positive_int(data: Mapping[str, Any], key: str, out: _Collector, *, default
     if value is None and nullable:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        out.error(f"'{key}' must be an integer > 0, got {_describe(value)}", key=key)
+        out.error(f"'{key}' must be an integer > 0, got {describe(value)}", key=key)
+        return default
+    if value > MAX_COUNT:
+        out.error(f"'{key}' must be at most {MAX_COUNT:,}, got {describe(value)}", key=key)
         return default
     return value
 
@@ -276,18 +292,18 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
     if "name" not in data:
         out.error("missing required key 'name'")
     elif not isinstance(data["name"], str):
-        out.error(f"'name' must be a string, got {_describe(data['name'])}", key="name")
+        out.error(f"'name' must be a string, got {describe(data['name'])}", key="name")
     else:
         name = unicodedata.normalize("NFC", data["name"])
         problem = name_problem(name)
         if problem:
-            out.error(f"'name' {name!r} {problem}", key="name")
+            out.error(f"'name' {quote(name)} {problem}", key="name")
 
     description = None
     if "description" not in data or data["description"] is None:
         out.error("missing required key 'description'", key="description")
     elif not isinstance(data["description"], str):
-        out.error(f"'description' must be a string, got {_describe(data['description'])}", key="description")
+        out.error(f"'description' must be a string, got {describe(data['description'])}", key="description")
     elif not data["description"].strip():
         out.error("'description' is empty", key="description")
     else:
@@ -302,7 +318,7 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
 
     mode = data.get("permission_mode", "default")
     if not isinstance(mode, str) or mode not in PERMISSION_MODES:
-        out.error(f"unknown permission_mode {_describe(mode)} (expected 'read-only' or 'default')",
+        out.error(f"unknown permission_mode {describe(mode)} (expected 'read-only' or 'default')",
                   key="permission_mode")
         mode = "default"
 
@@ -314,7 +330,7 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
     metadata: dict[str, Any] = {}
     meta_value = data.get("metadata")
     if meta_value is not None and not isinstance(meta_value, Mapping):
-        out.error(f"'metadata' must be a mapping, got {_describe(meta_value)}", key="metadata")
+        out.error(f"'metadata' must be a mapping, got {describe(meta_value)}", key="metadata")
     elif meta_value is not None:
         try:
             metadata = plain(meta_value)
@@ -326,28 +342,28 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
         skey = str(key)
         line = parsed.key_lines.get(skey)
         if skey in metadata:
-            out.warn(f"unknown key {skey!r} is also in 'metadata'; the metadata value is kept", line=line)
+            out.warn(f"unknown key {quote(skey)} is also in 'metadata'; the metadata value is kept", line=line)
             continue
         try:
             metadata[skey] = plain(value)
         except ValueTooLarge as exc:
-            out.error(f"unknown key {skey!r} has a value too large to keep ({exc})", line=line)
+            out.error(f"unknown key {quote(skey)} has a value too large to keep ({exc})", line=line)
             continue
-        out.warn(f"unknown key {skey!r} (kept under metadata)", line=line)
+        out.warn(f"unknown key {quote(skey)} (kept under metadata)", line=line)
 
     # Checks that keep the file.
     for tool, line in tools:
         if not TOOL_NAME_RE.match(tool):
             hint = " (is a comma missing?)" if any(ch.isspace() for ch in tool) else ""
-            out.warn(f"{tool!r} is not a valid tool name{hint}", line=line)
+            out.warn(f"{quote(tool)} is not a valid tool name{hint}", line=line)
         elif known_tools is not None and tool not in known_tools and tool not in CONTROL_TOOLS:
-            out.warn(f"unknown tool {tool!r}", line=line)
+            out.warn(f"unknown tool {quote(tool)}", line=line)
         if tool in CONTROL_TOOLS and name is not None and name != COORDINATOR:
-            out.warn(f"{tool!r} is a control tool: workers never get it", line=line)
+            out.warn(f"{quote(tool)} is a control tool: workers never get it", line=line)
     if known_skills is not None:
         for skill, line in skills:
             if skill not in known_skills:
-                out.warn(f"unknown skill {skill!r}", line=line)
+                out.warn(f"unknown skill {quote(skill)}", line=line)
     if name == REVIEWER and mode != "read-only":
         out.warn("the reviewer should be 'permission_mode: read-only' (its write tools would need review themselves)",
                  key="permission_mode")
@@ -396,7 +412,7 @@ def parse_persona_text(
     try:
         return _build(text, spath, known_tools, known_skills)
     except Exception as exc:  # noqa: BLE001 — a last resort: a loader must never raise for content
-        return None, [f"{spath}: cannot parse persona ({type(exc).__name__}: {exc}); file skipped"]
+        return None, [f"{spath}: cannot parse persona ({type(exc).__name__}: {quote(str(exc), 200)}); file skipped"]
 
 
 def parse_persona_file(

@@ -1,4 +1,4 @@
-"""Agent registry (DESIGN.md §6): immutable snapshots swapped in one assignment.
+"""Agent registry (docs/architecture.md §6): immutable snapshots swapped in one assignment.
 
 Readers (``by_name``, ``snapshot``, ``spawnable``) never lock: they read one
 attribute holding an immutable state.  Writers (``load``, ``reload``,
@@ -244,7 +244,7 @@ class FileRegistry(Generic[T]):
 
 
 class AgentRegistry(FileRegistry[Persona]):
-    """Personas by name (DESIGN.md §6).
+    """Personas by name (docs/architecture.md §6).
 
     ``builtin_root``: the built-in ``agents/`` folder (see
     :func:`builtin_agents_dir`), loaded first, or ``None`` for none.

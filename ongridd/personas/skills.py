@@ -18,13 +18,14 @@ from typing import Any
 import attrs
 
 from ongridd.personas import frontmatter as fm
-from ongridd.personas.frontmatter import FrontmatterProblem, where, yaml_type
+from ongridd.personas.frontmatter import FrontmatterProblem, quote, where, yaml_type
 from ongridd.personas.parse import Persona, name_problem
 from ongridd.personas.registry import FileRegistry, LoadReport
 
 __all__ = ["Skill", "SkillRegistry", "active_skills", "parse_skill_file", "parse_skill_text"]
 
 _SKILL_KEYS = ("name", "description")
+_MAX_UNKNOWN_KEY_WARNINGS = 50
 
 
 @attrs.frozen
@@ -73,11 +74,13 @@ def _build(raw: str | bytes, path: str) -> tuple[Skill | None, list[str]]:
         values["name"] = unicodedata.normalize("NFC", values["name"])
         problem = name_problem(values["name"])
         if problem:
-            warnings.append(f"{at('name')}: 'name' {values['name']!r} {problem}; file skipped")
+            warnings.append(f"{at('name')}: 'name' {quote(values['name'])} {problem}; file skipped")
             failed = True
-    for key in data:
-        if key not in _SKILL_KEYS:
-            warnings.append(f"{where(path, parsed.key_lines.get(str(key)))}: unknown key {str(key)!r} (ignored)")
+    unknown = [key for key in data if key not in _SKILL_KEYS]
+    for key in unknown[:_MAX_UNKNOWN_KEY_WARNINGS]:
+        warnings.append(f"{where(path, parsed.key_lines.get(str(key)))}: unknown key {quote(str(key))} (ignored)")
+    if len(unknown) > _MAX_UNKNOWN_KEY_WARNINGS:
+        warnings.append(f"{path}: {len(unknown) - _MAX_UNKNOWN_KEY_WARNINGS:,} more unknown keys (ignored)")
     if not parsed.body:
         warnings.append(f"{where(path, parsed.body_line)}: the body is empty: this skill adds no prompt")
     if failed:
@@ -91,7 +94,7 @@ def parse_skill_text(text: str | bytes, path: str | os.PathLike) -> tuple[Skill 
     try:
         return _build(text, spath)
     except Exception as exc:  # noqa: BLE001 — last resort, as for personas
-        return None, [f"{spath}: cannot parse skill ({type(exc).__name__}: {exc}); file skipped"]
+        return None, [f"{spath}: cannot parse skill ({type(exc).__name__}: {quote(str(exc), 200)}); file skipped"]
 
 
 def parse_skill_file(path: str | os.PathLike) -> tuple[Skill | None, list[str]]:

@@ -48,6 +48,21 @@ def test_installed_package_finds_agents_and_plugins(tmp_path):
     res = _run(tmp_path, "plugins", "list", "--json")
     assert res.returncode == 0, res.stderr
     plugins = {p["name"]: p for p in json.loads(res.stdout)}
-    for name in ("ongrid_host", "ongrid_prometheus", "ongrid_incidents", "ongrid_knowledge"):
+    for name in ("ongrid_host", "ongrid_prometheus", "ongrid_incidents", "ongrid_knowledge",
+                 "ongrid_topology", "ongrid_loki", "ongrid_tempo",
+                 "ongrid_slack", "ongrid_telegram", "ongrid_feishu"):
         assert plugins[name]["ok"], plugins[name]
         assert Path(plugins[name]["location"]).resolve().is_relative_to(site)
+
+
+def test_installed_package_ships_the_web_console():
+    need(_installed_non_editable(), "ongridd is not installed non-editably in this environment "
+                                    "(the README's test command installs it so)")
+    files = {str(f) for f in metadata.distribution("ongridd").files or ()}
+    assert {"ongridd/server/static/index.html", "ongridd/server/static/app.js",
+            "ongridd/server/static/app.css"} <= files
+    from ongridd.server.webpage import ASSETS, console_asset
+
+    for name in ASSETS:  # readable through the installed package, not the checkout
+        body, _ = console_asset(name)
+        assert body

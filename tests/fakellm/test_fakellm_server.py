@@ -1,4 +1,4 @@
-"""The scripted model server over real HTTP (DESIGN.md §16): chunking,
+"""The scripted model server over real HTTP (docs/architecture.md §16): chunking,
 interleaving, ids, cursors, substitution, tool results, faults."""
 
 from __future__ import annotations
@@ -146,6 +146,25 @@ async def test_fault_steps_come_out_as_written():
     assert got[3]["message"] == {"role": "assistant", "content": '<tool_call>{"name": "get_host_load"}</tool_call>'}
     assert got[3]["finish_reason"] == "stop"
     assert got[4]["message"]["content"] == ""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_content_filter_step_sends_its_content_and_that_finish_reason(stream):
+    """A content filter that ends an answer which already has text (the review
+    gate must not take that text as a finished answer)."""
+    script = {"reviewer": [{"content": "Decision: approve\nall gates pass", "finish_reason": "content_filter"}]}
+    async with open_fake_llm(script) as fake:
+        r = await post(fake.base_url, {}, agent="reviewer", stream=stream)
+    assert r.status_code == 200
+    if stream:
+        chunks = sse_chunks(r)
+        assert "".join(d.get("content") or "" for d in deltas(chunks)) == "Decision: approve\nall gates pass"
+        assert chunks[-1]["choices"][0]["finish_reason"] == "content_filter"
+        assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    else:
+        choice = r.json()["choices"][0]
+        assert choice["finish_reason"] == "content_filter"
+        assert choice["message"] == {"role": "assistant", "content": "Decision: approve\nall gates pass"}
 
 
 async def test_http_status_step_is_used_up():

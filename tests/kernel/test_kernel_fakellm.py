@@ -1,6 +1,7 @@
 """Kernel runs against the scripted model server over real HTTP, through the
-OpenAI provider (handed.md C7, C8, C11, C12, C21, C24; provider errors,
-retries, timeouts, cancellation; every fault step of DESIGN.md §16)."""
+OpenAI provider (bad arguments, unknown tools, streamed tool-call assembly,
+parallel calls, truncation, empty content; provider errors, retries,
+timeouts, cancellation; every fault step of docs/architecture.md §16)."""
 
 from __future__ import annotations
 
@@ -332,6 +333,29 @@ async def test_max_turns_forced_answer_over_http():
     assert "tools" not in fake.requests[2].body
     statuses = [e.result.status for e in sink.of(ev.ToolEndEvent)]
     assert statuses == ["ok", "cached"]
+
+
+@pytest.mark.parametrize("finish, detail", [("stop", ""), ("content_filter", "content filter"),
+                                            ("length", "cut at the model's output limit")])
+async def test_the_final_answers_finish_reason_is_carried_in_the_result(finish, detail):
+    """What the provider said about the answer's end reaches the result (the
+    review gate approves only after ``stop``), also for text it sent."""
+    script = {"reviewer": [{"content": "Decision: approve\n- all pass", "finish_reason": finish}]}
+    async with scripted(script) as (fake, provider):
+        result = await run(provider, bag_of("reviewer", make_tool("query_incidents")))
+    assert (result.status, result.text, result.finish_reason) == ("ok", "Decision: approve\n- all pass", finish)
+    assert detail in result.detail if detail else result.detail == ""
+
+
+async def test_a_forced_answer_carries_its_finish_reason_and_no_answer_none():
+    step = {"tool_calls": [{"name": "query_incidents", "arguments": {}}]}
+    script = {"default": [step, {"content": "Decision: approve", "finish_reason": "stop"}],
+              "other": [{"http_status": 500}]}
+    async with scripted(script) as (fake, provider):
+        limited = await run(provider, bag_of("default", make_tool("query_incidents")), Persona(max_turns=1))
+        failed = await run(provider, bag_of("other", make_tool("query_incidents")), Persona(name="other"))
+    assert (limited.status, limited.finish_reason) == ("max_turns", "stop")
+    assert (failed.status, failed.finish_reason) == ("provider_error", None)
 
 
 async def test_http_500_exhausting_retries_is_a_provider_error():

@@ -1,5 +1,6 @@
-"""The ReAct loop against an in-memory model (handed.md C7, C8, C11, C12, C21, C24
-and the limits, cache, errors and cancellation of DESIGN.md §8)."""
+"""The ReAct loop against an in-memory model (bad arguments, unknown tools,
+streamed tool calls, parallel calls, truncation, empty content, and the
+limits, cache, errors and cancellation of docs/architecture.md §8)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""OpenAIProvider over real HTTP: against the scripted model server (C11 A/B,
-C24, C7, retries, headers) and against tiny hand-rolled HTTP servers for
+"""OpenAIProvider over real HTTP: against the scripted model server (streamed
+tool calls, empty arguments and content, bad arguments, retries, headers) and against tiny hand-rolled HTTP servers for
 what the scripted server cannot do (a stream that hangs or breaks midway)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ async def run(p: OpenAIProvider, messages=USER, **kw) -> tuple[list[TextDelta], 
     return events[:-1], events[-1]
 
 
-# ---- C11, C24, C7 through the real client path ----------------------------
+# ---- tool-call assembly through the real client path ------------------------
 
 C11_A_ARGS = {"subagent_type": "specialist-sre", "description": "5xx", "prompt": "Check 5xx on web-1"}
 

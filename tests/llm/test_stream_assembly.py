@@ -1,5 +1,6 @@
 """StreamAssembler / completion_from_response on hand-written chunks
-(handed.md C11 A and B, C24, C7), as plain dicts and as SDK objects."""
+(interleaved tool-call deltas, empty arguments,
+content with tool calls, invalid JSON), as plain dicts and as SDK objects."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def _chunk(delta: dict | None = None, finish_reason: str | None = None, usage: d
     return body
 
 
-# handed.md C11 A, exactly as given (only choices[0].delta and finish_reason).
+# A stream of interleaved tool-call deltas (only choices[0].delta and finish_reason).
 C11_A = [
     _chunk({"role": "assistant", "content": "On it."}),
     _chunk({"tool_calls": [{"index": 0, "id": "call_s1", "type": "function", "function": {"name": "AgentTool", "arguments": ""}}]}),

@@ -8,7 +8,7 @@ import pytest
 from ongridd.llm.textcalls import detect_text_tool_call
 
 POSITIVE = [
-    # DESIGN.md §16's fault step
+    # the scripted model's fault step (docs/architecture.md §16)
     ('<tool_call>{"name": "get_host_load"}</tool_call>', "get_host_load"),
     # Hermes / Qwen
     ('<tool_call>\n{"name": "query_devices", "arguments": {"role": "web"}}\n</tool_call>', "query_devices"),

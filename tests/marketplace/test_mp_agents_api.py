@@ -1,4 +1,4 @@
-"""User-agent editing (PUT/DELETE) and hot reload (DESIGN.md §6, issue 7)."""
+"""User-agent editing (PUT/DELETE) and hot reload (docs/architecture.md §6)."""
 
 from __future__ import annotations
 
@@ -218,3 +218,89 @@ async def test_the_watcher_reloads_on_a_change(api):
             await reloaded.wait()
         assert api.agents.by_name("fresh") is not None
         nursery.cancel_scope.cancel()
+
+
+# ---- bounded parsing of untrusted bodies -------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["laughs", "map-laughs", "merge-laughs", "string-laughs", "recursive",
+                                     "alias-flood", "deep"])
+async def test_put_refuses_alias_bombs_with_warnings_and_writes_nothing(api, variant):
+    from tests.bombs import REASONS, TYPED_KEYS, bomb
+
+    before = api.agents.snapshot()
+    for key in TYPED_KEYS:
+        text = bomb(variant, key).replace("name: bomb", "name: db-helper")
+        started = time.monotonic()
+        with pytest.raises(PersonaError) as info:
+            await api.put("db-helper", text, actor="alice")
+        assert time.monotonic() - started < 5
+        assert info.value.warnings and any(REASONS[variant] in w for w in info.value.warnings), info.value.warnings
+        assert not info.value.too_large and len(str(info.value)) < 2000
+    assert not (api.config.agents_write_dir / "db-helper.md").exists()
+    assert api.agents.snapshot() is before
+    assert await _events(api) == []
+
+
+async def test_put_refuses_an_oversized_body_as_too_large(api):
+    from ongridd.personas.frontmatter import MAX_FILE_BYTES
+
+    with pytest.raises(PersonaError, match="persona too large") as info:
+        await api.put("db-helper", persona("db-helper") + "x" * MAX_FILE_BYTES, actor="alice")
+    assert info.value.too_large
+    assert api.max_body_bytes == MAX_FILE_BYTES
+
+
+async def test_a_parse_that_overruns_is_abandoned_and_the_loop_keeps_running(api, monkeypatch):
+    """The last resort: a parse slower than the limit (here a stand-in that
+    sleeps) answers an error at the limit; the loop never stalls; at most
+    PARSE_CONCURRENCY parses run at once, abandoned ones included."""
+    import threading
+
+    from ongridd.marketplace import agents_api as module
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def slow_parse(*_args, **_kwargs):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(1.5)
+        with lock:
+            running[0] -= 1
+        return None, ["never used"]
+
+    monkeypatch.setattr(module, "parse_persona_text", slow_parse)
+    api.parse_time_limit_s = 0.3
+    gaps: list[float] = []
+
+    async def ticker(task_status=trio.TASK_STATUS_IGNORED):
+        task_status.started()
+        last = time.monotonic()
+        while True:
+            await trio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    errors: list[PersonaError] = []
+
+    async def one_put():
+        started = time.monotonic()
+        with pytest.raises(PersonaError) as info:
+            await api.put("db-helper", persona("db-helper"), actor="alice")
+        assert time.monotonic() - started < 1.0
+        errors.append(info.value)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ticker)
+        async with trio.open_nursery() as puts:
+            for _ in range(4):
+                puts.start_soon(one_put)
+        nursery.cancel_scope.cancel()
+    assert len(errors) == 4
+    assert all("not parsed within 0.3 s" in str(e) and len(e.warnings) == 1 for e in errors)
+    assert max(gaps) < 0.25
+    await trio.sleep(2)  # let the abandoned threads end
+    assert peak[0] == module.PARSE_CONCURRENCY
+    assert not (api.config.agents_write_dir / "db-helper.md").exists()

@@ -1,4 +1,4 @@
-"""Install and uninstall on a real RegistryHolder and a real Store (DESIGN.md §14)."""
+"""Install and uninstall on a real RegistryHolder and a real Store (docs/architecture.md §14)."""
 
 from __future__ import annotations
 
@@ -340,7 +340,7 @@ async def test_lookups_during_install_cycles_see_whole_registries(env):
 
 
 async def test_broken_user_agents_do_not_block_an_install(env):
-    """Case C3 during a marketplace-triggered rebuild: the broken files are
+    """Broken persona files during a marketplace-triggered rebuild: the broken files are
     skipped with warnings, the good one loads, the install goes through."""
     agents = env.tmp / "agents"
     (agents / "good").mkdir(parents=True)

@@ -7,14 +7,15 @@ import pytest
 CORPUS = Path(__file__).parent / "corpus"
 REPO = Path(__file__).resolve().parents[2]
 
-#: Every tool name DESIGN.md and the open issues define (the control tools
+#: Every tool name the built-in tool families define (the control tools
 #: always count as known to the parser).
 KNOWN_TOOLS = frozenset({
     "query_knowledge", "get_active_incidents", "query_incidents", "get_incident_detail",
     "query_alert_rules", "query_devices", "query_change_events", "ack_incident",
     "get_host_load", "get_host_processes", "host_du_summary", "host_find_large_files",
     "host_stat_file", "host_probe_http", "host_probe_dns", "host_probe_tcp", "host_bash",
-    "host_restart_service", "query_promql",
+    "host_restart_service", "query_promql", "search_logs", "query_logql", "query_traceql",
+    "find_topology_node", "expand_topology",
 })
 
 

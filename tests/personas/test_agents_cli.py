@@ -1,4 +1,4 @@
-"""``ongrid agents list|show|validate|catalog`` (DESIGN.md §15)."""
+"""``ongrid agents list|show|validate|catalog`` (docs/architecture.md §15.1)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,9 @@ def test_list_json_has_the_eight_builtins_with_every_key(capsys):
     data = json.loads(out)
     assert [d["name"] for d in data] == BUILTINS
     for item in data:
-        assert list(item) == list(KNOWN_KEYS) + ["source"]
+        assert list(item) == list(KNOWN_KEYS) + ["source", "origin", "warnings"]
         assert os.path.isfile(item["source"])
+        assert item["origin"] == "builtin" and item["warnings"] == []
     by_name = {d["name"]: d for d in data}
     assert by_name["incident-investigator"]["tool_budget"] == 18
     assert by_name["default"]["model"] is None  # unset optional keys are null

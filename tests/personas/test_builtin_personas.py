@@ -19,7 +19,8 @@ from ongridd.personas import (
 BUILTINS = ["default", "incident-investigator", "reviewer", "specialist-compute", "specialist-disk",
             "specialist-network", "specialist-ops", "specialist-sre"]
 COORDINATOR_TOOLS = ("query_knowledge", "get_active_incidents", "query_incidents", "get_incident_detail",
-                     "query_alert_rules", "query_devices", "query_change_events")
+                     "query_alert_rules", "query_devices", "query_change_events", "find_topology_node",
+                     "expand_topology")
 WRITE_TOOLS = {"ack_incident", "host_restart_service"}
 
 

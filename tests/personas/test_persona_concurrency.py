@@ -1,4 +1,4 @@
-"""Lookups while reloads run never see a missing or half-built registry (DESIGN.md §6)."""
+"""Lookups while reloads run never see a missing or half-built registry (docs/architecture.md §6)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
-"""System prompt composition, agent catalog and the per-call reminder (DESIGN.md §7)."""
+"""System prompt composition, agent catalog and the per-call reminder (docs/architecture.md §7)."""
 
 from __future__ import annotations
 
 import pytest
 
 from ongridd.personas import Persona, Skill, agent_catalog, compose_system_prompt, system_reminder
-from ongridd.personas.prompt import CATALOG_INTRO, normalize_locale
+from ongridd.personas.prompt import CATALOG_INTRO_TAIL, normalize_locale
 
 DISK = Persona(name="specialist-disk", description="Disk specialist.",
-               when_to_use="\n\n  A disk-usage alert.\nSecond line never shown.", body="Disk body.")
+               when_to_use="\n\n  A disk-usage alert.\nNot for latency (specialist-compute).", body="Disk body.")
 NET = Persona(name="specialist-network", description="Network specialist.", body="Net body.")
 DEFAULT = Persona(name="default", description="Coordinator.", when_to_use="Always.", body="Coordinator body.",
                   critical_reminder="Dispatch only deep work.")
@@ -18,7 +18,8 @@ REVIEWER = Persona(name="reviewer", description="Gate.", when_to_use="Gate.", bo
 def test_catalog_exact_format_sorted_and_without_reserved_roles():
     catalog = agent_catalog([REVIEWER, NET, DEFAULT, DISK])
     assert catalog == (
-        "- **specialist-disk** — Disk specialist. When to use: A disk-usage alert.\n"
+        "- **specialist-disk** — Disk specialist. When to use: A disk-usage alert. "
+        "Not for latency (specialist-compute).\n"
         "- **specialist-network** — Network specialist."
     )
 
@@ -58,14 +59,12 @@ def test_worker_prompt_has_no_catalog_unless_given():
     assert "**specialist-network**" not in prompt and "<critical-reminder>" not in prompt
 
 
-def test_reminder_for_coordinator_holds_critical_reminder_catalog_and_language():
-    catalog = agent_catalog([DISK, NET, REVIEWER])
-    text = system_reminder(persona=DEFAULT, catalog=catalog, locale="fr")
+def test_reminder_for_coordinator_holds_critical_reminder_names_and_language():
+    text = system_reminder(persona=DEFAULT, subagent_types=["specialist-disk", "specialist-network"], locale="fr")
     assert text == (
         "<system-reminder>\n"
         "<critical-reminder>Dispatch only deep work.</critical-reminder>\n"
-        f"{CATALOG_INTRO}\n"
-        f"{catalog}\n"
+        f"Valid subagent_type values for AgentTool: specialist-disk, specialist-network. {CATALOG_INTRO_TAIL}\n"
         "Answer in French (locale fr), whatever language the tools and workers use.\n"
         "</system-reminder>"
     )
@@ -73,7 +72,7 @@ def test_reminder_for_coordinator_holds_critical_reminder_catalog_and_language()
 
 def test_reminder_for_worker_without_anything_is_none():
     assert system_reminder(persona=DISK) is None
-    assert system_reminder(persona=DISK, catalog="", extra=["", "  "]) is None
+    assert system_reminder(persona=DISK, extra=["", "  "]) is None
 
 
 def test_reminder_extra_lines_and_worker_critical():

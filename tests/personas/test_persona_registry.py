@@ -1,4 +1,5 @@
-"""AgentRegistry (DESIGN.md §6) and the handed cases C1 and C3."""
+"""AgentRegistry (docs/architecture.md §6): comma-separated
+``tools`` and broken files."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ You are a disk triage specialist. Report the largest directories and growth rate
 C1_KNOWN = {"host_du_summary", "query_devices", "df_report"}
 
 
-# ---- C1: `tools` as a comma-separated string --------------------------------------------
+# ---- `tools` as a comma-separated string ----------------------------------------------
 
 
 def test_c1_comma_string_splits_like_a_list(corpus, monkeypatch):
@@ -79,7 +80,7 @@ def test_unknown_tools_not_checked_without_known_tools(tmp_path, make_file):
     assert report.warnings == ()
 
 
-# ---- C3: one broken file neither takes the registry down nor vanishes silently ---------
+# ---- one broken file neither takes the registry down nor vanishes silently ---------
 
 
 def _c3_expected(root: Path) -> list[str]:
@@ -304,4 +305,4 @@ async def test_special_and_oversized_files_never_hang_or_stop_a_load(tmp_path, m
         report = await trio.to_thread.run_sync(registry.load, [tmp_path], abandon_on_cancel=True)
     assert (report.loaded, report.skipped) == (1, 2)
     assert f"{tmp_path / 'pipe.md'}: not a regular file; file skipped" in report.warnings
-    assert f"{tmp_path / 'huge.md'}: file too large (600004 bytes; the limit is 524288); file skipped" in report.warnings
+    assert f"{tmp_path / 'huge.md'}: file too large (600004 bytes; the limit is 262144); file skipped" in report.warnings

@@ -1,0 +1,66 @@
+"""``ongrid changes record --kind K --subject S --actor A [--detail JSON] [--at TIME]``:
+record a change made outside Ongrid (a deploy from CI, a config push, a
+feature flag) through ``POST /api/changes`` of the running daemon.
+
+Prints the new change event's id.  Exit codes: 0 recorded; 1 the daemon
+answered with an HTTP error (its message on stderr, e.g. ``HTTP 400: kind:
+expected one of …``); 2 usage (a ``--detail`` that is not a JSON object) or
+connection problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ongridd.cli.common import ClientError, add_client_args, http_json, print_json
+
+KINDS_HELP = "deploy, rollback, config, flag, migration, scale, restart, maintenance, infra or other"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("changes", help="record changes made outside Ongrid (deploys, config pushes, flags)")
+    cs = p.add_subparsers(dest="changes_command", metavar="COMMAND")
+    cs.required = True
+    r = cs.add_parser("record", help="record one change; prints its id")
+    r.add_argument("--kind", required=True, help=f"what kind of change: {KINDS_HELP}")
+    r.add_argument("--subject", required=True, help="what changed, e.g. the service name 'checkout'")
+    r.add_argument("--actor", required=True, help="who or what made the change, e.g. 'ci' or a user name")
+    r.add_argument("--detail", default=None, metavar="JSON", help='a JSON object, e.g. \'{"version": "1.4.2"}\'')
+    r.add_argument("--at", default=None, metavar="TIME",
+                   help="when it happened: RFC 3339 ('2026-03-02T10:00:00Z'), unix seconds or 'now-5m' "
+                        "(default now)")
+    r.add_argument("--json", action="store_true", help="print the stored row as JSON instead of its id")
+    add_client_args(r)
+    r.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    body: dict = {"kind": args.kind, "subject": args.subject, "actor": args.actor}
+    if args.detail is not None:
+        try:
+            detail = json.loads(args.detail)
+        except ValueError as exc:
+            print(f"ongrid changes record: --detail is not valid JSON: {exc}", file=sys.stderr)
+            return 2
+        if not isinstance(detail, dict):
+            print("ongrid changes record: --detail must be a JSON object such as '{\"version\": \"1.4.2\"}'",
+                  file=sys.stderr)
+            return 2
+        body["detail"] = detail
+    if args.at is not None:
+        body["at"] = args.at
+    try:
+        row = http_json("POST", args, "/api/changes", body, timeout_s=30)
+    except ClientError as exc:
+        print(f"ongrid changes record: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"ongrid changes record: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print_json(row)
+    else:
+        print(row.get("id", ""))
+    return 0

@@ -1,0 +1,383 @@
+"""The secrets the daemon holds, their redaction, and scrubbed child environments.
+
+The daemon reads every secret it is configured with once at start-up
+(:func:`collect_secrets`): the chat tokens (``server.tokens_env``), the model
+API key (``llm.api_key_env``), every plugin setting whose key ends in
+``_env`` (it names an environment variable holding a bridge or plugin
+secret) and the password of the database URL.  For as long as it runs
+(:func:`daemon_secrets`) it then holds them: the variables are removed
+from its own ``os.environ``, so a child started with the daemon's
+environment cannot see them, and the values are registered with the
+process-wide :data:`REGISTRY`.  When the daemon stops, the variables are
+put back (an in-process daemon — tests, the demo — leaves the process
+environment as it found it).
+
+Everything that leaves the daemon for a log line, the database or a model
+is passed through :func:`redact`: each literal value — and its JSON-escaped
+forms, since tool results are often JSON text — is replaced by
+:data:`REDACTED`.  Overlapping values are handled (the union of every match
+is replaced), so no fragment of one secret survives next to another.
+
+Linux note: removing a variable from ``os.environ`` calls ``unsetenv`` but
+does not change ``/proc/<daemon pid>/environ`` (that is the process's
+initial environment block); what matters is that children no longer
+inherit the value, and that every child the daemon starts is given an
+explicit environment built by :func:`scrubbed_env`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+#: what a secret value is replaced with
+REDACTED = "[redacted]"
+
+#: a token shorter than this gets a start-up warning (it is easy to guess and
+#: likely to occur by chance in tool output, where redaction then hides innocent text)
+MIN_TOKEN_CHARS = 16
+
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _forms(value: str) -> set[str]:
+    """The literal and the JSON-escaped forms (one and two levels deep, with
+    and without ``ensure_ascii``) under which ``value`` can appear in text."""
+    out = {value}
+    for ascii_only in (False, True):
+        once = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+        out.add(once)
+        out.add(json.dumps(once, ensure_ascii=ascii_only)[1:-1])
+    return out
+
+
+class Redactor:
+    """Replaces every occurrence of a fixed set of secret values.
+
+    ``values``: the secrets (empty strings are ignored).  The matcher is one
+    compiled alternation of the escaped forms, longest first, so at each
+    position the longest secret wins; after a hit the scan resumes one
+    character after its start, so overlapping and nested secrets are all
+    found.  Matching spans are merged and each merged span becomes
+    ``replacement``.  Text without a secret costs one regex scan.
+    Immutable: build a new one when the set changes.
+    """
+
+    def __init__(self, values: Iterable[str] = (), replacement: str = REDACTED):
+        self.values = frozenset(v for v in values if isinstance(v, str) and v)
+        self.replacement = replacement
+        forms: set[str] = set()
+        for value in self.values:
+            forms |= _forms(value)
+        ordered = sorted(forms, key=lambda f: (-len(f), f))
+        self._pattern: re.Pattern[str] | None = re.compile("|".join(map(re.escape, ordered))) if forms else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def __repr__(self) -> str:  # never the values themselves
+        return f"Redactor({len(self.values)} secret(s))"
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret span replaced; the same object when
+        nothing matched (or ``text`` is not a non-empty ``str``)."""
+        pattern = self._pattern
+        if pattern is None or not isinstance(text, str) or not text:
+            return text
+        match = pattern.search(text)
+        if match is None:
+            return text
+        spans: list[list[int]] = []
+        while match is not None:
+            start, end = match.span()
+            if spans and start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+            match = pattern.search(text, start + 1)
+        parts: list[str] = []
+        pos = 0
+        for start, end in spans:
+            parts.append(text[pos:start])
+            parts.append(self.replacement)
+            pos = end
+        parts.append(text[pos:])
+        return "".join(parts)
+
+
+class SecretRegistry:
+    """The process-wide set of secret values in use, as a union of holds.
+
+    A daemon holds its secrets for its lifetime (:meth:`hold`); tests that
+    run several daemons in one process each add and later remove their own.
+    The :class:`Redactor` is rebuilt only when the set changes; reading it
+    is lock-free (an attribute swap), so :meth:`redact` is safe from any
+    thread, including worker threads writing to the database.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holds: dict[int, frozenset[str]] = {}
+        self._next = 0
+        self._redactor = Redactor()
+        self._remembered: dict[str, str] = {}
+
+    @property
+    def redactor(self) -> Redactor:
+        return self._redactor
+
+    @contextlib.contextmanager
+    def hold(self, values: Iterable[str]) -> Iterator[Redactor]:
+        """Add ``values`` for the duration of the block; yields the redactor
+        in effect right after adding them."""
+        with self._lock:
+            key = self._next
+            self._next += 1
+            self._holds[key] = frozenset(v for v in values if v)
+            self._rebuild()
+        try:
+            yield self._redactor
+        finally:
+            with self._lock:
+                self._holds.pop(key, None)
+                self._rebuild()
+
+    def _rebuild(self) -> None:
+        union = frozenset().union(*self._holds.values()) if self._holds else frozenset()
+        if union != self._redactor.values:
+            self._redactor = Redactor(union)
+
+    def redact(self, text: str) -> str:
+        """See :meth:`Redactor.redact` (with every value held right now)."""
+        return self._redactor.redact(text)
+
+    def remember(self, env_name: str, value: str) -> None:
+        """Keep the value read from ``env_name`` after it left ``os.environ``
+        (so a later :func:`ongridd.config.read_secret` still finds it)."""
+        with self._lock:
+            self._remembered[env_name] = value
+
+    def forget(self, env_name: str) -> None:
+        """Drop what :meth:`remember` kept for ``env_name``."""
+        with self._lock:
+            self._remembered.pop(env_name, None)
+
+    def remembered(self, env_name: str) -> str | None:
+        """The value remembered for ``env_name``, or None."""
+        return self._remembered.get(env_name)
+
+
+#: the registry every redaction point in the daemon uses
+REGISTRY = SecretRegistry()
+
+
+def redact(text: Any) -> Any:
+    """Redact every held secret from ``text`` (anything not a ``str``, e.g.
+    None, is returned unchanged).  Never raises."""
+    return REGISTRY.redact(text)
+
+
+# ---- the daemon's secrets ------------------------------------------------------
+
+
+def secret_env_names(config: Any) -> list[str]:
+    """Names of the environment variables holding the configuration's
+    secrets, in a stable order: ``server.tokens_env``, ``llm.api_key_env``,
+    then the value of every plugin setting (at any depth) whose key ends in
+    ``_env`` and is a non-empty string."""
+    names: list[str] = []
+
+    def add(name: Any) -> None:
+        if isinstance(name, str) and name.strip() and name not in names:
+            names.append(name)
+
+    add(config.server.tokens_env)
+    add(config.llm.api_key_env)
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > 20:
+            return
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if isinstance(key, str) and key.endswith("_env"):
+                    add(value)
+                else:
+                    walk(value, depth + 1)
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                walk(item, depth + 1)
+
+    walk(config.plugins.settings, 0)
+    return names
+
+
+def url_password(url: str | None) -> list[str]:
+    """The password of a database URL, as written and percent-decoded (empty
+    list when there is none or the URL cannot be parsed)."""
+    if not url:
+        return []
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    if not password:
+        return []
+    return sorted({password, unquote(password)})
+
+
+class DaemonSecrets:
+    """What :func:`collect_secrets` read.
+
+    ``env``: ``{variable name: value}`` for every secret variable that was
+    set (read from the environment, else remembered from an earlier start
+    in this process).  ``tokens_raw``: the ``server.tokens_env`` value or
+    None.  ``api_key``: the ``llm.api_key_env`` value or None.  ``values``:
+    every individual secret string (each token on its own, the API key,
+    plugin secrets, the database password).
+    """
+
+    def __init__(self, *, env: dict[str, str], tokens_raw: str | None, api_key: str | None,
+                 values: frozenset[str]):
+        self.env = env
+        self.tokens_raw = tokens_raw
+        self.api_key = api_key
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"DaemonSecrets(variables={sorted(self.env)}, values={len(self.values)})"
+
+
+def collect_secrets(config: Any, environ: Mapping[str, str] | None = None) -> DaemonSecrets:
+    """Read every secret the configuration names (see :func:`secret_env_names`)
+    from ``environ`` (default ``os.environ``).
+
+    The token variable's value is split into its tokens (``user:tok`` pairs)
+    so each token is a secret on its own; the raw value is one too.  Never
+    raises for a malformed token list (the authenticator reports that).
+    """
+    env = os.environ if environ is None else environ
+    found: dict[str, str] = {}
+    for name in secret_env_names(config):
+        value = env.get(name)
+        if value:
+            found[name] = value
+    values: set[str] = set(found.values())
+    tokens_raw = found.get(config.server.tokens_env)
+    if tokens_raw:
+        for item in tokens_raw.split(","):
+            _, sep, token = item.partition(":")
+            if sep and token.strip():
+                values.add(token.strip())
+    values.update(url_password(config.database_url))
+    return DaemonSecrets(env=found, tokens_raw=tokens_raw, api_key=found.get(config.llm.api_key_env),
+                         values=frozenset(v for v in values if v))
+
+
+def remove_from_environ(secrets: DaemonSecrets, environ: Any = None) -> dict[str, str]:
+    """Remember each secret variable's value, then delete it from
+    ``environ`` (default ``os.environ``, which also unsets it for children
+    started later with the inherited environment).  Also deletes
+    ``ONGRID_DATABASE_URL`` when that URL carries a password.  Returns
+    ``{name: value}`` of what was removed (for :func:`restore_environ`)."""
+    env = os.environ if environ is None else environ
+    removed: dict[str, str] = {}
+    for name, value in secrets.env.items():
+        REGISTRY.remember(name, value)
+        if name in env:
+            removed[name] = env.pop(name)
+    if url_password(env.get("ONGRID_DATABASE_URL")):
+        removed["ONGRID_DATABASE_URL"] = env.pop("ONGRID_DATABASE_URL")
+    return removed
+
+
+def restore_environ(removed: Mapping[str, str], environ: Any = None) -> None:
+    """Undo :func:`remove_from_environ`: put each variable back unless it
+    was set again meanwhile, and forget the remembered values."""
+    env = os.environ if environ is None else environ
+    for name, value in removed.items():
+        REGISTRY.forget(name)
+        env.setdefault(name, value)
+
+
+@contextlib.contextmanager
+def daemon_secrets(config: Any, environ: Any = None) -> Iterator[tuple[DaemonSecrets, list[str]]]:
+    """Collect the configuration's secrets, remove their variables from
+    ``environ`` (default ``os.environ``) and hold the values for redaction,
+    for the duration of the block; yields ``(secrets, names removed)``.
+    On exit the hold is released and the variables are put back."""
+    secrets = collect_secrets(config, environ)
+    removed = remove_from_environ(secrets, environ)
+    try:
+        with REGISTRY.hold(secrets.values):
+            yield secrets, sorted(removed)
+    finally:
+        restore_environ(removed, environ)
+
+
+# ---- child environments -------------------------------------------------------
+
+#: the variables every child of the daemon may see
+BASE_ENV_KEYS = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+
+#: what ``pip`` needs besides :data:`BASE_ENV_KEYS`: proxies, CA bundles, the
+#: locations of its configuration files (``XDG_CONFIG_HOME``/``XDG_CONFIG_DIRS``,
+#: ``PIP_CONFIG_FILE``), the interpreter's import path; plus every ``PIP_*``
+#: setting (index URLs, find-links, no-index …) through :data:`PIP_ENV_PREFIXES`
+PIP_ENV_KEYS = BASE_ENV_KEYS + (
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_CACHE_HOME", "PYTHONPATH", "VIRTUAL_ENV", "SOURCE_DATE_EPOCH",
+)
+PIP_ENV_PREFIXES = ("PIP_",)
+
+
+def scrubbed_env(keys: Iterable[str] = BASE_ENV_KEYS, *, prefixes: Iterable[str] = (),
+                 extra: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A minimal environment for a child process.
+
+    Only ``keys`` and variables whose name starts with one of ``prefixes``
+    are copied from ``environ`` (default ``os.environ``); ``extra`` is added
+    on top.  A copied variable whose value contains a held secret is left
+    out (defence in depth: a secret that was copied into another variable).
+    ``PATH`` defaults to the usual system folders.  Never raises.
+    """
+    env = os.environ if environ is None else environ
+    keys = tuple(keys)
+    prefixes = tuple(prefixes)
+    redactor = REGISTRY.redactor
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if name in keys or (prefixes and name.startswith(prefixes)):
+            if redactor and redactor.redact(value) != value:
+                continue
+            out[name] = value
+    out.setdefault("PATH", _DEFAULT_PATH)
+    if extra:
+        out.update(extra)
+    return out
+
+
+__all__ = [
+    "REDACTED",
+    "MIN_TOKEN_CHARS",
+    "Redactor",
+    "SecretRegistry",
+    "REGISTRY",
+    "redact",
+    "secret_env_names",
+    "collect_secrets",
+    "remove_from_environ",
+    "restore_environ",
+    "daemon_secrets",
+    "DaemonSecrets",
+    "scrubbed_env",
+    "BASE_ENV_KEYS",
+    "PIP_ENV_KEYS",
+    "PIP_ENV_PREFIXES",
+]

@@ -1,0 +1,378 @@
+"""YAML 1.2 loading whose cost is bounded by construction, and bounded value previews.
+
+Every YAML file the daemon reads (the configuration, persona and skill
+frontmatter, the marketplace index, fake-model scripts, runbook front matter)
+is loaded through
+:func:`yaml_loader`: a pure-Python ruamel.yaml loader whose composer refuses,
+with a :class:`YamlBoundsError` that carries the line,
+
+- more than ``max_aliases`` alias nodes (``*name``);
+- an alias used inside the node its anchor names (a recursive alias);
+- more than ``max_nodes`` composed nodes, or nesting deeper than ``max_depth``
+  (checked while composing, so a huge or deep input stops early; flow
+  nesting — ``[[[[`` — is also stopped in the scanner, whose look-ahead for
+  simple keys costs time in proportion to the flow depth for every token);
+- a document whose tree, *with every alias expanded*, would have more than
+  ``max_nodes`` nodes, more than ``max_chars`` characters of scalar text, or
+  more than ``max_depth`` levels.
+
+Why this holds by construction: an alias makes the composed node graph share
+a node, so the graph stays as small as the text (the "billion laughs" of nine
+levels of nine is about a hundred nodes), while the tree a consumer walks
+(``repr``, ``json.dumps``, a copy) is exponentially larger.  Before anything is
+constructed, :func:`check_expansion` walks the graph once, bottom-up, with one
+memo entry per node, and computes each node's expanded node count, text size
+and depth; the work is linear in the graph, and the first node whose expanded
+size crosses a limit is refused with its line (a document without aliases
+is as large as its text and its composed nodes, both bounded).  Merge keys (``<<: *a``) are
+children like any other value, so the pairs the constructor copies when it
+flattens a merge are counted too.  Afterwards the constructed data is a DAG
+whose full expansion is within the limits, so *any* walk over it — a warning,
+a JSON rendering, a deep copy — costs at most ``max_nodes`` steps and
+``max_chars`` characters, and the constructor's own recursion is at most
+``max_depth`` deep (never a ``RecursionError``).
+
+:func:`describe` and :func:`quote` build the text of a message about a bad
+value by visiting at most a fixed number of items and characters, never
+``repr()``/``str()`` of the whole value.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from ruamel.yaml import YAML
+from ruamel.yaml.composer import Composer
+from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.events import AliasEvent
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.scanner import Scanner
+
+__all__ = [
+    "CONFIG_LIMITS",
+    "FRONTMATTER_LIMITS",
+    "BoundedComposer",
+    "YamlBoundsError",
+    "YamlLimits",
+    "check_expansion",
+    "describe",
+    "quote",
+    "yaml_loader",
+    "yaml_type",
+]
+
+
+@attrs.frozen(kw_only=True)
+class YamlLimits:
+    """What one YAML document may cost.
+
+    ``max_aliases``: alias nodes (``*name``) in the text.  ``max_nodes``:
+    nodes (scalars, sequences, mappings; keys included) both as composed and
+    with every alias expanded.  ``max_chars``: characters of scalar text with
+    every alias expanded.  ``max_depth``: nesting levels, composed and
+    expanded.
+    """
+
+    max_aliases: int = 1_000
+    max_nodes: int = 100_000
+    max_chars: int = 8_000_000
+    max_depth: int = 64
+
+
+#: The configuration file, the marketplace index and fake-model scripts
+#: (files of at most 1 MiB the operator writes).
+CONFIG_LIMITS = YamlLimits()
+#: Persona and skill frontmatter (a page of keys; the body is not YAML).  The
+#: same alias and depth bounds as the configuration; 5,000 nodes (as many as
+#: ``metadata`` may hold) compose in well under a second.
+FRONTMATTER_LIMITS = YamlLimits(max_nodes=5_000, max_chars=1_000_000)
+
+
+class YamlBoundsError(MarkedYAMLError):
+    """A YAML document exceeds a :class:`YamlLimits` bound.
+
+    ``problem`` is the message (``YAML aliases expand to more than 5,000
+    nodes``), ``problem_mark`` the place (``.line`` is 0-based in the YAML
+    text).  A ``MarkedYAMLError``, so code that reports ruamel's own errors
+    with their line reports these the same way.
+    """
+
+    def __init__(self, problem: str, mark: Any):
+        super().__init__(problem=problem, problem_mark=mark)
+
+
+class BoundedComposer(Composer):
+    """ruamel's composer with :class:`YamlLimits` enforced (see the module doc).
+
+    The limits come from the loader's ``yaml_limits`` attribute (set by
+    :func:`yaml_loader`), :data:`CONFIG_LIMITS` when it has none.  Raises
+    :class:`YamlBoundsError`; reused anchor names are allowed silently (YAML
+    permits them; the later one wins).
+    """
+
+    def __init__(self, loader: Any = None) -> None:
+        super().__init__(loader=loader)
+        self.warn_double_anchors = False
+        self.limits: YamlLimits = getattr(loader, "yaml_limits", None) or CONFIG_LIMITS
+        self._aliases = 0
+        self._nodes = 0
+
+    def compose_document(self) -> Any:
+        self._aliases = 0
+        self._nodes = 0
+        node = super().compose_document()
+        if node is not None and self._aliases:
+            check_expansion(node, self.limits)
+        return node
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        limits = self.limits
+        event = self.parser.peek_event()
+        if isinstance(event, AliasEvent):
+            self._aliases += 1
+            if self._aliases > limits.max_aliases:
+                raise YamlBoundsError(f"more than {limits.max_aliases:,} YAML aliases", event.start_mark)
+            target = self.anchors.get(event.anchor)
+            # A collection's end mark is set when its end event is composed:
+            # an alias to one still open is an alias inside its own anchor.
+            if isinstance(target, (SequenceNode, MappingNode)) and target.end_mark is None:
+                raise YamlBoundsError(
+                    f"YAML alias *{str(event.anchor)[:40]} is used inside the node its anchor names "
+                    "(a recursive alias)", event.start_mark)
+            return super().compose_node(parent, index)
+        self._nodes += 1
+        if self._nodes > limits.max_nodes:
+            raise YamlBoundsError(f"the YAML has more than {limits.max_nodes:,} nodes", event.start_mark)
+        if self.depth >= limits.max_depth:
+            raise YamlBoundsError(f"the YAML is nested deeper than {limits.max_depth} levels", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+class _FlowDepthBound:
+    """Scanner mixin: a flow collection (``[`` or ``{``) deeper than
+    ``max_depth`` raises :class:`YamlBoundsError` when it opens."""
+
+    def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+        limits = getattr(self.loader, "yaml_limits", None) or CONFIG_LIMITS  # type: ignore[attr-defined]
+        if len(self.flow_context) >= limits.max_depth:  # type: ignore[attr-defined]
+            raise YamlBoundsError(f"the YAML is nested deeper than {limits.max_depth} levels",
+                                  self.reader.get_mark())  # type: ignore[attr-defined]
+        super().fetch_flow_collection_start(TokenClass, to_push)  # type: ignore[misc]
+
+
+_BOUNDED_SCANNERS: dict[type, type] = {}
+
+
+def _bounded_scanner(base: type) -> type:
+    if base not in _BOUNDED_SCANNERS:
+        _BOUNDED_SCANNERS[base] = type(f"Bounded{base.__name__}", (_FlowDepthBound, base), {})
+    return _BOUNDED_SCANNERS[base]
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return node.value
+    if isinstance(node, MappingNode):
+        return [child for pair in node.value for child in pair]
+    return []
+
+
+def check_expansion(root: Node, limits: YamlLimits) -> None:
+    """Refuse a composed document whose alias-expanded tree is too large.
+
+    ``root``: a composed node graph without cycles (the composer refuses
+    recursive aliases).  Computes, for every node once (memoised by
+    identity, iteratively — no recursion), the expanded node count, the
+    expanded scalar characters and the expanded depth, and raises
+    :class:`YamlBoundsError` at the first node (bottom-up, so the smallest
+    offending value) that crosses ``limits``.  Linear in the size of the
+    graph, whatever the expansion would be.
+    """
+    memo: dict[int, tuple[int, int, int]] = {}
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in memo:
+            continue
+        if isinstance(node, ScalarNode):
+            memo[key] = (1, len(node.value) if isinstance(node.value, str) else 1, 1)
+            continue
+        children = _children(node)
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in memo)
+            continue
+        nodes = chars = 1
+        depth = 0
+        for child in children:
+            c_nodes, c_chars, c_depth = memo[id(child)]
+            nodes += c_nodes
+            chars += c_chars
+            depth = max(depth, c_depth)
+        depth += 1
+        if nodes > limits.max_nodes:
+            raise YamlBoundsError(f"YAML aliases expand to more than {limits.max_nodes:,} nodes", node.start_mark)
+        if chars > limits.max_chars:
+            raise YamlBoundsError(f"YAML aliases expand to more than {limits.max_chars:,} characters of text",
+                                  node.start_mark)
+        if depth > limits.max_depth:
+            raise YamlBoundsError(f"YAML aliases nest deeper than {limits.max_depth} levels", node.start_mark)
+        memo[key] = (nodes, chars, depth)
+
+
+def yaml_loader(typ: str = "safe", limits: YamlLimits = CONFIG_LIMITS) -> YAML:
+    """A fresh pure-Python ruamel ``YAML`` (YAML 1.2) whose composer enforces ``limits``.
+
+    ``typ``: ``safe`` (plain Python values; tags such as ``!!python/object``
+    are refused) or ``rt`` (round-trip values that keep line marks).
+    ``load``/``compose`` raise ruamel's errors for bad YAML and
+    :class:`YamlBoundsError` past a limit.  One instance per document (a
+    ruamel loader is not thread-safe).
+    """
+    if typ not in ("safe", "rt"):
+        raise ValueError(f"unsupported YAML loader type {typ!r}")
+    yaml = YAML(typ=typ, pure=True)
+    yaml.Composer = BoundedComposer
+    yaml.Scanner = _bounded_scanner(yaml.Scanner or Scanner)
+    yaml.yaml_limits = limits  # type: ignore[attr-defined]  # read by BoundedComposer
+    return yaml
+
+
+# ---- bounded previews -------------------------------------------------------------
+
+
+def yaml_type(value: Any) -> str:
+    """A user-facing name of a loaded YAML value's type (``null``, ``bool``, ``list``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return "timestamp"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary"
+    return type(value).__name__
+
+
+def quote(text: str, limit: int = 60) -> str:
+    """``repr`` of at most ``limit`` characters of ``text`` (``…`` marks a cut).
+
+    Costs O(``limit``) whatever the length of ``text``.
+    """
+    if len(text) <= limit:
+        return repr(text)
+    cut = repr(text[:limit])
+    return cut[:-1] + "…" + cut[-1]
+
+
+#: An integer with more bits than this is described by its size, not its digits
+#: (Python refuses to print integers of more than 4,300 digits).
+_MAX_INT_BITS = 256
+
+
+class _Full(Exception):
+    pass
+
+
+class _Preview:
+    """Text of at most ``limit`` characters; :meth:`add` raises _Full past it."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+
+    def add(self, text: str) -> None:
+        room = self.limit - self.size
+        if len(text) > room:
+            self.parts.append(text[:max(room, 0)])
+            self.size = self.limit
+            raise _Full
+        self.parts.append(text)
+        self.size += len(text)
+
+    def value(self, v: Any) -> None:
+        if v is None:
+            self.add("null")
+        elif isinstance(v, bool):
+            self.add("true" if v else "false")
+        elif isinstance(v, int):
+            self.add(repr(v) if v.bit_length() <= _MAX_INT_BITS else f"<integer of {v.bit_length():,} bits>")
+        elif isinstance(v, float):
+            self.add(repr(v))
+        elif isinstance(v, str):
+            self.add(quote(v, max(self.limit - self.size - 3, 0)))  # room for the quotes and the …
+        elif isinstance(v, (bytes, bytearray)):
+            self.add(repr(bytes(v[: self.limit])))
+        elif isinstance(v, (datetime.date, datetime.datetime)):
+            self.add(v.isoformat())
+        elif isinstance(v, Mapping):
+            self.add("{")
+            for i, (k, x) in enumerate(v.items()):  # stops at the first item that does not fit
+                if i:
+                    self.add(", ")
+                self.value(k)
+                self.add(": ")
+                self.value(x)
+            self.add("}")
+        elif isinstance(v, (list, tuple)):
+            self.add("[")
+            for i, x in enumerate(v):
+                if i:
+                    self.add(", ")
+                self.value(x)
+            self.add("]")
+        else:
+            self.add(f"<{type(v).__name__}>")
+
+
+def describe(value: Any, limit: int = 60) -> str:
+    """A message-sized description of a loaded YAML value, bounded by construction.
+
+    ``null``, ``bool true``, ``integer 42``, ``string 'abc…' (12,345
+    characters)``, ``list of 9 items [[['lol', 'lol', …`` or ``mapping of 3
+    keys {…``: the type, the size of a string or collection, and a preview of
+    at most ``limit`` characters.  The preview visits at most ``limit``
+    items (every item adds at least one character), so the cost is
+    O(``limit``) even for an alias-shared structure whose full ``repr``
+    would be gigabytes.  Never raises for any value.
+    """
+    if value is None:
+        return "null"
+    kind = yaml_type(value)
+    size = ""
+    try:
+        if isinstance(value, str) and len(value) > limit:
+            size = f" ({len(value):,} characters)"
+        elif isinstance(value, Mapping):
+            n = len(value)
+            kind = f"mapping of {n:,} key{'s' if n != 1 else ''}"
+        elif isinstance(value, (list, tuple)):
+            n = len(value)
+            kind = f"list of {n:,} item{'s' if n != 1 else ''}"
+    except Exception:  # noqa: BLE001 — an odd mapping type whose len() fails
+        pass
+    preview = _Preview(limit)
+    try:
+        preview.value(value)
+        cut = False
+    except _Full:
+        cut = True
+    except Exception:  # noqa: BLE001 — a description must never fail
+        cut = True
+    text = "".join(preview.parts) + ("…" if cut else "")
+    return f"{kind} {text}{size}"

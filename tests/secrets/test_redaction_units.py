@@ -1,0 +1,286 @@
+"""The secret set and its redaction points, one by one (no daemon)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+
+import pytest
+
+from ongridd.config import load_config, read_secret
+from ongridd.llm.redacting import RedactingModel
+from ongridd.llm.types import Completion, Message, ModelRequest, TextDelta, ToolCall
+from ongridd.secretset import (
+    REDACTED,
+    REGISTRY,
+    Redactor,
+    collect_secrets,
+    daemon_secrets,
+    redact,
+    remove_from_environ,
+    restore_environ,
+    scrubbed_env,
+    secret_env_names,
+)
+from ongridd.store.rows import clean_text
+from ongridd.tools.bag import ToolBag
+from ongridd.tools.runner import ToolRunner
+from ongridd.tools.spec import Tool, ToolCallContext
+
+TOKEN = "alice-token-0123456789"
+KEY = "sk-test-ABCDEFGHIJKLMNOP"
+
+
+# ---- the matcher ---------------------------------------------------------------
+
+
+def test_every_literal_is_replaced_whatever_its_length():
+    r = Redactor(["x", TOKEN])
+    assert r.redact(f"a{TOKEN}b {TOKEN}") == f"a{REDACTED}b {REDACTED}"
+    assert r.redact("box") == f"bo{REDACTED}"  # one character is still a secret
+    assert r.redact("nothing here") == "nothing here"
+
+
+def test_nested_and_overlapping_secrets_leave_no_fragment():
+    r = Redactor(["abcd", "cdef", "bc"])
+    assert r.redact("xxabcdefyy") == f"xx{REDACTED}yy"  # abcd and cdef overlap: one merged span
+    assert r.redact("abc") == f"a{REDACTED}"
+    r2 = Redactor(["tok", "tok-long-secret"])  # one a prefix of the other
+    out = r2.redact("tok-long-secret tok")
+    assert out == f"{REDACTED} {REDACTED}"
+    assert "long" not in out and "secret" not in out
+
+
+def test_json_escaped_forms_are_redacted():
+    secret = 'p"a\\ss/é\n'
+    r = Redactor([secret])
+    once = json.dumps({"stdout": f"x{secret}y"})  # ensure_ascii: \" \\ \u00e9 \n
+    assert secret not in r.redact(once)
+    assert json.loads(r.redact(once)) == {"stdout": f"x{REDACTED}y"}
+    raw = json.dumps({"stdout": secret}, ensure_ascii=False)
+    assert json.loads(r.redact(raw)) == {"stdout": REDACTED}
+    twice = json.dumps({"result": json.dumps({"stdout": secret})})  # a JSON result inside a JSON result
+    assert json.loads(json.loads(r.redact(twice))["result"]) == {"stdout": REDACTED}
+    assert r.redact(secret) == REDACTED
+
+
+def test_regex_metacharacters_are_literals():
+    r = Redactor(["a.b*c", "(x|y)"])
+    assert r.redact("aXbc a.b*c (x|y) x") == f"aXbc {REDACTED} {REDACTED} x"
+
+
+def test_redactor_never_shows_its_values_and_passes_non_text_through():
+    r = Redactor([TOKEN])
+    assert TOKEN not in repr(r)
+    assert r.redact(None) is None and r.redact("") == "" and r.redact(5) == 5
+    assert not Redactor([]) and not Redactor([""])
+
+
+def test_registry_holds_are_a_union_and_removed_on_exit():
+    assert redact(TOKEN) == TOKEN
+    with REGISTRY.hold([TOKEN]):
+        with REGISTRY.hold([KEY]):
+            assert redact(f"{TOKEN} {KEY}") == f"{REDACTED} {REDACTED}"
+        assert redact(f"{TOKEN} {KEY}") == f"{REDACTED} {KEY}"
+    assert redact(TOKEN) == TOKEN
+
+
+# ---- reading and removing the daemon's secrets -------------------------------------
+
+
+def _config(tmp_path, text: str = ""):
+    path = tmp_path / "ongrid.yaml"
+    path.write_text(text)
+    return load_config(path, environ={})
+
+
+def test_collect_reads_tokens_key_plugin_env_settings_and_the_database_password(tmp_path):
+    config = _config(tmp_path, "database: {url: 'postgresql://u:p%40ss-word-123@h/db'}\n"
+                               "plugins: {settings: {bridge: {bot_token_env: BRIDGE_TOKEN, "
+                               "nested: {hook_secret_env: HOOK_SECRET}, chat_id: 12}}}\n")
+    env = {"ONGRID_TOKENS": f"alice:{TOKEN}, bob:short", "OPENAI_API_KEY": KEY,
+           "BRIDGE_TOKEN": "bridge-secret-value", "HOOK_SECRET": "hook-secret-value", "OTHER": "keep"}
+    assert secret_env_names(config) == ["ONGRID_TOKENS", "OPENAI_API_KEY", "BRIDGE_TOKEN", "HOOK_SECRET"]
+    secrets = collect_secrets(config, env)
+    assert secrets.api_key == KEY and secrets.tokens_raw == env["ONGRID_TOKENS"]
+    assert {TOKEN, "short", KEY, "bridge-secret-value", "hook-secret-value",
+            "p%40ss-word-123", "p@ss-word-123"} <= secrets.values
+    assert TOKEN not in repr(secrets)
+    before = dict(env)
+    removed = remove_from_environ(secrets, env)
+    assert sorted(removed) == ["BRIDGE_TOKEN", "HOOK_SECRET", "ONGRID_TOKENS", "OPENAI_API_KEY"]
+    assert env == {"OTHER": "keep"}
+    assert REGISTRY.remembered("OPENAI_API_KEY") == KEY
+    restore_environ(removed, env)
+    assert env == before and REGISTRY.remembered("OPENAI_API_KEY") is None
+
+
+def test_daemon_secrets_leave_the_environment_while_held_and_come_back(monkeypatch, tmp_path):
+    monkeypatch.setenv("ONGRID_TEST_SECRET_X", "remember-me-please-1")
+    config = _config(tmp_path, "llm: {api_key_env: ONGRID_TEST_SECRET_X}\n")
+    with daemon_secrets(config) as (secrets, removed):
+        assert removed == ["ONGRID_TEST_SECRET_X"] and secrets.api_key == "remember-me-please-1"
+        assert "ONGRID_TEST_SECRET_X" not in os.environ
+        assert read_secret("ONGRID_TEST_SECRET_X") == "remember-me-please-1"  # later readers still find it
+        assert read_secret("ONGRID_TEST_SECRET_X", environ={}) is None  # an explicit environ is taken as given
+        assert redact("x remember-me-please-1") == f"x {REDACTED}"
+        child = subprocess.run(["env"], capture_output=True, text=True, check=True).stdout  # inherits os.environ
+        assert "remember-me-please-1" not in child
+    assert os.environ["ONGRID_TEST_SECRET_X"] == "remember-me-please-1"
+    assert redact("remember-me-please-1") == "remember-me-please-1"
+
+
+def test_scrubbed_env_keeps_only_the_named_variables_and_never_a_held_secret():
+    env = {"PATH": "/bin", "HOME": "/root", "OPENAI_API_KEY": KEY, "PIP_INDEX_URL": "http://idx/simple",
+           "LANG": f"x{TOKEN}", "ONGRID_TOKENS": f"a:{TOKEN}"}
+    with REGISTRY.hold([TOKEN]):
+        out = scrubbed_env(prefixes=("PIP_",), extra={"X": "1"}, environ=env)
+    assert out == {"PATH": "/bin", "HOME": "/root", "PIP_INDEX_URL": "http://idx/simple", "X": "1"}
+    assert scrubbed_env(environ={})["PATH"]  # a PATH is always there
+
+
+# ---- the redaction points ----------------------------------------------------------
+
+
+def test_store_text_columns_are_redacted():
+    with REGISTRY.hold([TOKEN]):
+        assert clean_text(f"ps: {TOKEN}\x00") == f"ps: {REDACTED}\ufffd"
+    assert clean_text(None) is None
+
+
+async def test_tool_results_are_redacted_before_they_are_cut():
+    async def leak(args, ctx):
+        return {"stdout": (TOKEN + " ") * 60}
+
+    bag = ToolBag(agent="p", tools={"leak": Tool(name="leak", description="prints a token", handler=leak)})
+    runner = ToolRunner(bag, max_result_chars=300)
+    with REGISTRY.hold([TOKEN]):
+        res = await runner.run(ToolCall(id="c1", name="leak", arguments="{}"), ToolCallContext(session_id="s", agent="p"))
+    assert res.status == "ok"
+    assert res.raw_chars > 300 and len(res.content) < res.raw_chars  # it was cut
+    assert TOKEN not in res.content and TOKEN[:6] not in res.content and TOKEN[-6:] not in res.content
+
+
+class _Echo:
+    """A model client that records the request and answers with a secret."""
+
+    def __init__(self) -> None:
+        self.seen: list[ModelRequest] = []
+        self.closed = False
+
+    async def stream(self, request):
+        self.seen.append(request)
+        yield TextDelta(f"key {KEY}")
+        yield Completion(message=Message(role="assistant", content=f"key {KEY}",
+                                         tool_calls=(ToolCall(id="c", name="t", arguments=json.dumps({"k": KEY})),)),
+                         finish_reason="tool_calls")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_model_requests_and_answers_are_redacted():
+    inner = _Echo()
+    model = RedactingModel(inner)
+    request = ModelRequest(messages=[Message(role="user", content=f"my token is {TOKEN}"),
+                                     Message(role="assistant", tool_calls=(
+                                         ToolCall(id="a", name="t", arguments=json.dumps({"q": TOKEN})),)),
+                                     Message(role="tool", tool_call_id="a", content=json.dumps({"out": TOKEN}))])
+    with REGISTRY.hold([TOKEN, KEY]):
+        events = [e async for e in model.stream(request)]
+    sent = json.dumps([m.to_wire() for m in inner.seen[0].messages])
+    assert TOKEN not in sent and sent.count(REDACTED) == 3
+    assert events[0].text == f"key {REDACTED}"
+    done = events[1]
+    assert done.message.content == f"key {REDACTED}"
+    assert json.loads(done.message.tool_calls[0].arguments) == {"k": REDACTED}
+    assert done.finish_reason == "tool_calls"
+    await model.aclose()
+    assert inner.closed
+
+
+async def test_a_lazy_model_factory_is_built_on_first_use_only():
+    built = []
+
+    def factory():
+        built.append(1)
+        return _Echo()
+
+    model = RedactingModel(factory)
+    await model.aclose()  # never built: nothing to close
+    assert built == []
+    [e async for e in model.stream(ModelRequest(messages=[Message(role="user", content="hi")]))]
+    assert built == [1]
+
+
+def test_log_lines_never_carry_a_held_secret():
+    from ongridd import logs
+
+    stream = io.StringIO()
+    logs.configure("INFO", stream=stream)
+    try:
+        with REGISTRY.hold(['tok"en-with-quote-123', TOKEN]):
+            log = logs.get_logger("ongridd.test_secrets")
+            log.info("oops", token=TOKEN, detail={"nested": 'tok"en-with-quote-123'})
+            try:
+                raise RuntimeError(f"failed with {TOKEN}")
+            except RuntimeError:
+                log.exception("boom")
+            record = logging.LogRecord("other", logging.WARNING, __file__, 1, "lib says %s", (TOKEN,), None)
+            logs.RedactingFilter().filter(record)
+            assert TOKEN not in record.getMessage()
+    finally:
+        logs.configure("INFO")
+    out = stream.getvalue()
+    assert TOKEN not in out and 'tok\\"en-with-quote-123' not in out and "en-with-quote" not in out
+    assert out.count(REDACTED) >= 3
+    assert json.loads(out.splitlines()[0])["token"] == REDACTED
+
+
+def test_short_tokens_are_warned_about_without_the_token(capsys):
+    from ongridd import logs
+    from ongridd.daemon import warn_short_tokens
+
+    stream = io.StringIO()
+    logs.configure("INFO", stream=stream)
+    try:
+        warn_short_tokens({"tiny-tok": "bob", TOKEN: "alice"})
+    finally:
+        logs.configure("INFO")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(x["event"], x["user"], x["length"]) for x in lines] == [("short_token", "bob", 8)]
+    assert "tiny-tok" not in stream.getvalue()
+
+
+def test_plugin_context_secret_reads_the_remembered_value(monkeypatch, tmp_path):
+    from ongridd.plugins.api import PluginContext
+
+    monkeypatch.setenv("ONGRID_TEST_BRIDGE", "bridge-value-123456")
+    config = _config(tmp_path, "plugins: {settings: {bridge: {bot_token_env: ONGRID_TEST_BRIDGE}}}\n")
+    ctx = PluginContext(config=config, plugin_name="bridge", settings=config.plugins.settings["bridge"])
+    with daemon_secrets(config):
+        assert "ONGRID_TEST_BRIDGE" not in os.environ
+        assert ctx.secret("bot_token_env") == "bridge-value-123456"
+        assert ctx.secret("missing_env") is None
+    with pytest.raises(ValueError, match="ending in _env"):
+        ctx.secret("bot_token")
+
+
+def test_metrics_public_is_a_strict_bool(tmp_path):
+    from ongridd.errors import ConfigError
+
+    assert _config(tmp_path, "server: {metrics_public: true}\n").server.metrics_public is True
+    assert _config(tmp_path).server.metrics_public is False
+    with pytest.raises(ConfigError, match="metrics_public"):
+        _config(tmp_path, "server: {metrics_public: 'yes'}\n")
+
+
+def test_turn_outcomes():
+    from ongridd.runtime.core import turn_outcome
+
+    assert [turn_outcome(s) for s in ("ok", "max_turns", "tool_budget", "provider_error", "stopped", "error")] == [
+        "completed", "completed", "completed", "failed", "stopped", "error"]
+
