@@ -6,7 +6,7 @@ recompute every entry's ``sha256``.
     python marketplace/update_index.py --build    # first rebuild dist/*.whl from the package folders
     python marketplace/update_index.py --check    # change nothing; exit 1 if a hash is stale
 
-Hashes follow DESIGN.md §14 and :mod:`ongridd.marketplace.index`: a file's
+Hashes follow docs/architecture.md §14 and :mod:`ongridd.marketplace.index`: a file's
 sha256, or for a folder the sha256 of the lines ``<relative path>\\0<sha256
 of file>\\n`` sorted by path, leaving out build by-products only
 (``__pycache__/``, ``*.egg-info/``, ``*.pyc``/``*.pyo`` at any depth; top-level

@@ -11,10 +11,37 @@ from typing import Any, Protocol
 
 import attrs
 
-from ongridd.config import Config, HostConfig
+from ongridd.config import Config, HostConfig, read_secret, read_yaml_file
 from ongridd.errors import ToolError
+from ongridd.logs import get_logger
+from ongridd.plugins.bridgekit import (
+    REFUSAL,
+    BridgeSettings,
+    MarkupStyle,
+    MessageOutlet,
+    PlatformError,
+    PlatformHTTP,
+    Progress,
+    heading_text,
+    is_stop,
+    say_once,
+    inline_spans,
+    markdown_blocks,
+    relay_turn,
+    run_bridge_turn,
+    say_safely,
+    split_rendered,
+    stop_thread,
+    split_text,
+)
+from ongridd.plugins.chat import ChatAPI, ChatTurn, Origin
 from ongridd.plugins.hookspecs import hookimpl
-from ongridd.tools.spec import Outcome, Proposal, Tool, ToolCallContext
+from ongridd.plugins.httpjson import HttpAnswer, get_json
+from ongridd.plugins.settings import numeric_settings
+from ongridd.secretset import redact, scrubbed_env
+from ongridd.timeparse import format_duration, iso_utc, parse_duration, parse_time
+from ongridd.tools.classify import call_key, classify_off_thread
+from ongridd.tools.spec import Approval, Classification, Outcome, Proposal, Tool, ToolCallContext
 
 __all__ = [
     "hookimpl",
@@ -22,11 +49,47 @@ __all__ = [
     "ToolCallContext",
     "Proposal",
     "Outcome",
+    "Classification",
+    "Approval",
+    "call_key",
+    "classify_off_thread",
     "ToolError",
     "PluginContext",
     "PluginRequest",
     "PluginResponse",
     "PluginStore",
+    "scrubbed_env",
+    "redact",
+    "ChatAPI",
+    "ChatTurn",
+    "Origin",
+    "get_logger",
+    "PlatformError",
+    "PlatformHTTP",
+    "Progress",
+    "heading_text",
+    "inline_spans",
+    "markdown_blocks",
+    "relay_turn",
+    "split_rendered",
+    "split_text",
+    "REFUSAL",
+    "BridgeSettings",
+    "is_stop",
+    "say_once",
+    "MessageOutlet",
+    "MarkupStyle",
+    "run_bridge_turn",
+    "say_safely",
+    "stop_thread",
+    "parse_time",
+    "parse_duration",
+    "read_yaml_file",
+    "HttpAnswer",
+    "get_json",
+    "numeric_settings",
+    "iso_utc",
+    "format_duration",
 ]
 
 
@@ -37,6 +100,9 @@ class PluginStore(Protocol):
     and raise :class:`ongridd.errors.StoreError` when the database fails.
     Incident dicts have keys ``id, fingerprint, alertname, status, severity,
     labels, annotations, starts_at, ends_at, updated_at`` (times ISO 8601 UTC).
+    Change-event dicts: ``id, kind, subject, actor, detail, created_at,
+    occurred_at, recorded_by`` (``recorded_by``: who reported a change made
+    outside Ongrid, None for Ongrid's own); lists are newest ``occurred_at`` first.
     """
 
     async def upsert_incident(self, *, fingerprint: str, alertname: str, status: str, severity: str | None,
@@ -52,10 +118,12 @@ class PluginStore(Protocol):
     async def set_incident_status(self, incident_id: str, status: str) -> dict | None: ...
 
     async def record_change_event(self, *, kind: str, subject: str, actor: str,
-                                  detail: Mapping[str, Any]) -> dict: ...
+                                  detail: Mapping[str, Any], occurred_at: str | None = None,
+                                  recorded_by: str | None = None) -> dict: ...
 
     async def list_change_events(self, *, kind: str | None = None, since: str | None = None,
-                                 until: str | None = None, limit: int = 50) -> list[dict]: ...
+                                 until: str | None = None, limit: int = 50,
+                                 subject: str | None = None) -> list[dict]: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -67,7 +135,11 @@ class PluginContext:
     inventory (``local`` always first).  ``http``: a shared ``httpx2.AsyncClient``
     (Trio-compatible) or ``None`` before the daemon starts.  ``store``: a
     :class:`PluginStore` or ``None`` when no database is open (e.g. CLI
-    listing).  ``plugin_name``: the plugin's registered name.
+    listing).  ``plugin_name``: the plugin's registered name.  ``chat``: a
+    :class:`ChatAPI` (start turns, read their frames, stop them; for
+    channel bridges) or ``None`` outside the daemon.  Secrets:
+    :meth:`secret`.  A plugin that starts programs gives them
+    :func:`scrubbed_env` (never the daemon's own environment).
     """
 
     config: Config
@@ -76,6 +148,34 @@ class PluginContext:
     hosts: tuple[HostConfig, ...] = ()
     http: Any = None
     store: PluginStore | None = None
+    chat: Any = None
+
+    def secret(self, key: str, default_env: str | None = None) -> str | None:
+        """The secret held in the environment variable named by this plugin's
+        setting ``key`` (a key ending in ``_env``, e.g. ``bot_token_env:
+        TELEGRAM_TOKEN``), or None when the setting or the variable is unset.
+
+        The daemon reads every such variable at start-up, removes it from its
+        environment (children never inherit it) and redacts its value from
+        tool results, stored messages, model requests and logs; this is how
+        a plugin still gets the value.  Raises ValueError for a key that does
+        not end in ``_env`` (only those are treated as secrets).
+
+        ``default_env``: the variable to read when the setting is absent (a
+        bridge's documented default such as ``SLACK_BOT_TOKEN``); a value
+        found that way is taken out of the environment and redacted like
+        the others (:func:`ongridd.plugins.secrets.adopt_secret`).
+        """
+        if not key.endswith("_env"):
+            raise ValueError(f"setting {key!r}: secrets are named by settings ending in _env")
+        name = self.settings.get(key)
+        if name is None and default_env:
+            from ongridd.plugins.secrets import adopt_secret
+
+            return adopt_secret(default_env)
+        if not isinstance(name, str) or not name:
+            return None
+        return read_secret(name)
 
     def host(self, name: str | None) -> HostConfig:
         """The host called ``name`` (``None``/``"local"`` → the local host).
@@ -92,7 +192,10 @@ class PluginContext:
 
 @attrs.frozen(kw_only=True)
 class PluginRequest:
-    """An HTTP request to a plugin route. ``json``: the parsed body or None."""
+    """An HTTP request to a plugin route. ``json``: the parsed body or None.
+    ``body``: the raw body bytes (what a route with ``auth="none"`` verifies
+    a signature over).  ``user``: the authenticated user, ``""`` on an
+    ``auth="none"`` route.  ``headers``: a case-insensitive mapping."""
 
     method: str
     path: str
@@ -100,9 +203,14 @@ class PluginRequest:
     query: Mapping[str, str]
     json: Any
     user: str
+    body: bytes = b""
 
 
 @attrs.frozen(kw_only=True)
 class PluginResponse:
+    """``body``: JSON-serialisable, or ``str`` / ``bytes`` sent as is with
+    ``content_type`` (default ``application/json`` for JSON bodies)."""
+
     status: int = 200
     body: Any = None
+    content_type: str | None = None

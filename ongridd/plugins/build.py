@@ -1,6 +1,6 @@
 """Build the registries a turn runs on (tools, stubs, personas, skills,
 routes) from the plugins and the persona/skill folders — off to the side,
-so the caller can swap them in at once (DESIGN.md §6, §13, §14)."""
+so the caller can swap them in at once (docs/architecture.md §6, §13, §14)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ongridd.personas.skills import SkillRegistry
 from ongridd.plugins.api import PluginContext
 from ongridd.plugins.manager import Contributions, collect, default_context_factory, plugin_search_paths
 from ongridd.runtime.registries import Registries
+from ongridd.tools.bag import worker_bag
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
 
 log = get_logger(__name__)
@@ -34,16 +35,18 @@ class BuildResult:
 
 class RegistryBuilder:
     """``config``: Config; ``store``: the Store (plugins get its narrow
-    ``plugin_store``); ``http``: the shared HTTP client for plugins."""
+    ``plugin_store``); ``http``: the shared HTTP client for plugins;
+    ``chat``: the :class:`~ongridd.plugins.chat.ChatAPI` handed to plugins."""
 
-    def __init__(self, *, config: Config, store: Any = None, http: Any = None):
+    def __init__(self, *, config: Config, store: Any = None, http: Any = None, chat: Any = None):
         self.config = config
         self.store = store
         self.http = http
+        self.chat = chat
 
     def context_factory(self, plugin_name: str) -> PluginContext:
         base = default_context_factory(self.config)(plugin_name)
-        return attrs.evolve(base, http=self.http,
+        return attrs.evolve(base, http=self.http, chat=self.chat,
                             store=getattr(self.store, "plugin_store", None) if self.store is not None else None)
 
     def agent_roots(self) -> list[Path]:
@@ -73,14 +76,19 @@ class RegistryBuilder:
                 warnings.append(f"redirect stub {stub.tool!r} ({stub.plugin}) points at unknown persona "
                                 f"{stub.persona!r}; left out")
                 continue
+            if stub.tool not in worker_bag(snapshot[stub.persona], contributions.tools).tools:
+                warnings.append(f"redirect stub {stub.tool!r} ({stub.plugin}) points at persona {stub.persona!r}, "
+                                "which does not carry that tool; left out")
+                continue
             stubs.append(stub)
-        routes = {(r.method, r.path): r.handler for r in contributions.routes}
+        routes = {(r.method, r.path): r for r in contributions.routes}
         for line in (*agents_report.warnings, *skills_report.warnings, *warnings):
             log.warning("registry_warning", message=line)
         for rep in contributions.failed:
             log.warning("plugin_failed", plugin=rep.name, source=rep.source, error=rep.error)
         registries = Registries(tools=contributions.tools, stubs=tuple(stubs), agents=agents, skills=skills,
-                                routes=routes, plugins=tuple(contributions.report))
+                                routes=routes, services=contributions.services,
+                                plugins=tuple(contributions.report))
         return BuildResult(registries, contributions, agents_report, skills_report, tuple(warnings))
 
     async def build(self, **kwargs: Any) -> Registries:

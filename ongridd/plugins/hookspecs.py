@@ -1,4 +1,4 @@
-"""Hook specifications (DESIGN.md §13).
+"""Hook specifications (docs/architecture.md §13).
 
 Every hook hands the plugin a ``register`` callback so the core validates
 what it receives.  pluggy calls hooks with keyword arguments only.
@@ -39,8 +39,21 @@ def ongrid_register_skills(register):
 
 @hookspec
 def ongrid_register_routes(register, context):
-    """Register HTTP routes: ``register(method, path, handler)``.
+    """Register HTTP routes: ``register(method, path, handler, auth="token")``.
 
     ``handler(request: PluginRequest) -> PluginResponse | dict | list``
     (async).  Routes are mounted under the daemon's app with its auth.
+    ``auth="none"``: a route that verifies the caller itself (a platform
+    webhook with its own signature): no bearer token, no loopback Host
+    check; the handler gets the raw body in ``request.body``.
+    """
+
+
+@hookspec
+def ongrid_register_services(register, context):
+    """Register long-running tasks: ``register(name, fn)``.
+
+    ``fn()`` is async; the daemon starts it in its nursery once it serves
+    and cancels it at shutdown.  A service that raises is logged and not
+    restarted (a loop that must survive outages handles them itself).
     """

@@ -1,4 +1,4 @@
-"""The plugin manager (DESIGN.md §13): load plugins, call their hooks with a
+"""The plugin manager (docs/architecture.md §13): load plugins, call their hooks with a
 validating ``register`` callback, and build the contributions off to the side.
 
 Sources, in load order (a name seen twice keeps the first, the second is
@@ -43,7 +43,9 @@ from ongridd.tools.stubs import DEFAULT_STUBS
 
 log = get_logger(__name__)
 
-BUILTIN_PLUGINS = ("ongrid_host", "ongrid_prometheus", "ongrid_incidents", "ongrid_knowledge")
+BUILTIN_PLUGINS = ("ongrid_host", "ongrid_prometheus", "ongrid_incidents", "ongrid_knowledge", "ongrid_topology",
+                   "ongrid_loki", "ongrid_tempo",
+                   "ongrid_slack", "ongrid_telegram", "ongrid_feishu")
 ENTRY_POINT_GROUP = hookspecs.PROJECT
 HOOK_NAMES = (
     "ongrid_register_tools",
@@ -51,19 +53,32 @@ HOOK_NAMES = (
     "ongrid_register_personas",
     "ongrid_register_skills",
     "ongrid_register_routes",
+    "ongrid_register_services",
 )
+ROUTE_AUTH = ("token", "none")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 ContextFactory = Callable[[str], PluginContext]
 
 
 class PluginRoute(NamedTuple):
-    """An HTTP route a plugin registered: ``handler(PluginRequest)`` is async."""
+    """An HTTP route a plugin registered: ``handler(PluginRequest)`` is async.
+    ``auth``: ``token`` (the daemon's auth) or ``none`` (the handler verifies
+    the caller; raw body, no loopback Host check)."""
 
     plugin: str
     method: str
     path: str
     handler: Any
+    auth: str = "token"
+
+
+class PluginService(NamedTuple):
+    """A long-running task a plugin registered: ``fn()`` is async."""
+
+    plugin: str
+    name: str
+    fn: Any
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +124,7 @@ class Contributions:
     skill_paths: tuple[Path, ...]
     routes: tuple[PluginRoute, ...]
     report: list[PluginReport]
+    services: tuple[PluginService, ...] = ()
 
     @property
     def failed(self) -> list[PluginReport]:
@@ -255,6 +271,7 @@ class _Staging:
         self.personas: list[Path] = []
         self.skills: list[Path] = []
         self.routes: list[PluginRoute] = []
+        self.services: list[PluginService] = []
         self.errors: list[str] = []
         self._taken_tools = taken_tools
         self._taken_stubs = taken_stubs
@@ -307,7 +324,19 @@ class _Staging:
     def register_skill(self, path: Any = None) -> None:
         self.skills.append(self._path("skill", path))
 
-    def register_route(self, method: Any = None, path: Any = None, handler: Any = None) -> None:
+    def register_service(self, name: Any = None, fn: Any = None) -> None:
+        if not isinstance(name, str) or not name.strip() or len(name) > 100:
+            raise self._fail(f"service: name must be a non-empty string of at most 100 characters, got {name!r}")
+        if not callable(fn):
+            raise self._fail(f"service {name}: fn must be an async callable")
+        if any(s.name == name for s in self.services):
+            raise self._fail(f"duplicate service {name!r} in plugin {self.name}")
+        self.services.append(PluginService(self.name, name, fn))
+
+    def register_route(self, method: Any = None, path: Any = None, handler: Any = None, *,
+                       auth: Any = "token") -> None:
+        if auth not in ROUTE_AUTH:
+            raise self._fail(f"route: auth must be one of {', '.join(ROUTE_AUTH)}, got {auth!r}")
         if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
             raise self._fail(f"route: method must be one of {', '.join(HTTP_METHODS)}, got {method!r}")
         if not isinstance(path, str) or not path.startswith("/") or " " in path:
@@ -318,7 +347,7 @@ class _Staging:
         owner = self._taken_routes.get(key) or (self.name if any((r.method, r.path) == key for r in self.routes) else None)
         if owner is not None:
             raise self._fail(f"duplicate route {key[0]} {path}: registered by {owner} and by plugin {self.name}")
-        self.routes.append(PluginRoute(self.name, key[0], path, handler))
+        self.routes.append(PluginRoute(self.name, key[0], path, handler, auth))
 
     def registered(self) -> dict[str, list[str]]:
         out = {
@@ -326,7 +355,8 @@ class _Staging:
             "redirect_stubs": sorted(s.tool for s in self.stubs),
             "personas": [str(p) for p in self.personas],
             "skills": [str(p) for p in self.skills],
-            "routes": [f"{r.method} {r.path}" for r in self.routes],
+            "routes": [f"{r.method} {r.path}" + (" (auth=none)" if r.auth == "none" else "") for r in self.routes],
+            "services": [s.name for s in self.services],
         }
         return {k: v for k, v in out.items() if v}
 
@@ -358,6 +388,7 @@ def _call_hooks(pm: pluggy.PluginManager, plugin: Any, staging: _Staging,
         "ongrid_register_personas": staging.register_persona,
         "ongrid_register_skills": staging.register_skill,
         "ongrid_register_routes": staging.register_route,
+        "ongrid_register_services": staging.register_service,
     }
     for hook in HOOK_NAMES:
         impl = impls.get(hook)
@@ -463,6 +494,7 @@ class _Collector:
             persona_paths=tuple(p for s in self.accepted for p in s.personas),
             skill_paths=tuple(p for s in self.accepted for p in s.skills),
             routes=tuple(r for s in self.accepted for r in s.routes),
+            services=tuple(sv for s in self.accepted for sv in s.services),
             report=self.report,
         )
 

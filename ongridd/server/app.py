@@ -17,11 +17,17 @@ from urllib.parse import urlsplit
 from quart import Response, abort, request, websocket
 from quart_trio import QuartTrio
 
-from ongridd.errors import AuthError, NotFound, OngridError, TaskStateError
+from ongridd.errors import AuthError, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import get_logger
+from ongridd.runtime.core import AUDIT_PAGE_MAX, MESSAGES_PAGE_MAX, THREADS_PAGE_MAX
 from ongridd.server.auth import Authenticator, bearer_token, is_loopback
+from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
+from ongridd.store.rows import parse_time
 
 log = get_logger(__name__)
+
+#: body limit of a plugin route with ``auth="none"`` (platform webhooks; bytes)
+PLUGIN_OPEN_BODY_MAX = 1024 * 1024
 
 
 @attrs.define(kw_only=True)
@@ -58,13 +64,36 @@ async def _body_json() -> Any:
         return None
 
 
+def query_int(name: str, default: int, low: int, high: int) -> int:
+    """The integer query parameter ``name`` clamped to ``[low, high]`` (``default``
+    when absent); OngridError (400) when it is not a decimal integer."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    if len(raw) > 12 or not raw.strip().lstrip("-").isdigit():
+        raise OngridError(f"{name}: expected an integer, got {raw[:20]!r}")
+    return max(low, min(high, int(raw)))
+
+
+def console_response(name: str) -> Response:
+    """One console asset with its type and the page's security headers; 404 for any other name."""
+    found = console_asset(name)
+    if found is None:
+        return _error(404, "not_found", f"no console asset {name[:80]!r}")
+    body, content_type = found
+    resp = Response(body, content_type=content_type)
+    for key, value in CONSOLE_HEADERS.items():
+        resp.headers[key] = value
+    return resp
+
+
 def _client_host(scope: dict) -> str | None:
     client = scope.get("client")
     return client[0] if client else None
 
 
 def create_app(services: AppServices) -> QuartTrio:
-    """Build the app.  Routes are the contract of DESIGN.md §15."""
+    """Build the app.  Routes are the contract of docs/architecture.md §15.4."""
     app = QuartTrio("ongridd")
     app.config["MAX_CONTENT_LENGTH"] = 4 * 1024 * 1024
     app.config["RESPONSE_TIMEOUT"] = 300
@@ -87,8 +116,16 @@ def create_app(services: AppServices) -> QuartTrio:
                 return f"cross-origin request from {origin[:100]!r} refused"
         return None
 
+    def plugin_route_of(method: str, path: str) -> Any:
+        """The plugin route registered for ``(method, path)``, or None."""
+        table = services.plugin_routes() if services.plugin_routes else {}
+        return table.get((method, path))
+
     @app.before_request
     async def _check_origin():
+        route = plugin_route_of(request.method, request.path)
+        if route is not None and getattr(route, "auth", "token") == "none":
+            return None  # a platform webhook: the handler verifies the caller itself
         problem = origin_problem(request.headers)
         if problem:
             return _error(403, "forbidden", problem)
@@ -122,12 +159,25 @@ def create_app(services: AppServices) -> QuartTrio:
     async def _bad(exc: OngridError):
         return _error(400, "bad_request", str(exc))
 
+    @app.errorhandler(PersonaError)
+    async def _bad_persona(exc: PersonaError):
+        # {error, warnings}: 413 for a body over the persona size limit, else 400
+        status, code = (413, "too_large") if exc.too_large else (400, "bad_request")
+        resp = _json({"error": {"code": code, "message": str(exc)}, "warnings": list(exc.warnings)}, status)
+        if exc.too_large:  # the body may be left unread: the connection cannot carry another request
+            resp.headers["Connection"] = "close"
+        return resp
+
     @app.get("/healthz")
     async def healthz():
         return _json({"status": "ok"})
 
     @app.get("/metrics")
     async def metrics():
+        # with tokens configured the metrics (user-derived labels, activity)
+        # need a token too, unless the operator opened them explicitly
+        if not services.auth.open_mode and not getattr(services.config.server, "metrics_public", False):
+            current_user()
         if services.runtime is not None and hasattr(services.runtime, "refresh_metrics"):
             services.runtime.refresh_metrics()
         return Response(generate_latest(), content_type=CONTENT_TYPE_LATEST)
@@ -146,6 +196,10 @@ def create_app(services: AppServices) -> QuartTrio:
     @app.put("/api/agents/<name>")
     async def agents_put(name: str):
         user = current_user()
+        limit = services.agents_api.max_body_bytes
+        if (request.content_length or 0) > limit:  # refused unread
+            raise PersonaError(f"persona too large: {request.content_length:,} bytes; a persona file may have "
+                               f"at most {limit:,}", too_large=True)
         body = await request.get_data()  # bytes: the parser reports invalid UTF-8 itself
         return _json(await services.agents_api.put(name, body, actor=user))
 
@@ -154,7 +208,38 @@ def create_app(services: AppServices) -> QuartTrio:
         user = current_user()
         return _json(await services.agents_api.delete(name, actor=user))
 
+    # ---- who am I (the console asks before it signs in) ----------------
+    @app.get("/api/me")
+    async def me():
+        # no credentials presented: say whether a token is needed instead of 401
+        if services.auth.open_mode or request.headers.get("Authorization"):
+            return _json({"user": current_user(), "auth_required": not services.auth.open_mode})
+        return _json({"user": None, "auth_required": True})
+
     # ---- sessions -------------------------------------------------------
+    @app.get("/api/sessions")
+    async def sessions_list():
+        user = current_user()
+        limit = query_int("limit", 50, 1, THREADS_PAGE_MAX)
+        before = None
+        if request.args.get("before"):
+            try:
+                before = parse_time(request.args["before"][:64], "before")
+            except ValueError as exc:
+                raise OngridError(str(exc)) from None
+        before_id = request.args.get("before_id") or None
+        if before_id is not None and len(before_id) > 64:
+            raise OngridError("before_id: expected a session id")
+        return _json(await services.runtime.list_threads(user_id=user, limit=limit, before=before,
+                                                         before_id=before_id))
+
+    @app.get("/api/sessions/<session_id>/messages")
+    async def session_messages(session_id: str):
+        user = current_user()
+        return _json(await services.runtime.session_messages(
+            session_id, user_id=user, after_seq=query_int("after_seq", 0, 0, 2**31 - 1),
+            limit=query_int("limit", 500, 1, MESSAGES_PAGE_MAX)))
+
     @app.get("/api/sessions/<session_id>/tree")
     async def session_tree(session_id: str):
         user = current_user()
@@ -163,7 +248,9 @@ def create_app(services: AppServices) -> QuartTrio:
     @app.get("/api/sessions/<session_id>/audit")
     async def session_audit(session_id: str):
         user = current_user()
-        return _json(await services.runtime.session_audit(session_id, user_id=user))
+        return _json(await services.runtime.session_audit(
+            session_id, user_id=user, limit=query_int("limit", AUDIT_PAGE_MAX, 1, AUDIT_PAGE_MAX),
+            offset=query_int("offset", 0, 0, 2**31 - 1)))
 
     # ---- marketplace ----------------------------------------------------
     @app.get("/api/marketplace")
@@ -185,16 +272,30 @@ def create_app(services: AppServices) -> QuartTrio:
     # ---- plugin routes (looked up per request: the table is swappable) --
     @app.route("/<path:path>", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     async def plugin_route(path: str):
-        table = services.plugin_routes() if services.plugin_routes else {}
-        handler = table.get((request.method, "/" + path))
-        if handler is None:
+        route = plugin_route_of(request.method, "/" + path)
+        if route is None:
             return _error(404, "not_found", f"no route {request.method} /{path}")
-        user = current_user()
         from ongridd.plugins.api import PluginRequest, PluginResponse
 
-        body = await _body_json()
-        preq = PluginRequest(method=request.method, path="/" + path, headers=dict(request.headers),
-                             query=dict(request.args), json=body, user=user)
+        open_route = getattr(route, "auth", "token") == "none"
+        handler = getattr(route, "handler", route)
+        if open_route:
+            if (request.content_length or 0) > PLUGIN_OPEN_BODY_MAX:
+                return _error(413, "too_large", f"body over {PLUGIN_OPEN_BODY_MAX:,} bytes")
+            user = ""
+            raw = await request.get_data()
+            if len(raw) > PLUGIN_OPEN_BODY_MAX:  # chunked bodies carry no length up front
+                return _error(413, "too_large", f"body over {PLUGIN_OPEN_BODY_MAX:,} bytes")
+            try:
+                body = json.loads(raw) if raw else None
+            except (ValueError, RecursionError, UnicodeDecodeError):
+                body = None
+        else:
+            user = current_user()
+            raw = await request.get_data()
+            body = await _body_json()
+        preq = PluginRequest(method=request.method, path="/" + path, headers=request.headers,
+                             query=dict(request.args), json=body, user=user, body=raw)
         try:
             resp = await handler(preq)
         except OngridError as exc:
@@ -203,14 +304,19 @@ def create_app(services: AppServices) -> QuartTrio:
             log.exception("plugin_route_failed", path="/" + path)
             return _error(500, "internal", "the plugin route failed; see the daemon log")
         if isinstance(resp, PluginResponse):
+            if isinstance(resp.body, (str, bytes)):
+                return Response(resp.body, status=resp.status,
+                                content_type=resp.content_type or "text/plain; charset=utf-8")
             return _json(resp.body, resp.status)
         return _json(resp)
 
     @app.get("/")
     async def index():
-        from ongridd.server.webpage import PAGE
+        return console_response("index.html")
 
-        return Response(PAGE, content_type="text/html; charset=utf-8")
+    @app.get("/static/<name>")
+    async def static_asset(name: str):
+        return console_response(name)
 
     @app.websocket("/ws")
     async def ws():

@@ -1,4 +1,4 @@
-"""Identity and auth (DESIGN.md §15).
+"""Identity and auth (docs/architecture.md §15.3).
 
 Tokens are ``user:token`` pairs from the environment variable the config
 names.  With no tokens, only loopback clients are accepted and everyone is

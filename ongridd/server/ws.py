@@ -1,4 +1,4 @@
-"""The chat socket (DESIGN.md §15 websocket frames).
+"""The chat socket (docs/architecture.md §15.5).
 
 One coroutine per connection: a reader that validates client frames and a
 writer that forwards the session's event frames.  The connection never
@@ -100,6 +100,16 @@ def dump_frame(frame: dict) -> str:
     return text
 
 
+def _peer(scope: Any) -> str | None:
+    """``HOST:PORT`` of the client (``[HOST]:PORT`` for IPv6), or None."""
+    client = scope.get("client")
+    if not client:
+        return None
+    host, port = client[0], client[1] if len(client) > 1 else None
+    shown = f"[{host}]" if ":" in str(host) else str(host)
+    return f"{shown}:{port}" if port is not None else shown
+
+
 class _Conn:
     def __init__(self, ws: Any, services: Any):
         self.ws = ws
@@ -134,8 +144,12 @@ class _Conn:
         return client[0] if client else None
 
     async def attach(self, frame: dict) -> None:
-        user = self.services.auth.authenticate(frame.get("token"), self.client_host())
         thread = frame.get("thread") or "main"
+        try:
+            user = self.services.auth.authenticate(frame.get("token"), self.client_host())
+        except AuthError as exc:
+            log.warning("connection_refused", peer=_peer(self.ws.scope), thread=thread, reason=str(exc))
+            raise
         if frame.get("locale"):
             from ongridd.personas.prompt import normalize_locale
 
@@ -145,6 +159,9 @@ class _Conn:
             self.locale = locale
         session_id, resumed = await self.runtime.open_thread(user_id=user, thread=thread)
         self.user, self.session_id = user, session_id
+        # who drives this thread (in loopback mode every local OS user is "local")
+        log.info("connection", peer=_peer(self.ws.scope), user=user, thread=thread, session_id=session_id,
+                 resumed=resumed)
         assert self.nursery is not None
         await self.nursery.start(self._writer, {"type": "session", "session_id": session_id, "thread": thread,
                                                 "resumed": resumed})

@@ -1,6 +1,8 @@
 """Ongrid plugin ``ongrid_incidents``: alerts from Alertmanager become incidents.
 
-Route: ``POST /api/alerts/alertmanager`` (Alertmanager webhook, version 4).
+Routes: ``POST /api/alerts/alertmanager`` (Alertmanager webhook, version 4)
+and ``POST /api/changes`` (changes made outside Ongrid: deploys, config
+pushes, flags; see :mod:`ongrid_incidents.changes_route`).
 Tools: ``get_active_incidents``, ``query_incidents``, ``get_incident_detail``,
 ``query_change_events``, ``ack_incident`` (class ``write``, through the review
 gate), ``query_alert_rules`` (Prometheus's ``/api/v1/rules`` at
@@ -18,6 +20,8 @@ from typing import Any
 
 from ongrid_prometheus.client import PrometheusClient
 
+from ongrid_incidents.changes_route import ROUTE_PATH as CHANGES_PATH
+from ongrid_incidents.changes_route import make_changes_handler
 from ongrid_incidents.common import NAMES
 from ongrid_incidents.incident_tools import make_incident_tools
 from ongrid_incidents.inventory import make_query_alert_rules, make_query_devices
@@ -54,5 +58,6 @@ def ongrid_register_tools(register: Any, context: PluginContext) -> None:
 
 @hookimpl
 def ongrid_register_routes(register: Any, context: PluginContext) -> None:
-    """Register ``POST /api/alerts/alertmanager``."""
+    """Register ``POST /api/alerts/alertmanager`` and ``POST /api/changes``."""
     register("POST", ROUTE_PATH, make_alertmanager_handler(context.store, NAMES))
+    register("POST", CHANGES_PATH, make_changes_handler(context.store))

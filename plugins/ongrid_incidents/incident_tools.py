@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ongrid_incidents.common import (
@@ -15,7 +16,7 @@ from ongrid_incidents.common import (
     str_arg,
 )
 from ongridd.errors import ToolError
-from ongridd.plugins.api import PluginStore, Proposal, Tool, ToolCallContext
+from ongridd.plugins.api import PluginStore, Proposal, Tool, ToolCallContext, iso_utc, parse_time
 
 MAX_LIMIT = 500
 MAX_SINCE_MINUTES = 525_600  # one year
@@ -112,11 +113,23 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
         args = clean_args(args)
         st = require_store(store, name)
         kind = str_arg(args, "kind", name)
-        since_minutes = int_arg(args, "since_minutes", 1440, 1, MAX_SINCE_MINUTES, name)
+        subject = str_arg(args, "subject", name)
+        if "since" in args and "since_minutes" in args:
+            raise ToolError(f"{name}: give either 'since' or 'since_minutes', not both")
+        now = time.time()
+        if "since" in args:
+            since = iso_utc(parse_time(args["since"], now=now, field="since"))
+        else:
+            since = since_iso(int_arg(args, "since_minutes", 1440, 1, MAX_SINCE_MINUTES, name))
+        until = iso_utc(parse_time(args["until"], now=now, field="until")) if "until" in args else None
         limit = int_arg(args, "limit", 50, 1, MAX_LIMIT, name)
-        rows = await store_call(name, st.list_change_events(kind=kind, since=since_iso(since_minutes), limit=limit))
-        return {"events": rows, "count": len(rows), "truncated": len(rows) >= limit,
-                "since": since_iso(since_minutes)}
+        rows = await store_call(name, st.list_change_events(kind=kind, subject=subject, since=since, until=until,
+                                                            limit=limit))
+        events = [{**row, "origin": "external" if row.get("recorded_by") else "ongrid"} for row in rows]
+        out = {"events": events, "count": len(rows), "truncated": len(rows) >= limit, "since": since}
+        if until:
+            out["until"] = until
+        return out
 
     async def ack_incident(args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
         name = "ack_incident"
@@ -179,11 +192,21 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
                                                         "description": "the incident id (a UUID)"}}},
              handler=get_incident_detail),
         Tool(name="query_change_events",
-             description="Changes made through Ongrid (personas, plugins, incidents: alerts received, "
-                         "acknowledgements), newest first.",
+             description="Recent changes, newest first: those recorded from outside (deploys, config pushes, "
+                         "feature flags; origin 'external', with who recorded them) beside Ongrid's own "
+                         "(personas, plugins, incidents: alerts received, acknowledgements; origin 'ongrid'). "
+                         "Filter by kind, subject (e.g. a service name) and time.",
              parameters={"type": "object", "additionalProperties": False,
                          "properties": {"kind": {"type": "string",
-                                                 "description": "persona, plugin, incident, ..."},
+                                                 "description": "deploy, config, flag, rollback, ..., or "
+                                                                "persona, plugin, incident"},
+                                        "subject": {"type": "string", "minLength": 1,
+                                                    "description": "exact subject, e.g. a service name"},
+                                        "since": {"type": ["string", "number"],
+                                                  "description": "changes at or after: unix seconds, RFC 3339 "
+                                                                 "or relative 'now-6h' (instead of since_minutes)"},
+                                        "until": {"type": ["string", "number"],
+                                                  "description": "changes before this time (same forms)"},
                                         "since_minutes": _SINCE, "limit": _limit_schema(50)}},
              handler=query_change_events),
         Tool(name="ack_incident",

@@ -13,8 +13,9 @@ import re
 from typing import Any
 
 import attrs
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+
+from ongridd.yamlbounds import FRONTMATTER_LIMITS, yaml_loader
 
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -53,8 +54,9 @@ def _front_matter(lines: list[str], path: str) -> tuple[dict[str, Any], int, lis
     for end in range(1, len(lines)):
         if lines[end].strip() in ("---", "..."):
             try:
-                data = YAML(typ="safe", pure=True).load("\n".join(lines[1:end]))
-            except YAMLError as exc:
+                # bounded: alias bombs, recursive aliases and deep nesting are refused
+                data = yaml_loader("safe", FRONTMATTER_LIMITS).load("\n".join(lines[1:end]))
+            except (YAMLError, ValueError, RecursionError) as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f":{mark.line + 2}" if mark is not None else ""
                 return {}, end + 1, [f"{path}{where}: front matter is not valid YAML; ignored"]
@@ -101,7 +103,8 @@ def split_markdown(text: str, path: str, *, default_title: str, max_chars: int =
     meta, skip, notes = _front_matter(lines, path)
     title = meta.get("title") if isinstance(meta.get("title"), str) else None
     raw_tags = meta.get("tags")
-    tags = tuple(str(t) for t in raw_tags) if isinstance(raw_tags, list) else ()
+    # scalars only: str() of a list could expand an alias bomb (`tags: *a8`) to gigabytes
+    tags = tuple(str(t) for t in raw_tags if isinstance(t, (str, int, float))) if isinstance(raw_tags, list) else ()
 
     sections: list[tuple[list[str], int, list[str]]] = []  # (heading path, first line index, lines)
     stack: list[tuple[int, str]] = []

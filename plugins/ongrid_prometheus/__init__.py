@@ -1,4 +1,4 @@
-"""Ongrid plugin ``ongrid_prometheus``: the ``query_promql`` tool (DESIGN.md §8, issue 6).
+"""Ongrid plugin ``ongrid_prometheus``: the ``query_promql`` tool (docs/architecture.md §21).
 
 Configuration: ``prometheus.url`` (or ``ONGRID_PROMETHEUS_URL``) names the
 server; ``plugins.settings.ongrid_prometheus`` may set ``timeout_s``,

@@ -13,7 +13,7 @@ from ongrid_prometheus.client import PrometheusClient
 from ongrid_prometheus.shaping import Limits, shape_instant, shape_matrix
 from ongrid_prometheus.timeparse import format_duration, iso_utc, parse_duration, parse_time
 from ongridd.errors import ToolError
-from ongridd.plugins.api import Tool, ToolCallContext
+from ongridd.plugins.api import Tool, ToolCallContext, numeric_settings
 
 #: steps the automatic choice picks from (seconds)
 NICE_STEPS_S = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1200, 1800, 3600,
@@ -65,17 +65,7 @@ class PromqlSettings:
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any], *, where: str) -> PromqlSettings:
         """Read and check the plugin settings; ValueError names the bad key."""
-        known = {f.name for f in attrs.fields(cls)}
-        values: dict[str, Any] = {}
-        for key, value in (settings or {}).items():
-            if key not in known:
-                raise ValueError(f"unknown setting {key!r} @ {where} (known: {', '.join(sorted(known))})")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"expected a positive number @ {where}.{key}, got {value!r}")
-            if key != "timeout_s" and not float(value).is_integer():
-                raise ValueError(f"expected a whole number @ {where}.{key}, got {value!r}")
-            values[key] = float(value) if key == "timeout_s" else int(value)
-        out = cls(**values)
+        out = numeric_settings(cls, settings, where=where)
         if out.max_points < 2 or out.auto_points < 2:
             raise ValueError(f"max_points and auto_points must be at least 2 @ {where}")
         return out

@@ -65,7 +65,8 @@ def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 60.0) -> N
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()[-3000:]}")
+            tail = proc.stderr.read()[-3000:] if proc.stderr else "(its stderr went to a file)"
+            raise AssertionError(f"daemon exited {proc.returncode}: {tail}")
         try:
             if httpx2.get(url + "/healthz", timeout=1.0).status_code == 200:
                 return

@@ -1,4 +1,4 @@
-"""The plugin manager (DESIGN.md §13): built-in, entry-point and path plugins
+"""The plugin manager (docs/architecture.md §13): built-in, entry-point and path plugins
 through one code path; a faulty plugin is reported and skipped entirely."""
 
 from __future__ import annotations

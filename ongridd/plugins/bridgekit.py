@@ -1,0 +1,633 @@
+"""Shared pieces of the channel bridges (exported by ``ongridd.plugins.api``).
+
+- :func:`split_text`: cut a markdown answer into chunks of at most ``limit``
+  characters without breaking a fenced code block (a fence cut in two is
+  closed at the end of one chunk and reopened at the start of the next).
+- :func:`split_rendered`: the same for a text that is converted to platform
+  markup afterwards (the converted chunk must fit, escaping included).
+- :func:`markdown_blocks` / :func:`inline_spans`: a small, bounded markdown
+  reader (fences, inline code, bold, italic, links, headings) the platform
+  converters render from.
+- :class:`PlatformHTTP`: platform API calls with bounded retries: HTTP 429
+  waits ``Retry-After`` (capped), 5xx and transport errors back off; after
+  the last attempt :class:`PlatformError`.  Logs name the call, never the URL
+  (a Telegram URL carries the bot token) or the payload.
+- :class:`Progress` and :func:`relay_turn`: follow a turn's frames and keep
+  one placeholder message edited with SendMessage text and agent tiles,
+  throttled; then hand over the final answer or the error.
+
+Cancellation: every coroutine here may be cancelled at any await; nothing
+is left half-registered (the relay just stops editing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from ongridd.logs import get_logger
+
+log = get_logger(__name__)
+
+FENCE_RE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
+MAX_ANSWER_CHARS = 200_000  # longer answers are cut (bounded work per turn)
+
+
+# ---- splitting -----------------------------------------------------------------
+
+
+def _lines_with_fences(text: str) -> Iterator[tuple[str, str | None]]:
+    """``(line with its newline, the opening line of the fence still open
+    after this line, or None)``."""
+    fence: str | None = None
+    marker = ""
+    for line in text.splitlines(keepends=True):
+        m = FENCE_RE.match(line.rstrip("\n"))
+        if m and fence is None:
+            fence, marker = line.strip(), m.group(1)
+        elif m and m.group(1)[0] == marker[0] and len(m.group(1)) >= len(marker) and not m.group(2).strip():
+            fence = None
+        yield line, fence
+
+
+def _closer(fence: str | None) -> str:
+    if fence is None:
+        return ""
+    m = FENCE_RE.match(fence)
+    return "\n" + (m.group(1) if m else "```")
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Chunks of at most ``limit`` characters (``limit`` >= 40), cut at line
+    ends where possible; a code block cut in two is closed and reopened so
+    each chunk renders on its own (a block left open at the end of a long
+    text is closed as well).  ``[]`` for empty text."""
+    if limit < 40:
+        raise ValueError("limit: at least 40 characters")
+    text = text[:MAX_ANSWER_CHARS].strip("\n")
+    if not text.strip():
+        return []
+    if len(text) <= limit:
+        return [text]
+    chunks: list[str] = []
+    cur = ""
+    fresh = True  # cur holds nothing but a reopened fence
+    fence: str | None = None  # the fence open at the end of cur
+
+    def flush() -> None:
+        nonlocal cur, fresh
+        if not fresh:
+            chunks.append(cur.rstrip("\n") + _closer(fence))
+        cur, fresh = (fence[: limit // 4 - 1] + "\n") if fence else "", True  # the fence line, bounded
+
+    for line, fence_after in _lines_with_fences(text):
+        if len(cur) + len(line) + len(_closer(fence_after)) > limit:
+            flush()
+        while len(cur) + len(line) + len(_closer(fence_after)) > limit:  # a line longer than a chunk
+            room = max(limit - len(cur) - len(_closer(fence)), 1)
+            cut = line.rfind(" ", 0, room)
+            cut = cut if cut > room // 2 else room
+            piece, line = line[:cut], line[cut:]
+            if fence is None:
+                line = line.lstrip(" ")
+            cur, fresh = cur + piece, False
+            flush()
+        cur += line
+        fresh = fresh and not line.strip()
+        fence = fence_after
+    if not fresh:
+        chunks.append(cur.rstrip("\n") + _closer(fence))  # an unclosed block is closed too
+    return [c for c in chunks if c.strip()]
+
+
+def split_rendered(text: str, limit: int, render: Callable[[str], str]) -> list[str]:
+    """``render`` applied to chunks of ``text`` so every rendered chunk has at
+    most ``limit`` characters (markup and escaping grow a text)."""
+    out: list[str] = []
+    pending = split_text(text, limit)
+    budget = limit
+    while pending:
+        chunk = pending.pop(0)
+        rendered = render(chunk)
+        if len(rendered) <= limit:
+            out.append(rendered)
+            continue
+        budget = max(40, min(budget, len(chunk)) * limit // max(len(rendered), 1) - 10)
+        if budget <= 40 and len(chunk) <= 40:
+            out.append(rendered[:limit])  # pathological: 40 characters still too long rendered
+            continue
+        pending[:0] = split_text(chunk, max(40, budget))
+    return out
+
+
+# ---- a small markdown reader ----------------------------------------------------
+
+
+@attrs.frozen
+class Block:
+    """``kind``: ``code`` (``text`` = the code, ``lang``) or ``text`` (markdown lines)."""
+
+    kind: str
+    text: str
+    lang: str = ""
+
+
+def markdown_blocks(text: str) -> list[Block]:
+    """Split markdown into fenced code blocks and the text between them
+    (an unclosed fence runs to the end)."""
+    blocks: list[Block] = []
+    buf: list[str] = []
+    fence: str | None = None
+    lang = ""
+    for line in text.splitlines():
+        m = FENCE_RE.match(line)
+        if fence is None and m:
+            if buf:
+                blocks.append(Block("text", "\n".join(buf)))
+            buf, fence, lang = [], m.group(1), m.group(2).strip()[:30]
+        elif fence is not None and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                and not m.group(2).strip():
+            blocks.append(Block("code", "\n".join(buf), lang))
+            buf, fence = [], None
+        else:
+            buf.append(line)
+    if buf or fence is not None:
+        blocks.append(Block("code" if fence is not None else "text", "\n".join(buf), lang))
+    return blocks
+
+
+INLINE_RE = re.compile(
+    r"(?P<code>`[^`\n]+`)"
+    r"|(?P<link>\[(?P<ltext>[^\]\n]{1,500})\]\((?P<url>[^)\s]{1,2000})\))"
+    r"|(?P<bold>\*\*(?P<btext>[^*\n]+?)\*\*|__(?P<btext2>[^_\n]+?)__)"
+    r"|(?P<italic>(?<![\w*])\*(?P<itext>[^*\n]+?)\*(?![\w*])|(?<!\w)_(?P<itext2>[^_\n]+?)_(?!\w))"
+)
+HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
+SAFE_URL_RE = re.compile(r"^(https?://|mailto:)", re.I)
+
+
+def inline_spans(line: str) -> list[tuple[str, str, str]]:
+    """``(kind, text, url)`` spans of one line: ``plain``, ``code``, ``bold``,
+    ``italic``, ``link`` (links with a scheme other than http(s)/mailto are
+    plain text)."""
+    out: list[tuple[str, str, str]] = []
+    pos = 0
+    for m in INLINE_RE.finditer(line):
+        if m.start() > pos:
+            out.append(("plain", line[pos:m.start()], ""))
+        if m.group("code"):
+            out.append(("code", m.group("code")[1:-1], ""))
+        elif m.group("link"):
+            url = m.group("url")
+            if SAFE_URL_RE.match(url):
+                out.append(("link", m.group("ltext"), url))
+            else:
+                out.append(("plain", m.group(0), ""))
+        elif m.group("bold"):
+            out.append(("bold", m.group("btext") or m.group("btext2") or "", ""))
+        else:
+            out.append(("italic", m.group("itext") or m.group("itext2") or "", ""))
+        pos = m.end()
+    if pos < len(line):
+        out.append(("plain", line[pos:], ""))
+    return out
+
+
+def heading_text(line: str) -> str | None:
+    """The text of a markdown heading line, else None."""
+    m = HEADING_RE.match(line)
+    return m.group(1).strip() if m else None
+
+
+# ---- platform HTTP -----------------------------------------------------------------
+
+
+class PlatformError(Exception):
+    """A platform API call failed for good (after the bounded retries)."""
+
+
+@attrs.define
+class PlatformHTTP:
+    """``http``: an ``httpx2.AsyncClient``; ``name``: the platform (for logs).
+    ``attempts``: tries per call (429 and 5xx/transport failures count);
+    ``max_retry_after_s``: a longer ``Retry-After`` is cut to this;
+    ``backoff_s``: first back-off, doubled per retry; ``timeout_s``: per try;
+    ``retry_after``: ``fn(response) -> seconds | None`` for platforms that
+    put the wait in the body (Telegram's ``parameters.retry_after``); the
+    ``Retry-After`` header is used otherwise."""
+
+    http: Any
+    name: str
+    attempts: int = 4
+    max_retry_after_s: float = 30.0
+    backoff_s: float = 0.5
+    timeout_s: float = 15.0
+    retry_after: Any = None
+
+    async def call(self, method: str, url: str, *, what: str, attempts: int | None = None,
+                   timeout_s: float | None = None, **kwargs: Any) -> Any:
+        """One API call; returns the ``httpx2.Response`` (status < 500 and not
+        429).  Raises PlatformError after ``attempts`` tries (default
+        ``self.attempts``)."""
+        import httpx2
+
+        delay = self.backoff_s
+        last = ""
+        tries = attempts or self.attempts
+        for attempt in range(1, tries + 1):
+            try:
+                resp = await self.http.request(method, url, timeout=timeout_s or self.timeout_s, **kwargs)
+            except httpx2.HTTPError as exc:
+                last = f"{type(exc).__name__}"
+                wait = delay
+            else:
+                if resp.status_code == 429:
+                    hint = self.retry_after(resp) if self.retry_after else None
+                    wait = _retry_after(str(hint) if hint is not None else resp.headers.get("Retry-After"),
+                                        delay, self.max_retry_after_s)
+                    last = "HTTP 429"
+                elif resp.status_code >= 500:
+                    wait, last = delay, f"HTTP {resp.status_code}"
+                else:
+                    return resp
+            if attempt == tries:
+                break
+            log.warning("platform_call_retry", platform=self.name, call=what, attempt=attempt, error=last,
+                        wait_s=round(wait, 2))
+            await trio.sleep(wait)
+            delay = min(delay * 2, 30.0)
+        if tries > 1:
+            log.error("platform_call_failed", platform=self.name, call=what, attempts=tries, error=last)
+        raise PlatformError(f"{self.name} {what}: {last} after {tries} attempt(s)")
+
+
+def _retry_after(value: str | None, default: float, cap: float) -> float:
+    try:
+        seconds = float(value) if value is not None else default
+    except ValueError:
+        seconds = default
+    if not (seconds == seconds) or seconds < 0:  # NaN, negative
+        seconds = default
+    return min(seconds, cap)
+
+
+# ---- progress of a turn ----------------------------------------------------------------
+
+TILE_MARK = {"pending": "⏳", "running": "🔄", "completed": "✅", "failed": "❌", "killed": "⏹"}
+MAX_TILES_SHOWN = 12
+MAX_INTERIM_CHARS = 1500
+
+
+@attrs.define
+class Progress:
+    """What the placeholder shows: the last SendMessage text and the agent
+    tiles (``{task_id: {subagent_type, description, status}}``)."""
+
+    interim: str = ""
+    tiles: dict[str, dict[str, str]] = attrs.field(factory=dict)
+
+    def apply(self, frame: dict) -> bool:
+        """Take one frame; True when the placeholder should change."""
+        kind = frame.get("type")
+        if kind == "interim":
+            self.interim = str(frame.get("text") or "")[:MAX_INTERIM_CHARS]
+            return True
+        if kind == "agent_tile":
+            tid = str(frame.get("task_id"))
+            self.tiles[tid] = {k: str(frame.get(k) or "") for k in ("subagent_type", "description", "status")}
+            return True
+        return False
+
+    def lines(self) -> list[str]:
+        """Markdown lines: a status line, the interim text, one line per tile."""
+        out = ["⏳ _Working on it…_"]
+        if self.interim:
+            out += ["", self.interim]
+        tiles = list(self.tiles.values())
+        if tiles:
+            out.append("")
+            for t in tiles[:MAX_TILES_SHOWN]:
+                mark = TILE_MARK.get(t["status"], "•")
+                out.append(f"{mark} **{t['subagent_type']}** — {t['description'][:200]} ({t['status']})")
+            if len(tiles) > MAX_TILES_SHOWN:
+                out.append(f"… and {len(tiles) - MAX_TILES_SHOWN} more")
+        return out
+
+    def markdown(self) -> str:
+        return "\n".join(self.lines())
+
+
+class Outlet(Protocol):
+    """Where a relay writes: the placeholder's edits, then the end."""
+
+    async def progress(self, markdown: str) -> None: ...
+
+    async def final(self, markdown: str) -> None: ...
+
+    async def failed(self, code: str, message: str) -> None: ...
+
+
+async def relay_turn(frames: Any, outlet: Outlet, *, min_interval_s: float = 1.0) -> str:
+    """Follow ``frames`` (a :class:`~ongridd.plugins.chat.ChatTurn`) and keep
+    ``outlet`` up to date: progress edits at most every ``min_interval_s``
+    seconds, then ``final`` or ``failed``.  Returns ``final``, ``error`` or
+    ``detached``.  An outlet call that raises is logged and does not stop
+    the relay (the turn runs on in the runtime regardless)."""
+    progress = Progress()
+    dirty = trio.Event()
+
+    async def guarded(what: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        try:
+            await fn(*args)
+        except PlatformError as exc:
+            log.warning("bridge_update_failed", step=what, error=str(exc))
+        except Exception:
+            log.exception("bridge_update_failed", step=what)
+
+    async def editor() -> None:
+        nonlocal dirty
+        while True:
+            await dirty.wait()
+            dirty = trio.Event()
+            await guarded("progress", outlet.progress, progress.markdown())
+            await trio.sleep(min_interval_s)
+
+    end: dict | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(editor)
+        async for frame in frames:
+            if progress.apply(frame):
+                dirty.set()
+            elif frame.get("type") in ("final", "error"):
+                end = frame
+                break
+        nursery.cancel_scope.cancel()  # an edit in flight is cut off; the end overwrites it anyway
+    if end is None:
+        outcome = "detached"
+        await guarded("failed", outlet.failed, "internal", "lost track of the turn; see the web console")
+    elif end.get("type") == "final":
+        outcome = "final"
+        await guarded("final", outlet.final, str(end.get("text") or ""))
+    else:
+        outcome = "error"
+        await guarded("failed", outlet.failed, str(end.get("code") or "internal"), str(end.get("message") or ""))
+    return outcome
+
+
+# ---- settings common to every bridge --------------------------------------------------
+
+MAX_MAP_ENTRIES = 10_000
+
+
+def _str_map(raw: Any, key: str) -> dict[str, str]:
+    from collections.abc import Mapping
+
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or len(raw) > MAX_MAP_ENTRIES:
+        raise ValueError(f"{key}: expected a mapping of at most {MAX_MAP_ENTRIES} entries")
+    out = {}
+    for k, v in raw.items():
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"{key}.{k}: expected a non-empty string")
+        out[str(k)] = v.strip()
+    return out
+
+
+def _opt_str(raw: Any, key: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError(f"{key}: expected a non-empty string")
+    return raw.strip()
+
+
+@attrs.frozen(kw_only=True)
+class BridgeSettings:
+    """The settings every bridge has (``plugins.settings.<plugin>``):
+    ``api_base_url``, ``users`` (``{<IM user id>: <Ongrid user>}``),
+    ``default_user``, ``default_locale``, ``locales`` (``{<channel/chat id>:
+    <locale>}``), the allowed channel/chat ids (``allowed``; empty = all),
+    ``edit_interval_s`` (least seconds between two edits of one message)
+    and ``raw`` (the whole mapping, for the plugin's own keys)."""
+
+    api_base_url: str
+    users: dict[str, str] = attrs.field(factory=dict)
+    default_user: str | None = None
+    default_locale: str | None = None
+    locales: dict[str, str] = attrs.field(factory=dict)
+    allowed: frozenset[str] = frozenset()
+    edit_interval_s: float = 1.0
+    raw: Any = attrs.field(factory=dict, repr=False)
+
+    @classmethod
+    def parse(cls, raw: Any, *, default_api: str, allowed_key: str,
+              default_interval_s: float = 1.0) -> BridgeSettings:
+        """Check ``raw``; ValueError names the bad key."""
+        from collections.abc import Mapping
+
+        if not isinstance(raw, Mapping):
+            raise ValueError("expected a mapping")
+        base = _opt_str(raw.get("api_base_url"), "api_base_url") or default_api
+        if not base.startswith(("https://", "http://")):
+            raise ValueError("api_base_url: expected an http(s) URL")
+        allowed = raw.get(allowed_key)
+        if allowed is not None and (not isinstance(allowed, (list, tuple)) or len(allowed) > MAX_MAP_ENTRIES):
+            raise ValueError(f"{allowed_key}: expected a list of ids")
+        gap = raw.get("edit_interval_s", default_interval_s)
+        if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not (0 <= gap <= 60):
+            raise ValueError("edit_interval_s: expected seconds between 0 and 60")
+        return cls(api_base_url=base.rstrip("/"), users=_str_map(raw.get("users"), "users"),
+                   default_user=_opt_str(raw.get("default_user"), "default_user"),
+                   default_locale=_opt_str(raw.get("default_locale"), "default_locale"),
+                   locales=_str_map(raw.get("locales"), "locales"),
+                   allowed=frozenset(str(x) for x in (allowed or ())), edit_interval_s=float(gap), raw=raw)
+
+    def ongrid_user(self, im_user: str) -> str | None:
+        """The Ongrid user of an IM user id, ``default_user``, or None (refuse)."""
+        return self.users.get(im_user) or self.default_user
+
+    def locale(self, conversation: str) -> str | None:
+        return self.locales.get(conversation) or self.default_locale
+
+    def allows(self, conversation: str) -> bool:
+        return not self.allowed or conversation in self.allowed
+
+
+_said: set[tuple[str, str]] = set()
+
+
+def say_once(plugin: str, reason: str) -> None:
+    """Log ``bridge_inactive`` for ``plugin`` once per process (hooks run
+    again on every registry rebuild)."""
+    if (plugin, reason) in _said:
+        return
+    _said.add((plugin, reason))
+    log.info("bridge_inactive", plugin=plugin, reason=reason)
+
+
+REFUSAL = ("Sorry, I can't help you here: your account is not mapped to an Ongrid user. "
+           "Ask an Ongrid operator to add you to the bridge's `users` setting.")
+STOP_WORDS = frozenset({"stop", "/stop", "⏹", "⏹️"})
+
+
+def is_stop(text: str) -> bool:
+    """Whether a message asks to stop the running turn."""
+    return text.strip().lower() in STOP_WORDS
+
+
+PLACEHOLDER = "⏳ _Working on it…_"
+INTERJECTED = "📨 _Added to the turn already running in this thread; its answer follows there._"
+STOPPED = "⏹ Stopped."
+
+
+class MessageOutlet:
+    """An :class:`Outlet` over two platform calls: ``post(text) -> ref | None``
+    (a new message in the conversation) and ``edit(ref, text)``.  ``render``
+    turns markdown into the platform's markup; ``limit``: characters per
+    message.  The placeholder (``ref``) is edited with progress and then
+    replaced by the first part of the answer; further parts are posted."""
+
+    def __init__(self, *, post: Callable[[str], Awaitable[Any]], edit: Callable[[Any, str], Awaitable[None]],
+                 render: Callable[[str], str], limit: int, ref: Any = None):
+        self.post, self.edit, self.render, self.limit, self.ref = post, edit, render, limit, ref
+
+    async def show(self, text: str) -> None:
+        if self.ref is not None:
+            await self.edit(self.ref, text)
+        else:
+            self.ref = await self.post(text)
+
+    async def progress(self, markdown: str) -> None:
+        await self.show(split_rendered(markdown, self.limit, self.render)[0])
+
+    async def final(self, markdown: str) -> None:
+        chunks = split_rendered(markdown, self.limit, self.render) or [self.render("(empty answer)")]
+        await self.show(chunks[0])
+        for chunk in chunks[1:]:
+            await self.post(chunk)
+
+    async def failed(self, code: str, message: str) -> None:
+        text = STOPPED if code == "stopped" else f"⚠️ {message[:500]}"
+        await self.show(split_rendered(text, self.limit, self.render)[0])
+
+
+async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, locale: str | None, origin: Any,
+                          post: Callable[[str], Awaitable[Any]], edit: Callable[[Any, str], Awaitable[None]],
+                          render: Callable[[str], str], limit: int, interval_s: float,
+                          on_placeholder: Callable[[Any, str], None] | None = None) -> str:
+    """One bridged turn: post the placeholder at once, start the turn
+    (``chat.start_turn``), edit the placeholder with its progress, then the
+    answer.  ``on_placeholder(ref, session_id)``: remember the placeholder
+    (e.g. for a stop reaction).  Returns what :func:`relay_turn` returns, or
+    ``interjected`` when a turn was already running in the thread (the text
+    went to it; this placeholder says so and the running turn's placeholder
+    gets the answer).
+    A platform failure is logged and never stops the turn; when the turn
+    cannot start (the daemon is shutting down, the database fails) the
+    placeholder says so and the error propagates (the caller's task logs it)."""
+    from ongridd.errors import OngridError, StoreError
+
+    ref = None
+    try:
+        ref = await post(render(PLACEHOLDER))
+    except PlatformError as exc:
+        log.warning("bridge_placeholder_failed", error=str(exc))
+    try:
+        turn = await chat.start_turn(user=user, thread=thread, text=text, locale=locale, origin=origin)
+    except OngridError as exc:
+        shown = "a database error; see the daemon log" if isinstance(exc, StoreError) else str(exc)
+        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(20):
+                try:
+                    await outlet.failed("internal", f"the turn could not start: {shown}")
+                except PlatformError:
+                    pass
+        raise
+    async with turn:
+        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)
+        if turn.interjected:  # the running turn's own placeholder shows its progress and answer
+            try:
+                await outlet.show(render(INTERJECTED))
+            except PlatformError as exc:
+                log.warning("bridge_update_failed", step="interjected", error=str(exc))
+            return "interjected"
+        if ref is not None and on_placeholder is not None:
+            on_placeholder(ref, turn.session_id)
+        return await relay_turn(turn, outlet, min_interval_s=interval_s)
+
+
+async def stop_thread(chat: Any, *, user: str, thread: str, say: Callable[[str], Awaitable[Any]]) -> bool:
+    """Stop the running turn of (user, thread) and say so with ``say(markdown)``."""
+    session_id = await chat.session_of(user=user, thread=thread)
+    stopped = await chat.stop(session_id)
+    try:
+        await say(STOPPED if stopped else "Nothing is running in this conversation.")
+    except PlatformError as exc:
+        log.warning("bridge_reply_failed", error=str(exc))
+    return stopped
+
+
+async def say_safely(say: Callable[[str], Awaitable[Any]], markdown: str) -> None:
+    """``say(markdown)``; a platform failure is logged."""
+    try:
+        await say(markdown)
+    except PlatformError as exc:
+        log.warning("bridge_reply_failed", error=str(exc))
+
+
+# ---- rendering markdown into a platform's markup ---------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class MarkupStyle:
+    """How one platform writes each piece (every callable gets raw text and
+    must escape it itself): ``text(s)``, ``code(s)``, ``bold(s)``,
+    ``italic(s)``, ``link(url, text)`` (only http(s)/mailto URLs reach it;
+    other links are ``text``), ``heading(rendered inline)``,
+    ``code_block(code, lang)``; ``bullet``: what a ``- `` list item starts with."""
+
+    text: Callable[[str], str]
+    code: Callable[[str], str]
+    bold: Callable[[str], str]
+    italic: Callable[[str], str]
+    link: Callable[[str, str], str]
+    heading: Callable[[str], str]
+    code_block: Callable[[str, str], str]
+    bullet: str = "• "
+
+    def inline(self, line: str) -> str:
+        out = []
+        for kind, text, url in inline_spans(line):
+            if kind == "link":
+                out.append(self.link(url, text))
+            elif kind == "plain":
+                out.append(self.text(text))
+            else:
+                out.append({"code": self.code, "bold": self.bold, "italic": self.italic}[kind](text))
+        return "".join(out)
+
+    def line(self, line: str) -> str:
+        head = heading_text(line)
+        if head is not None:
+            return self.heading(self.inline(head)) if head else ""
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if stripped[:2] in ("- ", "* ", "+ "):
+            return f"{indent}{self.bullet}{self.inline(stripped[2:])}"
+        return self.inline(line)
+
+    def render(self, markdown: str) -> str:
+        """The platform rendering of ``markdown`` (one pass per line)."""
+        parts = []
+        for block in markdown_blocks(markdown):
+            if block.kind == "code":
+                parts.append(self.code_block(block.text, block.lang))
+            else:
+                parts.append("\n".join(self.line(line) for line in block.text.split("\n")))
+        return "\n".join(parts)

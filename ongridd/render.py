@@ -1,0 +1,91 @@
+"""Markdown → sanitised HTML for the web console (answers, interim messages, worker results).
+
+:func:`markdown_html` renders with markdown-it-py (CommonMark plus tables and
+strikethrough, raw HTML in the source disabled, so ``<script>`` in a model's
+answer stays text) and then passes the result through nh3 with an allowlist:
+
+- tags: headings, paragraphs, lists, quotes, code, tables, emphasis, links, ``hr``/``br``;
+  never ``script``, ``style``, ``img``, ``iframe``, forms or media;
+- attributes: ``href``/``title`` on ``a``, ``start`` on ``ol``; no ``style``,
+  no event handlers (``on…``) — nothing outside the allowlist survives;
+- images are shown as their alt text (``[image: alt]``), never loaded;
+- link schemes: ``http``, ``https``, ``mailto`` only (a ``javascript:`` or
+  ``data:`` link loses its ``href``); every link gets ``rel="noopener noreferrer"``.
+
+The result is safe to insert with ``innerHTML`` in a page whose
+Content-Security-Policy forbids inline script.  Input is bounded: text
+longer than :data:`MAX_RENDER_CHARS` is cut (with a note) before rendering,
+so a huge answer costs bounded time; unpaired surrogates (possible in
+model output) become U+FFFD.  Pure, synchronous, no I/O; the
+renderer is built once per process.  Never raises for any ``str``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import nh3
+from markdown_it import MarkdownIt
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: the longest text rendered; the rest is dropped with a visible note
+MAX_RENDER_CHARS = 200_000
+
+ALLOWED_TAGS = frozenset({
+    "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "del", "s", "code", "pre",
+    "blockquote", "ul", "ol", "li", "a", "table", "thead", "tbody", "tr", "th", "td",
+})
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
+URL_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    # "commonmark" with html off: raw HTML blocks/inline HTML are escaped as text
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.add_render_rule("image", _image_as_text)
+    return md
+
+
+def _image_as_text(self, tokens, idx, options, env) -> str:  # noqa: ANN001 - markdown-it's rule signature
+    """An image is never loaded: it shows as its alt text in brackets."""
+    alt = self.renderInlineAsText(tokens[idx].children or [], options, env)
+    return _escape(f"[image: {alt}]" if alt else "[image]")
+
+
+def sanitize_html(html: str) -> str:
+    """``html`` cleaned to the allowlist above (nh3/ammonia)."""
+    return nh3.clean(
+        html,
+        tags=set(ALLOWED_TAGS),
+        attributes={k: set(v) for k, v in ALLOWED_ATTRIBUTES.items()},
+        url_schemes=set(URL_SCHEMES),
+        link_rel="noopener noreferrer",
+        strip_comments=True,
+    )
+
+
+def markdown_html(text: str | None) -> str:
+    """The sanitised HTML of markdown ``text`` ("" for None or empty text)."""
+    if not text:
+        return ""
+    text = _LONE_SURROGATE.sub("\ufffd", text)  # model output may hold them; the sanitiser needs UTF-8
+    note = ""
+    if len(text) > MAX_RENDER_CHARS:
+        note = f"\n\n*(shown up to {MAX_RENDER_CHARS:,} characters of {len(text):,})*"
+        text = text[:MAX_RENDER_CHARS]
+    try:
+        rendered = _markdown().render(text + note)
+    except RecursionError:  # pathological nesting: show it as plain text
+        rendered = "<pre>" + _escape(text) + "</pre>"
+    return sanitize_html(rendered)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+__all__ = ["ALLOWED_TAGS", "MAX_RENDER_CHARS", "URL_SCHEMES", "markdown_html", "sanitize_html"]

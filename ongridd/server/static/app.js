@@ -1,0 +1,883 @@
+// Ongrid web console: plain JavaScript, no build step, no network but this daemon.
+// Text from the daemon, a model, a tool or a persona file is inserted with textContent;
+// only the server's sanitised `html` fields (final / interim / agent_result / assistant
+// messages) go through innerHTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "ongrid.token";
+const TERMINAL = new Set(["completed", "failed", "killed"]);
+
+const state = {
+  token: sessionStorage.getItem(TOKEN_KEY) || "",
+  authRequired: false,
+  user: null,
+  thread: null,        // current thread name
+  sessionId: null,     // its coordinator session id
+  ws: null,
+  wsWanted: false,     // reconnect when it closes
+  backoff: 500,
+  reconnectTimer: null,
+  attachGen: 0,        // bumps on every (re)attach; stale async work checks it
+  buffering: true,     // frames wait while the transcript loads
+  buffer: [],
+  running: false,
+  pendingHistory: [],  // stored dispatches of a running turn, waiting for their live tiles
+  adopted: false,      // a live tile took the place of a stored dispatch (re-attached mid-turn)
+  turn: null,          // live turn: {el, stream, chips}
+  tiles: new Map(),    // task_id -> {el, status, started, elapsedEl, stopBtn, resultBox}
+  sawLive: false,      // a live frame of a turn arrived since attaching
+  lastAssistant: "",   // text of the last assistant answer shown
+};
+
+// ---------------------------------------------------------------- helpers
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+// The only place server HTML enters the page: fields the daemon rendered and sanitised.
+function setServerHtml(node, html) {
+  node.innerHTML = typeof html === "string" ? html : "";
+}
+
+function banner(text) {
+  $("banner-text").textContent = text;
+  $("banner").hidden = false;
+}
+function clearBanner() { $("banner").hidden = true; }
+
+function when(iso) {
+  if (!iso) return "";
+  const t = new Date(iso);
+  if (isNaN(t)) return iso;
+  const s = Math.round((Date.now() - t.getTime()) / 1000);
+  if (s < 60) return "just now";
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return t.toLocaleString();
+}
+
+function fmtElapsed(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+}
+
+class HttpError extends Error {
+  constructor(status, body) {
+    const msg = (body && body.error && (body.error.message || body.error)) || `HTTP ${status}`;
+    super(typeof msg === "string" ? msg : JSON.stringify(msg));
+    this.status = status;
+    this.body = body;
+  }
+}
+
+async function api(method, path, body, contentType = "application/json", signinOn401 = true) {
+  const headers = {};
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  const init = { method, headers };
+  if (body !== undefined) {
+    headers["Content-Type"] = contentType;
+    init.body = contentType === "application/json" ? JSON.stringify(body) : body;
+  }
+  const resp = await fetch(path, init);
+  let data = null;
+  try { data = await resp.json(); } catch (_) { data = null; }
+  if (resp.status === 401 && state.authRequired && signinOn401) {
+    showSignin("Your token was refused; sign in again.");
+  }
+  if (!resp.ok) throw new HttpError(resp.status, data);
+  return data;
+}
+
+// ---------------------------------------------------------------- sign-in
+// true when signed in; raises HttpError 401 for a refused token
+async function checkMe() {
+  const me = await api("GET", "/api/me", undefined, "application/json", false);
+  state.authRequired = !!me.auth_required;
+  state.user = me.user;
+  return !!me.user;
+}
+
+function showSignin(message) {
+  state.token = "";
+  sessionStorage.removeItem(TOKEN_KEY);
+  disconnect();
+  showView("signin");
+  $("signin-error").textContent = message || "";
+  $("token").focus();
+}
+
+async function onSignin(ev) {
+  ev.preventDefault();
+  state.token = $("token").value.trim();
+  $("signin-error").textContent = "";
+  try {
+    if (!(await checkMe())) throw new Error("no user");
+  } catch (e) {
+    state.token = "";
+    $("signin-error").textContent = e.status === 401 ? "That token is not valid." : `Sign-in failed: ${e.message}`;
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, state.token);
+  $("token").value = "";
+  afterSignin();
+}
+
+function afterSignin() {
+  $("who").textContent = state.user ? `user ${state.user}` : "";
+  $("signout").hidden = !state.authRequired;
+  route();
+}
+
+// ---------------------------------------------------------------- views & routing
+function showView(name) {
+  for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== `view-${name}`;
+  const section = { chat: "chat", session: "chat", personas: "personas", persona: "personas", market: "market" }[name];
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    if (a.dataset.nav === section) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  }
+}
+
+function parseHash() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map((p) => {
+    try { return decodeURIComponent(p); } catch (_) { return p; }
+  });
+  return parts;
+}
+
+function route() {
+  if (state.authRequired && !state.user) { showSignin(); return; }
+  const [kind, arg] = parseHash();
+  if (kind === "t" && arg) { openThread(arg); return; }
+  if (kind === "s" && arg) { showView("session"); loadSession(arg); return; }
+  if (kind === "personas" && arg) { showView("persona"); loadPersona(arg); return; }
+  if (kind === "personas") { showView("personas"); loadPersonas(); return; }
+  if (kind === "market") { showView("market"); loadMarket(); return; }
+  location.replace(`#/t/${encodeURIComponent(state.thread || "main")}`);
+}
+
+// ---------------------------------------------------------------- threads
+async function loadThreads() {
+  let rows;
+  try { rows = await api("GET", "/api/sessions?limit=50"); } catch (e) { return; }
+  const list = $("threads");
+  list.replaceChildren();
+  const names = new Set(rows.map((r) => r.thread));
+  if (state.thread && !names.has(state.thread)) rows.unshift({ thread: state.thread, updated_at: null });
+  for (const r of rows) {
+    const a = el("a", { href: `#/t/${encodeURIComponent(r.thread)}`, "data-thread": r.thread,
+                        "aria-current": r.thread === state.thread ? "true" : null },
+      el("span", { class: "name", text: r.thread }),
+      r.running ? el("span", { class: "running-mark", text: "running" }) : null,
+      el("span", { class: "when", text: r.updated_at ? when(r.updated_at) : "new" }),
+      r.last_user_text ? el("span", { class: "last", text: r.last_user_text }) : null);
+    a.addEventListener("click", () => toggleSidebar(false));
+    list.append(el("li", {}, a));
+    if (r.thread === state.thread && r.running && !state.running) setRunning(true);
+  }
+}
+
+function toggleSidebar(open) {
+  $("sidebar").classList.toggle("open", open);
+  $("menu").setAttribute("aria-expanded", open ? "true" : "false");
+}
+
+function onNewThread(ev) {
+  ev.preventDefault();
+  let name = $("newthread-name").value.trim();
+  if (!name) {
+    const d = new Date();
+    const p = (n) => String(n).padStart(2, "0");
+    name = `t-${d.getFullYear()}${p(d.getMonth() + 1)}${p(d.getDate())}-${p(d.getHours())}${p(d.getMinutes())}${p(d.getSeconds())}`;
+  }
+  $("newthread-name").value = "";
+  location.hash = `#/t/${encodeURIComponent(name.slice(0, 128))}`;
+  toggleSidebar(false);
+}
+
+function openThread(thread) {
+  showView("chat");
+  $("thread-title").textContent = thread;
+  if (thread === state.thread && state.ws) { loadThreads(); return; }
+  state.thread = thread;
+  state.sessionId = null;
+  $("thread-session").hidden = true;
+  resetLog();
+  connect();
+  loadThreads();
+  $("text").focus();
+}
+
+// ---------------------------------------------------------------- socket
+function disconnect() {
+  state.wsWanted = false;
+  clearTimeout(state.reconnectTimer);
+  if (state.ws) { try { state.ws.close(); } catch (_) { /* closed */ } }
+  state.ws = null;
+  setConn(false);
+}
+
+function setConn(online, text) {
+  const c = $("conn");
+  c.textContent = text || (online ? "online" : "offline");
+  c.classList.toggle("online", online);
+}
+
+function connect() {
+  disconnect();
+  state.wsWanted = true;
+  const gen = ++state.attachGen;
+  state.buffering = true;
+  state.buffer = [];
+  const proto = location.protocol === "https:" ? "wss://" : "ws://";
+  const ws = new WebSocket(`${proto}${location.host}/ws`);
+  state.ws = ws;
+  setConn(false, "connecting…");
+  ws.addEventListener("open", () => {
+    const hello = { type: "hello", thread: state.thread, locale: navigator.language || undefined };
+    if (state.token) hello.token = state.token;
+    ws.send(JSON.stringify(hello));
+  });
+  ws.addEventListener("message", (ev) => {
+    if (gen !== state.attachGen) return;
+    let frame;
+    try { frame = JSON.parse(ev.data); } catch (_) { return; }
+    if (!frame || typeof frame !== "object") return;
+    if (frame.type === "session") { onSession(frame, gen); return; }
+    if (state.buffering) state.buffer.push(frame); else onFrame(frame);
+  });
+  ws.addEventListener("close", () => {
+    if (gen !== state.attachGen) return;
+    state.ws = null;
+    setConn(false, state.wsWanted ? "reconnecting…" : "offline");
+    if (!state.wsWanted) return;
+    const delay = state.backoff;
+    state.backoff = Math.min(state.backoff * 2, 15000);
+    state.reconnectTimer = setTimeout(() => {
+      if (state.wsWanted && gen === state.attachGen) reattach();
+    }, delay);
+  });
+}
+
+function reattach() {
+  // same thread, fresh socket: the transcript is reloaded from the database
+  resetLog();
+  connect();
+}
+
+async function onSession(frame, gen) {
+  state.sessionId = frame.session_id;
+  state.backoff = 500;
+  setConn(true);
+  clearBanner();
+  const link = $("thread-session");
+  link.href = `#/s/${encodeURIComponent(frame.session_id)}`;
+  link.hidden = false;
+  try {
+    await loadTranscript(frame.session_id, gen);
+  } catch (e) {
+    if (gen === state.attachGen) banner(`Could not load the transcript: ${e.message}`);
+  }
+  if (gen !== state.attachGen) return;
+  state.buffering = false;
+  const pending = state.buffer;
+  state.buffer = [];
+  for (const f of pending) onFrame(f);
+  loadThreads();
+}
+
+function send(frame) {
+  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+    banner("Not connected; reconnecting. Try again in a moment.");
+    return false;
+  }
+  state.ws.send(JSON.stringify(frame));
+  return true;
+}
+
+// ---------------------------------------------------------------- transcript
+function resetLog() {
+  $("log").replaceChildren();
+  state.turn = null;
+  state.tiles.clear();
+  state.pendingHistory = [];
+  state.adopted = false;
+  state.sawLive = false;
+  state.lastAssistant = "";
+  setRunning(false);
+}
+
+// Render the log again from the database (tiles become their stored results).
+async function refreshTranscript() {
+  const gen = state.attachGen;
+  $("log").replaceChildren();
+  state.tiles.clear();
+  state.pendingHistory = [];
+  state.adopted = false;
+  try {
+    await loadTranscript(state.sessionId, gen);
+  } catch (e) {
+    if (gen === state.attachGen) banner(`Could not reload the transcript: ${e.message}`);
+  }
+}
+
+function scrollLog() {
+  const log = $("log");
+  log.scrollTop = log.scrollHeight;
+}
+
+async function loadTranscript(sessionId, gen) {
+  let after = 0;
+  const rows = [];
+  for (let page = 0; page < 20; page++) {  // at most 40,000 messages
+    const batch = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/messages?after_seq=${after}&limit=2000`);
+    if (gen !== state.attachGen) return;
+    rows.push(...batch);
+    if (batch.length < 2000) break;
+    after = batch[batch.length - 1].seq;
+  }
+  const log = $("log");
+  const workers = new Map();  // AgentTool call id -> its history tile
+  let turn = null;
+  for (const m of rows) {
+    if (m.role === "user") {
+      turn = newTurnEl(m.content || "");
+      log.append(turn.el);
+    } else if (m.role === "assistant") {
+      if (!turn) { turn = newTurnEl(null); log.append(turn.el); }
+      if (m.content) {
+        // an answer without tool calls ends its turn: the final answer
+        const bubble = el("div", { class: m.tool_calls && m.tool_calls.length ? "msg assistant md" : "msg assistant final md" });
+        setServerHtml(bubble, m.html);
+        turn.el.append(bubble);
+        state.lastAssistant = m.content;
+      }
+      const calls = (m.tool_calls || []).filter((c) => c && c.name);
+      let chips = null;
+      for (const c of calls) {
+        if (c.name === "AgentTool") {
+          const tile = historyTile(c);
+          turn.el.append(tile.el);
+          workers.set(c.id, tile);
+          chips = null;
+        } else {
+          if (!chips) { chips = el("div", { class: "chips" }); turn.el.append(chips); }
+          chips.append(el("span", { class: "chip", text: c.name }));
+        }
+      }
+    } else if (m.role === "tool" && workers.has(m.tool_call_id)) {
+      fillHistoryTile(workers.get(m.tool_call_id), m.content);
+    }
+  }
+  // dispatches without a result yet belong to a turn still running: its live tiles replace them
+  state.pendingHistory = [...workers.values()].filter((t) => !t.filled);
+  scrollLog();
+}
+
+function parseJson(text) {
+  if (typeof text !== "string" || text.length > 1000000) return null;
+  try { return JSON.parse(text); } catch (_) { return null; }
+}
+
+// A stored worker dispatch: the tile as it ended, its result as text (the stored
+// tool result has no server rendering).
+function historyTile(call) {
+  const a = parseJson(call.arguments) || {};
+  const tile = { statusEl: el("span", { class: "status", text: "dispatched" }), link: el("span"),
+                 persona: String(a.subagent_type || "?"), desc: String(a.description || ""), filled: false };
+  tile.el = el("div", { class: "tile history" },
+    el("div", { class: "tile-head" },
+      el("span", { class: "persona", text: String(a.subagent_type || "?") }),
+      el("span", { class: "desc", text: String(a.description || "") }), tile.statusEl, tile.link));
+  return tile;
+}
+
+function fillHistoryTile(tile, content) {
+  tile.filled = true;
+  const r = parseJson(content);
+  if (!r || typeof r !== "object") {
+    tile.el.append(el("details", { class: "result-box" }, el("summary", { text: "result" }),
+      el("div", { class: "result-body plain", text: String(content || "") })));
+    return;
+  }
+  const status = String(r.status || "");
+  tile.statusEl.textContent = status;
+  tile.statusEl.className = `status ${status.replace(/[^a-z]/g, "")}`;
+  if (r.task_id) {
+    tile.link.replaceWith(el("a", { href: `#/s/${encodeURIComponent(String(r.task_id))}`, class: "small", text: "audit" }));
+  }
+  tile.el.append(el("details", { class: "result-box" }, el("summary", { text: `result (${status})` }),
+    el("div", { class: "result-body plain", text: String(r.result ?? r.error ?? "") })));
+}
+
+function newTurnEl(userText) {
+  const node = el("div", { class: "turn" });
+  if (userText !== null) node.append(el("div", { class: "msg user", text: userText }));
+  return { el: node, stream: null, chips: null, pendingChips: new Map() };
+}
+
+function liveTurn() {
+  if (!state.turn) {
+    state.turn = newTurnEl(null);
+    $("log").append(state.turn.el);
+  }
+  return state.turn;
+}
+
+function setRunning(running) {
+  state.running = running;
+  $("stopturn").disabled = !running;
+}
+
+// ---------------------------------------------------------------- live frames
+function onFrame(f) {
+  switch (f.type) {
+    case "token": onToken(f); break;
+    case "interim": onInterim(f); break;
+    case "tool": onTool(f); break;
+    case "agent_tile": onTile(f); break;
+    case "agent_result": onResult(f); break;
+    case "final": onFinal(f); break;
+    case "error": onError(f); break;
+    default: break;
+  }
+  scrollLog();
+}
+
+function markLive() {
+  state.sawLive = true;
+  if (!state.running) setRunning(true);
+}
+
+function onToken(f) {
+  markLive();
+  const t = liveTurn();
+  if (!t.stream) {
+    t.stream = el("div", { class: "msg stream" });
+    t.el.append(t.stream);
+    t.chips = null;
+  }
+  t.stream.textContent += String(f.text || "");
+}
+
+function breakStream() {
+  const t = liveTurn();
+  t.stream = null;
+  return t;
+}
+
+function onInterim(f) {
+  markLive();
+  const t = breakStream();
+  t.chips = null;
+  const bubble = el("div", { class: "msg interim md" });
+  setServerHtml(bubble, f.html);
+  t.el.append(bubble);
+}
+
+function onTool(f) {
+  if (f.name === "AgentTool") { markLive(); return; }  // shown as agent tiles
+  markLive();
+  const t = breakStream();
+  const name = String(f.name || "?");
+  const status = String(f.status || "");
+  if (status === "started") {
+    if (!t.chips) { t.chips = el("div", { class: "chips" }); t.el.append(t.chips); }
+    const chip = el("span", { class: "chip", text: `${name} …` });
+    t.chips.append(chip);
+    if (!t.pendingChips.has(name)) t.pendingChips.set(name, []);
+    t.pendingChips.get(name).push(chip);
+    return;
+  }
+  const waiting = t.pendingChips.get(name);
+  let chip = waiting && waiting.shift();
+  if (!chip) {
+    if (!t.chips) { t.chips = el("div", { class: "chips" }); t.el.append(t.chips); }
+    chip = el("span", { class: "chip" });
+    t.chips.append(chip);
+  }
+  chip.textContent = `${name} ${status}`;
+  chip.className = `chip ${status.replace(/[^a-z_]/g, "")}`;
+}
+
+function onTile(f) {
+  markLive();
+  const id = String(f.task_id || "");
+  let tile = state.tiles.get(id);
+  if (!tile) {
+    const stored = adoptStoredDispatch(String(f.subagent_type || "?"), String(f.description || ""));
+    const t = breakStream();
+    t.chips = null;
+    tile = { status: "", started: Date.now(), ended: null };
+    tile.statusEl = el("span", { class: "status" });
+    tile.elapsedEl = el("span", { class: "elapsed", "aria-label": "elapsed time" });
+    tile.stopBtn = el("button", { type: "button", class: "small danger", "data-stop": id, text: "Stop",
+      "aria-label": `Stop ${f.subagent_type || "worker"}`,
+      onclick: () => { if (send({ type: "stop", task_id: id })) tile.stopBtn.disabled = true; } });
+    tile.el = el("div", { class: "tile", "data-task": id },
+      el("div", { class: "tile-head" },
+        el("span", { class: "persona", text: String(f.subagent_type || "?") }),
+        el("span", { class: "desc", text: String(f.description || "") }),
+        tile.statusEl, tile.elapsedEl, tile.stopBtn,
+        el("a", { href: `#/s/${encodeURIComponent(id)}`, class: "small", text: "audit" })));
+    if (stored) stored.el.replaceWith(tile.el); else t.el.append(tile.el);
+    state.tiles.set(id, tile);
+  }
+  const status = String(f.status || "");
+  tile.status = status;
+  tile.statusEl.textContent = status;
+  tile.statusEl.className = `status ${status.replace(/[^a-z]/g, "")}`;
+  if (TERMINAL.has(status)) {
+    tile.ended = tile.ended || Date.now();
+    tile.stopBtn.disabled = true;
+  }
+  tickTile(tile);
+}
+
+// Re-attached to a running turn: the stored dispatch this live tile stands for, whose
+// turn becomes the live one (so the final answer lands after its tiles); null if none.
+function adoptStoredDispatch(persona, desc) {
+  const list = state.pendingHistory || [];
+  const i = list.findIndex((h) => h.persona === persona && h.desc === desc);
+  if (i < 0) return null;
+  const [stored] = list.splice(i, 1);
+  state.adopted = true;
+  const turnEl = stored.el.closest(".turn");
+  if (!state.turn && turnEl) state.turn = { el: turnEl, stream: null, chips: null, pendingChips: new Map() };
+  return stored;
+}
+
+function tickTile(tile) {
+  tile.elapsedEl.textContent = fmtElapsed((tile.ended || Date.now()) - tile.started);
+}
+
+function onResult(f) {
+  markLive();
+  const id = String(f.task_id || "");
+  let tile = state.tiles.get(id);
+  if (!tile) { onTile({ task_id: id, subagent_type: "worker", description: "", status: f.status }); tile = state.tiles.get(id); }
+  if (tile.resultBox) tile.resultBox.remove();
+  const body = el("div", { class: "md result-body" });
+  setServerHtml(body, f.html);
+  tile.resultBox = el("details", { open: true, class: "result-box" },
+    el("summary", { text: `result (${String(f.status || "")})` }), body);
+  tile.el.append(tile.resultBox);
+  if (TERMINAL.has(String(f.status))) { tile.ended = tile.ended || Date.now(); tile.stopBtn.disabled = true; tickTile(tile); }
+  breakStream();
+}
+
+function onFinal(f) {
+  // a re-attached client gets the final of a turn that ended while it was away;
+  // it is already in the transcript just loaded
+  if (!state.sawLive && state.lastAssistant && f.text === state.lastAssistant) { endTurn(); return; }
+  const t = liveTurn();
+  let bubble = t.stream;
+  if (!bubble) { bubble = el("div"); t.el.append(bubble); }
+  bubble.className = "msg final md";
+  setServerHtml(bubble, f.html);
+  state.lastAssistant = String(f.text || "");
+  endTurn();
+}
+
+function onError(f) {
+  const code = String(f.code || "error");
+  banner(`${code}: ${String(f.message || "")}`);
+  if (["stopped", "provider_error", "internal"].includes(code)) endTurn();
+}
+
+function endTurn() {
+  setRunning(false);
+  // re-attached mid-turn: stored dispatches whose live tiles never came are stale now
+  // (or adopted: their results went out while this page was away)
+  if (state.adopted || (state.pendingHistory || []).length) refreshTranscript();
+  for (const tile of state.tiles.values()) {
+    if (!TERMINAL.has(tile.status)) tile.stopBtn.disabled = true;
+  }
+  state.turn = null;
+  state.sawLive = false;
+  loadThreads();
+}
+
+setInterval(() => {
+  for (const tile of state.tiles.values()) if (!tile.ended) tickTile(tile);
+}, 500);
+setInterval(() => { if (!$("view-chat").hidden && state.sessionId) loadThreads(); }, 15000);
+
+// ---------------------------------------------------------------- composer
+function onSend(ev) {
+  if (ev) ev.preventDefault();
+  const box = $("text");
+  const text = box.value;
+  if (!text.trim()) return;
+  if (!send({ type: "user_message", text })) return;
+  clearBanner();
+  if (!state.running) {
+    state.turn = newTurnEl(text);
+    $("log").append(state.turn.el);
+    state.tiles.clear();
+  } else {
+    // an interjection during a running turn
+    liveTurn().el.append(el("div", { class: "msg user", text }));
+    breakStream();
+  }
+  state.sawLive = true;
+  setRunning(true);
+  box.value = "";
+  scrollLog();
+  setTimeout(loadThreads, 500);  // the running marker and the new last message
+}
+
+function onKey(ev) {
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); onSend(); }
+}
+
+// ---------------------------------------------------------------- session view
+async function loadSession(id) {
+  $("session-id").textContent = id;
+  $("session-back").href = `#/t/${encodeURIComponent(state.thread || "main")}`;
+  const treeBox = $("session-tree");
+  const tbody = $("audit").querySelector("tbody");
+  treeBox.replaceChildren(el("p", { text: "loading…" }));
+  tbody.replaceChildren();
+  $("audit-empty").hidden = true;
+  let tree, audit;
+  try {
+    [tree, audit] = await Promise.all([
+      api("GET", `/api/sessions/${encodeURIComponent(id)}/tree`),
+      api("GET", `/api/sessions/${encodeURIComponent(id)}/audit`)]);
+  } catch (e) {
+    treeBox.replaceChildren(el("p", { class: "error", text: `Could not load the session: ${e.message}` }));
+    return;
+  }
+  treeBox.replaceChildren(el("ul", { class: "tree" }, treeNode(tree, 0)));
+  $("audit-empty").hidden = audit.length > 0;
+  for (const r of audit) tbody.append(auditRow(r));
+}
+
+function treeNode(n, depth) {
+  const li = el("li", {},
+    el("span", { class: "node" },
+      el("a", { href: `#/s/${encodeURIComponent(n.id)}`, class: "persona", text: String(n.agent_id) }),
+      el("span", { class: `status ${String(n.status).replace(/[^a-z]/g, "")}`, text: String(n.status) }),
+      n.close_reason ? el("span", { class: "meta", text: `(${n.close_reason})` }) : null,
+      n.description ? el("span", { text: String(n.description) }) : null,
+      n.closed_at ? el("span", { class: "meta", text: `closed ${when(n.closed_at)}` }) : null,
+      el("code", { class: "meta", text: String(n.id) })));
+  if (depth < 32 && Array.isArray(n.children) && n.children.length) {
+    const ul = el("ul");
+    for (const c of n.children) ul.append(treeNode(c, depth + 1));
+    li.append(ul);
+  }
+  return li;
+}
+
+function auditRow(r) {
+  const result = String(r.result || "");
+  const p = r.proposal;
+  let review = el("span", { class: "meta", text: "—" });
+  if (p) {
+    review = el("div", { class: "proposal" },
+      el("span", { class: `decision-${String(p.decision || "").replace(/[^a-z]/g, "")}`, text: p.decision || "undecided" }),
+      p.decision_reason ? el("pre", { class: "reason", text: String(p.decision_reason) }) : null,
+      p.reviewer_session_id ? el("a", { href: `#/s/${encodeURIComponent(p.reviewer_session_id)}`, text: "reviewer" }) : null);
+  }
+  return el("tr", { "data-tool": r.tool_name, "data-status": r.status },
+    el("td", { text: when(r.created_at) }),
+    el("td", { text: String(r.agent_id || "") }),
+    el("td", {}, el("code", { text: String(r.tool_name) })),
+    el("td", { text: String(r.status) }),
+    el("td", { text: String(r.duration_ms) }),
+    el("td", {}, el("pre", { text: String(r.arguments || "") })),
+    el("td", {}, result.length > 300
+      ? el("details", {}, el("summary", { text: result.slice(0, 120) + "…" }), el("pre", { text: result }))
+      : el("pre", { text: result })),
+    el("td", {}, review));
+}
+
+// ---------------------------------------------------------------- personas
+function originOf(p) {
+  // builtin | user | plugin:<name> from the daemon; the file path when it does not say
+  return String(p.origin || p.source || "?");
+}
+
+// GET a list into a table body: "loading…", then the rows, or the error in one cell.
+// Returns [tbody, rows] (rows null on an error).
+async function fetchTable(tableId, path) {
+  const tbody = $(tableId).querySelector("tbody");
+  const cols = $(tableId).querySelectorAll("thead th").length;
+  tbody.replaceChildren(el("tr", {}, el("td", { colspan: cols, text: "loading…" })));
+  try {
+    const rows = await api("GET", path);
+    tbody.replaceChildren();
+    return [tbody, Array.isArray(rows) ? rows : []];
+  } catch (e) {
+    tbody.replaceChildren(el("tr", {}, el("td", { colspan: cols, class: "error", text: e.message })));
+    return [tbody, null];
+  }
+}
+
+async function loadPersonas() {
+  const [tbody, rows] = await fetchTable("personas", "/api/agents");
+  if (!rows) return;
+  for (const p of rows) {
+    const warnings = Array.isArray(p.warnings) ? p.warnings : [];
+    tbody.append(el("tr", { "data-persona": p.name },
+      el("td", {}, el("a", { href: `#/personas/${encodeURIComponent(p.name)}`, text: p.name })),
+      el("td", { text: originOf(p) }),
+      el("td", { text: String(p.description || "") }),
+      el("td", {}, warnings.length ? el("ul", { class: "warnings" }, ...warnings.map((w) => el("li", { text: String(w) }))) : "")));
+  }
+}
+
+function personaFile(p) {
+  // The persona's front matter rebuilt from its fields (JSON values are valid YAML).
+  const keys = ["name", "description", "when_to_use", "tools", "disallowed_tools", "permission_mode", "max_turns",
+                "tool_budget", "critical_reminder", "skills", "model"];
+  const lines = ["---"];
+  for (const k of keys) {
+    const v = p[k];
+    if (v === null || v === undefined || (Array.isArray(v) && !v.length)) continue;
+    lines.push(`${k}: ${JSON.stringify(v)}`);
+  }
+  if (p.metadata && Object.keys(p.metadata).length) lines.push(`metadata: ${JSON.stringify(p.metadata)}`);
+  lines.push("---");
+  return lines.join("\n") + "\n" + String(p.body || "");
+}
+
+async function loadPersona(name) {
+  $("persona-name").textContent = name;
+  $("persona-result").textContent = "";
+  $("persona-result").className = "result";
+  $("persona-warnings").replaceChildren();
+  $("persona-body").value = "";
+  try {
+    const p = await api("GET", `/api/agents/${encodeURIComponent(name)}`);
+    $("persona-meta").textContent = `${originOf(p)} · ${p.source || ""}`;
+    $("persona-body").value = typeof p.text === "string" ? p.text : personaFile(p);
+    showWarnings(p.warnings);
+  } catch (e) {
+    if (e.status === 404) {
+      $("persona-meta").textContent = "new persona (not saved yet)";
+      $("persona-body").value = `---\nname: ${JSON.stringify(name)}\ndescription: "What this agent does"\n---\nYou are …\n`;
+    } else {
+      $("persona-result").textContent = e.message;
+      $("persona-result").className = "result bad";
+    }
+  }
+}
+
+function showWarnings(list) {
+  const ul = $("persona-warnings");
+  ul.replaceChildren(...(Array.isArray(list) ? list : []).map((w) => el("li", { text: String(w) })));
+}
+
+async function onPersonaSave(ev) {
+  ev.preventDefault();
+  const name = $("persona-name").textContent;
+  const out = $("persona-result");
+  out.textContent = "saving…";
+  out.className = "result";
+  try {
+    const p = await api("PUT", `/api/agents/${encodeURIComponent(name)}`, $("persona-body").value, "text/markdown");
+    out.textContent = `Saved ${p.name}.`;
+    out.className = "result good";
+    showWarnings(p.warnings);
+  } catch (e) {
+    out.textContent = `Not saved: ${e.message}`;
+    out.className = "result bad";
+    showWarnings(e.body && e.body.warnings);
+  }
+}
+
+async function onPersonaDelete() {
+  const name = $("persona-name").textContent;
+  if (!confirm(`Delete the user agent ${name}?`)) return;
+  const out = $("persona-result");
+  try {
+    const r = await api("DELETE", `/api/agents/${encodeURIComponent(name)}`);
+    out.textContent = r.restored_builtin ? `Deleted; the built-in ${name} is back.` : `Deleted ${name}.`;
+    out.className = "result good";
+  } catch (e) {
+    out.textContent = `Not deleted: ${e.message}`;
+    out.className = "result bad";
+  }
+}
+
+// ---------------------------------------------------------------- marketplace
+async function loadMarket() {
+  const [tbody, rows] = await fetchTable("market", "/api/marketplace");
+  if (!rows) return;
+  for (const r of rows) {
+    const action = r.installed ? "uninstall" : "install";
+    const btn = el("button", { type: "button", class: r.installed ? "small danger" : "small", "data-action": action,
+      text: r.installed ? "Uninstall" : "Install" });
+    btn.addEventListener("click", () => marketAction(action, r.name, btn));
+    tbody.append(el("tr", { "data-package": r.name },
+      el("td", { text: r.name }),
+      el("td", { text: String(r.installed_version || r.version || "") }),
+      el("td", { text: String(r.description || "") }),
+      el("td", { class: "installed", text: r.installed ? "yes" : "no" }),
+      el("td", {}, btn)));
+  }
+}
+
+async function marketAction(action, name, btn) {
+  const out = $("market-result");
+  btn.disabled = true;
+  out.className = "result";
+  out.textContent = `${action === "install" ? "Installing" : "Uninstalling"} ${name}…`;
+  try {
+    const r = await api("POST", `/api/marketplace/${action}`, { name });
+    const warn = Array.isArray(r.warnings) && r.warnings.length ? `\nwarnings: ${r.warnings.join("; ")}` : "";
+    out.textContent = `${name}: ${r.action || action + "ed"}${r.version ? " " + r.version : ""}${warn}`;
+    out.className = "result good";
+  } catch (e) {
+    out.textContent = `${name}: ${action} failed: ${e.message}`;
+    out.className = "result bad";
+  }
+  await loadMarket();
+}
+
+// ---------------------------------------------------------------- start
+function init() {
+  $("signin").addEventListener("submit", onSignin);
+  $("signout").addEventListener("click", () => showSignin("Signed out."));
+  $("banner-close").addEventListener("click", clearBanner);
+  $("composer").addEventListener("submit", onSend);
+  $("text").addEventListener("keydown", onKey);
+  $("stopturn").addEventListener("click", () => send({ type: "stop" }));
+  $("newthread").addEventListener("submit", onNewThread);
+  $("menu").addEventListener("click", () => toggleSidebar(!$("sidebar").classList.contains("open")));
+  $("persona-form").addEventListener("submit", onPersonaSave);
+  $("persona-delete").addEventListener("click", onPersonaDelete);
+  window.addEventListener("hashchange", route);
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && $("sidebar").classList.contains("open")) { toggleSidebar(false); $("menu").focus(); }
+  });
+  const threadLink = document.querySelector('[data-nav="chat"]');
+  threadLink.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    location.hash = `#/t/${encodeURIComponent(state.thread || "main")}`;
+  });
+  checkMe().then((ok) => {
+    if (state.authRequired && !ok) showSignin("");
+    else afterSignin();
+  }).catch((e) => {
+    if (e.status === 401) { state.authRequired = true; showSignin("Your token was refused; sign in again."); }
+    else banner(`The daemon did not answer: ${e.message}`);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", init);

@@ -1,0 +1,43 @@
+"""Ongrid plugin ``ongrid_feishu``: the Feishu (Lark) bridge (see :mod:`ongrid_feishu.bridge`).
+
+Active when ``plugins.settings.ongrid_feishu`` is present and the app id,
+app secret and verification token variables are set (``app_id_env`` →
+``FEISHU_APP_ID``, ``app_secret_env`` → ``FEISHU_APP_SECRET``,
+``verification_token_env`` → ``FEISHU_VERIFICATION_TOKEN``; ``encrypt_key_env``
+→ ``FEISHU_ENCRYPT_KEY`` is optional); otherwise it registers nothing and
+logs ``bridge_inactive`` once.  Registers ``POST /api/channels/feishu/events``
+with ``auth="none"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ongrid_feishu.bridge import DEFAULT_API, ROUTE, FeishuBridge
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_once
+
+PLUGIN_NAME = "ongrid_feishu"
+
+
+def make_bridge(context: PluginContext) -> FeishuBridge | None:
+    if PLUGIN_NAME not in context.config.plugins.settings:
+        say_once(PLUGIN_NAME, "no plugins.settings.ongrid_feishu")
+        return None
+    app_id = context.secret("app_id_env", "FEISHU_APP_ID")
+    app_secret = context.secret("app_secret_env", "FEISHU_APP_SECRET")
+    vtoken = context.secret("verification_token_env", "FEISHU_VERIFICATION_TOKEN")
+    if not (app_id and app_secret and vtoken):
+        say_once(PLUGIN_NAME, "the app id, app secret or verification token variable is not set")
+        return None
+    encrypt_key = context.secret("encrypt_key_env", "FEISHU_ENCRYPT_KEY")
+    settings = BridgeSettings.parse(context.settings, default_api=DEFAULT_API, allowed_key="chats",
+                                    default_interval_s=1.0)
+    return FeishuBridge(context=context, settings=settings, app_id=app_id, app_secret=app_secret,
+                        verification_token=vtoken, encrypt_key=encrypt_key)
+
+
+@hookimpl
+def ongrid_register_routes(register: Any, context: PluginContext) -> None:
+    bridge = make_bridge(context)
+    if bridge is not None:
+        register("POST", ROUTE, bridge.handle, auth="none")

@@ -1,0 +1,130 @@
+"""``POST /api/changes``: record a change made outside Ongrid (a deploy, a
+config push, a feature flag) as a change event.
+
+Body (JSON object, at most :data:`MAX_BODY_BYTES`)::
+
+    {"kind": "deploy", "subject": "checkout", "actor": "ci",
+     "detail": {"version": "1.4.2"},          # optional object
+     "at": "2026-03-02T10:00:00Z"}            # optional: RFC 3339, unix seconds or now-5m; default now
+
+``kind`` is one of :data:`EXTERNAL_KINDS` (Ongrid's own kinds — persona,
+plugin, incident — cannot be written from outside).  Answers: 201 with the
+stored row (``recorded_by`` = the authenticated caller); 400
+``{"error": {"code": "bad_request", "message", "field"}}`` naming the first
+bad field; 413 over the size limit; 503 when no database is open or it
+fails.  Runs on the daemon's token auth like every API route.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import unicodedata
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ongridd.errors import StoreError, ToolError
+from ongridd.logs import get_logger
+from ongridd.plugins.api import PluginRequest, PluginResponse, PluginStore, iso_utc, parse_time
+
+ROUTE_PATH = "/api/changes"
+MAX_BODY_BYTES = 64 * 1024
+MAX_TEXT_CHARS = 200
+#: a recorded time may lie at most this far in the future (clock skew; seconds)
+MAX_FUTURE_S = 300
+EXTERNAL_KINDS = ("deploy", "rollback", "config", "flag", "migration", "scale", "restart", "maintenance",
+                  "infra", "other")
+_KEYS = ("kind", "subject", "actor", "detail", "at")
+log = get_logger(__name__)
+
+
+class BadField(Exception):
+    """A body field that cannot be stored: ``field`` and the message."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise BadField(key, f"{key}: expected a non-empty string")
+    value = value.strip()
+    if len(value) > MAX_TEXT_CHARS:
+        raise BadField(key, f"{key}: at most {MAX_TEXT_CHARS} characters, got {len(value)}")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs") for c in value):
+        raise BadField(key, f"{key}: control or format characters are not allowed")
+    return value
+
+
+def validate_change(body: Any, *, now: float) -> dict[str, Any]:
+    """The store arguments for ``body``; BadField for the first problem."""
+    if not isinstance(body, dict):
+        raise BadField("body", "body: expected a JSON object {kind, subject, actor, detail?, at?}")
+    unknown = sorted(set(body) - set(_KEYS))
+    if unknown:
+        raise BadField(unknown[0], f"{unknown[0]}: unknown field (known: {', '.join(_KEYS)})")
+    kind = _text(body, "kind")
+    if kind not in EXTERNAL_KINDS:
+        raise BadField("kind", f"kind: expected one of {', '.join(EXTERNAL_KINDS)}, got {kind[:64]!r}")
+    out: dict[str, Any] = {"kind": kind, "subject": _text(body, "subject"), "actor": _text(body, "actor")}
+    detail = body.get("detail")
+    if detail is None:
+        detail = {}
+    if not isinstance(detail, dict):
+        raise BadField("detail", "detail: expected a JSON object")
+    out["detail"] = detail
+    at = body.get("at")
+    if at is None:
+        out["occurred_at"] = None
+    else:
+        try:
+            when = parse_time(at, now=now, field="at")
+        except ToolError as exc:
+            raise BadField("at", str(exc)) from None
+        if when > now + MAX_FUTURE_S:
+            raise BadField("at", f"at: {iso_utc(when)} is in the future")
+        if when < 0:
+            raise BadField("at", "at: before 1970")
+        out["occurred_at"] = iso_utc(when)
+    return out
+
+
+def _bad(field: str, message: str, status: int = 400, code: str = "bad_request") -> PluginResponse:
+    return PluginResponse(status=status, body={"error": {"code": code, "message": message, "field": field}})
+
+
+def make_changes_handler(store: PluginStore | None,
+                         clock: Callable[[], float] = time.time) -> Callable[[PluginRequest], Awaitable[PluginResponse]]:
+    """The route handler; never raises for a bad body or a database failure."""
+
+    async def handler(request: PluginRequest) -> PluginResponse:
+        if len(request.body) > MAX_BODY_BYTES:
+            return PluginResponse(status=413, body={"error": {
+                "code": "too_large", "message": f"body over {MAX_BODY_BYTES:,} bytes"}})
+        if store is None:
+            return PluginResponse(status=503, body={"error": {
+                "code": "unavailable", "message": "no change store: the daemon has no database open"}})
+        body = request.json
+        if body is None and request.body:
+            try:
+                body = json.loads(request.body)
+            except (ValueError, RecursionError, UnicodeDecodeError):
+                return _bad("body", "body: not valid JSON")
+        try:
+            values = validate_change(body, now=clock())
+        except BadField as exc:
+            return _bad(exc.field, str(exc))
+        try:
+            row = await store.record_change_event(**values, recorded_by=request.user or "local")
+        except ValueError as exc:  # the store's own checks (e.g. detail not JSON-serialisable)
+            return _bad(str(exc).split(":", 1)[0], str(exc))
+        except StoreError as exc:
+            log.warning("change_record_failed", error=str(exc))
+            return PluginResponse(status=503, body={"error": {"code": "unavailable", "message": str(exc)}})
+        log.info("change_recorded", id=row.get("id"), kind=row.get("kind"), subject=row.get("subject"),
+                 recorded_by=row.get("recorded_by"))
+        return PluginResponse(status=201, body=row)
+
+    return handler

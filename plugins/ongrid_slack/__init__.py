@@ -1,0 +1,39 @@
+"""Ongrid plugin ``ongrid_slack``: the Slack bridge (see :mod:`ongrid_slack.bridge`).
+
+Active when ``plugins.settings.ongrid_slack`` is present and both secrets
+are set (``bot_token_env`` → ``SLACK_BOT_TOKEN``, ``signing_secret_env`` →
+``SLACK_SIGNING_SECRET`` by default); otherwise it registers nothing and
+logs ``bridge_inactive`` once.  Registers ``POST /api/channels/slack/events``
+with ``auth="none"`` (the Slack signature is the authentication).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ongrid_slack.bridge import DEFAULT_API, ROUTE, SlackBridge
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_once
+
+PLUGIN_NAME = "ongrid_slack"
+
+
+def make_bridge(context: PluginContext) -> SlackBridge | None:
+    """The bridge, or None (logged once) when it is not configured."""
+    if PLUGIN_NAME not in context.config.plugins.settings:
+        say_once(PLUGIN_NAME, "no plugins.settings.ongrid_slack")
+        return None
+    token = context.secret("bot_token_env", "SLACK_BOT_TOKEN")
+    secret = context.secret("signing_secret_env", "SLACK_SIGNING_SECRET")
+    if not token or not secret:
+        say_once(PLUGIN_NAME, "the bot token or signing secret variable is not set")
+        return None
+    settings = BridgeSettings.parse(context.settings, default_api=DEFAULT_API, allowed_key="channels",
+                                    default_interval_s=1.2)
+    return SlackBridge(context=context, settings=settings, bot_token=token, signing_secret=secret)
+
+
+@hookimpl
+def ongrid_register_routes(register: Any, context: PluginContext) -> None:
+    bridge = make_bridge(context)
+    if bridge is not None:
+        register("POST", ROUTE, bridge.handle, auth="none")

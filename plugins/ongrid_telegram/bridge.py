@@ -1,0 +1,207 @@
+"""The Telegram bridge: Bot API ``getUpdates`` (long polling, a daemon
+service) or a webhook in; ``sendMessage`` / ``editMessageText`` out.
+
+Polling (``mode: polling``, default; no public URL needed): one loop asks
+``getUpdates`` with ``offset`` = last ``update_id`` + 1 and ``timeout`` =
+``poll_timeout_s``; when the API is unreachable or fails it backs off (1 s
+doubling to 30 s), logs the outage once and its end once, and goes on —
+it never ends the daemon.  Webhook (``mode: webhook``,
+``POST /api/channels/telegram/webhook``, ``auth="none"``): the
+``X-Telegram-Bot-Api-Secret-Token`` header must equal the configured
+secret (constant-time compare) or 401 and nothing starts.
+
+Either way every ``update_id`` is claimed once in the database (10
+minutes), so a redelivered update never starts a second turn.  Handled:
+``message`` with ``text`` from a human (``from.is_bot`` false) in an
+allowed chat.  ``stop`` / ``/stop`` stops the running turn.  Thread names:
+``telegram:<chat id>`` or ``telegram:<chat id>/<message_thread_id>``
+(forum topics).  Outbound HTML (``parse_mode: HTML``), split at 4,096.
+Logs never carry the bot URL (it holds the token).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+import trio
+
+from ongrid_telegram.markup import LIMIT, to_html
+from ongridd.plugins.api import (
+    REFUSAL,
+    BridgeSettings,
+    PlatformError,
+    PlatformHTTP,
+    PluginContext,
+    PluginRequest,
+    PluginResponse,
+    get_logger,
+    is_stop,
+    run_bridge_turn,
+    say_safely,
+    stop_thread,
+)
+
+log = get_logger("ongrid_telegram")
+
+PLATFORM = "telegram"
+ROUTE = "/api/channels/telegram/webhook"
+DEFAULT_API = "https://api.telegram.org"
+MAX_TEXT_CHARS = 32 * 1024
+MAX_BACKOFF_S = 30.0
+MAX_UPDATES = 100
+
+
+def _retry_after(resp: Any) -> float | None:
+    try:
+        value = resp.json().get("parameters", {}).get("retry_after")
+    except (ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class TelegramBridge:
+    """``token``: the bot token (never logged); ``webhook_secret``: the
+    webhook header value (webhook mode); ``poll_timeout_s``: long-poll seconds."""
+
+    def __init__(self, *, context: PluginContext, settings: BridgeSettings, token: str,
+                 webhook_secret: str | None, poll_timeout_s: float):
+        self.context = context
+        self.settings = settings
+        self._token = token
+        self._secret = webhook_secret
+        self.poll_timeout_s = poll_timeout_s
+        self.http = PlatformHTTP(context.http, PLATFORM, retry_after=_retry_after)
+        self.offset: int | None = None
+
+    # ---- Bot API ---------------------------------------------------------------
+    async def api(self, method: str, payload: dict[str, Any], **kwargs: Any) -> Any:
+        """``POST {api_base_url}/bot<token>/<method>``; ``result`` or PlatformError."""
+        resp = await self.http.call("POST", f"{self.settings.api_base_url}/bot{self._token}/{method}", what=method,
+                                    headers={"Content-Type": "application/json"},
+                                    content=json.dumps(payload).encode(), **kwargs)
+        try:
+            data = resp.json()
+        except ValueError:
+            raise PlatformError(f"telegram {method}: HTTP {resp.status_code}, not JSON") from None
+        if not isinstance(data, dict) or not data.get("ok"):
+            desc = str(data.get("description") if isinstance(data, dict) else "")[:200]
+            raise PlatformError(f"telegram {method}: {desc or f'HTTP {resp.status_code}'}")
+        return data.get("result")
+
+    async def send(self, chat_id: int, thread_id: int | None, html_text: str,
+                   reply_to: int | None = None) -> int | None:
+        payload: dict[str, Any] = {"chat_id": chat_id, "text": html_text, "parse_mode": "HTML",
+                                   "link_preview_options": {"is_disabled": True}}
+        if thread_id is not None:
+            payload["message_thread_id"] = thread_id
+        if reply_to is not None:
+            payload["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
+        result = await self.api("sendMessage", payload)
+        mid = result.get("message_id") if isinstance(result, dict) else None
+        return mid if isinstance(mid, int) else None
+
+    async def edit(self, chat_id: int, message_id: int, html_text: str) -> None:
+        try:
+            await self.api("editMessageText", {"chat_id": chat_id, "message_id": message_id, "text": html_text,
+                                               "parse_mode": "HTML", "link_preview_options": {"is_disabled": True}})
+        except PlatformError as exc:
+            if "message is not modified" not in str(exc):
+                raise
+
+    # ---- inbound ---------------------------------------------------------------
+    async def poll_forever(self) -> None:
+        """The long-polling service (see the module doc); runs until cancelled."""
+        backoff = 1.0
+        down_since: float | None = None
+        while True:
+            payload: dict[str, Any] = {"timeout": int(self.poll_timeout_s), "allowed_updates": ["message"],
+                                       "limit": MAX_UPDATES}
+            if self.offset is not None:
+                payload["offset"] = self.offset
+            try:
+                updates = await self.api("getUpdates", payload, attempts=1, timeout_s=self.poll_timeout_s + 15)
+            except PlatformError as exc:
+                if down_since is None:
+                    down_since = trio.current_time()
+                    log.warning("telegram_poll_failed", error=str(exc), retry_in_s=backoff)
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            if down_since is not None:
+                log.info("telegram_poll_recovered", down_s=round(trio.current_time() - down_since, 1))
+                down_since = None
+            backoff = 1.0
+            for update in updates if isinstance(updates, list) else []:
+                if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+                    continue
+                self.offset = max(self.offset or 0, update["update_id"] + 1)
+                try:
+                    await self.on_update(update)
+                except Exception:
+                    log.exception("telegram_update_failed", update_id=update["update_id"])
+
+    async def handle_webhook(self, req: PluginRequest) -> PluginResponse:
+        given = req.headers.get("X-Telegram-Bot-Api-Secret-Token") or ""
+        if not self._secret or not hmac.compare_digest(given.encode(), self._secret.encode()):
+            log.warning("telegram_request_refused", reason="bad secret token")
+            return PluginResponse(status=401, body={"error": "invalid secret token"})
+        update = req.json
+        if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+            return PluginResponse(status=400, body={"error": "expected an Update object"})
+        await self.on_update(update)
+        return PluginResponse(body={"ok": True})
+
+    async def on_update(self, update: dict[str, Any]) -> None:
+        """Claim the update id, then route its message (never raises for bad input)."""
+        if not await self.context.chat.claim_event(PLATFORM, str(update["update_id"])):
+            log.info("telegram_update_repeated", update_id=update["update_id"])
+            return
+        msg = update.get("message")
+        if not isinstance(msg, dict):
+            return
+        chat, sender, text = msg.get("chat"), msg.get("from"), msg.get("text")
+        if not isinstance(chat, dict) or not isinstance(sender, dict) or not isinstance(text, str):
+            return
+        chat_id, user_id, message_id = chat.get("id"), sender.get("id"), msg.get("message_id")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (chat_id, user_id, message_id)):
+            return
+        if sender.get("is_bot"):
+            return
+        thread_id = msg.get("message_thread_id") if msg.get("is_topic_message") is True else None  # forum topics
+        thread_id = thread_id if isinstance(thread_id, int) and not isinstance(thread_id, bool) else None
+        if not self.settings.allows(str(chat_id)):
+            log.info("telegram_chat_not_allowed", chat=chat_id)
+            return
+        text = text.strip()[:MAX_TEXT_CHARS]
+        if not text:
+            return
+        conversation = f"{chat_id}" + (f"/{thread_id}" if thread_id is not None else "")
+
+        async def say(markdown: str) -> None:
+            await self.send(chat_id, thread_id, to_html(markdown), reply_to=message_id)
+
+        ongrid_user = self.settings.ongrid_user(str(user_id))
+        if ongrid_user is None:
+            log.info("telegram_user_refused", im_user=user_id, chat=chat_id)
+            self.context.chat.spawn(say_safely, say, REFUSAL, name="telegram refusal")
+            return
+        thread = f"telegram:{conversation}"
+        if is_stop(text):
+            self.context.chat.spawn(lambda: stop_thread(self.context.chat, user=ongrid_user, thread=thread, say=say),
+                                    name="telegram stop")
+            return
+        origin = {"platform": PLATFORM, "im_user": str(user_id), "conversation": conversation}
+
+        async def post(html_text: str) -> int | None:
+            return await self.send(chat_id, thread_id, html_text, reply_to=message_id)
+
+        async def edit(ref: int, html_text: str) -> None:
+            await self.edit(chat_id, ref, html_text)
+
+        self.context.chat.spawn(
+            lambda: run_bridge_turn(self.context.chat, user=ongrid_user, thread=thread, text=text,
+                                    locale=self.settings.locale(str(chat_id)), origin=origin, post=post, edit=edit,
+                                    render=to_html, limit=LIMIT, interval_s=self.settings.edit_interval_s),
+            name="telegram turn")

@@ -1,0 +1,37 @@
+"""Markdown (as the coordinator writes it) → Telegram HTML (``parse_mode: HTML``).
+
+Telegram HTML knows ``b i u s a code pre blockquote``; everything else must
+be text with ``& < >`` escaped (``"`` too inside attributes).  Links keep
+only http(s)/mailto URLs; a code fence's language becomes
+``<code class="language-…">`` when it is a plain word.  Pure functions.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from ongridd.plugins.api import MarkupStyle
+
+LIMIT = 4096  # characters per Telegram message (we count the markup too)
+LANG_RE = re.compile(r"^[A-Za-z0-9_+-]{1,30}$")
+
+
+def escape(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _code_block(code: str, lang: str) -> str:
+    cls = f' class="language-{lang}"' if LANG_RE.match(lang or "") else ""
+    return f"<pre><code{cls}>{escape(code)}</code></pre>"
+
+
+STYLE = MarkupStyle(text=escape, code=lambda s: f"<code>{escape(s)}</code>", bold=lambda s: f"<b>{escape(s)}</b>",
+                    italic=lambda s: f"<i>{escape(s)}</i>",
+                    link=lambda url, text: f'<a href="{html.escape(url, quote=True)}">{escape(text)}</a>',
+                    heading=lambda s: f"<b>{s}</b>", code_block=_code_block)
+
+
+def to_html(markdown: str) -> str:
+    """The Telegram HTML rendering of ``markdown``."""
+    return STYLE.render(markdown)

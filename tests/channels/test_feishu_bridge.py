@@ -1,0 +1,142 @@
+"""The Feishu bridge against a local double of the Open API, with a real
+``ongridd serve`` whose scripted coordinator dispatches a worker running the
+real ``host_du_summary``; events encrypted and signed as Feishu does."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+
+import httpx2
+import pytest
+
+from ongrid_feishu.crypto import decrypt, encrypt, signature
+from tests.channels.doubles import Call, PlatformDouble
+from tests.channels.helpers import disk_script, start_fake_llm, start_serve, stop
+from tests.e2e.e2e_helpers import rows
+
+pytestmark = pytest.mark.slow
+
+APP_ID, APP_SECRET = "cli_a1b2c3d4e5", "app-secret-0123456789abcdef"
+VTOKEN, EKEY = "vtoken-0123456789abcdef", "ekey-0123456789abcdefghij"
+TENANT = "t-tenant-token-0123456789abcdef"
+LONG = "Report:\n\n```\n" + "\n".join(f"/var/x{i:05d} {i} KiB <{i}>" for i in range(1800)) + "\n```\nEnd <at id=all></at>."
+
+
+def open_api():
+    ids = itertools.count(1)
+
+    def respond(call: Call):
+        if call.path.endswith("/auth/v3/tenant_access_token/internal"):
+            ok = call.payload == {"app_id": APP_ID, "app_secret": APP_SECRET}
+            return 200, {}, ({"code": 0, "tenant_access_token": TENANT, "expire": 7200} if ok
+                             else {"code": 10014, "msg": "app secret invalid"})
+        if call.headers.get("authorization") != f"Bearer {TENANT}":
+            return 200, {}, {"code": 99991663, "msg": "tenant token invalid"}
+        if call.method == "POST" and call.path.endswith("/reply"):
+            return 200, {}, {"code": 0, "data": {"message_id": f"om_reply{next(ids)}"}}
+        if call.method == "PUT" and "/im/v1/messages/" in call.path:
+            return 200, {}, {"code": 0, "data": {}}
+        return 404, {}, {"code": 404, "msg": "not found"}
+
+    return respond
+
+
+def wrap(event_id: str, text: str, *, open_id: str = "ou_alice", root: str | None = None,
+         message_id: str = "om_root1", chat: str = "oc_chat1") -> dict:
+    msg = {"message_id": message_id, "chat_id": chat, "chat_type": "group", "message_type": "text",
+           "content": json.dumps({"text": f"@_user_1 {text}"})}
+    if root:
+        msg["root_id"] = root
+    return {"schema": "2.0", "header": {"event_id": event_id, "event_type": "im.message.receive_v1",
+                                        "token": VTOKEN, "app_id": APP_ID, "create_time": "1"},
+            "event": {"sender": {"sender_id": {"open_id": open_id}, "sender_type": "user"}, "message": msg}}
+
+
+def sealed(payload: dict, *, key: str = EKEY, ts: int | None = None, sign: bool = True) -> tuple[bytes, dict]:
+    body = json.dumps({"encrypt": encrypt(json.dumps(payload), key, os.urandom(16))}).encode()
+    headers = {"Content-Type": "application/json"}
+    if sign:
+        stamp, nonce = str(int(time.time()) if ts is None else ts), "n0nce"
+        headers.update({"X-Lark-Request-Timestamp": stamp, "X-Lark-Request-Nonce": nonce,
+                        "X-Lark-Signature": signature(stamp, nonce, key, body)})
+    return body, headers
+
+
+def test_crypto_round_trip_and_wrong_key():
+    token = encrypt('{"a": 1}', EKEY, b"0123456789abcdef")
+    assert decrypt(token, EKEY) == '{"a": 1}'
+    with pytest.raises(ValueError):
+        decrypt(token, "another key")
+    with pytest.raises(ValueError):
+        decrypt("not base64!!", EKEY)
+
+
+def test_encrypted_signed_event_turn_edits_final_split_retry_forgeries(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"x" * 100_000)
+    double = PlatformDouble(open_api()).start()
+    llm, llm_url = start_fake_llm(tmp_path, disk_script(folder, LONG))
+    settings = {"ongrid_feishu": {"api_base_url": double.url + "/open-apis", "users": {"ou_alice": "erin"},
+                                  "edit_interval_s": 0.2, "locales": {"oc_chat1": "zh-CN"}}}
+    daemon, url = start_serve(tmp_path, llm_url, settings, FEISHU_APP_ID=APP_ID, FEISHU_APP_SECRET=APP_SECRET,
+                              FEISHU_VERIFICATION_TOKEN=VTOKEN, FEISHU_ENCRYPT_KEY=EKEY)
+    hook = url + "/api/channels/feishu/events"
+    try:
+        body, headers = sealed({"type": "url_verification", "challenge": "ch-1", "token": VTOKEN}, sign=False)
+        res = httpx2.post(hook, content=body, headers=headers, timeout=10)
+        assert res.status_code == 200 and res.json() == {"challenge": "ch-1"}
+        body, headers = sealed({"type": "url_verification", "challenge": "ch-2", "token": "wrong"}, sign=False)
+        assert httpx2.post(hook, content=body, headers=headers, timeout=10).status_code == 401
+
+        ev = wrap("ev-1", "what fills the data folder?")
+        # forged: wrong signature key, stale timestamp, unsigned event, wrong verification token
+        for b, h in (sealed(ev, key="not-the-key"), sealed(ev, ts=int(time.time()) - 400), sealed(ev, sign=False),
+                     sealed({**ev, "header": {**ev["header"], "token": "nope"}})):
+            assert httpx2.post(hook, content=b, headers=h, timeout=10).status_code == 401
+        time.sleep(0.5)
+        assert not double.calls
+
+        double.inject("/im/v1/messages/om_reply1", 500)  # the first edit fails once, then is retried
+        body, headers = sealed(ev)
+        assert httpx2.post(hook, content=body, headers=headers, timeout=10).status_code == 200
+        body, headers = sealed(ev)  # Feishu redelivers the same event_id
+        assert httpx2.post(hook, content=body, headers=headers, timeout=10).status_code == 200
+
+        def md(c: Call) -> str:
+            return json.loads(c.payload["content"])["zh_cn"]["content"][0][0]["text"]
+
+        double.wait_for(lambda: any(md(c).endswith("End ＜at id=all>＜/at>.") for c in double.find("/reply")),
+                        120, "the final answer")
+        replies = double.find("/reply")
+        updates = [c for c in double.find("/im/v1/messages/om_reply1") if c.method == "PUT"]
+        assert all(c.path == "/open-apis/im/v1/messages/om_root1/reply" for c in replies)
+        assert "Working on it" in md(replies[0])
+        texts = [md(u) for u in updates]
+        assert any("Looking at the disk usage now." in t for t in texts)
+        assert any("**specialist-disk**" in t and "completed" in t for t in texts)
+        answer = [texts[-1]] + [md(r) for r in replies[1:]]
+        assert answer[0].startswith("Report:") and len(answer) == 2
+        assert all(len(a) <= 30_000 and a.count("```") % 2 == 0 for a in answer)
+        assert [c.status for c in double.calls if c.status >= 500] == [500]
+        db = tmp_path / "state" / "ongrid.db"
+        [coord] = rows(db, "select user_id, thread_id from chat_sessions where parent_session_id is null")
+        assert coord == {"user_id": "erin", "thread_id": "feishu:oc_chat1/om_root1"}
+        assert len(rows(db, "select id from turn_origins")) == 1  # the redelivery started nothing
+        assert {"tool_name": "host_du_summary", "status": "ok"} in rows(db, "select tool_name, status from audit_logs")
+        log = (tmp_path / "daemon.log").read_text()
+        assert all(s not in log for s in (APP_SECRET, VTOKEN, EKEY, TENANT))
+
+        # an unmapped user gets the refusal under their message; nothing runs
+        body, headers = sealed(wrap("ev-2", "hi", open_id="ou_mallory", message_id="om_root9"))
+        assert httpx2.post(hook, content=body, headers=headers, timeout=10).status_code == 200
+        refusal = double.wait_for(lambda: [c for c in double.find("/im/v1/messages/om_root9/reply")], 20, "refusal")
+        assert "not mapped to an Ongrid user" in md(refusal[0])
+        assert len(rows(db, "select id from turn_origins")) == 1
+    finally:
+        stop(daemon)
+        stop(llm)
+        double.stop()

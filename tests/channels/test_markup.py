@@ -1,0 +1,40 @@
+"""Hostile text through the three platform converters: nothing the model
+writes becomes markup it did not mean, and unsafe links stay text."""
+
+from __future__ import annotations
+
+import json
+
+from ongrid_feishu.markup import post_content, to_md
+from ongrid_slack.mrkdwn import to_mrkdwn
+from ongrid_telegram.markup import to_html
+
+HOSTILE = ('<script>alert(1)</script> & <!channel> <@U123> **b<i>x</i>** [x](javascript:alert(1)) '
+           '[ok](https://e.org/?a=1&b="2"|z>)\n```\n</code></pre><b>\n```')
+
+
+def test_slack_escapes_control_characters_and_mentions():
+    out = to_mrkdwn(HOSTILE)
+    assert "<script>" not in out and "<!channel>" not in out and "<@U123>" not in out
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;!channel&gt; &lt;@U123&gt;" in out
+    assert "*b&lt;i&gt;x&lt;/i&gt;*" in out
+    assert "[x](javascript:alert(1))" in out  # not a link
+    assert "<https://e.org/?a=1&b=\"2\"%7Cz%3E|ok>" in out
+    assert "```\n&lt;/code&gt;&lt;/pre&gt;&lt;b&gt;\n```" in out
+
+
+def test_telegram_html_has_only_the_tags_it_makes():
+    out = to_html(HOSTILE)
+    assert out.count("<") == out.count("</") * 2  # every tag produced is a balanced pair
+    assert "&lt;script&gt;" in out and "<script" not in out
+    assert '<a href="https://e.org/?a=1&amp;b=&quot;2&quot;|z&gt;">ok</a>' in out
+    assert "javascript" not in out.split("[x](")[0] and 'href="javascript' not in out
+    assert "<pre><code>&lt;/code&gt;&lt;/pre&gt;&lt;b&gt;</code></pre>" in out
+
+
+def test_feishu_md_keeps_no_tags_and_no_unsafe_links():
+    out = to_md(HOSTILE)
+    assert "<" not in out.split("```")[0]  # outside code: no tag can form
+    assert "[x] (javascript:alert(1))" in out
+    body = json.loads(post_content(out))
+    assert body["zh_cn"]["content"][0][0] == {"tag": "md", "text": out}

@@ -1,0 +1,182 @@
+"""The Telegram bridge against a local double of the Bot API (long polling
+and webhook), with a real ``ongridd serve`` whose scripted coordinator
+dispatches a worker running the real ``host_du_summary``."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+
+import httpx2
+import pytest
+
+from tests.channels.doubles import Call, PlatformDouble
+from tests.channels.helpers import disk_script, start_fake_llm, start_serve, stop
+from tests.e2e.e2e_helpers import rows
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "123456:AAE-test-token-0123456789abcdefXYZ"
+WEBHOOK_SECRET = "whsec-0123456789abcdefghij"
+HOSTILE = ('Done. <script>alert("x")</script> & <b>not bold</b> [click](javascript:alert(1)) '
+           '[docs](https://example.org/?a=1&b="2")\n\n```sh\necho "<tag>" && true\n```')
+LONG = "Findings:\n\n```\n" + "\n".join(f"/srv/f{i:04d} <{i}> & more" for i in range(300)) + "\n```\n\n" + HOSTILE
+
+
+class BotAPI:
+    """getUpdates (long poll over a queue), sendMessage, editMessageText."""
+
+    def __init__(self):
+        self.updates: list[dict] = []
+        self.cond = threading.Condition()
+        self.ids = itertools.count(1000)
+
+    def push(self, update: dict) -> None:
+        with self.cond:
+            self.updates.append(update)
+            self.cond.notify_all()
+
+    def __call__(self, call: Call):
+        method = call.path.rsplit("/", 1)[-1]
+        if not call.path.startswith(f"/bot{TOKEN}/"):
+            return 401, {}, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+        if method == "getUpdates":
+            offset = (call.payload or {}).get("offset", 0)
+            deadline = time.monotonic() + min((call.payload or {}).get("timeout", 0), 2)
+            with self.cond:
+                while True:
+                    ready = [u for u in self.updates if u["update_id"] >= offset]
+                    if ready or time.monotonic() >= deadline:
+                        return 200, {}, {"ok": True, "result": ready}
+                    self.cond.wait(max(0.01, deadline - time.monotonic()))
+        if method == "sendMessage":
+            return 200, {}, {"ok": True, "result": {"message_id": next(self.ids), "chat": {"id": call.payload["chat_id"]}}}
+        if method == "editMessageText":
+            return 200, {}, {"ok": True, "result": {"message_id": call.payload["message_id"]}}
+        return 404, {}, {"ok": False, "description": "Not Found: method not found"}
+
+
+def update(update_id: int, text: str, *, user: int = 42, chat: int = -1001, thread: int | None = 7,
+           message_id: int = 10) -> dict:
+    msg = {"message_id": message_id, "date": 1, "text": text, "chat": {"id": chat, "type": "supergroup"},
+           "from": {"id": user, "is_bot": False, "first_name": "Op"}}
+    if thread is not None:
+        msg.update(message_thread_id=thread, is_topic_message=True)
+    return {"update_id": update_id, "message": msg}
+
+
+def unescape_len_ok(texts):
+    return all(len(t) <= 4096 for t in texts)
+
+
+def test_polling_turn_progress_final_html_split_outage_and_refusal(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "big.bin").write_bytes(b"x" * 200_000)
+    api = BotAPI()
+    double = PlatformDouble(api).start()
+    llm, llm_url = start_fake_llm(tmp_path, disk_script(folder, LONG))
+    settings = {"ongrid_telegram": {"api_base_url": double.url, "users": {"42": "carol"}, "poll_timeout_s": 1,
+                                    "edit_interval_s": 0.2, "default_locale": "de"}}
+    daemon, _url = start_serve(tmp_path, llm_url, settings, TELEGRAM_BOT_TOKEN=TOKEN)
+    try:
+        double.wait_for(lambda: double.find("/getUpdates"), 30, "the first poll")
+        # a 429 with retry_after on the first send: honoured, then the placeholder goes out
+        double.inject("/sendMessage", 429, body={"ok": False, "error_code": 429,
+                                                 "description": "Too Many Requests: retry after 2",
+                                                 "parameters": {"retry_after": 2}})
+        api.push(update(501, "what fills the data folder?"))
+        done = double.wait_for(lambda: [c for c in double.find("/sendMessage")
+                                        if c.payload["text"].rstrip().endswith("</code></pre>")
+                                        and "echo" in c.payload["text"]], 90, "the final answer")
+        sends = double.find("/sendMessage")
+        edits = double.find("/editMessageText")
+        placeholder = sends[0]
+        [limited] = [c for c in double.calls if c.status == 429]
+        assert placeholder.at - limited.at >= 1.9  # retry_after honoured
+        assert placeholder.payload["chat_id"] == -1001 and placeholder.payload["message_thread_id"] == 7
+        assert placeholder.payload["reply_parameters"]["message_id"] == 10
+        assert placeholder.payload["parse_mode"] == "HTML" and "Working on it" in placeholder.payload["text"]
+        assert {e.payload["message_id"] for e in edits} == {1000}  # one message edited throughout
+        texts = [e.payload["text"] for e in edits]
+        assert any("Looking at the disk usage now." in t for t in texts)
+        assert any("<b>specialist-disk</b>" in t and "running" in t for t in texts)
+        answer = [texts[-1]] + [s.payload["text"] for s in sends[1:]]
+        assert answer[0].startswith("Findings:") and len(answer) >= 2 and unescape_len_ok(answer)
+        assert all(a.count("<pre>") == a.count("</pre>") for a in answer)  # no code block broken
+        last = done[-1].payload["text"]
+        assert '&lt;script&gt;alert("x")&lt;/script&gt; &amp; &lt;b&gt;not bold&lt;/b&gt;' in last
+        assert "javascript:" not in re.sub(r"\[click\]\(javascript:alert\(1\)\)", "", last)
+        assert '<a href="https://example.org/?a=1&amp;b=&quot;2&quot;">docs</a>' in last
+        assert '<pre><code class="language-sh">echo "&lt;tag&gt;" &amp;&amp; true</code></pre>' in last
+        assert "<script" not in "".join(answer)
+        assert all(TOKEN not in line for line in (tmp_path / "daemon.log").read_text().splitlines())
+        db = tmp_path / "state" / "ongrid.db"
+        [coord] = rows(db, "select user_id, thread_id from chat_sessions where parent_session_id is null")
+        assert coord == {"user_id": "carol", "thread_id": "telegram:-1001/7"}
+        assert {"tool_name": "host_du_summary", "status": "ok"} in rows(db, "select tool_name, status from audit_logs")
+        [origin] = rows(db, "select platform, im_user, conversation from turn_origins")
+        assert origin == {"platform": "telegram", "im_user": "42", "conversation": "-1001/7"}
+
+        # the API goes away and comes back: the loop keeps polling
+        double.stop()
+        time.sleep(3)
+        polls_before = len(double.find("/getUpdates"))
+        double.start()
+        api.push(update(502, "hello?", user=99, chat=555, thread=None, message_id=11))  # unmapped user
+        refusal = double.wait_for(lambda: [c for c in double.find("/sendMessage") if c.payload["chat_id"] == 555],
+                                  60, "the refusal after the outage")
+        assert "not mapped to an Ongrid user" in refusal[0].payload["text"]
+        assert len(double.find("/getUpdates")) > polls_before
+        assert "message_thread_id" not in refusal[0].payload
+        log = (tmp_path / "daemon.log").read_text()
+        assert "telegram_poll_failed" in log and "telegram_poll_recovered" in log
+        assert len(rows(db, "select id from chat_sessions where parent_session_id is null")) == 1
+    finally:
+        stop(daemon)
+        stop(llm)
+        double.stop()
+
+
+def test_webhook_secret_dedup_and_stop(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    script = disk_script(folder, "never reached")
+    script["specialist-disk"][0]["delay_s"] = 60
+    api = BotAPI()
+    double = PlatformDouble(api).start()
+    llm, llm_url = start_fake_llm(tmp_path, script)
+    settings = {"ongrid_telegram": {"api_base_url": double.url, "mode": "webhook", "default_user": "dave",
+                                    "edit_interval_s": 0.2, "chats": ["-1001"]}}
+    daemon, url = start_serve(tmp_path, llm_url, settings, TELEGRAM_BOT_TOKEN=TOKEN,
+                              TELEGRAM_WEBHOOK_SECRET=WEBHOOK_SECRET)
+    hook = url + "/api/channels/telegram/webhook"
+    try:
+        first = update(601, "check the disk", thread=None)
+        assert httpx2.post(hook, json=first, timeout=10).status_code == 401
+        assert httpx2.post(hook, json=first, timeout=10,
+                           headers={"X-Telegram-Bot-Api-Secret-Token": "wrong"}).status_code == 401
+        time.sleep(0.5)
+        assert not double.calls  # nothing started, and no polling in webhook mode
+        ok = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
+        assert httpx2.post(hook, json=first, headers=ok, timeout=10).status_code == 200
+        assert httpx2.post(hook, json=first, headers=ok, timeout=10).status_code == 200  # redelivered
+        double.wait_for(lambda: any("running" in e.payload["text"] for e in double.find("/editMessageText")), 60,
+                        "the worker tile")
+        assert len(double.find("/sendMessage")) == 1  # one placeholder: one turn
+        other_chat = update(602, "hi", chat=777, thread=None)
+        assert httpx2.post(hook, json=other_chat, headers=ok, timeout=10).status_code == 200
+        assert httpx2.post(hook, json=update(603, "/stop", thread=None, message_id=12), headers=ok,
+                           timeout=10).status_code == 200
+        double.wait_for(lambda: any(e.payload["text"] == "⏹ Stopped." for e in double.find("/editMessageText")),
+                        30, "the stopped placeholder")
+        assert not [c for c in double.calls if (c.payload or {}).get("chat_id") == 777]
+        db = tmp_path / "state" / "ongrid.db"
+        [worker] = rows(db, "select status from chat_sessions where parent_session_id is not null")
+        assert worker["status"] == "killed"
+    finally:
+        stop(daemon)
+        stop(llm)
+        double.stop()

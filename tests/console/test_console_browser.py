@@ -1,0 +1,321 @@
+"""The web console in a real browser (Debian's chromium via Playwright) against a real
+``ongridd serve`` and the scripted model: sign-in, two agent tiles with their results and
+the final answer after them, stopping one worker, reload keeping the thread, the session
+view with a rejected proposal's reason, a hostile answer that runs nothing, personas and
+the marketplace, screenshots at 1280 and 390 px."""
+
+from __future__ import annotations
+
+import re
+
+import httpx2
+import pytest
+
+from tests.conftest import need
+from tests.console.console_helpers import PageWatch, browser, copy_out, daemon, have_browser, save_artifacts
+
+pytestmark = pytest.mark.slow
+
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdef00"
+TOKENS = f"alice:{ALICE},bob:{BOB}"
+REJECT_REASON = "no runbook covers restarting nginx here"
+HOSTILE = ("Here: <script>window.__pwned = 1</script> and <img src=x onerror=\"window.__pwned = 2\"> "
+           "and [x](javascript:window.__pwned=3) and **bold**")
+
+
+def agent_call(persona: str, prompt: str, description: str) -> dict:
+    return {"name": "AgentTool", "arguments": {"description": description, "subagent_type": persona,
+                                               "prompt": prompt}}
+
+
+SCRIPT = {
+    "default": [
+        # turn 1: two workers; the final answer is made of their results
+        {"content": "Dispatching the disk and ops specialists.",
+         "tool_calls": [agent_call("specialist-disk", "What fills ${DISK_DIR}?", "disk usage"),
+                        agent_call("specialist-ops", "Restart nginx on host local: users see 502s.",
+                                   "restart nginx")]},
+        {"content": "Both specialists answered.\n\n- disk: measured\n- ops: the restart was **rejected**"},
+        # turn 2: a slow worker the user stops, and a fast one
+        {"tool_calls": [agent_call("specialist-network", "Trace the path", "slow trace"),
+                        agent_call("specialist-compute", "Check the load", "quick load check")]},
+        {"content": "After the stop: the load check answered."},
+        # turn 3: a hostile answer
+        {"content": HOSTILE},
+        # turn 4: stopped as a whole by the user
+        {"tool_calls": [agent_call("specialist-network", "Trace again", "second slow trace")]},
+    ],
+    "specialist-disk": [
+        {"tool_calls": [{"name": "host_du_summary", "arguments": {"paths": ["${DISK_DIR}"], "depth": 1}}]},
+        {"content": "disk: the big folder is **logs**"},
+    ],
+    "specialist-ops": [
+        {"tool_calls": [{"name": "host_restart_service",
+                         "arguments": {"service": "nginx", "reason": "users see 502s on web"}}]},
+        {"content": "ops: the restart was rejected by the reviewer"},
+    ],
+    "reviewer": [{"content": f"Decision: reject\n- runbook: fail — {REJECT_REASON}"}],
+    "specialist-network": [{"delay_s": 120, "content": "too late"}],
+    "specialist-compute": [{"content": "compute: load is fine"}],
+}
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory):
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    tmp = tmp_path_factory.mktemp("console")
+    disk = tmp / "disk" / "logs"
+    disk.mkdir(parents=True)
+    (disk / "big.log").write_bytes(b"x" * 200_000)
+    with daemon(tmp, SCRIPT, tokens=TOKENS, DISK_DIR=str(tmp / "disk")) as d, browser() as b:
+        d["browser"] = b
+        d["tmp"] = tmp
+        yield d
+
+
+def sign_in(page, url: str, token: str = ALICE, hash_: str = "") -> None:
+    page.goto(url + "/" + hash_)
+    page.locator("#token").fill(token)
+    page.locator("#signin button[type=submit]").click()
+    page.locator("#who").filter(has_text="user").wait_for()
+
+
+def test_page_headers_forbid_inline_script(console):
+    resp = httpx2.get(console["url"] + "/", timeout=10)
+    assert resp.status_code == 200
+    csp = resp.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert "<script src=\"/static/app.js\"" in resp.text and "<script>" not in resp.text
+    js = httpx2.get(console["url"] + "/static/app.js", timeout=10)
+    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+    assert httpx2.get(console["url"] + "/static/../app.py", timeout=10).status_code == 404
+    assert httpx2.get(console["url"] + "/static/webpage.py", timeout=10).status_code == 404
+
+
+def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
+    url, tmp = console["url"], console["tmp"]
+    ctx = console["browser"].new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    watch = PageWatch(page)
+    # a wrong token is refused, the right one signs in and lands on the thread in the URL
+    page.goto(url + "/#/t/ops-room")
+    page.locator("#token").fill("wrong-token-0123456789")
+    page.locator("#signin button[type=submit]").click()
+    page.locator("#signin-error").filter(has_text="not valid").wait_for()
+    page.locator("#token").fill(ALICE)
+    page.locator("#signin button[type=submit]").click()
+    page.locator("#conn.online").wait_for()
+    assert page.locator("#thread-title").inner_text() == "ops-room"
+
+    # turn 1: Enter sends; two tiles, their results under them, the final answer after them
+    box = page.locator("#text")
+    box.fill("What fills the disk, and restart nginx please")
+    box.press("Shift+Enter")
+    assert box.input_value().endswith("\n")  # Shift+Enter is a newline, nothing sent
+    box.press("Enter")
+    page.locator(".msg.final").first.wait_for(timeout=60_000)
+    turn = page.locator(".turn").last
+    personas = turn.locator(".tile .persona").all_inner_texts()
+    # one tile per worker (and one for the reviewer the ops worker's gated call started)
+    assert sorted(p for p in personas if p != "reviewer") == ["specialist-disk", "specialist-ops"]
+    assert personas.count("reviewer") == 1
+    disk = turn.locator(".tile", has=page.locator(".persona", has_text="specialist-disk"))
+    ops = turn.locator(".tile", has=page.locator(".persona", has_text="specialist-ops"))
+    assert "disk usage" in disk.locator(".desc").inner_text()
+    disk.locator(".status.completed").wait_for()
+    assert "the big folder is logs" in disk.locator("details .result-body").inner_text()
+    assert disk.locator("details .result-body strong").inner_text() == "logs"  # rendered markdown
+    assert "rejected by the reviewer" in ops.locator("details .result-body").inner_text()
+    # order in the turn: user message, streamed text, tiles, then the final answer
+    classes = turn.evaluate("t => Array.from(t.children).map(c => c.className)")
+    first_tile = next(i for i, c in enumerate(classes) if c.startswith("tile"))
+    final_at = next(i for i, c in enumerate(classes) if "final" in c)
+    assert classes[0] == "msg user" and final_at > first_tile and final_at == len(classes) - 1
+    assert turn.locator(".msg.final strong").inner_text() == "rejected"
+    assert page.locator("#stopturn").is_disabled()
+    page.locator("#threads a[data-thread='ops-room']").wait_for()
+    shot = save_artifacts(tmp, "console-1280", page)
+    copy_out(shot)
+
+    # session view from a tile: the worker's tree and audit rows with the rejected proposal
+    ops.locator("a", has_text="audit").click()
+    page.locator("#view-session:not([hidden])").wait_for()
+    page.locator("#audit tbody tr").first.wait_for()
+    row = page.locator("#audit tbody tr[data-tool='host_restart_service']")
+    assert row.get_attribute("data-status") == "rejected"
+    assert row.locator(".decision-reject").inner_text() == "reject"
+    assert REJECT_REASON in row.locator(".reason").inner_text()
+    assert "nginx" in row.locator("pre").first.inner_text()
+    tree_text = page.locator("#session-tree").inner_text()
+    assert "specialist-ops" in tree_text and "reviewer" in tree_text
+    copy_out(save_artifacts(tmp, "session-1280", page))
+    # the coordinator's session view lists every agent's calls
+    page.go_back()
+    page.locator("#conn.online").wait_for()
+    page.locator("#thread-session").click()
+    page.locator("#audit tbody tr[data-tool='host_du_summary']").wait_for()
+    assert page.locator("#audit tbody tr[data-tool='AgentTool']").count() == 2
+    page.go_back()
+
+    # turn 2: stop the slow worker only
+    page.locator("#conn.online").wait_for()
+    page.locator("#text").fill("Trace the network and check the load")
+    page.locator("#text").press("Enter")
+    slow = page.locator(".turn").last.locator(".tile", has=page.locator(".persona", has_text="specialist-network"))
+    fast = page.locator(".turn").last.locator(".tile", has=page.locator(".persona", has_text="specialist-compute"))
+    slow.locator(".status.running").wait_for(timeout=30_000)
+    fast.locator(".status.completed").wait_for(timeout=30_000)
+    assert not page.locator("#stopturn").is_disabled()
+    page.locator("#threads a[data-thread='ops-room'] .running-mark").wait_for()  # the thread list's marker
+    page.wait_for_timeout(1700)
+    assert re.fullmatch(r"[1-9]\d*s", slow.locator(".elapsed").inner_text())  # live elapsed time
+    # reload mid-turn: the running worker comes back as one live tile that can still be stopped
+    page.reload()
+    page.locator("#conn.online").wait_for()
+    slow.locator(".status.running").wait_for(timeout=30_000)
+    assert page.locator(".tile", has=page.locator(".persona", has_text="specialist-network")).count() == 1
+    page.locator("#stopturn:not([disabled])").wait_for()
+    slow.locator("button[data-stop]").click()
+    slow.locator(".status.killed").wait_for(timeout=30_000)
+    page.locator(".turn").last.locator(".msg.final").wait_for(timeout=30_000)
+    assert "After the stop" in page.locator(".turn").last.locator(".msg.final").inner_text()
+    fast.locator(".status.completed").wait_for()
+    slow.locator(".status.killed").wait_for()  # the stored outcome once the turn ended
+    assert "load is fine" in fast.locator(".result-body").text_content()
+
+    # turn 3: a hostile answer renders as text and runs nothing
+    page.locator("#text").fill("Say something nasty")
+    page.locator("#text").press("Enter")
+    final = page.locator(".turn").last.locator(".msg.final")
+    final.wait_for(timeout=30_000)
+    assert "<script>" in final.inner_text() and "onerror" in final.inner_text()
+    assert final.locator("script, img, iframe").count() == 0
+    assert final.locator("a[href^='javascript']").count() == 0
+    assert final.locator("strong").inner_text() == "bold"
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned === undefined")
+    assert watch.errors == [] and watch.csp_violations() == []
+    # and the policy is a second wall: an inline script slipped into the page does not run
+    page.evaluate("() => { const s = document.createElement('script'); s.textContent = 'window.__inline = 1';"
+                  " document.body.append(s); }")
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.__inline === undefined")
+    assert watch.csp_violations(), watch.console
+
+    # reload: the thread and its history stay
+    page.reload()
+    page.locator("#conn.online").wait_for()
+    assert page.url.endswith("#/t/ops-room")
+    page.locator(".msg.user", has_text="What fills the disk").wait_for()
+    page.locator(".msg.user", has_text="Trace the network").wait_for()
+    assert page.locator(".msg", has_text="Both specialists answered").count() == 1
+    # the stored dispatches come back as tiles with their results
+    stopped = page.locator(".tile.history", has=page.locator(".persona", has_text="specialist-network"))
+    assert stopped.locator(".status").inner_text() == "killed"
+    done = page.locator(".tile.history", has=page.locator(".persona", has_text="specialist-disk"))
+    assert "the big folder" in done.locator(".result-body").text_content()
+    hostile = page.locator(".msg", has_text="Here:")
+    assert hostile.locator("script, img").count() == 0 and "<script>" in hostile.inner_text()
+    assert page.evaluate("window.__pwned === undefined")
+    assert watch.errors == []
+
+    # the socket drops: the page reconnects by itself and re-attaches to the thread
+    page.evaluate("state.ws.close()")
+    page.locator("#conn", has_text="reconnecting").wait_for()
+    page.locator("#conn.online").wait_for(timeout=15_000)
+    page.locator(".msg.user", has_text="Say something nasty").wait_for()
+    assert page.locator(".msg.user", has_text="What fills the disk").count() == 1
+
+    # turn 4: the stop-the-turn button ends the turn and its worker, with a banner
+    page.locator("#text").fill("Trace it again")
+    page.locator("#text").press("Enter")
+    again = page.locator(".turn").last.locator(".tile", has=page.locator(".persona", has_text="specialist-network"))
+    again.locator(".status.running").wait_for(timeout=30_000)
+    page.locator("#stopturn").click()
+    page.locator("#banner:not([hidden])", has_text="stopped").wait_for(timeout=30_000)
+    again.locator(".status.killed").wait_for(timeout=30_000)
+    assert page.locator("#stopturn").is_disabled()
+
+    # another user sees neither the thread nor its session (404)
+    sid = page.locator("#thread-session").get_attribute("href").split("/")[-1]
+    bob = {"Authorization": f"Bearer {BOB}"}
+    assert httpx2.get(f"{url}/api/sessions/{sid}/messages", headers=bob, timeout=10).status_code == 404
+    assert httpx2.get(f"{url}/api/sessions", headers=bob, timeout=10).json() == []
+
+    # narrow screen: the same thread is usable at 390 px
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#text").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth <= 390 + 1")
+    page.locator(".msg.assistant").last.scroll_into_view_if_needed()
+    copy_out(save_artifacts(tmp, "console-390", page))
+    page.locator("#menu").click()
+    page.locator("#sidebar.open #threads a[data-thread='ops-room']").wait_for()
+    ctx.close()
+
+
+def test_personas_edit_save_warning_and_delete(console):
+    url = console["url"]
+    ctx = console["browser"].new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.on("dialog", lambda d: d.accept())
+    sign_in(page, url, hash_="#/personas")
+    row = page.locator("#personas tr[data-persona='specialist-disk']")
+    row.wait_for()
+    assert row.locator("td").nth(1).inner_text() == "builtin"
+    # a user file with a problem: kept, and the list shows its warning (hot reload)
+    (console["tmp"] / "agents" / "warned.md").write_text(
+        '---\nname: warned\ndescription: "Has a warning"\ntools: ["no_such_tool_here"]\n---\nHi.\n')
+    warned = page.locator("#personas tr[data-persona='warned']")
+    for _ in range(40):
+        page.reload()
+        page.locator("#personas tr[data-persona='specialist-disk']").wait_for()
+        if warned.count():
+            break
+        page.wait_for_timeout(250)
+    assert warned.locator("td").nth(1).inner_text() == "user"
+    assert "unknown tool 'no_such_tool_here'" in warned.locator(".warnings").inner_text()
+    # a new user agent: save, then a broken edit shows the server's message and warnings
+    page.goto(url + "/#/personas/console-helper")
+    page.locator("#persona-meta").filter(has_text="new persona").wait_for()
+    page.locator("#persona-body").fill('---\nname: console-helper\ndescription: "Helps in tests"\n'
+                                      'tools: ["get_host_load", "not_a_tool"]\n---\nYou help.\n')
+    page.locator("#persona-form button[type=submit]").click()
+    page.locator("#persona-result.good").filter(has_text="Saved console-helper").wait_for()
+    assert "unknown tool 'not_a_tool'" in page.locator("#persona-warnings").inner_text()
+    page.goto(url + "/#/personas")
+    page.locator("#personas tr[data-persona='console-helper']").wait_for()
+    page.goto(url + "/#/personas/console-helper")
+    from playwright.sync_api import expect
+
+    expect(page.locator("#persona-body")).to_have_value(re.compile("Helps in tests"))
+    assert "get_host_load" in page.locator("#persona-body").input_value()
+    page.locator("#persona-body").fill("---\nname: console-helper\nmax_turns: lots\n---\n")
+    page.locator("#persona-form button[type=submit]").click()
+    page.locator("#persona-result.bad").filter(has_text="Not saved").wait_for()
+    assert "'max_turns' must be an integer" in page.locator("#persona-warnings").inner_text()
+    # the saved version is still live; delete it
+    assert httpx2.get(f"{url}/api/agents/console-helper", headers={"Authorization": f"Bearer {ALICE}"},
+                      timeout=10).json()["description"] == "Helps in tests"
+    page.locator("#persona-delete").click()
+    page.locator("#persona-result.good").filter(has_text="Deleted console-helper").wait_for()
+    assert httpx2.get(f"{url}/api/agents/console-helper", headers={"Authorization": f"Bearer {ALICE}"},
+                      timeout=10).status_code == 404
+    ctx.close()
+
+
+def test_marketplace_install_and_uninstall(console):
+    url = console["url"]
+    ctx = console["browser"].new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    sign_in(page, url, hash_="#/market")
+    row = page.locator("#market tr[data-package='ongrid-example-postmortem']")
+    row.wait_for()
+    assert row.locator(".installed").inner_text() == "no"
+    row.locator("button[data-action='install']").click()
+    page.locator("#market-result.good").filter(has_text="installed").wait_for(timeout=120_000)
+    row.locator(".installed", has_text="yes").wait_for()
+    row.locator("button[data-action='uninstall']").click()
+    page.locator("#market-result.good").filter(has_text="uninstall").wait_for(timeout=120_000)
+    row.locator(".installed", has_text="no").wait_for()
+    ctx.close()

@@ -1,0 +1,78 @@
+"""Markdown → sanitised HTML: what models write renders, nothing in it can run."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ongridd.render import ALLOWED_TAGS, MAX_RENDER_CHARS, markdown_html
+from ongridd.runtime import frames
+
+
+class Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+
+
+def tags_of(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    c = Collect()
+    c.feed(html)
+    return c.tags
+
+
+def assert_inert(html: str) -> None:
+    for tag, attrs in tags_of(html):
+        assert tag in ALLOWED_TAGS, (tag, html)
+        for name, value in attrs:
+            assert name in ("href", "title", "rel", "start"), (name, html)
+            if name == "href":
+                assert value and not value.strip().lower().startswith(("javascript:", "data:", "vbscript:")), html
+
+
+def test_markdown_renders():
+    html = markdown_html("# Disk\n\n**big** `du -sh` [docs](https://example.org)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+                         "- one\n- two\n\n```\ncode <b>\n```")
+    assert "<h1>Disk</h1>" in html and "<strong>big</strong>" in html and "<code>du -sh</code>" in html
+    assert '<a href="https://example.org" rel="noopener noreferrer">docs</a>' in html
+    assert "<table>" in html and "<li>one</li>" in html and "code &lt;b&gt;" in html
+    assert_inert(html)
+
+
+def test_hostile_markdown_is_text():
+    for text in ("<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "[x](javascript:alert(1))",
+                 "[x](JAVASCRIPT:alert(1))", "<a href='javascript:alert(1)'>y</a>", "[d](data:text/html,<b>)",
+                 "<iframe src=https://evil></iframe>", "![pic](https://evil/x.png)", "<style>*{}</style>",
+                 "[a](vbscript:x)", '<div onclick="x()">hi</div>', "<svg onload=alert(1)>"):
+        html = markdown_html(text)
+        assert_inert(html)
+        assert "<script" not in html and "<img" not in html and "<iframe" not in html and "<svg" not in html
+    assert markdown_html("![pic](https://evil/x.png)") == "<p>[image: pic]</p>\n"
+    assert "href" not in markdown_html("[x](javascript:alert(1))")
+
+
+def test_empty_and_huge():
+    assert markdown_html("") == "" and markdown_html(None) == ""
+    html = markdown_html("a" * (MAX_RENDER_CHARS + 10))
+    assert f"shown up to {MAX_RENDER_CHARS:,} characters" in html
+    deep = markdown_html(">" * 5000 + " x" + "[" * 5000)
+    assert_inert(deep)
+    assert markdown_html("bad \ud800 text") == "<p>bad \ufffd text</p>\n"
+
+
+def test_frames_carry_html():
+    assert frames.final("**a**") == {"type": "final", "text": "**a**", "html": "<p><strong>a</strong></p>\n"}
+    assert frames.interim("<b>x</b>")["html"] == "<p>&lt;b&gt;x&lt;/b&gt;</p>\n"
+    assert frames.agent_result("t", "completed", "ok")["html"] == "<p>ok</p>\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("<>[]()!`*_#-|:/\"'= \nabcjavscriptonerrorimgsrchref&;\ud800")),
+               max_size=200))
+def test_any_text_renders_inert(text):
+    assert_inert(markdown_html(text))

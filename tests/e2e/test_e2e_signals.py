@@ -1,0 +1,148 @@
+"""End to end against a real ``ongridd serve`` with token auth: changes
+recorded from outside (``ongrid changes record`` and ``POST /api/changes``)
+come back from ``query_change_events``, and an ``ongrid ask`` turn whose
+incident investigator finds the error line in a real log file with
+``search_logs`` quotes that line in its final answer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.e2e.e2e_helpers import env, free_port, ongrid, ongridd, start_fake_llm, stop, wait_healthy
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "ci-bot-token-0123456789abcdef"
+ERROR_LINE = ("2026-03-02T10:04:59Z ERROR checkout[4242]: connection to postgres-main:5432 refused "
+              "(FATAL: remaining connection slots are reserved)")
+
+
+def _start(tmp: Path, llm_url: str, logs: Path) -> tuple[subprocess.Popen, str]:
+    config = tmp / "ongrid.yaml"
+    config.write_text(json.dumps({"logs": {"dirs": [str(logs)]}}))
+    port = free_port()
+    proc = subprocess.Popen(ongridd("serve", "--config", str(config), "--state-dir", str(tmp / "state"),
+                                    "--listen", f"127.0.0.1:{port}"),
+                            cwd=tmp, env=env(ONGRID_LLM_BASE_URL=llm_url, ONGRID_LLM_MODEL="scripted",
+                                             ONGRID_TOKENS=f"ci-bot:{TOKEN}"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(proc, url)
+    return proc, url
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "checkout.log").write_text(
+        "2026-03-02T10:04:00Z INFO checkout[4242]: served 200 /pay in 31ms\n"
+        f"{ERROR_LINE}\n"
+        "2026-03-02T10:05:01Z INFO checkout[4242]: retrying in 5s\n")
+    return d
+
+
+def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_path, logs):
+    script = {"default": [
+        {"tool_calls": [{"name": "query_change_events",
+                         "arguments": {"subject": "checkout", "since": "2026-03-01T00:00:00Z"}}]},
+        {"content_from_tool_results": True},
+    ]}
+    llm, llm_url = start_fake_llm(tmp_path, script)
+    daemon, url = _start(tmp_path, llm_url, logs)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        res = subprocess.run(ongrid("changes", "record", "--kind", "deploy", "--subject", "checkout", "--actor", "ci",
+                                    "--detail", '{"version": "1.4.2"}', "--at", "2026-03-02T10:03:00Z",
+                                    "--url", url, "--token-file", str(token_file)),
+                             env=env(), capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        change_id = res.stdout.strip()
+        assert len(change_id) == 36
+        posted = httpx2.post(url + "/api/changes", headers=auth, timeout=10,
+                             json={"kind": "flag", "subject": "checkout", "actor": "alice",
+                                   "detail": {"flag": "new-pay", "on": True}})
+        assert posted.status_code == 201
+        row = posted.json()
+        assert row["recorded_by"] == "ci-bot" and row["kind"] == "flag" and row["occurred_at"]
+        other = httpx2.post(url + "/api/changes", headers=auth, timeout=10,
+                            json={"kind": "deploy", "subject": "search", "actor": "ci"})
+        assert other.status_code == 201
+        # refusals: no token, a bad field, an Ongrid-only kind, too large
+        assert httpx2.post(url + "/api/changes", json={"kind": "deploy"}, timeout=10).status_code == 401
+        bad = httpx2.post(url + "/api/changes", headers=auth, timeout=10,
+                          json={"kind": "deploy", "subject": "", "actor": "ci"})
+        assert bad.status_code == 400 and bad.json()["error"]["field"] == "subject"
+        forged = httpx2.post(url + "/api/changes", headers=auth, timeout=10,
+                             json={"kind": "incident", "subject": "x", "actor": "ci"})
+        assert forged.status_code == 400 and forged.json()["error"]["field"] == "kind"
+        huge = httpx2.post(url + "/api/changes", headers=auth, timeout=10,
+                           json={"kind": "deploy", "subject": "x", "actor": "ci", "detail": {"blob": "x" * 70_000}})
+        assert huge.status_code == 413
+        usage = subprocess.run(ongrid("changes", "record", "--kind", "deploy", "--subject", "s", "--actor", "a",
+                                      "--detail", "[1]", "--url", url), env=env(), capture_output=True, text=True,
+                               timeout=60)
+        assert usage.returncode == 2 and "JSON object" in usage.stderr
+        http_error = subprocess.run(ongrid("changes", "record", "--kind", "nonsense", "--subject", "s", "--actor",
+                                           "a", "--url", url, "--token-file", str(token_file)),
+                                    env=env(), capture_output=True, text=True, timeout=60)
+        assert http_error.returncode == 1 and "HTTP 400: kind" in http_error.stderr
+
+        ask = subprocess.run(ongrid("ask", "--url", url, "--token-file", str(token_file), "What changed on checkout?"),
+                             env=env(), capture_output=True, text=True, timeout=120)
+        assert ask.returncode == 0, ask.stderr
+        name, _, body = ask.stdout.strip().partition(": ")
+        assert name == "query_change_events"
+        events = json.loads(body)["events"]
+        assert [(e["kind"], e["actor"], e["recorded_by"], e["origin"]) for e in events] == [
+            ("flag", "alice", "ci-bot", "external"), ("deploy", "ci", "ci-bot", "external")]
+        assert events[1]["id"] == change_id and events[1]["detail"] == {"version": "1.4.2"}
+        assert events[1]["occurred_at"].startswith("2026-03-02T10:03:00")
+        assert stop(daemon) == 0
+    finally:
+        stop(daemon)
+        stop(llm)
+
+
+def test_ask_turn_where_the_investigator_quotes_the_error_line_from_a_real_log(tmp_path, logs):
+    script = {
+        "default": [
+            {"tool_calls": [{"name": "AgentTool", "arguments": {
+                "description": "Why does checkout fail?", "subagent_type": "incident-investigator",
+                "prompt": "checkout returns 502 since 10:05 UTC on host local; find the cause in its logs."}}]},
+            {"content_from_tool_results": True},
+        ],
+        "incident-investigator": [
+            {"tool_calls": [{"name": "search_logs", "arguments": {
+                "pattern": "error", "source": "files", "since": "2026-03-02T09:00:00Z"}}]},
+            {"content_from_tool_results": True},
+        ],
+    }
+    llm, llm_url = start_fake_llm(tmp_path, script)
+    daemon, url = _start(tmp_path, llm_url, logs)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    try:
+        res = subprocess.run(ongrid("ask", "--url", url, "--token-file", str(token_file), "Why does checkout fail?"),
+                             env=env(), capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        name, _, body = res.stdout.strip().partition(": ")
+        dispatch = json.loads(body)
+        assert name == "AgentTool" and dispatch["status"] == "completed"
+        tool, _, result = dispatch["result"].partition(": ")
+        found = json.loads(result)
+        assert tool == "search_logs" and found["total_matched"] == 1
+        assert found["hits"] == [{"host": "local", "file": str(logs / "checkout.log"), "line_no": 2,
+                                  "timestamp": "2026-03-02T10:04:59Z", "line": ERROR_LINE}]
+        assert ERROR_LINE in res.stdout.replace('\\"', '"')
+        assert stop(daemon) == 0
+    finally:
+        stop(daemon)
+        stop(llm)
