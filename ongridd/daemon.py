@@ -172,7 +172,8 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
             holder = RegistryHolder(registries)
             from ongridd.llm.redacting import RedactingModel
 
-            client = RedactingModel(model if model is not None else partial(make_model, config, secrets.api_key))
+            client = RedactingModel(model if model is not None else partial(make_model, config, secrets.api_key),
+                                    known_agents=lambda: holder.current.agents.snapshot())
             runtime = Runtime(config, store, holder, client)
             services = AppServices(config=config, auth=auth, store=store, runtime=runtime,
                                    plugin_routes=lambda: holder.current.routes)

@@ -76,6 +76,7 @@ class Redactor:
         for value in self.values:
             forms |= _forms(value)
         ordered = sorted(forms, key=lambda f: (-len(f), f))
+        self._forms = tuple(ordered)
         self._pattern: re.Pattern[str] | None = re.compile("|".join(map(re.escape, ordered))) if forms else None
 
     def __bool__(self) -> bool:
@@ -109,6 +110,23 @@ class Redactor:
             pos = end
         parts.append(text[pos:])
         return "".join(parts)
+
+
+    def partial_tail(self, text: str) -> int:
+        """How many characters at the end of ``text`` could be the start of a
+        secret (the longest suffix that is a proper prefix of a secret form;
+        0 when none).  A stream redactor holds those back until the next piece
+        shows whether a secret follows.  Costs one ``endswith`` per prefix
+        length of each form."""
+        if not self._forms or not isinstance(text, str) or not text:
+            return 0
+        best = 0
+        for form in self._forms:
+            for k in range(min(len(form) - 1, len(text)), best, -1):
+                if text.endswith(form[:k]):
+                    best = k
+                    break
+        return best
 
 
 class SecretRegistry:

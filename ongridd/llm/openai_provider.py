@@ -121,6 +121,9 @@ class OpenAIProvider:
         self._closed = False
         self._discovered_model: str | None = None
         self._stream_options_ok = True
+        # called with the request before each retry (the model client
+        # wrapper counts retried attempts in ``ongrid_model_calls_total``)
+        self.on_retry: Any = None
 
     # -- lifetime ---------------------------------------------------------
 
@@ -215,6 +218,11 @@ class OpenAIProvider:
             if emitted or not failure.retryable or attempt > self.max_retries:
                 raise self._give_up(failure, attempt=attempt, model=model, request=request, emitted=emitted)
             delay_s = self._backoff_s(attempt, failure)
+            if self.on_retry is not None:
+                try:
+                    self.on_retry(request)
+                except Exception:
+                    log.exception("model_call_retry_hook_failed")
             log.warning(
                 "model_call_retry",
                 agent=request.agent,

@@ -7,17 +7,25 @@ messages (text and tool-call arguments) are redacted before they are sent;
 the answer is redacted too (streamed text pieces, the final text and the
 tool-call arguments), so a secret a model somehow produced is neither run,
 stored, audited nor sent back to a model.
+
+The wrapper also counts ``ongrid_model_calls_total{agent,outcome}``: one
+increment per attempt — ``ok`` (a completion arrived), ``error`` (the call
+failed for good) or ``retry`` (a failed attempt the provider retries; only
+providers with an ``on_retry`` hook report those).  A call closed or
+cancelled before its completion is not counted.  The ``agent`` label is the
+persona name only for personas ``known_agents()`` lists (else ``(unknown)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 import attrs
 
 from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta, ToolCall
-from ongridd.secretset import redact
+from ongridd.metrics import MODEL_CALLS
+from ongridd.secretset import REGISTRY, redact
 
 
 def redact_message(message: Message, scrub: Callable[[Any], Any] = redact) -> Message:
@@ -48,21 +56,43 @@ class RedactingModel:
 
     ``stream(request)`` yields the inner client's events with their text
     redacted; errors (``ProviderError``) and cancellation pass through
-    unchanged.  A secret split across two streamed pieces is not caught in
-    the pieces (they only go to the chat client); the final ``Completion``
-    is always redacted whole.  ``inner`` may also be a zero-argument factory
+    unchanged.  A secret split across two streamed pieces is caught too: the
+    end of a piece that could be the start of a held secret is kept back
+    until the next piece (or the next other event) shows what follows; the
+    final ``Completion`` is redacted whole.  ``inner`` may also be a zero-argument factory
     (called on first use, as the runtime does for the configured provider).
     """
 
-    def __init__(self, inner: Any, scrub: Callable[[Any], Any] = redact):
+    def __init__(self, inner: Any, scrub: Callable[[Any], Any] = redact, *,
+                 known_agents: Callable[[], Collection[str]] | None = None):
         self._inner = inner
         self._scrub = scrub
+        self._known_agents = known_agents
+        self._hooked = False
 
     @property
     def inner(self) -> Any:
         if callable(self._inner) and not hasattr(self._inner, "stream"):
             self._inner = self._inner()
+        if not self._hooked:
+            self._hooked = True
+            if getattr(self._inner, "on_retry", False) is None:
+                self._inner.on_retry = lambda request: self._count(request, "retry")
         return self._inner
+
+    def _count(self, request: ModelRequest, outcome: str) -> None:
+        """One attempt of ``request`` in ``ongrid_model_calls_total``; the
+        label is ``(unknown)`` for a persona not in ``known_agents()`` (keeps
+        the label set bounded)."""
+        agent = request.agent
+        if self._known_agents is not None:
+            try:
+                known = agent in self._known_agents()
+            except Exception:
+                known = False
+            if not known:
+                agent = "(unknown)"
+        MODEL_CALLS.labels(agent, outcome).inc()
 
     def __getattr__(self, name: str) -> Any:  # provider extras (model name, base_url, …)
         if name.startswith("_"):
@@ -72,16 +102,36 @@ class RedactingModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         scrub = self._scrub
         source = self.inner.stream(redact_request(request, scrub))
+        settled = False
+        held = ""  # streamed text that may be the start of a secret, kept until the next piece decides
         try:
             async for event in source:
                 if isinstance(event, TextDelta):
-                    text = scrub(event.text)
-                    yield event if text == event.text else TextDelta(text)
-                elif isinstance(event, Completion):
+                    text = scrub(held + event.text)
+                    keep = REGISTRY.redactor.partial_tail(text) if scrub is redact else 0
+                    held = text[len(text) - keep:] if keep else ""
+                    out = text[:len(text) - keep]
+                    if out:
+                        yield event if out == event.text else TextDelta(out)
+                    continue
+                if held:  # anything else ends the run of text: the held piece was no secret's start after all
+                    yield TextDelta(held)
+                    held = ""
+                if isinstance(event, Completion):
+                    if not settled:
+                        settled = True
+                        self._count(request, "ok")
                     message = redact_message(event.message, scrub)
                     yield event if message is event.message else attrs.evolve(event, message=message)
                 else:
                     yield event
+            if held:
+                yield TextDelta(held)
+        except Exception:  # ProviderError or a provider bug; cancellation is a BaseException
+            if not settled:
+                settled = True
+                self._count(request, "error")
+            raise
         finally:
             aclose = getattr(source, "aclose", None)
             if aclose is not None:

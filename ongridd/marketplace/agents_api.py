@@ -38,6 +38,7 @@ from ongridd.marketplace.locks import registry_lock
 from ongridd.personas.frontmatter import MAX_FILE_BYTES
 from ongridd.personas.origin import persona_origin, persona_warnings
 from ongridd.personas.parse import parse_persona_text, persona_to_text
+from ongridd.secretset import redact
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
 
 log = get_logger(__name__)
@@ -115,6 +116,10 @@ class AgentsAPI:
         if len(raw) > MAX_FILE_BYTES:
             raise PersonaError(f"persona too large: {len(raw):,} bytes; a persona file may have at most "
                                f"{MAX_FILE_BYTES:,}", too_large=True)
+        decoded = raw.decode("utf-8", "replace")
+        if redact(decoded) != decoded:  # personas are shared with every user and go into prompts
+            raise PersonaError("persona rejected: it contains a secret value the daemon holds (a token or key); "
+                               "remove it — a persona is shown to every user and sent to the model")
         if name == "reviewer":
             raise PersonaError("the 'reviewer' persona decides the review gate; it cannot be replaced through the "
                                "API — an operator can override it with a file in an agents folder")

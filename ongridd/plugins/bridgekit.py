@@ -470,6 +470,17 @@ def say_once(plugin: str, reason: str) -> None:
     log.info("bridge_inactive", plugin=plugin, reason=reason)
 
 
+def say_active(plugin: str, **detail: str) -> None:
+    """Log ``bridge_active`` for ``plugin`` (with ``detail``: the route or
+    service it registered, the mode) once per process; a bridge calls it
+    when it registers its route or service."""
+    key = (plugin, "active " + repr(sorted(detail.items())))
+    if key in _said:
+        return
+    _said.add(key)
+    log.info("bridge_active", plugin=plugin, **detail)
+
+
 REFUSAL = ("Sorry, I can't help you here: your account is not mapped to an Ongrid user. "
            "Ask an Ongrid operator to add you to the bridge's `users` setting.")
 STOP_WORDS = frozenset({"stop", "/stop", "⏹", "⏹️"})

@@ -16,7 +16,10 @@ import contextlib
 import os
 import threading
 
+from ongridd.logs import get_logger
 from ongridd.secretset import REGISTRY
+
+log = get_logger(__name__)
 
 _lock = threading.Lock()
 _adopted: dict[str, contextlib.ExitStack] = {}
@@ -36,4 +39,7 @@ def adopt_secret(env_name: str) -> str | None:
         stack = contextlib.ExitStack()
         stack.enter_context(REGISTRY.hold([value]))
         _adopted[env_name] = stack
-        return value
+    # start-up's secrets_removed_from_environment named the configured
+    # variables; this one is read (and removed) later, by a plugin
+    log.info("plugin_secret_removed_from_environment", variables=[env_name])
+    return value

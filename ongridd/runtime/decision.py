@@ -12,8 +12,8 @@ The rule, line by line:
   letters, ligatures, ``ſ``), accents, format characters (zero-width spaces
   and joiners, BOM, soft hyphen, bidi marks) and control characters removed,
   Cyrillic/Greek/small-capital letters that look like Latin ones mapped to
-  those, emphasis and code marks (``* _ ~ ```), backslashes and HTML tags
-  removed, every leading heading/quote/list/number/table/bullet/quote-mark
+  those, emphasis and code marks (``* _ ~ ```), backslashes, slashes and
+  tag brackets removed (a tag's content stays), every leading heading/quote/list/number/table/bullet/quote-mark
   marker stripped (repeatedly: ``> - 1. **…**``), and all white space removed.
   So a reject line that hides behind markdown or look-alike characters still
   counts as a decision line, and therefore still rejects.
@@ -25,8 +25,12 @@ The rule, line by line:
   colon (``Decision : approve``, ``Decision:approve``); nothing else may:
   no other text, no second period, no ``?``, no strikethrough (``~``), no
   non-ASCII character (a look-alike letter, a zero-width or no-break space).
-* The answer approves only when it has at least one decision line and every
-  decision line approves.
+* The answer approves only when it has at least one decision line, every
+  decision line approves, and no line says no anywhere else (its skeleton
+  holds ``reject``, ``deny``/``denied``, ``disapprov``, ``veto`` or a
+  ``not approve`` form: ``Final verdict: REJECT`` beside a clean approval
+  rejects; a reason that merely mentions such a word rejects too — fail
+  closed).
 
 :func:`review_decision` adds what the text cannot show: the reviewer must have
 completed, not from a limit (``stopped_by`` unset), and its model must have
@@ -69,7 +73,10 @@ _LOOKALIKES = str.maketrans({
     "ᴡ": "w", "ʏ": "y", "ᴢ": "z", "ı": "i", "ȷ": "j", "ɑ": "a", "ɡ": "g", "ɩ": "i", "ɵ": "o",
 })
 _DROP_CATEGORIES = frozenset({"Cf", "Cc", "Mn", "Me", "Co", "Cs"})
-_SKELETON_MARKS = re.compile(r"<[^<>]{0,64}>|[*_~`\\]")
+#: tag brackets go, their content stays: ``<decision>reject</decision>`` must still be seen
+_SKELETON_MARKS = re.compile(r"[<>*_~`\\/]")
+#: words that say no, anywhere in the answer (on the skeleton: lower case, no white space)
+_NEGATIVE = re.compile(r"reject|deny|denied|disapprov|veto|notapprov|n'tapprov|ntapprov|cannotapprov|neverapprov")
 _SKELETON_LEAD = re.compile(
     r"^(?:\s|#+|>|[-*+|=]|\d{1,9}[.):]|\[[ xX]?\]|[•◦▪▫‣⁃∙·●○■□►▶▸→⇒➤–—―]|[\"'“”„‘’‚«»‹›(\[{]|[.:;,!?])+")
 _SPACE = re.compile(r"\s+")
@@ -172,6 +179,11 @@ def parse_decision(answer: str | None, *, finish_reason: str | None, stopped_by:
                       "the reviewer's answer held no 'Decision: approve' line")
     unclean = [lines[i] for i in found if not is_clean_approval(lines[i])]
     if not unclean:
+        said_no = next((line for line in lines if _NEGATIVE.search(skeleton(line))), None)
+        if said_no is not None:  # "Decision: approve" beside "Final verdict: REJECT": fail closed
+            shown = said_no.strip()[:120]
+            return reject(_with_note(rest, f"the answer also says no ({shown!r}): fail closed"),
+                          "the reviewer's answer also says reject or deny")
         return Decision("approve", rest or "approved by the reviewer")
     if any(_REJECT.match(plain(line)) for line in unclean):
         return reject(rest or "\n".join(plain(line) for line in unclean), "the reviewer rejected it")

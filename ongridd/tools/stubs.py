@@ -29,9 +29,8 @@ DEFAULT_STUBS: tuple[RedirectStub, ...] = (
             "host_probe_http", "host_probe_dns", "host_probe_tcp"),
     *_stubs("specialist-ops", "service restarts run through the ops specialist (changes go through the "
             "review gate)", "host_restart_service"),
-    *_stubs("incident-investigator", "metrics, logs, traces and incident correlation are the incident "
-            "investigator's tools", "query_promql", "query_logql", "query_traceql",
-            "correlate_incident"),
+    *_stubs("incident-investigator", "metrics, logs and traces are the incident investigator's tools",
+            "query_promql", "query_logql", "query_traceql"),
 )
 
 WHY_STUB_EXISTS = (

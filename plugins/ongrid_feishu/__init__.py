@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ongrid_feishu.bridge import DEFAULT_API, ROUTE, FeishuBridge
-from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_once
+from ongrid_feishu.bridge import DEFAULT_API, ROUTE, FeishuBridge, log
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active, say_once
 
 PLUGIN_NAME = "ongrid_feishu"
 
@@ -30,6 +30,11 @@ def make_bridge(context: PluginContext) -> FeishuBridge | None:
         say_once(PLUGIN_NAME, "the app id, app secret or verification token variable is not set")
         return None
     encrypt_key = context.secret("encrypt_key_env", "FEISHU_ENCRYPT_KEY")
+    if not encrypt_key:
+        # without the key Feishu signs nothing: only the static verification token in the body is checked
+        log.warning("feishu_no_encrypt_key", hint="set the app's Encrypt Key and FEISHU_ENCRYPT_KEY: without it "
+                    "requests carry no signature or timestamp, so anyone holding the verification token can forge "
+                    "or replay events")
     settings = BridgeSettings.parse(context.settings, default_api=DEFAULT_API, allowed_key="chats",
                                     default_interval_s=1.0)
     return FeishuBridge(context=context, settings=settings, app_id=app_id, app_secret=app_secret,
@@ -41,3 +46,4 @@ def ongrid_register_routes(register: Any, context: PluginContext) -> None:
     bridge = make_bridge(context)
     if bridge is not None:
         register("POST", ROUTE, bridge.handle, auth="none")
+        say_active(PLUGIN_NAME, route=f"POST {ROUTE}")

@@ -145,8 +145,13 @@ def grep_spec(name: str) -> CommandSpec:
     return CommandSpec(name, _GREP_OPTIONS, refused=_GREP_REFUSED, operands=_grep_roles)
 
 
+#: zgrep is a shell script with its own idea of which options take a value
+#: (``-A -B -C -e -f -m``, ``--regexp``, ``--file``, ``--label``,
+#: ``--max-count``, ``--binary-files``): a grep option it does not know to take
+#: one (``--group-separator X``) would hand its value to grep as a file to read
+_ZGREP_NO = ("include", "exclude", "exclude-dir", "exclude-from", "group-separator")
 ZGREP = CommandSpec("zgrep", tuple(o for o in _GREP_OPTIONS if o.short not in ("r", "d", "D")
-                                   and o.long not in ("include", "exclude", "exclude-dir", "exclude-from")),
+                                   and o.long not in _ZGREP_NO),
                     refused=((("r", "recursive", "R", "dereference-recursive", "d", "directories"),
                               "is not supported by zgrep", REFUSED),),
                     operands=_grep_roles)
@@ -218,9 +223,11 @@ DU = CommandSpec("du", (
     V("X", "exclude-from", role="read"), V(long="files0-from", role="read"), O(long="time", check=NAME),
     V(long="time-style")), operands="meta")
 DF = CommandSpec("df", (
-    *flags("a|all h|human-readable H k l|local P|portability T|print-type i|inodes total si sync no-sync"),
+    *flags("a|all h|human-readable H k l|local P|portability T|print-type i|inodes total si no-sync"),
     V("t", "type", NAME), V("x", "exclude-type", NAME), V("B", "block-size", SIZE),
-    O(long="output", check=NAMES)), operands="meta")
+    O(long="output", check=NAMES)),
+    refused=((("sync",), "calls sync(2) on every filesystem first (a change, and it can stall)", WRITE),),
+    operands="meta")
 FREE = CommandSpec("free", flags("b|bytes k|kilo m|mega g|giga h|human w|wide t|total l|lohi si kibi mebi gibi "
                                  "tebi pebi tera peta v|committed"),
                    refused=((("s", "seconds", "c", "count"), "repeats (the call would only time out)", REFUSED),),
@@ -245,13 +252,26 @@ VMSTAT = CommandSpec("vmstat", (
     *flags("a|active f|forks m|slabs n|one-header s|stats d|disk D|disk-sum w|wide t|timestamp y|no-first"),
     V("p", "partition", NAME), V("S", "unit", one_of("k", "K", "m", "M"))),
     operands="text", max_operands=2,
-    check=lambda p: _all_ints("vmstat", p.operands))
+    check=lambda p: _vmstat_check(p.operands))
+
+#: the longest a sampling ``vmstat DELAY COUNT`` may take (the call's own time limit is 60 s)
+VMSTAT_MAX_S = 30
 
 
 def _all_ints(name: str, words: Sequence[str]) -> None:
     for w in words:
         if not w.isdigit():
             raise Refusal(WRITE, f"{name}: operand '{w}' is not a number (delay and count)")
+
+
+def _vmstat_check(words: Sequence[str]) -> None:
+    """``vmstat [DELAY COUNT]``: a delay without a count repeats forever."""
+    _all_ints("vmstat", words)
+    if len(words) == 1:
+        raise Refusal(REFUSED, f"vmstat: a delay without a count ('vmstat {words[0]}') repeats forever; "
+                               f"give both, e.g. 'vmstat 1 5'")
+    if len(words) == 2 and int(words[0]) * max(int(words[1]) - 1, 0) > VMSTAT_MAX_S:
+        raise Refusal(REFUSED, f"vmstat: {words[0]} s × {words[1]} samples runs longer than {VMSTAT_MAX_S} s")
 
 
 # ---- processes, users, the system ---------------------------------------------------------

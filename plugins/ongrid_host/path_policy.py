@@ -58,7 +58,32 @@ FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/etc/ssl/private", "TLS private keys"),
     ("/etc/ongrid", "Ongrid's configuration (tokens)"),
     ("/root/.ssh", "ssh keys"),
+    ("/etc/security/opasswd", "old password hashes"),
+    ("/etc/letsencrypt", "TLS certificates and their private keys"),
+    ("/etc/mysql/debian.cnf", "the MySQL maintenance password"),
+    ("/etc/krb5.keytab", "Kerberos keys"),
+    ("/etc/NetworkManager/system-connections", "network passwords"),
+    ("/etc/wireguard", "WireGuard private keys"),
+    ("/etc/ipsec.secrets", "IPsec secrets"),
+    ("/etc/pki/tls/private", "TLS private keys"),
+    ("/run/secrets", "container secrets"),
+    ("/var/run/secrets", "container and Kubernetes service-account secrets"),
+    ("/var/lib/docker/containers", "container configurations (environment variables)"),
+    ("/var/lib/kubelet", "Kubernetes node credentials"),
+    ("/etc/kubernetes", "Kubernetes credentials"),
+    ("/var/lib/postgresql", "database files"),
+    ("/var/lib/mysql", "database files"),
 )
+#: names, anywhere in a path, of folders and files that hold credentials
+#: (users' homes: cloud, cluster, registry, database and shell-history secrets)
+SECRET_NAMES: dict[str, str] = {
+    ".ssh": "a .ssh folder (ssh keys)", ".aws": "cloud credentials", ".azure": "cloud credentials",
+    ".kube": "Kubernetes credentials", ".docker": "registry credentials", ".gnupg": "GnuPG keys",
+    ".pgpass": "database passwords", ".my.cnf": "database passwords", ".netrc": "login passwords",
+    ".git-credentials": "git passwords", ".vault-token": "a Vault token", ".bash_history": "a shell history",
+    ".zsh_history": "a shell history", ".psql_history": "a database shell history",
+    ".mysql_history": "a database shell history", ".python_history": "a shell history", "gcloud": "cloud credentials",
+}
 _CG = r"/sys/fs/cgroup(/[A-Za-z0-9_.:@+-]+)*"
 #: files inside /proc and /sys a read-only persona may read (full matches of
 #: the normalised path; no component may be '.' or '..', see normalize())
@@ -163,8 +188,9 @@ class PathPolicy:
             if _under(form, area):
                 return f"{area}: {why}" if area not in why else why
         parts = form.split("/")
-        if ".ssh" in parts:
-            return "a .ssh folder (ssh keys)"
+        for part in parts:
+            if part in SECRET_NAMES:
+                return SECRET_NAMES[part]
         base = parts[-1].lower()
         if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
             return "an ssh host key"

@@ -67,6 +67,9 @@ class HostTools:
         areas = [(os.path.abspath(context.config.state_dir), "Ongrid's state folder (database, secrets)")]
         if context.config.source:
             areas.append((os.path.abspath(context.config.source), "Ongrid's configuration file"))
+        for host in context.hosts:  # the keys the daemon itself logs in with
+            if host.ssh_key:
+                areas.append((os.path.abspath(host.ssh_key), f"the ssh key Ongrid uses for host {host.name!r}"))
         return areas
 
     def analyze(self, args: dict[str, Any]) -> Verdict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ongrid_slack.bridge import DEFAULT_API, ROUTE, SlackBridge
-from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_once
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active, say_once
 
 PLUGIN_NAME = "ongrid_slack"
 
@@ -37,3 +37,4 @@ def ongrid_register_routes(register: Any, context: PluginContext) -> None:
     bridge = make_bridge(context)
     if bridge is not None:
         register("POST", ROUTE, bridge.handle, auth="none")
+        say_active(PLUGIN_NAME, route=f"POST {ROUTE}")

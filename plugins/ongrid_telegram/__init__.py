@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ongrid_telegram.bridge import DEFAULT_API, ROUTE, TelegramBridge
-from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_once
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active, say_once
 
 PLUGIN_NAME = "ongrid_telegram"
 MODES = ("polling", "webhook")
@@ -51,6 +51,7 @@ def ongrid_register_routes(register: Any, context: PluginContext) -> None:
     bridge = make_bridge(context)
     if bridge is not None and context.settings.get("mode", "polling") == "webhook":
         register("POST", ROUTE, bridge.handle_webhook, auth="none")
+        say_active(PLUGIN_NAME, mode="webhook", route=f"POST {ROUTE}")
 
 
 @hookimpl
@@ -58,3 +59,4 @@ def ongrid_register_services(register: Any, context: PluginContext) -> None:
     bridge = make_bridge(context)
     if bridge is not None and context.settings.get("mode", "polling") == "polling":
         register("getUpdates", bridge.poll_forever)
+        say_active(PLUGIN_NAME, mode="polling", service="getUpdates")

@@ -187,6 +187,15 @@ def test_stop_message_stops_the_running_turn(tmp_path):
                                  "edit_interval_s": 0.2, "channels": [CHANNEL]}}
     daemon, url = start_serve(tmp_path, llm_url, settings, SLACK_BOT_TOKEN=TOKEN, SLACK_SIGNING_SECRET=SECRET)
     try:
+        # start-up says the bridge is on and which default-named secrets it took (names, never values)
+        log_text = (tmp_path / "daemon.log").read_text()
+        assert TOKEN not in log_text and SECRET not in log_text
+        events = [json.loads(line) for line in log_text.splitlines() if line.startswith("{")]
+        active = [e for e in events if e["event"] == "bridge_active"]
+        assert [(e["plugin"], e["route"]) for e in active] == [("ongrid_slack", "POST /api/channels/slack/events")]
+        adopted = sorted(v for e in events if e["event"] == "plugin_secret_removed_from_environment"
+                         for v in e["variables"])
+        assert adopted == ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"]
         body = event("EvS1", "<@UBOT> check the disk", user="U555")  # unmapped: default_user bob
         assert post(url, body, sign(body)).status_code == 200
         double.wait_for(lambda: any("running" in u.payload["text"] for u in double.find("/chat.update")), 60,

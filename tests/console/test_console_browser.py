@@ -124,6 +124,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     ops = turn.locator(".tile", has=page.locator(".persona", has_text="specialist-ops"))
     assert "disk usage" in disk.locator(".desc").inner_text()
     disk.locator(".status.completed").wait_for()
+    assert disk.locator("button[data-stop]").is_hidden()  # a finished worker shows no Stop
     assert "the big folder is logs" in disk.locator("details .result-body").inner_text()
     assert disk.locator("details .result-body strong").inner_text() == "logs"  # rendered markdown
     assert "rejected by the reviewer" in ops.locator("details .result-body").inner_text()
@@ -144,6 +145,9 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#audit tbody tr").first.wait_for()
     row = page.locator("#audit tbody tr[data-tool='host_restart_service']")
     assert row.get_attribute("data-status") == "rejected"
+    when = row.locator("td.when")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", when.get_attribute("title"))
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", when.inner_text())  # absolute, not only "min ago"
     assert row.locator(".decision-reject").inner_text() == "reject"
     assert REJECT_REASON in row.locator(".reason").inner_text()
     assert "nginx" in row.locator("pre").first.inner_text()
@@ -178,6 +182,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#stopturn:not([disabled])").wait_for()
     slow.locator("button[data-stop]").click()
     slow.locator(".status.killed").wait_for(timeout=30_000)
+    assert slow.locator("button[data-stop]").is_hidden()
     page.locator(".turn").last.locator(".msg.final").wait_for(timeout=30_000)
     assert "After the stop" in page.locator(".turn").last.locator(".msg.final").inner_text()
     fast.locator(".status.completed").wait_for()
@@ -263,6 +268,11 @@ def test_personas_edit_save_warning_and_delete(console):
     row = page.locator("#personas tr[data-persona='specialist-disk']")
     row.wait_for()
     assert row.locator("td").nth(1).inner_text() == "builtin"
+    # a built-in persona's page offers no delete
+    page.goto(url + "/#/personas/specialist-disk")
+    page.locator("#persona-meta").filter(has_text="builtin").wait_for()
+    assert page.locator("#persona-delete").is_hidden()
+    page.goto(url + "/#/personas")
     # a user file with a problem: kept, and the list shows its warning (hot reload)
     (console["tmp"] / "agents" / "warned.md").write_text(
         '---\nname: warned\ndescription: "Has a warning"\ntools: ["no_such_tool_here"]\n---\nHi.\n')
@@ -289,6 +299,7 @@ def test_personas_edit_save_warning_and_delete(console):
     from playwright.sync_api import expect
 
     expect(page.locator("#persona-body")).to_have_value(re.compile("Helps in tests"))
+    assert page.locator("#persona-delete").is_visible()  # a user agent can be deleted
     assert "get_host_load" in page.locator("#persona-body").input_value()
     page.locator("#persona-body").fill("---\nname: console-helper\nmax_turns: lots\n---\n")
     page.locator("#persona-form button[type=submit]").click()
@@ -318,4 +329,14 @@ def test_marketplace_install_and_uninstall(console):
     row.locator("button[data-action='uninstall']").click()
     page.locator("#market-result.good").filter(has_text="uninstall").wait_for(timeout=120_000)
     row.locator(".installed", has_text="no").wait_for()
+    # at 390 px the table stacks: nothing overflows, the installed cell and the button are on screen
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(100)
+    assert page.evaluate("document.documentElement.scrollWidth <= 390 + 1")
+    assert page.evaluate("document.querySelector('#view-market .scroll').scrollWidth"
+                         " <= document.querySelector('#view-market .scroll').clientWidth + 1")
+    for part in (row.locator(".installed"), row.locator("button[data-action='install']")):
+        part.scroll_into_view_if_needed()
+        box = part.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1, box
     ctx.close()

@@ -208,6 +208,15 @@ def _wrappers_and_tricks() -> list[str]:
         "cat /etc/hostname > {d}/victim.txt",
         "systemctl status nginx | sh", "systemctl status nginx\nsystemctl restart nginx", "X=1 systemctl restart nginx",
         "systemctl ${{VERB}} nginx", "cat /etc/*", "cat ~/.ssh/id_rsa",
+        # found by a hostile review: a value zgrep itself does not take becomes a file it reads
+        "zgrep --group-separator /etc/shadow -e root {d}/victim.txt",
+        "zgrep -C 1 --group-separator /etc/shadow -e original {d}/victim.txt", "df --sync", "vmstat 1",
+        # credentials outside the first list of forbidden areas
+        "cat /root/.aws/credentials", "cat /root/.kube/config", "cat /home/x/.docker/config.json",
+        "cat /root/.pgpass", "cat /root/.netrc", "cat /root/.git-credentials", "cat /root/.bash_history",
+        "cat /etc/security/opasswd", "cat /etc/letsencrypt/live/x/privkey.pem", "grep -r x /etc/letsencrypt",
+        "cat /etc/mysql/debian.cnf", "cat /etc/krb5.keytab", "cat /run/secrets/db",
+        "cat /var/run/secrets/kubernetes.io/serviceaccount/token", "cat /var/lib/docker/containers/a/config.v2.json",
     ]
 
 

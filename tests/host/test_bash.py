@@ -188,7 +188,7 @@ async def test_output_is_capped_and_says_so(call, tmp_path):
 
 
 async def test_time_limit_kills_the_command(call):
-    outcome = await call("host_bash", {"cmd": "vmstat 1", "timeout_s": 1}, raw=True)
+    outcome = await call("host_bash", {"cmd": "vmstat 1 20", "timeout_s": 1}, raw=True)
     assert outcome.status == "error"
     assert outcome.value["timed_out"] is True and outcome.value["exit_code"] is None
     assert "killed after 1 s" in outcome.value["error"]

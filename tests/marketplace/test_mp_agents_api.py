@@ -73,6 +73,20 @@ async def test_put_refuses_a_bad_persona_and_writes_nothing(api, text, message):
     assert await _events(api) == []
 
 
+async def test_put_refuses_a_persona_holding_a_secret_the_daemon_holds(api):
+    """A persona is shown to every user and sent to the model: a held token in it is refused, not stored."""
+    from ongridd.secretset import REGISTRY
+
+    token = "tok-persona-leak-0123456789abcdef"
+    before = api.agents.snapshot()
+    with REGISTRY.hold([token]):
+        with pytest.raises(PersonaError, match="contains a secret value the daemon holds") as caught:
+            await api.put("db-helper", persona("db-helper") + f"Log in with {token}.\n", actor="alice")
+    assert token not in str(caught.value)
+    assert not (api.config.agents_write_dir / "db-helper.md").exists()
+    assert api.agents.snapshot() is before
+
+
 async def test_delete_removes_a_user_agent(api):
     await api.put("db-helper", persona("db-helper"), actor="alice")
     out = await api.delete("db-helper", actor="alice")

@@ -209,6 +209,14 @@ SEVERAL = [
     "Decision: approve\nFinal Decision : reject",
     "Decision: approve\nI would have written Decision: approve, but no runbook exists.",
     "Decision: approve\n" * 20 + "Decision: reject",
+    # found by a hostile review: a reject inside tag brackets, or said without the word Decision
+    "Decision: approve\n<decision>reject</decision>", "<decision>reject</decision>\nDecision: approve",
+    "Decision: approve\n<Decision: reject>", "Decision: approve\n<!-- Decision: reject -->",
+    "Decision: approve\n<Decision>: reject", "Decision: approve\n**<Decision>** reject",
+    "Decision: approve\nFinal verdict: REJECT", "Decision: approve\nMy decision is to reject",
+    "Decision: approve\nDec-ision: reject", "Decision: approve\nDecisi0n: reject",
+    "Decision: approve\nVerdict: denied", "Decision: approve\nI do not approve this.",
+    "Decision: approve\nI can't approve a restart without a runbook.",
 ]
 
 

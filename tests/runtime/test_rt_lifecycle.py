@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import httpx2
 import trio
 from rt_helpers import (
     agent_call,
@@ -18,6 +20,14 @@ from rt_helpers import (
 from ongridd.runtime.workers import WorkerManager
 from ongridd.store import open_store
 from ongridd.store.writer import running_writer
+
+
+async def model_calls(base_url: str) -> dict[tuple[str, str], float]:
+    """``ongrid_model_calls_total`` from ``/metrics``: (agent, outcome) → value."""
+    async with httpx2.AsyncClient(base_url=base_url) as http:
+        text = (await http.get("/metrics")).text
+    pattern = r'^ongrid_model_calls_total\{agent="([^"]*)",outcome="([^"]*)"\} (\S+)$'
+    return {(a, o): float(v) for a, o, v in re.findall(pattern, text, re.M)}
 
 
 def wait_call(key: str, content: str | None = None) -> dict:
@@ -199,8 +209,14 @@ async def test_provider_error_fails_the_worker_and_the_coordinator_carries_on(tm
                       {"http_status": 500}, {"http_status": 500}],
     }
     async with open_daemon(tmp_path, script, llm={"max_retries": 1}) as d, d.ws("provider") as c:
+        before = await model_calls(d.base_url)
         final = await c.ask("go")
         assert final["type"] == "final"
+        after = await model_calls(d.base_url)
+        delta = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k, 0.0)}
+        # one increment per attempt: the worker's first call, its HTTP 500 retried once, then the give-up
+        assert delta == {("default", "ok"): 2, ("rt-worker", "ok"): 1, ("rt-worker", "retry"): 1,
+                         ("rt-worker", "error"): 1}
         (row,) = d.workers()
         assert row["status"] == "failed" and row["close_reason"].startswith("provider_error")
         assert "500" in row["close_reason"] and row["closed_at"]

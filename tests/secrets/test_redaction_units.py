@@ -202,6 +202,36 @@ async def test_model_requests_and_answers_are_redacted():
     assert inner.closed
 
 
+class _Chunked:
+    """Streams ``pieces`` as text deltas, then the whole text as the completion."""
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.pieces = pieces
+
+    async def stream(self, request):
+        for piece in self.pieces:
+            yield TextDelta(piece)
+        yield Completion(message=Message(role="assistant", content="".join(self.pieces)), finish_reason="stop")
+
+
+@pytest.mark.parametrize("cut", [1, 3, 7, len(TOKEN) - 1])
+async def test_a_secret_split_across_streamed_pieces_never_reaches_the_stream(cut):
+    text = f"the token is {TOKEN} ok"
+    at = text.index(TOKEN) + cut
+    pieces = [text[:at], text[at:at + 2], text[at + 2:]]
+    with REGISTRY.hold([TOKEN]):
+        events = [e async for e in RedactingModel(_Chunked(pieces)).stream(ModelRequest(messages=[]))]
+    streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert streamed == f"the token is {REDACTED} ok"  # nothing lost, nothing of the token shown
+    assert events[-1].message.content == f"the token is {REDACTED} ok"
+
+
+async def test_text_held_back_as_a_possible_secret_start_is_released_when_no_secret_follows():
+    with REGISTRY.hold([TOKEN]):
+        events = [e async for e in RedactingModel(_Chunked(["a " + TOKEN[:4], " b"])).stream(ModelRequest(messages=[]))]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "a " + TOKEN[:4] + " b"
+
+
 async def test_a_lazy_model_factory_is_built_on_first_use_only():
     built = []
 
@@ -214,6 +244,32 @@ async def test_a_lazy_model_factory_is_built_on_first_use_only():
     assert built == []
     [e async for e in model.stream(ModelRequest(messages=[Message(role="user", content="hi")]))]
     assert built == [1]
+
+
+async def test_model_calls_are_counted_with_a_bounded_agent_label():
+    from ongridd.errors import ProviderError
+    from ongridd.metrics import MODEL_CALLS
+
+    class _Failing:
+        async def stream(self, request):
+            raise ProviderError("boom")
+            yield  # an async generator
+
+    def value(agent, outcome):
+        return MODEL_CALLS.labels(agent, outcome)._value.get()
+
+    before = {k: value(*k) for k in [("metrics-known", "ok"), ("(unknown)", "ok"), ("metrics-known", "error")]}
+    ok = RedactingModel(_Echo(), known_agents=lambda: {"metrics-known"})
+    for agent in ("metrics-known", "invented-by-someone"):
+        [e async for e in ok.stream(ModelRequest(messages=[Message(role="user", content="hi")], agent=agent))]
+    failing = RedactingModel(_Failing(), known_agents=lambda: {"metrics-known"})
+    with pytest.raises(ProviderError):
+        [e async for e in failing.stream(ModelRequest(messages=[], agent="metrics-known"))]
+    assert value("metrics-known", "ok") - before[("metrics-known", "ok")] == 1
+    assert value("(unknown)", "ok") - before[("(unknown)", "ok")] == 1
+    assert value("metrics-known", "error") - before[("metrics-known", "error")] == 1
+    assert ("invented-by-someone", "ok") not in {tuple(s.labels.values()) for m in MODEL_CALLS.collect()
+                                                 for s in m.samples}
 
 
 def test_log_lines_never_carry_a_held_secret():

@@ -167,7 +167,7 @@ def test_default_stubs_cover_the_named_tools():
         "host_probe_tcp": "specialist-network",
         "host_bash": "specialist-compute", "host_restart_service": "specialist-ops",
         "query_promql": "incident-investigator", "query_logql": "incident-investigator",
-        "query_traceql": "incident-investigator", "correlate_incident": "incident-investigator",
+        "query_traceql": "incident-investigator",
     }
     assert all(s.reason for s in DEFAULT_STUBS)
 

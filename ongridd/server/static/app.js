@@ -69,6 +69,21 @@ function when(iso) {
   return t.toLocaleString();
 }
 
+// The absolute time as ISO 8601 (UTC), or the value as given when it does not parse.
+function isoTime(iso) {
+  if (!iso) return "";
+  const t = new Date(iso);
+  return isNaN(t) ? String(iso) : t.toISOString();
+}
+
+// An audit row's time: the absolute ISO time (seconds), then how long ago.
+function auditTime(iso) {
+  if (!iso) return "";
+  const abs = isoTime(iso).replace(/\.\d+Z$/, "Z");
+  const rel = when(iso);
+  return rel && rel !== abs ? `${abs} (${rel})` : abs;
+}
+
 function fmtElapsed(ms) {
   const s = Math.max(0, Math.floor(ms / 1000));
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
@@ -542,6 +557,7 @@ function onTile(f) {
   if (TERMINAL.has(status)) {
     tile.ended = tile.ended || Date.now();
     tile.stopBtn.disabled = true;
+    tile.stopBtn.hidden = true;  // a finished worker has nothing to stop
   }
   tickTile(tile);
 }
@@ -569,12 +585,22 @@ function onResult(f) {
   let tile = state.tiles.get(id);
   if (!tile) { onTile({ task_id: id, subagent_type: "worker", description: "", status: f.status }); tile = state.tiles.get(id); }
   if (tile.resultBox) tile.resultBox.remove();
-  const body = el("div", { class: "md result-body" });
-  setServerHtml(body, f.html);
+  let body;
+  if (typeof f.html === "string") {
+    body = el("div", { class: "md result-body" });
+    setServerHtml(body, f.html);
+  } else {  // no rendered HTML: the plain text, line breaks kept (.result-body.plain is pre-wrap)
+    body = el("div", { class: "result-body plain", text: String(f.text ?? f.result ?? "") });
+  }
   tile.resultBox = el("details", { open: true, class: "result-box" },
     el("summary", { text: `result (${String(f.status || "")})` }), body);
   tile.el.append(tile.resultBox);
-  if (TERMINAL.has(String(f.status))) { tile.ended = tile.ended || Date.now(); tile.stopBtn.disabled = true; tickTile(tile); }
+  if (TERMINAL.has(String(f.status))) {
+    tile.ended = tile.ended || Date.now();
+    tile.stopBtn.disabled = true;
+    tile.stopBtn.hidden = true;
+    tickTile(tile);
+  }
   breakStream();
 }
 
@@ -694,7 +720,7 @@ function auditRow(r) {
       p.reviewer_session_id ? el("a", { href: `#/s/${encodeURIComponent(p.reviewer_session_id)}`, text: "reviewer" }) : null);
   }
   return el("tr", { "data-tool": r.tool_name, "data-status": r.status },
-    el("td", { text: when(r.created_at) }),
+    el("td", { class: "when", title: isoTime(r.created_at), text: auditTime(r.created_at) }),
     el("td", { text: String(r.agent_id || "") }),
     el("td", {}, el("code", { text: String(r.tool_name) })),
     el("td", { text: String(r.status) }),
@@ -762,9 +788,11 @@ async function loadPersona(name) {
   $("persona-result").className = "result";
   $("persona-warnings").replaceChildren();
   $("persona-body").value = "";
+  $("persona-delete").hidden = true;
   try {
     const p = await api("GET", `/api/agents/${encodeURIComponent(name)}`);
     $("persona-meta").textContent = `${originOf(p)} · ${p.source || ""}`;
+    $("persona-delete").hidden = p.origin !== "user";  // built-in and plugin personas cannot be deleted here
     $("persona-body").value = typeof p.text === "string" ? p.text : personaFile(p);
     showWarnings(p.warnings);
   } catch (e) {
@@ -793,6 +821,7 @@ async function onPersonaSave(ev) {
     const p = await api("PUT", `/api/agents/${encodeURIComponent(name)}`, $("persona-body").value, "text/markdown");
     out.textContent = `Saved ${p.name}.`;
     out.className = "result good";
+    $("persona-delete").hidden = (p.origin || "user") !== "user";  // a saved file is a user agent
     showWarnings(p.warnings);
   } catch (e) {
     out.textContent = `Not saved: ${e.message}`;
@@ -809,6 +838,7 @@ async function onPersonaDelete() {
     const r = await api("DELETE", `/api/agents/${encodeURIComponent(name)}`);
     out.textContent = r.restored_builtin ? `Deleted; the built-in ${name} is back.` : `Deleted ${name}.`;
     out.className = "result good";
+    $("persona-delete").hidden = true;
   } catch (e) {
     out.textContent = `Not deleted: ${e.message}`;
     out.className = "result bad";
@@ -825,11 +855,11 @@ async function loadMarket() {
       text: r.installed ? "Uninstall" : "Install" });
     btn.addEventListener("click", () => marketAction(action, r.name, btn));
     tbody.append(el("tr", { "data-package": r.name },
-      el("td", { text: r.name }),
-      el("td", { text: String(r.installed_version || r.version || "") }),
-      el("td", { text: String(r.description || "") }),
-      el("td", { class: "installed", text: r.installed ? "yes" : "no" }),
-      el("td", {}, btn)));
+      el("td", { "data-label": "name", text: r.name }),
+      el("td", { "data-label": "version", text: String(r.installed_version || r.version || "") }),
+      el("td", { "data-label": "description", text: String(r.description || "") }),
+      el("td", { "data-label": "installed", class: "installed", text: r.installed ? "yes" : "no" }),
+      el("td", { "data-label": "", class: "action" }, btn)));
   }
 }
 
