@@ -15,6 +15,9 @@ WORKERS = Counter("ongrid_workers_total", "Worker and reviewer sessions ended, b
                   ["agent", "status"])
 WORKERS_RUNNING = Gauge("ongrid_workers_running", "Worker and reviewer sessions running now")
 MODEL_CALLS = Counter("ongrid_model_calls_total", "Model calls by persona and outcome", ["agent", "outcome"])
+TEXT_TOOL_CALLS = Counter("ongrid_text_tool_calls_total", "Tool calls a model wrote as text instead of through "
+                          "the tools API (the server's tool-call parser is off), by persona and model",
+                          ["persona", "model"])
 REVIEWS = Counter("ongrid_review_decisions_total", "Review gate decisions", ["decision"])
 WS_CLIENTS = Gauge("ongrid_websocket_clients", "Chat socket clients attached now")
 STORE_WRITES = Counter("ongrid_store_writes_total", "Queued store writes settled, by kind and outcome "

@@ -94,14 +94,7 @@ class Redactor:
         match = pattern.search(text)
         if match is None:
             return text
-        spans: list[list[int]] = []
-        while match is not None:
-            start, end = match.span()
-            if spans and start <= spans[-1][1]:
-                spans[-1][1] = max(spans[-1][1], end)
-            else:
-                spans.append([start, end])
-            match = pattern.search(text, start + 1)
+        spans = self._spans(text, match)
         parts: list[str] = []
         pos = 0
         for start, end in spans:
@@ -111,6 +104,33 @@ class Redactor:
         parts.append(text[pos:])
         return "".join(parts)
 
+
+    def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:
+        """Merged ``[start, end]`` spans of every secret in ``text`` from ``match`` on."""
+        assert self._pattern is not None
+        spans: list[list[int]] = []
+        while match is not None:
+            start, end = match.span()
+            if spans and start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+            match = self._pattern.search(text, start + 1)
+        return spans
+
+    def stream_cut(self, text: str) -> int:
+        """Where a stream redactor may cut unredacted ``text``: everything
+        before the cut can be redacted and sent now; the rest is held for the
+        next piece.  The cut is before the longest end of ``text`` that could
+        be the start of a secret (:meth:`partial_tail`), moved left of any
+        secret span it would split, so no secret is ever sent in two parts."""
+        cut = len(text) - self.partial_tail(text)
+        if self._pattern is None or not text:
+            return cut
+        for start, end in self._spans(text, self._pattern.search(text)):
+            if start < cut < end:
+                cut = start
+        return cut
 
     def partial_tail(self, text: str) -> int:
         """How many characters at the end of ``text`` could be the start of a

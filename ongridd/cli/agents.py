@@ -1,7 +1,9 @@
 """``ongrid agents list|show|validate|catalog`` (docs/architecture.md §15.1).
 
-Roots: the built-in ``agents/`` folder, then every ``--agents-dir`` in the
-order given (a later root overrides an earlier one by name).  Results go to
+Roots: the built-in ``agents/`` folder, the persona paths plugins register
+(including marketplace plugins in ``<state_dir>/plugins``), with ``--config``
+or ``--state-dir`` the daemon's agents folders, then every ``--agents-dir``
+in the order given (a later root overrides an earlier one by name).  Results go to
 stdout, every warning to stderr.  No command prints a traceback: an
 unexpected failure is one ``error:`` line and exit code 2.
 """
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import json
 import sys
 from collections.abc import Callable, Collection
@@ -23,33 +24,49 @@ from ongridd.personas.prompt import agent_catalog
 from ongridd.personas.registry import AgentRegistry, LoadReport, builtin_agents_dir
 
 
-def known_tool_names() -> Collection[str] | None:
-    """Registered tool names for unknown-tool warnings, or ``None`` to skip that check.
+def _explicit(args: argparse.Namespace | None) -> bool:
+    return args is not None and bool(getattr(args, "config", None) or getattr(args, "state_dir", None))
 
-    Asks ``ongridd.plugins.manager.known_tool_names(config)`` when that module
-    and function exist (config from the default location); any failure there
-    is reported on stderr and the check is skipped.
-    """
-    try:
-        mod = importlib.import_module("ongridd.plugins.manager")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("ongridd.plugins.manager", "ongridd.plugins"):
-            return None
-        _print(f"warning: cannot load the plugin manager ({exc}); tool names are not checked", sys.stderr)
-        return None
-    except Exception as exc:  # noqa: BLE001
-        _print(f"warning: cannot load the plugin manager ({exc}); tool names are not checked", sys.stderr)
-        return None
-    fn = getattr(mod, "known_tool_names", None)
-    if fn is None:
-        return None
+
+def plugin_contributions(args: argparse.Namespace | None = None) -> Any:
+    """What the plugins register (tools, persona paths, reports) for the
+    daemon's configuration (``--config`` / ``--state-dir``, else the default
+    location), including marketplace plugins installed in
+    ``<state_dir>/plugins``; collected once per ``args``.
+
+    Returns ``None`` when the plugin manager cannot run: the reason goes to
+    stderr and tool names are then not checked.  With ``--config`` or
+    ``--state-dir`` given, a configuration error raises (exit 2)."""
+    cached = getattr(args, "_contributions", None) if args is not None else None
+    if cached is not None:
+        return cached
     try:
         from ongridd.config import load_config
+        from ongridd.plugins.manager import collect
 
-        return frozenset(fn(load_config()))
+        overrides = {("state_dir",): args.state_dir} if args is not None and getattr(args, "state_dir", None) else None
+        config = load_config(getattr(args, "config", None) if args is not None else None, overrides=overrides)
+        contributions = collect(config)
     except Exception as exc:  # noqa: BLE001
+        if _explicit(args):
+            raise
         _print(f"warning: cannot list the registered tools ({exc}); tool names are not checked", sys.stderr)
         return None
+    if args is not None:
+        args._contributions = contributions
+        args._config = config
+    return contributions
+
+
+def known_tool_names(args: argparse.Namespace | None = None) -> Collection[str] | None:
+    """Registered tool names (plugins' tools and the control tools) for
+    unknown-tool warnings, or ``None`` to skip that check."""
+    from ongridd.tools.spec import CONTROL_TOOL_NAMES
+
+    contributions = plugin_contributions(args)
+    if contributions is None:
+        return None
+    return frozenset(contributions.tools) | frozenset(CONTROL_TOOL_NAMES)
 
 
 def _print(text: str, stream: TextIO) -> None:
@@ -79,8 +96,13 @@ def _load(args: argparse.Namespace) -> tuple[AgentRegistry, LoadReport]:
     for root in roots:
         if not root.exists():
             _print(f"{root}: no such folder (ignored)", sys.stderr)
-    registry = AgentRegistry(builtin_agents_dir())
-    report = registry.load(roots, known_tool_names())
+    known = known_tool_names(args)
+    contributions = getattr(args, "_contributions", None)
+    extra = contributions.persona_paths if contributions is not None else ()
+    if _explicit(args) and getattr(args, "_config", None) is not None:  # the daemon's own agents folders first
+        roots = [*args._config.agent_user_roots, *roots]
+    registry = AgentRegistry(builtin_agents_dir(), extra_paths=extra)
+    report = registry.load(roots, known)
     for warning in report.warnings:
         _print(warning, sys.stderr)
     return registry, report
@@ -90,7 +112,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     registry, report = _load(args)
     personas = list(registry.snapshot().values())
     if args.json:  # the items of GET /api/agents: origin and the warnings about each file too
-        items = [p.to_dict() | {"origin": persona_origin(p.source, registry.builtin_root),
+        items = [p.to_dict() | {"origin": persona_origin(p.source, registry.builtin_root, _plugin_reports(args)),
                                 "warnings": persona_warnings(p.source, report.warnings)} for p in personas]
         _print(json.dumps(items, ensure_ascii=False, indent=2), sys.stdout)
         return 0
@@ -98,12 +120,44 @@ def _cmd_list(args: argparse.Namespace) -> int:
         _print("no personas found", sys.stdout)
         return 0
     width = max(len(p.name) for p in personas)
-    _print(f"{'NAME':<{width}}  {'MODE':<9}  TURNS  BUDGET  TOOLS  DESCRIPTION", sys.stdout)
-    for p in personas:
+    origins = [persona_origin(p.source, registry.builtin_root, _plugin_reports(args)) for p in personas]
+    owidth = max(6, *(len(o) for o in origins))
+    _print(f"{'NAME':<{width}}  {'ORIGIN':<{owidth}}  {'MODE':<9}  TURNS  BUDGET  TOOLS  DESCRIPTION", sys.stdout)
+    for p, origin in zip(personas, origins):
         budget = "-" if p.tool_budget is None else str(p.tool_budget)
-        _print(f"{p.name:<{width}}  {p.permission_mode:<9}  {p.max_turns:>5}  {budget:>6}  {len(p.tools):>5}  "
-               f"{p.description}", sys.stdout)
+        _print(f"{p.name:<{width}}  {origin:<{owidth}}  {p.permission_mode:<9}  {p.max_turns:>5}  {budget:>6}  "
+               f"{len(p.tools):>5}  {p.description}", sys.stdout)
     return 0
+
+
+def _plugin_reports(args: argparse.Namespace) -> tuple[Any, ...]:
+    contributions = getattr(args, "_contributions", None)
+    return tuple(contributions.report) if contributions is not None else ()
+
+
+def tool_problems(persona: Any, tools: Any, known: Collection[str] | None) -> list[str]:
+    """Lines about ``persona``'s listed tools: which are unknown (with the
+    closest real name) and which its ``permission_mode`` or
+    ``disallowed_tools`` drop from its bag.  ``tools``: the plugins'
+    ToolRegistry (``None`` skips the drop check)."""
+    from ongridd.personas.parse import did_you_mean
+    from ongridd.tools.bag import worker_bag
+    from ongridd.tools.spec import CONTROL_TOOL_NAMES
+
+    lines: list[str] = []
+    listed = [t for t in persona.tools if t not in CONTROL_TOOL_NAMES]
+    if known is not None:
+        for name in listed:
+            if name not in known:
+                lines.append(f"unknown tool {name!r}{did_you_mean(name, known)}")
+    if tools is not None:
+        bag = worker_bag(persona, tools).tools
+        for name in listed:
+            if name in tools and name not in bag:
+                why = (f"permission_mode {persona.permission_mode!r} (it may change things)"
+                       if persona.permission_mode == "read-only" else "disallowed_tools")
+                lines.append(f"tool {name!r} is dropped by {why}")
+    return lines
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -124,7 +178,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    known = known_tool_names()
+    known = known_tool_names(args)
+    contributions = getattr(args, "_contributions", None)
+    problems = 0
     builtin = AgentRegistry(builtin_agents_dir())
     builtin.load([])
     failed = False
@@ -146,9 +202,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             if builtin.by_name(persona.name) is not None and Path(persona.source).resolve() != Path(
                     builtin.by_name(persona.name).source).resolve():
                 note = " (overrides the built-in persona)"
-            _print(f"ok  {persona.name}  {persona.source}{note}", sys.stdout)
-    _print(f"{loaded} loaded, {skipped} skipped", sys.stdout)
-    return 1 if failed or skipped else 0
+            lines = tool_problems(persona, contributions.tools if contributions is not None else None, known)
+            problems += len(lines)
+            _print(f"{'ok' if not lines else 'bad'}  {persona.name}  {persona.source}{note}", sys.stdout)
+            for line in lines:
+                _print(f"     {line}", sys.stdout)
+    _print(f"{loaded} loaded, {skipped} skipped" + (f", {problems} tool problems" if problems else ""), sys.stdout)
+    return 1 if failed or skipped else 0  # tool problems are reported; the persona still loads
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
@@ -166,9 +226,17 @@ def add_parser(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="agents_command", metavar="SUBCOMMAND")
     sub.required = True
 
+    def config_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", metavar="FILE",
+                       help="daemon configuration (default /etc/ongrid/ongrid.yaml if present): its plugins, "
+                            "tools and agents folders")
+        p.add_argument("--state-dir", metavar="DIR",
+                       help="the daemon's state folder: marketplace plugins installed in DIR/plugins count")
+
     def agents_dir(p: argparse.ArgumentParser) -> None:
         p.add_argument("--agents-dir", action="append", metavar="DIR", default=[],
                        help="a folder of persona files read after the built-in ones (repeatable)")
+        config_args(p)
 
     p = sub.add_parser("list", help="list the personas (JSON with --json)")
     p.add_argument("--json", action="store_true", help="print a JSON list with every key and the source")
@@ -181,8 +249,10 @@ def add_parser(subparsers: Any) -> None:
     agents_dir(p)
     p.set_defaults(func=_guarded(_cmd_show))
 
-    p = sub.add_parser("validate", help="check persona files or folders; exit 1 if any file is skipped")
+    p = sub.add_parser("validate", help="check persona files or folders: unknown tools (with the closest real "
+                                        "name), tools permission_mode drops; exit 1 if any file is skipped")
     p.add_argument("paths", nargs="+", metavar="PATH")
+    config_args(p)
     p.set_defaults(func=_guarded(_cmd_validate))
 
     p = sub.add_parser("catalog", help="print the agent catalog the coordinator sees")

@@ -45,7 +45,7 @@ def _default_locale() -> str | None:
 async def _connect(url: str) -> Any:
     from trio_websocket import open_websocket_url
 
-    return open_websocket_url(url, max_message_size=16 * 1024 * 1024)
+    return open_websocket_url(url, max_message_size=16 * 1024 * 1024, connect_timeout=15)
 
 
 def _hello(args: argparse.Namespace, thread: str) -> str:
@@ -91,9 +91,7 @@ async def _ask(args: argparse.Namespace) -> int:
                     elif kind == "error":
                         if not args.json:
                             print(f"ongrid: {frame.get('code')}: {frame.get('message')}", file=sys.stderr)
-                        if frame.get("code") in ("bad_frame",) and sent:
-                            continue
-                        return 1
+                        return 1  # bad_frame included: our one message was refused, nothing will follow
             if timer.cancelled_caught:
                 print(f"ongrid: no final answer within {args.timeout:g} s; the turn goes on in the daemon "
                       f"(thread {thread}, session {session_id}: `ongrid chat --thread {thread}` re-attaches)",
@@ -113,10 +111,23 @@ async def _ask(args: argparse.Namespace) -> int:
 def _why(exc: BaseException) -> str:
     """A readable reason: trio-websocket's HandshakeError has an empty text
     and keeps the real cause (e.g. connection refused) in ``__cause__``."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):  # trio-websocket ConnectionRejected: never dump its header tuple
+        return f"the websocket handshake was refused with HTTP {status} (is this an Ongrid daemon?)"
     text = str(exc)
     if not text and (exc.__cause__ or exc.__context__):
         text = str(exc.__cause__ or exc.__context__)
     return text or type(exc).__name__
+
+
+def _check_daemon(args: argparse.Namespace) -> None:
+    """Fail in seconds, with one sentence, when --url is not an Ongrid daemon
+    (a TLS URL on a plain-HTTP port, another server, nothing listening)."""
+    from ongridd.cli.common import base_url
+    from ongridd.cli.reach import check_daemon
+
+    tok = token(args)
+    check_daemon(base_url(getattr(args, "url", None)), {"Authorization": f"Bearer {tok}"} if tok else None)
 
 
 def run_ask(args: argparse.Namespace) -> int:
@@ -124,6 +135,7 @@ def run_ask(args: argparse.Namespace) -> int:
     answer within ``--timeout``), 2 on usage or connection errors."""
     try:
         token(args)  # resolve (and warn about --token) before connecting
+        _check_daemon(args)
         return trio.run(_ask, args)
     except ClientError as exc:
         print(f"ongrid: {exc}", file=sys.stderr)
@@ -239,6 +251,7 @@ def run_chat(args: argparse.Namespace) -> int:
         pass
     try:
         token(args)
+        _check_daemon(args)
         return trio.run(_chat, args)
     except ClientError as exc:
         print(f"ongrid: {exc}", file=sys.stderr)

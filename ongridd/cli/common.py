@@ -109,11 +109,16 @@ def http_json(method: str, args: argparse.Namespace, path: str, body: Any = None
         with httpx2.Client(timeout=timeout_s) as client:
             resp = client.request(method, url, headers=headers, json=body)
     except httpx2.HTTPError as exc:
-        raise ClientError(f"cannot reach the daemon at {url}: {exc}") from None
+        from ongridd.cli.reach import describe_http_error
+
+        raise ClientError(describe_http_error(url, exc)) from None
     try:
         data = resp.json()
     except ValueError:
-        data = {"error": {"message": resp.text[:500]}}
+        kind = resp.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+        raise ClientError(f"{urlsplit(url).netloc} is not an Ongrid daemon: {method} {urlsplit(url).path} answered "
+                          f"HTTP {resp.status_code} ({kind}), not JSON; point --url or ONGRID_URL at the "
+                          "daemon's address") from None
     if resp.status_code >= 400:
         err = data.get("error") if isinstance(data, dict) else None
         msg = err.get("message") if isinstance(err, dict) else str(data)

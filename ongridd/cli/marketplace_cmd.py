@@ -110,7 +110,8 @@ def run_list(args: argparse.Namespace) -> int:
     try:
         overrides = {("state_dir",): args.state_dir} if args.state_dir else None
         config = load_config(args.config, overrides=overrides)
-        index = load_index(Path(args.index) if args.index else index_path_for(config))
+        index = load_index(Path(args.index) if args.index else index_path_for(config, warn=lambda m: _err(
+            f"warning: {m}")))
     except (ConfigError, MarketplaceError) as exc:
         _err(str(exc))
         return 2

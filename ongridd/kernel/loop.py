@@ -282,6 +282,9 @@ class _Run:
             if tried is not None:
                 self.text_tool_calls += 1
                 log.info("kernel_text_tool_call", agent=self.persona.name, tool=tried)
+                from ongridd.llm.textcall_report import report_text_tool_call
+
+                report_text_tool_call(self.persona, self.model, tried, session_id=self.context.session_id)
                 await self.add_user(Message(role="user", content=notes.text_tool_call_note(tried)), "kernel")
                 continue
             text = message.content or ""

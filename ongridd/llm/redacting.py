@@ -84,15 +84,19 @@ class RedactingModel:
         """One attempt of ``request`` in ``ongrid_model_calls_total``; the
         label is ``(unknown)`` for a persona not in ``known_agents()`` (keeps
         the label set bounded)."""
-        agent = request.agent
+        MODEL_CALLS.labels(self.agent_label(request.agent), outcome).inc()
+
+    def agent_label(self, agent: str) -> str:
+        """``agent`` when it is a loaded persona (or no ``known_agents`` was
+        given), else ``(unknown)``: a metric label from a bounded set."""
         if self._known_agents is not None:
             try:
                 known = agent in self._known_agents()
             except Exception:
                 known = False
             if not known:
-                agent = "(unknown)"
-        MODEL_CALLS.labels(agent, outcome).inc()
+                return "(unknown)"
+        return agent
 
     def __getattr__(self, name: str) -> Any:  # provider extras (model name, base_url, …)
         if name.startswith("_"):
@@ -107,15 +111,15 @@ class RedactingModel:
         try:
             async for event in source:
                 if isinstance(event, TextDelta):
-                    text = scrub(held + event.text)
-                    keep = REGISTRY.redactor.partial_tail(text) if scrub is redact else 0
-                    held = text[len(text) - keep:] if keep else ""
-                    out = text[:len(text) - keep]
+                    raw = held + event.text  # held: unredacted text that may begin a secret
+                    cut = REGISTRY.redactor.stream_cut(raw) if scrub is redact else len(raw)
+                    held = raw[cut:]
+                    out = scrub(raw[:cut])
                     if out:
                         yield event if out == event.text else TextDelta(out)
                     continue
-                if held:  # anything else ends the run of text: the held piece was no secret's start after all
-                    yield TextDelta(held)
+                if held:  # anything else ends the run of text: send what was held, redacted
+                    yield TextDelta(scrub(held))
                     held = ""
                 if isinstance(event, Completion):
                     if not settled:
@@ -126,7 +130,7 @@ class RedactingModel:
                 else:
                     yield event
             if held:
-                yield TextDelta(held)
+                yield TextDelta(scrub(held))
         except Exception:  # ProviderError or a provider bug; cancellation is a BaseException
             if not settled:
                 settled = True

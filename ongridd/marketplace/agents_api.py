@@ -24,6 +24,7 @@ a ``persona`` change event.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import tempfile
 import unicodedata
@@ -47,6 +48,10 @@ WATCH_INTERVAL_S = 1.0
 PARSE_CONCURRENCY = 2
 #: Seconds a PUT waits for its parse (slot included) before it is refused.
 PARSE_TIME_LIMIT_S = 10.0
+
+
+_HOLDS_SECRET = ("persona rejected: it contains a secret value the daemon holds (a token or key); remove it — a "
+                 "persona is shown to every user and sent to the model")
 
 
 class AgentsAPI:
@@ -118,8 +123,7 @@ class AgentsAPI:
                                f"{MAX_FILE_BYTES:,}", too_large=True)
         decoded = raw.decode("utf-8", "replace")
         if redact(decoded) != decoded:  # personas are shared with every user and go into prompts
-            raise PersonaError("persona rejected: it contains a secret value the daemon holds (a token or key); "
-                               "remove it — a persona is shown to every user and sent to the model")
+            raise PersonaError(_HOLDS_SECRET)
         if name == "reviewer":
             raise PersonaError("the 'reviewer' persona decides the review gate; it cannot be replaced through the "
                                "API — an operator can override it with a file in an agents folder")
@@ -139,6 +143,9 @@ class AgentsAPI:
         if persona.name != name:
             raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path),
                                warnings=warnings)
+        parsed_text = json.dumps(persona.to_dict(), ensure_ascii=False, default=str) + persona_to_text(persona)
+        if redact(parsed_text) != parsed_text:  # a secret spelled with YAML escapes decodes to the value itself
+            raise PersonaError(_HOLDS_SECRET)
         async with self._lock:
             await trio.to_thread.run_sync(_write_atomic, target_dir, path, raw)
             self.agents.replace(persona)
@@ -181,6 +188,7 @@ class AgentsAPI:
 
     async def delete(self, name: str, *, actor: str) -> dict:
         """Remove a user agent (built-ins can only be overridden)."""
+        name = unicodedata.normalize("NFC", name)
         current = self.agents.by_name(name)
         if current is None:
             raise NotFound(f"no persona {name!r}")

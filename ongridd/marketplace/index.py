@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -307,13 +307,15 @@ def source_sha256(path: str | os.PathLike) -> str:
     raise MarketplaceError(f"package source not found: {path}")
 
 
-def index_path_for(config: Any) -> Path:
+def index_path_for(config: Any, warn: Callable[[str], None] | None = None) -> Path:
     """The index file the configuration names (``marketplace.index``).
 
     A relative path is relative to the working directory.  When the
     configured value is the default (``marketplace/index.yaml``) and no such
     file exists there, the index of the source checkout the daemon runs
-    from is used if there is one, so the examples work from any folder.
+    from is used if there is one (else the one packaged in the wheel), so
+    the examples work from any folder; that fallback is said once through
+    ``warn(sentence)`` (default: a ``marketplace_index_fallback`` log warning).
     """
     from ongridd.config import MarketplaceConfig
 
@@ -323,9 +325,18 @@ def index_path_for(config: Any) -> Path:
         return path.absolute()
     if configured == MarketplaceConfig().index:
         checkout = Path(__file__).resolve().parents[2] / "marketplace" / "index.yaml"
-        if checkout.is_file():
-            return checkout
         packaged = Path(__file__).resolve().parents[1] / "builtin_marketplace" / "index.yaml"
-        if packaged.is_file():  # installed wheel: the example index ships inside the package
-            return packaged
+        for builtin in (checkout, packaged):  # packaged: an installed wheel ships the example index
+            if builtin.is_file():
+                sentence = (f"marketplace.index {configured!r} is relative and there is no such file in "
+                            f"{Path.cwd()}; using the built-in index {builtin} instead (set marketplace.index "
+                            "to an absolute path to use your own)")
+                if warn is not None:
+                    warn(sentence)
+                else:
+                    from ongridd.logs import get_logger
+
+                    get_logger(__name__).warning("marketplace_index_fallback", configured=configured,
+                                                 cwd=str(Path.cwd()), used=str(builtin), message=sentence)
+                return builtin
     return path.absolute()

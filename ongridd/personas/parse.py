@@ -16,6 +16,7 @@ counts as unset.  ``name``, ``description``, ``permission_mode`` and
 
 from __future__ import annotations
 
+import difflib
 import os
 import unicodedata
 from collections.abc import Collection, Mapping
@@ -357,7 +358,7 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
             hint = " (is a comma missing?)" if any(ch.isspace() for ch in tool) else ""
             out.warn(f"{quote(tool)} is not a valid tool name{hint}", line=line)
         elif known_tools is not None and tool not in known_tools and tool not in CONTROL_TOOLS:
-            out.warn(f"unknown tool {quote(tool)}", line=line)
+            out.warn(f"unknown tool {quote(tool)}{did_you_mean(tool, known_tools)}", line=line)
         if tool in CONTROL_TOOLS and name is not None and name != COORDINATOR:
             out.warn(f"{quote(tool)} is a control tool: workers never get it", line=line)
     if known_skills is not None:
@@ -389,6 +390,13 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
         source=path,
     )
     return persona, out.warnings
+
+
+def did_you_mean(name: str, known: Collection[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` (difflib,
+    cutoff 0.8), or ``""``.  Bounded: ``known`` is the registered tool set."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+    return f" (did you mean {quote(close[0])}?)" if close else ""
 
 
 def parse_persona_text(

@@ -201,7 +201,12 @@ class FileRegistry(Generic[T]):
                 in_root[obj.name] = obj
             if index == 0 and builtin_first:
                 first_root = dict(in_root)
-            items.update(in_root)  # a later root overrides an earlier one by name
+            for name, obj in in_root.items():  # a later root overrides an earlier one by name
+                earlier = items.get(name)
+                if earlier is not None and earlier.source != obj.source:
+                    log.info(f"{self.kind}_overridden", name=name, overridden=earlier.source, by=obj.source,
+                             winner=obj.source)
+            items.update(in_root)
         state = _State(
             MappingProxyType(dict(sorted(items.items()))),
             MappingProxyType(by_path),

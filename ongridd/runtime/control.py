@@ -140,7 +140,7 @@ def build_control_tools(deps: ControlDeps) -> list[Tool]:
     """AgentTool, SendMessage and TaskStop bound to one coordinator turn."""
 
     async def agent_tool(args: dict[str, Any], ctx: ToolCallContext) -> Any:
-        persona = args["subagent_type"].strip()
+        persona = unicodedata.normalize("NFC", args["subagent_type"].strip())  # names are NFC everywhere
         valid = sorted(deps.spawnable)
         if persona in RESERVED or persona not in valid:
             why = "is a reserved role" if persona in RESERVED else "is not a known persona"

@@ -30,7 +30,8 @@ The rule, line by line:
   holds ``reject``, ``deny``/``denied``, ``disapprov``, ``veto`` or a
   ``not approve`` form: ``Final verdict: REJECT`` beside a clean approval
   rejects; a reason that merely mentions such a word rejects too — fail
-  closed).
+  closed), and no approving line stands inside a fenced code block (quoted
+  material, such as the proposal, is not the reviewer's verdict).
 
 :func:`review_decision` adds what the text cannot show: the reviewer must have
 completed, not from a limit (``stopped_by`` unset), and its model must have
@@ -76,7 +77,9 @@ _DROP_CATEGORIES = frozenset({"Cf", "Cc", "Mn", "Me", "Co", "Cs"})
 #: tag brackets go, their content stays: ``<decision>reject</decision>`` must still be seen
 _SKELETON_MARKS = re.compile(r"[<>*_~`\\/]")
 #: words that say no, anywhere in the answer (on the skeleton: lower case, no white space)
-_NEGATIVE = re.compile(r"reject|deny|denied|disapprov|veto|notapprov|n'tapprov|ntapprov|cannotapprov|neverapprov")
+_NEGATIVE = re.compile(r"reject|deny|denied|disapprov|veto|(?:not|n't|nt|never|cannot)(?:be)?approv")
+#: a fenced code block's opening or closing line (its lines are quoted material, not a verdict)
+_FENCE = re.compile(r"^[ \t>]*(```|~~~)")
 _SKELETON_LEAD = re.compile(
     r"^(?:\s|#+|>|[-*+|=]|\d{1,9}[.):]|\[[ xX]?\]|[•◦▪▫‣⁃∙·●○■□►▶▸→⇒➤–—―]|[\"'“”„‘’‚«»‹›(\[{]|[.:;,!?])+")
 _SPACE = re.compile(r"\s+")
@@ -150,6 +153,17 @@ def _with_note(rest: str, note: str) -> str:
     return f"{rest}\n({note})" if rest else f"({note})"
 
 
+def _fenced_lines(lines: list[str]) -> set[int]:
+    """Indexes of the lines inside fenced code blocks (an unclosed fence runs to the end)."""
+    inside, out = False, set()
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            inside = not inside
+        elif inside:
+            out.add(i)
+    return out
+
+
 def parse_decision(answer: str | None, *, finish_reason: str | None, stopped_by: str | None = None) -> Decision:
     """Apply the decision rule to the reviewer's final ``answer``.
 
@@ -177,7 +191,8 @@ def parse_decision(answer: str | None, *, finish_reason: str | None, stopped_by:
     if not found:
         return reject(_with_note(rest, "the reviewer gave no decision line: fail closed"),
                       "the reviewer's answer held no 'Decision: approve' line")
-    unclean = [lines[i] for i in found if not is_clean_approval(lines[i])]
+    fenced = _fenced_lines(lines)
+    unclean = [lines[i] for i in found if i in fenced or not is_clean_approval(lines[i])]
     if not unclean:
         said_no = next((line for line in lines if _NEGATIVE.search(skeleton(line))), None)
         if said_no is not None:  # "Decision: approve" beside "Final verdict: REJECT": fail closed

@@ -40,7 +40,7 @@ from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, systemctl_can
 from ongrid_host.expr_rules import parse_find
 from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
 from ongrid_host.path_args import paths_problem
-from ongrid_host.path_policy import PathPolicy
+from ongrid_host.path_policy import PathPolicy, grep_exclusions
 from ongrid_host.proc_rules import parse_ip, parse_ps
 
 MAX_CMD_CHARS = 4096
@@ -213,6 +213,8 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
     if name in ("grep", "egrep") and grep_recursive(parsed) and "recursive" not in parsed.roles:
         paths.append((".", "recursive"))  # no folder named: grep -r reads the folder it runs in
     argv = parsed.argv()
+    if name in ("grep", "egrep") and grep_recursive(parsed):
+        argv = (argv[0], *grep_exclusions(), *argv[1:])
     if name == "sed":
         argv = (argv[0], "--sandbox", *[w for w in argv[1:] if w != "--sandbox"])
     return argv, paths

@@ -73,6 +73,15 @@ FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/etc/kubernetes", "Kubernetes credentials"),
     ("/var/lib/postgresql", "database files"),
     ("/var/lib/mysql", "database files"),
+    ("/etc/rancher", "Kubernetes (k3s) credentials"),
+    ("/var/lib/rancher", "Kubernetes (k3s) credentials"),
+    ("/var/lib/cloud", "cloud-init user data (often credentials)"),
+    ("/var/lib/etcd", "the cluster's key-value store"),
+    ("/etc/ppp/chap-secrets", "PPP secrets"),
+    ("/etc/ppp/pap-secrets", "PPP secrets"),
+    ("/etc/postfix/sasl_passwd", "mail relay passwords"),
+    ("/etc/ceph", "Ceph keyrings"),
+    ("/var/lib/jenkins/secrets", "Jenkins secrets"),
 )
 #: names, anywhere in a path, of folders and files that hold credentials
 #: (users' homes: cloud, cluster, registry, database and shell-history secrets)
@@ -83,6 +92,19 @@ SECRET_NAMES: dict[str, str] = {
     ".git-credentials": "git passwords", ".vault-token": "a Vault token", ".bash_history": "a shell history",
     ".zsh_history": "a shell history", ".psql_history": "a database shell history",
     ".mysql_history": "a database shell history", ".python_history": "a shell history", "gcloud": "cloud credentials",
+    ".env": "an application's environment file", ".npmrc": "registry credentials", ".pypirc": "registry credentials",
+    ".s3cfg": "cloud credentials", ".dockercfg": "registry credentials", ".terraform.d": "cloud credentials",
+    "gh": "GitHub credentials", "rclone": "cloud credentials", ".sh_history": "a shell history",
+    ".history": "a shell history", "fish_history": "a shell history", ".rediscli_history": "a shell history",
+    ".node_repl_history": "a shell history", ".sqlite_history": "a shell history", ".dbshell": "a shell history",
+    ".lesshst": "a pager history", ".viminfo": "an editor history", "secrets": "a secrets folder",
+    "credentials": "a credentials file", "credentials.json": "a credentials file", "id_rsa": "an ssh key",
+    "id_ed25519": "an ssh key", "id_ecdsa": "an ssh key", "id_dsa": "an ssh key",
+}
+#: file-name endings of key and keystore files, anywhere
+SECRET_SUFFIXES: dict[str, str] = {
+    ".key": "a private key file", ".keyring": "a keyring", ".p12": "a key store", ".pfx": "a key store",
+    ".jks": "a key store", ".keystore": "a key store", ".kdbx": "a password database", "_history": "a shell history",
 }
 _CG = r"/sys/fs/cgroup(/[A-Za-z0-9_.:@+-]+)*"
 #: files inside /proc and /sys a read-only persona may read (full matches of
@@ -191,6 +213,9 @@ class PathPolicy:
         for part in parts:
             if part in SECRET_NAMES:
                 return SECRET_NAMES[part]
+        for suffix, why in SECRET_SUFFIXES.items():
+            if parts[-1].endswith(suffix):
+                return why
         base = parts[-1].lower()
         if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
             return "an ssh host key"
@@ -227,3 +252,16 @@ class PathPolicy:
             if home_like:
                 return f"recursive read of '{path}' would include a home folder's .ssh keys"
         return None
+
+
+def grep_exclusions() -> tuple[str, ...]:
+    """Options that keep a recursive ``grep`` out of every secret-named
+    file and folder it meets on the way (``--exclude-dir=.aws``,
+    ``--exclude=*.key`` …): the recursion check can only see the folders
+    named on the command line, not what lies under them."""
+    words = []
+    for name in SECRET_NAMES:
+        words += [f"--exclude-dir={name}", f"--exclude={name}"]
+    words += [f"--exclude=*{suffix}" for suffix in SECRET_SUFFIXES]
+    words += ["--exclude=*environ*", "--exclude-dir=.ssh", "--exclude=shadow*", "--exclude=gshadow*"]
+    return tuple(dict.fromkeys(words))

@@ -9,6 +9,7 @@ Assumes a Linux host with GNU coreutils/findutils and procps (``df
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 import time
 from typing import Any
@@ -18,7 +19,7 @@ from ongrid_host.local import CPU_SAMPLE_S, MAX_MOUNTS, PSEUDO_FSTYPES, redact_c
 from ongrid_host.settings import HostSettings
 from ongrid_host.ssh import run_remote, run_remote_checked
 from ongrid_host.units import human_bytes, iso_utc
-from ongrid_host.walk import Entry, WalkState
+from ongrid_host.walk import MAX_SAMPLES, Entry, WalkState
 from ongridd.config import HostConfig
 from ongridd.errors import ToolError
 
@@ -219,6 +220,17 @@ class _RecordParser:
         self.on_entry(f[0], entry)
 
 
+_FIND_ERR = re.compile(r"^find: [\u2018'`\"](.*)[\u2019'\"]: Permission denied$")
+
+
+def _find_error_path(line: str) -> str:
+    """The path in GNU find's ``find: 'PATH': Permission denied`` (either
+    quote style), or the whole line (at most 1,000 chars) when it has
+    another shape."""
+    m = _FIND_ERR.match(line[:4096])
+    return m.group(1) if m else line[:1000]
+
+
 async def _find_remote(host: HostConfig, settings: HostSettings, paths: list[str], state: WalkState,
                        time_limit_s: float, on_entry, *, extra: list[str] | None = None) -> None:
     """Stream ``find`` over ``paths`` on ``host`` into ``on_entry(root, Entry)``.
@@ -241,8 +253,8 @@ async def _find_remote(host: HostConfig, settings: HostSettings, paths: list[str
         raise ToolError(f"paths: {stderr.strip()!r} does not exist on host {host.name!r}")
     state.errors += stderr.count("Permission denied")
     for line in stderr.splitlines():
-        if "Permission denied" in line and len(state.error_samples) < 10:
-            state.error_samples.append({"path": line, "error": "Permission denied"})
+        if "Permission denied" in line and len(state.error_samples) < MAX_SAMPLES:
+            state.error_samples.append({"path": _find_error_path(line), "error": "Permission denied"})
     if result.timed_out or result.exit_code == 124:
         state.partial_reason = "time limit reached"
 

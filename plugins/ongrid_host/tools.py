@@ -167,7 +167,9 @@ class HostTools:
                          "subdirectories down to `depth`, largest first (allocated = disk space used, apparent = "
                          "file sizes), with file and folder counts. Stays on one filesystem, never enters /proc, "
                          "/sys or /dev, does not follow symlinks, counts unreadable entries instead of failing. "
-                         "If the time limit is reached the result says partial: true and shows what was covered."),
+                         "If the time limit is reached or some paths could not be read, the result says "
+                         "partial: true, why (partial_reason) and which paths were not read (unreadable_paths, "
+                         "unreadable_count), and shows what was covered."),
             parameters=_obj(self.props(
                 paths={"type": "array", "minItems": 1, "maxItems": 16,
                        "items": {"type": "string", "minLength": 1},

@@ -88,10 +88,24 @@ class WalkState:
             self.skipped.append({"path": display(path), "reason": reason})
 
     def summary(self) -> dict:
-        """The keys every walking tool reports."""
+        """The keys every walking tool reports.
+
+        ``partial`` is true when the walk stopped early *or* hit paths it
+        could not read (permission errors, entries vanishing mid-walk): the
+        totals then leave something out.  ``partial_reason`` says which
+        (the stop reason first); ``unreadable_paths`` lists at most
+        :data:`MAX_SAMPLES` of the paths not read and ``unreadable_count``
+        counts them all.
+        """
+        reasons = [self.partial_reason] if self.partial_reason is not None else []
+        if self.errors:
+            reasons.append(f"{self.errors} path(s) could not be read by the daemon's user; "
+                           "their contents are not counted")
         return {
-            "partial": self.partial_reason is not None,
-            "partial_reason": self.partial_reason,
+            "partial": bool(reasons),
+            "partial_reason": "; ".join(reasons) or None,
+            "unreadable_count": self.errors,
+            "unreadable_paths": [s["path"] for s in self.error_samples],
             "unfinished_dirs": self.unfinished_dirs,
             "entries_scanned": self.entries,
             "permission_errors": self.errors,

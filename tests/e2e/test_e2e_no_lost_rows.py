@@ -240,5 +240,6 @@ def run_load(tmp_path: Path, config: Path, db_env: dict[str, str], db_url: str, 
         print(f"  {key:34} expected {expected[key]:6}  stored {stored[key]:6}")
     failures = [line for line in log.splitlines() if '"store_write_failed"' in line]
     assert not failures, failures[:5]
+    # a turn the model failed writes fewer rows by design: that is not a lost row, so say it apart
+    assert len(ends) == n and kinds == [("final", "load turn done")], f"turns that did not end in the answer: {kinds}"
     assert stored == expected
-    assert len(ends) == n and kinds == [("final", "load turn done")]

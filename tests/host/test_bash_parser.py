@@ -13,7 +13,7 @@ from ongrid_host.bash_policy import analyze
 from ongrid_host.commands import SPECS
 from ongrid_host.expr_rules import sed_script_problem
 from ongrid_host.optspec import CommandSpec, Opt, Refusal, parse
-from ongrid_host.path_policy import PathPolicy
+from ongrid_host.path_policy import PathPolicy, grep_exclusions
 
 from ongridd.errors import ToolError
 from tests.host import bash_corpus as bc
@@ -103,7 +103,7 @@ CANONICAL = [
     ("ip a", ("ip", "address", "show")),
     ("ip -br -4 a sh dev lo", ("ip", "-brief", "-4", "address", "show", "dev", "lo")),
     ("ip r get 127.0.0.1", ("ip", "route", "get", "127.0.0.1")),
-    ("grep -rnie KEY /var/log", ("grep", "-r", "-n", "-i", "-e", "KEY", "--", "/var/log")),
+    ("grep -rnie KEY /var/log", ("grep", *grep_exclusions(), "-r", "-n", "-i", "-e", "KEY", "--", "/var/log")),
     ("grep --colo=never x /etc/hostname", ("grep", "--color=never", "--", "x", "/etc/hostname")),
     ("sed -n 1p /etc/hostname", ("sed", "--sandbox", "-n", "--", "1p", "/etc/hostname")),
     ("find /etc -maxdepth 1 -name '*.conf' -print", ("find", "/etc", "-maxdepth", "1", "-name", "*.conf", "-print")),
@@ -255,3 +255,18 @@ def test_every_table_refuses_unknown_and_refused_options_by_name(name):
             verdict = analyze(f"{name} {word} x")
             assert verdict.kind == kind, (word, verdict)
             assert verdict.reason == f"{name}: option '{word}' of {name} {why}", verdict.reason
+
+
+def test_a_recursive_grep_skips_every_secret_named_file_and_folder_under_it(tmp_path):
+    """The recursion check sees only the folder named; what lies under it is kept out by the rebuilt argv."""
+    import subprocess
+
+    (tmp_path / "home" / ".aws").mkdir(parents=True)
+    (tmp_path / "home" / "app").mkdir()
+    for rel in ("home/.aws/credentials", "home/.netrc", "home/app/server.key", "home/app/.env",
+                "home/.bash_history", "home/app/app.log"):
+        (tmp_path / rel).write_text("SEKRIT-line\n")
+    verdict = analyze("grep -r SEKRIT home", PathPolicy.local(cwd=str(tmp_path)))
+    assert verdict.kind == "read", verdict
+    out = subprocess.run(verdict.argv, cwd=tmp_path, capture_output=True, text=True, timeout=30).stdout
+    assert out.splitlines() == ["home/app/app.log:SEKRIT-line"]

@@ -158,7 +158,9 @@ async def test_unreadable_directory_is_counted_not_fatal(tree):
     out = json.loads(proc.stdout)
     assert out["state"]["permission_errors"] == 1
     assert out["state"]["error_samples"][0] == {"path": str(secret), "error": "Permission denied"}
-    assert out["state"]["partial"] is False
+    assert out["state"]["partial"] is True  # honest: the secret folder's content is not counted
+    assert "could not be read" in out["state"]["partial_reason"]
+    assert out["state"]["unreadable_count"] == 1 and out["state"]["unreadable_paths"] == [str(secret)]
     assert out["tree"]["apparent_bytes"] > sum(tree["sizes"].values())  # everything else was counted
     secret_node = _child(out["tree"], "secret")
     assert secret_node["files"] == 0  # its content could not be read

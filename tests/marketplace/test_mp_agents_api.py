@@ -85,6 +85,11 @@ async def test_put_refuses_a_persona_holding_a_secret_the_daemon_holds(api):
     assert token not in str(caught.value)
     assert not (api.config.agents_write_dir / "db-helper.md").exists()
     assert api.agents.snapshot() is before
+    escaped = "".join(f"\\x{ord(c):02x}" for c in token)  # YAML decodes "\x74\x6f…" to the token itself
+    with REGISTRY.hold([token]):
+        with pytest.raises(PersonaError, match="contains a secret value the daemon holds"):
+            await api.put("db-helper", persona("db-helper", description=f'"{escaped}"'), actor="alice")
+    assert not (api.config.agents_write_dir / "db-helper.md").exists()
 
 
 async def test_delete_removes_a_user_agent(api):

@@ -231,7 +231,7 @@ def test_unknown_tool_warns_with_item_line_and_is_kept(known_tools):
     text = "---\nname: p\ndescription: d\ntools:\n  - query_devices\n  - query_devicest\n---\nb\n"
     persona, warnings = parse_persona_text(text, "p.md", known_tools=known_tools)
     assert persona.tools == ("query_devices", "query_devicest")
-    assert warnings == ["p.md:6: unknown tool 'query_devicest'"]
+    assert warnings == ["p.md:6: unknown tool 'query_devicest' (did you mean 'query_devices'?)"]
 
 
 def test_control_tools_are_known_but_workers_are_told_they_never_get_them(known_tools):

@@ -70,7 +70,8 @@ def test_c1_typo_warns_names_file_and_tool_and_keeps_it(tmp_path, make_file, mon
     registry = AgentRegistry()
     report = registry.load([Path("agents")], C1_KNOWN)
     assert report.loaded == 2 and report.skipped == 0  # loaded == number of valid files
-    assert report.warnings == ("agents/ops/specialist-disk.md:5: unknown tool 'query_devicest'",)
+    assert report.warnings == ("agents/ops/specialist-disk.md:5: unknown tool 'query_devicest' "
+                               "(did you mean 'query_devices'?)",)
     assert registry.by_name("specialist-disk").tools == ("host_du_summary", "query_devicest")
 
 

@@ -120,6 +120,6 @@ async def test_ask_exit_codes_and_plain_output(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     code, out, err = await run_cli("ask", "--url", f"http://127.0.0.1:{port}", "hello")
-    assert code == 2 and "cannot talk to the daemon" in err and "connect" in err
+    assert code == 2 and "cannot reach the daemon" in err and "connection refused" in err
     code, out, err = await run_cli("ask", "--url", "ftp://nowhere", "hello")
     assert code == 2 and "--url" in err

@@ -226,6 +226,17 @@ async def test_a_secret_split_across_streamed_pieces_never_reaches_the_stream(cu
     assert events[-1].message.content == f"the token is {REDACTED} ok"
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+async def test_overlapping_secrets_streamed_in_small_pieces_leave_no_fragment(size):
+    first, second = "abcdefXYZ123", "XYZ123ghijkl"
+    text = f"pre {first}ghijkl post"
+    pieces = [text[i:i + size] for i in range(0, len(text), size)]
+    with REGISTRY.hold([first, second]):
+        events = [e async for e in RedactingModel(_Chunked(pieces)).stream(ModelRequest(messages=[]))]
+        whole = REGISTRY.redact(text)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == whole == f"pre {REDACTED} post"
+
+
 async def test_text_held_back_as_a_possible_secret_start_is_released_when_no_secret_follows():
     with REGISTRY.hold([TOKEN]):
         events = [e async for e in RedactingModel(_Chunked(["a " + TOKEN[:4], " b"])).stream(ModelRequest(messages=[]))]

@@ -1,0 +1,113 @@
+"""``ongrid agents list|validate`` and ``ongrid plugins list`` as real
+subprocesses with ``--config`` / ``--state-dir``: a marketplace plugin
+installed in ``<state_dir>/plugins`` shows with its persona and tool;
+``validate`` names unknown tools with the closest real name and the tools
+``permission_mode`` drops."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from cli_helpers import ongrid
+
+pytestmark = pytest.mark.slow
+
+MODULE = "ongrid_cliprobe"
+PLUGIN = textwrap.dedent('''
+    """A marketplace-style test plugin: one tool, one persona folder."""
+    from pathlib import Path
+    from ongridd.plugins.api import Tool, hookimpl
+
+    async def _echo(args, ctx):
+        return {"echo": args.get("text")}
+
+    @hookimpl
+    def ongrid_register_tools(register, context):
+        register(Tool(name="cliprobe_echo", description="Echo for the CLI tests.", handler=_echo,
+                      parameters={"type": "object", "properties": {"text": {"type": "string"}}}))
+
+    @hookimpl
+    def ongrid_register_personas(register):
+        register(Path(__file__).resolve().parent / "personas")
+''')
+PERSONA = """---
+name: cliprobe-persona
+description: Persona shipped by the CLI test plugin.
+when_to_use: CLI tests only.
+tools: [cliprobe_echo]
+permission_mode: read-only
+max_turns: 3
+---
+You echo.
+"""
+
+
+def install(state: Path) -> None:
+    """The folder layout the marketplace installs: module + dist-info with an ``ongrid`` entry point."""
+    folder = state / "plugins" / "cliprobe"
+    (folder / "personas").mkdir(parents=True)
+    (folder / f"{MODULE}.py").write_text(PLUGIN)
+    (folder / "personas" / "cliprobe-persona.md").write_text(PERSONA)
+    dist = folder / "ongrid_cliprobe-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ongrid-cliprobe\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[ongrid]\ncliprobe = {MODULE}\n")
+
+
+def test_list_commands_show_installed_marketplace_plugins(tmp_path):
+    state = tmp_path / "state"
+    install(state)
+    code, out, err, _ = ongrid("agents", "list", "--json", "--state-dir", str(state), cwd=tmp_path)
+    assert code == 0, err
+    by_name = {p["name"]: p for p in json.loads(out)}
+    assert by_name["cliprobe-persona"]["origin"] == "plugin:cliprobe"
+    assert by_name["cliprobe-persona"]["warnings"] == []  # its tool is known: the plugin's tools were loaded
+    assert by_name["specialist-disk"]["origin"] == "builtin"
+
+    code, out, err, _ = ongrid("agents", "list", "--state-dir", str(state), cwd=tmp_path)
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("cliprobe-persona"))
+    assert "plugin:cliprobe" in row
+
+    code, out, _err, _ = ongrid("agents", "list", "--json", cwd=tmp_path)  # without the state dir: not there
+    assert "cliprobe-persona" not in {p["name"] for p in json.loads(out)}
+
+    cfg = tmp_path / "ongrid.yaml"
+    cfg.write_text(f"state_dir: {state}\n")
+    code, out, err, _ = ongrid("plugins", "list", "--json", "--config", str(cfg), cwd=tmp_path)
+    assert code == 0, err
+    report = {r["name"]: r for r in json.loads(out)}["cliprobe"]
+    assert report["ok"] and report["source"] == "path"
+    assert report["registered"]["tools"] == ["cliprobe_echo"]
+    assert any(p.endswith("personas") for p in report["registered"]["personas"])
+
+
+def test_validate_names_unknown_and_dropped_tools_with_a_suggestion(tmp_path):
+    (tmp_path / "p.md").write_text("""---
+name: disk-typo
+description: Has a typo and a write tool in read-only mode.
+when_to_use: CLI tests only.
+tools: [host_du_sumary, host_restart_service, host_stat_file]
+permission_mode: read-only
+max_turns: 3
+---
+You look.
+""")
+    code, out, err, _ = ongrid("agents", "validate", str(tmp_path / "p.md"), "--state-dir", str(tmp_path / "s"),
+                               cwd=tmp_path)
+    assert code == 0, err  # the persona loads; its problems are listed
+    assert "unknown tool 'host_du_sumary' (did you mean 'host_du_summary'?)" in out
+    assert "tool 'host_restart_service' is dropped by permission_mode 'read-only'" in out
+    assert "host_stat_file" not in out  # a read tool of the list is fine
+    assert f"bad  disk-typo  {tmp_path / 'p.md'}" in out
+    assert "1 loaded, 0 skipped, 2 tool problems" in out
+
+
+def test_a_bad_config_is_exit_2_in_one_line(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("llm:\n  timeout_s: soon\n")
+    code, _out, err, _ = ongrid("agents", "list", "--config", str(cfg), cwd=tmp_path)
+    assert code == 2 and "timeout_s" in err and "Traceback" not in err
