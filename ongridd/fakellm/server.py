@@ -244,6 +244,11 @@ class FakeLLM:
         config.accesslog = None
         config.loglevel = "WARNING"
         config.graceful_timeout = 1.0
+        # keep idle connections longer than any client's pool does, and never close one after N
+        # requests: a server-side close racing a client's reuse of that connection looks like a
+        # model failure ("server disconnected") to a caller that does not retry
+        config.keep_alive_timeout = 75.0
+        config.keep_alive_max_requests = 2**31
 
         async def run(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
             await serve(self.app, config, task_status=task_status, mode="asgi")
