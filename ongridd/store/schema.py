@@ -74,6 +74,11 @@ chat_sessions = sa.Table(
     sa.Column("started_at", UTCDateTime, nullable=True),
     sa.Column("closed_at", UTCDateTime, nullable=True),
     sa.Column("close_reason", sa.Text, nullable=True),
+    # token usage summed over the session's model calls (revision 0005)
+    sa.Column("model_calls", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("prompt_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("completion_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cached_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Index("ix_chat_sessions_parent_session_id", "parent_session_id"),
     sa.Index("ix_chat_sessions_status", "status"),
     # One long-lived coordinator row per (user, thread).
@@ -206,6 +211,25 @@ turn_origins = sa.Table(
     sa.Index("ix_turn_origins_session_id", "session_id"),
 )
 
+# Summaries standing in for a coordinator thread's older turns in model
+# requests (the history budget): a row covers messages with seq <= through_seq;
+# source is "model" (an audited summary call, its session in
+# summarizer_session_id) or "fallback" (user messages and final answers, cut).
+thread_summaries = sa.Table(
+    "thread_summaries",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("through_seq", sa.Integer, nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column(
+        "summarizer_session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="SET NULL"), nullable=True
+    ),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_thread_summaries_session_id_through_seq", "session_id", "through_seq"),
+)
+
 TABLE_NAMES = (
     "chat_sessions",
     "chat_messages",
@@ -215,4 +239,5 @@ TABLE_NAMES = (
     "change_events",
     "channel_events",
     "turn_origins",
+    "thread_summaries",
 )

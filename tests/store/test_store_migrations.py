@@ -81,7 +81,7 @@ async def test_reopen_is_idempotent_and_keeps_rows(db_url):
 
 
 async def test_migrate_false_on_empty_database_is_refused(db_url):
-    with pytest.raises(StoreError, match="needs 0004_change_origins"):
+    with pytest.raises(StoreError, match="needs 0005_usage_summaries"):
         await Store.open(db_url, migrate=False)
 
 
