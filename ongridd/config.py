@@ -55,6 +55,10 @@ class LLMConfig:
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 120.0
     max_retries: int = 3
+    #: the model's context window in tokens, when known (None: unknown, only
+    #: ``limits.history_max_chars`` bounds a thread's history; see
+    #: ongridd/runtime/compaction.py for the token estimate)
+    context_tokens: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -67,6 +71,14 @@ class LimitsConfig:
     tool_result_max_chars: int = 16000
     worker_timeout_s: float = 600.0
     reviewer_timeout_s: float = 60.0
+    #: turn admission (ongridd/runtime/admission.py): running coordinator turns
+    #: in the whole daemon / per user, and turns waiting for a slot
+    max_concurrent_turns: int = 64
+    max_turns_per_user: int = 4
+    max_queued_turns: int = 256
+    #: the most characters of a coordinator thread's history sent to the model
+    #: (older turns are replaced by a stored summary; ongridd/runtime/compaction.py)
+    history_max_chars: int = 200_000
 
 
 @attrs.frozen(kw_only=True)
@@ -129,6 +141,13 @@ class MarketplaceConfig:
 
 
 @attrs.frozen(kw_only=True)
+class RetentionConfig:
+    #: days a closed session is kept (None: forever); the daily sweep of
+    #: ongridd/store/retention.py deletes what is older
+    days: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Config:
     """The whole configuration (docs/architecture.md §15.2). ``source``: the file read, if any."""
 
@@ -149,6 +168,7 @@ class Config:
     hosts: tuple[HostConfig, ...] = ()
     plugins: PluginsConfig = PluginsConfig()
     marketplace: MarketplaceConfig = MarketplaceConfig()
+    retention: RetentionConfig = RetentionConfig()
     source: str | None = None
 
     @property
@@ -353,6 +373,18 @@ def _validate(cfg: Config, source: str | None) -> None:
         problems.append("must be > 0 @ config.limits.worker_timeout_s")
     if cfg.limits.reviewer_timeout_s <= 0:
         problems.append("must be > 0 @ config.limits.reviewer_timeout_s")
+    for key in ("max_concurrent_turns", "max_turns_per_user"):
+        if getattr(cfg.limits, key) < 1:
+            problems.append(f"must be >= 1 @ config.limits.{key}")
+    if cfg.limits.max_queued_turns < 0:
+        problems.append("must be >= 0 @ config.limits.max_queued_turns")
+    if cfg.limits.history_max_chars < 2000:
+        problems.append("must be >= 2000 @ config.limits.history_max_chars")
+    if cfg.llm.context_tokens is not None and cfg.llm.context_tokens < 1000:
+        problems.append("must be >= 1000 or null @ config.llm.context_tokens")
+    days = cfg.retention.days
+    if days is not None and not (math.isfinite(days) and days > 0):
+        problems.append("must be a positive number of days or null @ config.retention.days")
     names = set()
     for i, h in enumerate(cfg.hosts):
         if not h.name or h.name in names:

@@ -196,6 +196,11 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
                 chat.bind(runtime, root)
                 start_plugin_services(root, registries.services)
                 root.start_soon(services.agents_api.watch)
+                if config.retention.days is not None:
+                    from ongridd.store.retention import retention_loop
+
+                    root.start_soon(partial(retention_loop, store, config.retention.days,
+                                            busy=lambda: runtime.turns.keys()))
                 binds = await root.start(partial(hypercorn_serve, app, hconf, shutdown_trigger=shutdown.wait))
                 base_url = binds[0] if binds else f"http://{host}:{port}"
                 log.info("daemon_ready", url=base_url)

@@ -33,10 +33,6 @@ class PersonaError(OngridError):
         self.too_large = too_large
 
 
-class SkillError(PersonaError):
-    """A skill file cannot be used."""
-
-
 class ToolError(OngridError):
     """A tool could not do what was asked (bad query, unreachable server,
     refused command).  Raised by tool handlers; the kernel turns it into an
@@ -56,10 +52,6 @@ class ToolRegistrationError(OngridError):
     """A tool (or stub, persona, skill) offered by a plugin is invalid."""
 
 
-class ReviewRejected(OngridError):
-    """The review gate rejected a proposal (also used for fail-closed cases)."""
-
-
 class ProviderError(OngridError):
     """The model provider failed after the retries allowed.
 
@@ -71,6 +63,12 @@ class ProviderError(OngridError):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+
+
+class Busy(OngridError):
+    """The daemon cannot take another turn now: every slot runs and the
+    queue of waiting turns is full (``limits.max_queued_turns``), or it is
+    shutting down.  Nothing was run or stored; the client may retry."""
 
 
 class StoreError(OngridError):

@@ -1,4 +1,7 @@
-"""Structured logging: one JSON line per event on stderr (journald keeps it).
+"""Structured logging, configured once per process (:func:`configure`): one
+JSON line per event on stderr under systemd or when stderr is not a terminal
+(journald keeps it), a readable console line on a terminal; third-party and
+plugin ``logging`` records go through the same formatter.
 
 Use ``log = get_logger(__name__)`` then ``log.info("worker_closed",
 session_id=..., status=...)``.  Field values are rendered with ``str`` for
@@ -10,33 +13,78 @@ written, so a secret the daemon holds never reaches the log even by mistake.
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import sys
-import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+import structlog
 
 from ongridd.secretset import redact
 
 _CONFIGURED = False
 
 
-class _JSONFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "event": record.getMessage(),
-        }
-        fields = getattr(record, "ongrid_fields", None)
-        if fields:
-            out.update(fields)
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        # the last line of defence: no held secret (literal or JSON-escaped) leaves in a log line
-        return redact(json.dumps(out, ensure_ascii=False, default=str))
+_QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "hypercorn.access", "alembic", "openai")
+
+
+def _ongrid_fields(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """Lift the fields of a :class:`StructuredLogger` call into the line."""
+    fields = event_dict.pop("ongrid_fields", None)  # put there by ExtraAdder
+    if fields:  # a call's own field wins over a bound context variable of the same name
+        event_dict.update(fields)
+    return event_dict
+
+
+def _exc(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    if "exception" in event_dict:
+        event_dict["exc"] = event_dict.pop("exception")
+    return event_dict
+
+
+def _redacted(_logger: Any, _method: str, line: Any) -> Any:
+    # the last line of defence: no held secret (literal or JSON-escaped) leaves in a log line
+    return redact(line) if isinstance(line, str) else line
+
+
+def wants_json(stream: Any) -> bool:
+    """JSON lines under systemd (``JOURNAL_STREAM``/``INVOCATION_ID`` set) or
+    when ``stream`` is not a terminal; the console format on a terminal."""
+    if os.environ.get("JOURNAL_STREAM") or os.environ.get("INVOCATION_ID"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return not (isatty and isatty())
+    except ValueError:  # a closed stream
+        return True
+
+
+def formatter(json_lines: bool) -> logging.Formatter:
+    """The one formatter for every record, Ongrid's and any library's or
+    plugin's: ``ts`` (UTC ISO 8601), ``level``, ``logger``, ``event`` (the
+    message), the call's fields, the context variables bound with
+    :func:`bound_context`, the stdlib ``extra`` keys, and ``exc``; rendered as
+    one JSON object per line or as a readable console line, then redacted."""
+    pre_chain: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+        structlog.stdlib.ExtraAdder(),
+        _ongrid_fields,
+    ]
+    render: Any = (structlog.processors.JSONRenderer(ensure_ascii=False, default=str) if json_lines
+                   else structlog.dev.ConsoleRenderer(colors=False))
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=pre_chain,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *([structlog.processors.format_exc_info, _exc] if json_lines else []),
+            render,
+            _redacted,
+        ],
+    )
 
 
 class RedactingFilter(logging.Filter):
@@ -60,24 +108,42 @@ class RedactingFilter(logging.Filter):
 _REDACTING_FILTER = RedactingFilter()
 
 
-def configure(level: str | int = "INFO", stream: Any = None) -> None:
-    """Install the JSON line handler on the ``ongrid`` root loggers
-    (idempotent), and a :class:`RedactingFilter` on the handlers of other
-    libraries' records (the root logger's and ``logging.lastResort``)."""
+def configure(level: str | int = "INFO", stream: Any = None, *, json_lines: bool | None = None) -> None:
+    """Configure logging once for the whole process: the root logger gets
+    one stderr handler with :func:`formatter`, so a plugin's or library's
+    ``logging.getLogger(name).info(...)`` line looks like Ongrid's own.
+    ``json_lines``: None → :func:`wants_json`.  Chatty HTTP/migration
+    libraries are held at WARNING.  Idempotent (a second call replaces the
+    handler); any other handler on the root logger, and
+    ``logging.lastResort``, gets a :class:`RedactingFilter`."""
     global _CONFIGURED
-    for other in [*logging.getLogger().handlers, logging.lastResort]:
-        if other is not None and _REDACTING_FILTER not in other.filters:
+    stream = stream or sys.stderr
+    root = logging.getLogger()
+    for other in [*root.handlers, logging.lastResort]:
+        if other is not None and getattr(other, "_ongrid", False):
+            root.removeHandler(other)
+        elif other is not None and _REDACTING_FILTER not in other.filters:
             other.addFilter(_REDACTING_FILTER)
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(_JSONFormatter())
-    for name in ("ongridd", "ongrid", "ongrid_host", "ongrid_prometheus", "ongrid_incidents", "ongrid_knowledge",
-                 "ongrid_topology", "ongrid_loki", "ongrid_tempo",
-                 "ongrid_slack", "ongrid_telegram", "ongrid_feishu"):
+    handler = logging.StreamHandler(stream)
+    handler._ongrid = True  # type: ignore[attr-defined]
+    handler.setFormatter(formatter(wants_json(stream) if json_lines is None else json_lines))
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in ("ongridd", "ongrid"):  # propagate to the root handler (undo an older setup)
         lg = logging.getLogger(name)
-        lg.handlers[:] = [handler]
-        lg.setLevel(level)
-        lg.propagate = False
+        lg.handlers[:] = []
+        lg.propagate = True
+        lg.setLevel(logging.NOTSET)
+    for name in _QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     _CONFIGURED = True
+
+
+def bound_context(**fields: Any) -> Any:
+    """A context manager binding ``fields`` (e.g. ``session_id``, ``agent``,
+    ``user``) to every line logged inside it, in this task and the tasks it
+    starts (context variables; Trio copies them into child tasks)."""
+    return structlog.contextvars.bound_contextvars(**fields)
 
 
 class StructuredLogger:

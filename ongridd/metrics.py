@@ -14,7 +14,12 @@ TOOL_SECONDS = Histogram("ongrid_tool_call_duration_seconds", "Tool call wall ti
 WORKERS = Counter("ongrid_workers_total", "Worker and reviewer sessions ended, by persona and status",
                   ["agent", "status"])
 WORKERS_RUNNING = Gauge("ongrid_workers_running", "Worker and reviewer sessions running now")
-MODEL_CALLS = Counter("ongrid_model_calls_total", "Model calls by persona and outcome", ["agent", "outcome"])
+MODEL_CALLS = Counter("ongrid_model_calls_total", "Model calls by persona and outcome (ok|error|cancelled), "
+                      "each call once however many attempts it took", ["persona", "outcome"])
+MODEL_RETRIES = Counter("ongrid_model_retries_total", "Failed model-call attempts the provider retried, by persona",
+                        ["persona"])
+MODEL_TOKENS = Counter("ongrid_model_tokens_total", "Tokens the model provider reported, by persona and kind "
+                       "(prompt|completion|cached; cached tokens are part of prompt)", ["persona", "kind"])
 TEXT_TOOL_CALLS = Counter("ongrid_text_tool_calls_total", "Tool calls a model wrote as text instead of through "
                           "the tools API (the server's tool-call parser is off), by persona and model",
                           ["persona", "model"])

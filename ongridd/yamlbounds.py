@@ -46,6 +46,8 @@ from typing import Any
 import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
+from ruamel.yaml.docinfo import DocInfo as _DocInfo
+from ruamel.yaml.docinfo import version as _doc_version
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -58,6 +60,7 @@ __all__ = [
     "YamlBoundsError",
     "YamlLimits",
     "check_expansion",
+    "compose_bounded",
     "describe",
     "quote",
     "yaml_loader",
@@ -119,6 +122,18 @@ class BoundedComposer(Composer):
         self.limits: YamlLimits = getattr(loader, "yaml_limits", None) or CONFIG_LIMITS
         self._aliases = 0
         self._nodes = 0
+
+    # ruamel's own properties go through the loader's lazy properties on every
+    # event; once the parser and resolver exist, read them directly.
+    @property
+    def parser(self) -> Any:
+        parser = getattr(self.loader, "_parser", None)
+        return parser if parser is not None else self.loader.parser
+
+    @property
+    def resolver(self) -> Any:
+        resolver = getattr(self.loader, "_resolver", None)
+        return resolver if resolver is not None else self.loader.resolver
 
     def compose_document(self) -> Any:
         self._aliases = 0
@@ -240,6 +255,41 @@ def yaml_loader(typ: str = "safe", limits: YamlLimits = CONFIG_LIMITS) -> YAML:
     yaml.Scanner = _bounded_scanner(yaml.Scanner or Scanner)
     yaml.yaml_limits = limits  # type: ignore[attr-defined]  # read by BoundedComposer
     return yaml
+
+
+try:  # libyaml's reader, scanner and parser (the ruamel.yaml.clib package), when installed
+    from _ruamel_yaml import CParser as _CParser
+except ImportError:  # pragma: no cover - the pure-Python path is used alone
+    _CParser = None
+
+
+def compose_bounded(text: str, limits: YamlLimits) -> tuple[YAML, Any]:
+    """Compose one YAML document from ``text`` with ``limits`` enforced; returns ``(yaml, node)``.
+
+    Fast path: when ruamel.yaml.clib is installed, libyaml (C) scans and
+    parses, and its events are composed by :class:`BoundedComposer` — the
+    same limits, checked as each event arrives (events are produced lazily,
+    so a deep or huge input stops after at most ``max_depth``/``max_nodes``
+    events).  Any error on the fast path (bad YAML, a limit) is answered by
+    composing again on the pure-Python path, so the error raised, with its
+    message and line, is exactly the pure path's.  ``yaml.constructor``
+    builds the data from ``node`` (``None`` for an empty document).  Raises
+    ruamel's errors and :class:`YamlBoundsError` like ``yaml.compose``.
+    """
+    if _CParser is not None:
+        yaml = yaml_loader("safe", limits)
+        try:
+            yaml.doc_infos.append(_DocInfo(requested_version=_doc_version(yaml.version)))
+            yaml.tags = {}
+            parser = yaml._parser = _CParser(text)  # read by the composer's ``parser`` property
+            try:
+                return yaml, yaml.composer.get_single_node()
+            finally:
+                parser.dispose()
+        except Exception:  # noqa: BLE001 — the pure path below gives the error with its usual message
+            pass
+    yaml = yaml_loader("safe", limits)
+    return yaml, yaml.compose(text)
 
 
 # ---- bounded previews -------------------------------------------------------------

@@ -145,21 +145,85 @@ def run_ask(args: argparse.Namespace) -> int:
 # ---- chat -----------------------------------------------------------------------
 
 class _ChatUI:
-    """Renders frames: streamed tokens, one status line per agent tile."""
+    """Renders frames: text the coordinator sends before a tool call as a
+    line, one line per worker tile (redrawn in place on a terminal), the
+    final answer as rendered markdown (plain text when stdout is not a TTY),
+    and a ``you> `` prompt whenever no turn runs."""
 
-    def __init__(self, out: Any = None):
+    PROMPT = "you> "
+
+    def __init__(self, out: Any = None, *, prompt: bool | None = None):
+        from ongridd.cli.termui import TileBoard, is_tty
+
         self.out = out or sys.stdout
-        self.streaming = False
+        self.board = TileBoard(self.out)
+        self.pending_text = ""
         self.turn_running = False
+        self.show_prompt = is_tty(sys.stdin) if prompt is None else prompt
+        self.prompted = False
 
     def _line(self, text: str) -> None:
-        if self.streaming:
-            self.out.write("\n")
-            self.streaming = False
+        self._end_prompt()
         self.out.write(text + "\n")
         self.out.flush()
 
+    def _end_prompt(self) -> None:
+        if self.prompted:
+            self.out.write("\n")
+            self.prompted = False
+
+    def prompt(self) -> None:
+        """Show the prompt marker (once) when idle."""
+        if not self.turn_running and not self.prompted:
+            self.out.write(self.PROMPT)
+            self.out.flush()
+            self.prompted = self.show_prompt
+            if not self.show_prompt:
+                self.out.write("\n")
+
+    def user_sent(self) -> None:
+        self.prompted = False  # the user's Enter ended the prompt line
+        self.turn_running = True
+
+    def _flush_text(self) -> None:
+        text, self.pending_text = self.pending_text.strip(), ""
+        if text:
+            self.board.close()
+            self._line(text)
+
+    def _turn_over(self) -> None:
+        self.board.close()
+        self.pending_text = ""
+        self.turn_running = False
+        self.prompt()
+
+    def last_exchange(self, info: dict | None, messages: list[dict]) -> None:
+        """Print the thread's last user message and answer (re-attach), and
+        say when its last turn was cut off (``last_turn: interrupted``)."""
+        from ongridd.cli.termui import print_markdown
+
+        user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        if user is None:
+            return
+        after = [m for m in messages if m.get("seq", 0) > user.get("seq", 0)]
+        answer = next((m for m in reversed(after) if m.get("role") == "assistant" and m.get("content")
+                       and not m.get("tool_calls")), None)
+        self._line("— last exchange in this thread —")
+        self._line(f"{self.PROMPT}{user.get('content', '')}")
+        last_turn = (info or {}).get("last_turn")
+        if answer is not None and last_turn != "interrupted":
+            self._end_prompt()
+            print_markdown(answer.get("content", ""), self.out)
+        if last_turn == "interrupted":
+            self._line("[the last turn was cut off by a restart (or a stop) before it answered; "
+                       "send a message to go on]")
+        elif last_turn == "running":
+            self._line("[its turn is still running; its progress and answer follow]")
+        self._line("—")
+
     def render(self, frame: dict) -> None:
+        from ongridd.cli.termui import print_markdown
+
         kind = frame.get("type")
         if kind == "session":
             state = "re-attached to" if frame.get("resumed") else "new"
@@ -167,31 +231,58 @@ class _ChatUI:
             self._line("[type a message and press Enter; Ctrl-C stops a running turn; Ctrl-C twice or Ctrl-D quits]")
         elif kind == "token":
             self.turn_running = True
-            self.out.write(frame.get("text", ""))
-            self.out.flush()
-            self.streaming = True
+            self.pending_text += frame.get("text", "")
         elif kind == "interim":
+            self._flush_text()
+            self.board.close()
             self._line(f"  … {frame.get('text', '')}")
         elif kind == "tool":
             self.turn_running = True
-            if frame.get("status") != "started":
+            self._flush_text()
+            if frame.get("status") != "started" and frame.get("name") != "AgentTool":
+                self.board.close()
                 self._line(f"  [tool {frame.get('name')}: {frame.get('status')}]")
         elif kind == "agent_tile":
             self.turn_running = True
-            self._line(f"  ◆ {frame.get('subagent_type')} [{frame.get('status')}] {frame.get('description')}"
-                       f"  (task {frame.get('task_id')})")
+            self._flush_text()
+            self._end_prompt()
+            self.board.update(frame)
         elif kind == "agent_result":
             pass
         elif kind == "final":
-            if self.streaming:
-                self._line("")
-            else:
-                self._line(frame.get("text", ""))
-            self.turn_running = False
+            self.board.close()
+            self._end_prompt()
+            print_markdown(frame.get("text", ""), self.out)
+            self._turn_over()
         elif kind == "error":
+            self.board.close()
             self._line(f"[{frame.get('code')}] {frame.get('message')}")
-            if frame.get("code") in ("stopped", "provider_error", "internal"):
-                self.turn_running = False
+            if frame.get("code") in ("stopped", "provider_error", "internal", "busy"):
+                self._turn_over()
+
+
+def _fetch_last_exchange(args: argparse.Namespace, session_id: str) -> tuple[dict | None, list[dict]]:
+    """``(thread row of GET /api/sessions, its last messages)``; raises what
+    :func:`http_json` raises."""
+    from urllib.parse import quote
+
+    from ongridd.cli.common import http_json
+
+    info = next((r for r in http_json("GET", args, "/api/sessions?limit=200", timeout_s=15)
+                 if r.get("id") == session_id), None)
+    messages: list[dict] = []
+    after = 0
+    while True:  # the transcript in pages; only the tail is shown
+        page = http_json("GET", args, f"/api/sessions/{quote(session_id)}/messages?after_seq={after}&limit=2000",
+                         timeout_s=15)
+        page = [m for m in page if m.get("role") != "summary"]
+        if not page:
+            break
+        messages = (messages + page)[-200:]
+        after = page[-1]["seq"]
+        if len(page) < 2000:
+            break
+    return info, messages
 
 
 async def _chat(args: argparse.Namespace) -> int:
@@ -206,7 +297,17 @@ async def _chat(args: argparse.Namespace) -> int:
                 async def reader() -> None:
                     try:
                         while True:
-                            ui.render(json.loads(await ws.get_message()))
+                            frame = json.loads(await ws.get_message())
+                            ui.render(frame)
+                            if frame.get("type") == "session":
+                                if frame.get("resumed"):
+                                    try:
+                                        info, messages = await trio.to_thread.run_sync(
+                                            _fetch_last_exchange, args, frame.get("session_id"))
+                                        ui.last_exchange(info, messages)
+                                    except (ClientError, RuntimeError) as exc:
+                                        ui._line(f"[could not read the thread's last exchange: {exc}]")
+                                ui.prompt()
                     except ConnectionClosed:
                         ui._line("[connection closed by the daemon]")
                         nursery.cancel_scope.cancel()
@@ -218,7 +319,7 @@ async def _chat(args: argparse.Namespace) -> int:
                             nursery.cancel_scope.cancel()
                             return
                         if line.strip():
-                            ui.turn_running = True
+                            ui.user_sent()
                             await ws.send_message(json.dumps({"type": "user_message", "text": line.rstrip("\n")}))
 
                 async def interrupts() -> None:

@@ -4,8 +4,10 @@ Starts the daemon in-process on a free loopback port with a temporary state
 dir, starts the scripted model (unless a real one is given), makes a real
 situation (a temporary folder of real, non-sparse files of 1–5 MB in nested
 folders), asks the coordinator over the real websocket what is filling the
-disk there, and prints the streamed answer, the agent tile, and the session
-tree with its audit rows.  The answer comes from the tool results, never
+disk there, and prints which model answers (the words "scripted model" when
+it is the scripted one), one line per worker tile and tool step, the answer
+rendered as markdown (``ongridd.cli.termui``, plain text off a terminal), and
+the session tree with its audit rows.  The answer comes from the tool results, never
 from what the demo knows.
 """
 
@@ -22,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import trio
-
-STREAM_SHOWN_CHARS = 600
 
 QUESTION = ("Something is filling the disk under {dir} on this host. What is using the space there? "
             "Name the largest folders and files.")
@@ -94,6 +94,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
 
     from ongridd import logs
     from ongridd.cli.sessions import format_audit, format_tree
+    from ongridd.cli.termui import TileBoard, print_markdown
     from ongridd.config import structure
     from ongridd.daemon import run_daemon
 
@@ -110,6 +111,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
         if args.llm_base_url:
             llm = {"base_url": args.llm_base_url, "model": args.model}
             answered_by = f"model {args.model or '(server default)'} at {args.llm_base_url}"
+            print(f"Model: {answered_by}")
         else:
             from ongridd.fakellm.server import FakeLLM, serve_fake_llm
             from ongridd.fakellm.script import coerce_script
@@ -119,6 +121,8 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
             llm = {"base_url": fake_url, "model": "scripted"}
             answered_by = (f"the scripted model (ongrid fake-llm at {fake_url}) — a test double that replays a "
                            "fixed transcript, not a real model; its answers are built from the real tool results")
+            print("Model: scripted model (ongrid fake-llm) — a test double, not a real model; its answers are "
+                  "built from the real tool results. Use --llm-base-url URL --model NAME for a real one.")
         config = structure({"server": {"listen": "127.0.0.1:0"}, "state_dir": str(state_dir), "llm": llm})
         handle = await nursery.start(lambda task_status: run_daemon(config, handle_signals=False,
                                                                     task_status=task_status))
@@ -127,7 +131,8 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
         print(f"> {question}\n")
         session_id = None
         final = None
-        streamed, cut_note = 0, False
+        text = ""  # the coordinator's text since its last tool step
+        board = TileBoard()
         async with open_websocket_url(handle.base_url.replace("http://", "ws://") + "/ws") as ws:
             await ws.send_message(json.dumps({"type": "hello", "thread": "demo"}))
             with trio.fail_after(300):
@@ -140,25 +145,26 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
                         session_id = frame["session_id"]
                         await ws.send_message(json.dumps({"type": "user_message", "text": question}))
                     elif kind == "token":
-                        streamed += len(frame["text"])
-                        if streamed <= STREAM_SHOWN_CHARS:
-                            print(frame["text"], end="", flush=True)
-                        elif not cut_note:
-                            print(" … (the rest streams on; the whole answer is summarised below)", flush=True)
-                            cut_note = True
-                    elif kind == "agent_tile":
-                        print(f"\n[agent tile] {frame['subagent_type']} — {frame['description']} — "
-                              f"{frame['status']} (task {frame['task_id']})", flush=True)
+                        text += frame["text"]
+                    elif kind in ("agent_tile", "tool", "interim") and text.strip():
+                        board.close()  # text sent before a tool call: one line of progress
+                        print(f"  {text.strip().splitlines()[0][:200]}", flush=True)
+                        text = ""
+                    if kind == "agent_tile":
+                        board.update(frame)
                     elif kind == "tool" and frame["status"] != "started":
-                        streamed, cut_note = 0, False
-                        print(f"\n[tool] {frame['name']}: {frame['status']}", flush=True)
+                        board.close()
+                        print(f"  ⚙ tool {frame['name']}: {frame['status']}", flush=True)
+                    elif kind == "interim":
+                        print(f"  … {frame['text']}", flush=True)
                     elif kind == "final":
                         final = frame["text"]
                     elif kind == "error":
                         print(f"\n[error] {frame['code']}: {frame['message']}", file=sys.stderr)
                         final = ""
-        print(f"\n\n=== Final answer ({len(final or '')} characters; what it says, read from its JSON) ===")
-        print(summarize_answer(final or ""))
+        board.close()
+        print("\n=== Answer ===")
+        print_markdown(summarize_answer(final or "") if not args.llm_base_url else (final or ""))
         runtime = handle.services.runtime
         tree = await runtime.session_tree(session_id, user_id="local")
         audit = await runtime.session_audit(session_id, user_id="local")
@@ -197,8 +203,8 @@ def _json_objects(text: str) -> list[Any]:
 
 
 def summarize_answer(text: str) -> str:
-    """A readable view of an answer made of tool results: the largest files
-    and folders it reports.  Falls back to the text itself."""
+    """A readable view (markdown) of an answer made of tool results: the
+    largest folders and files it reports.  Falls back to the text itself."""
     files: list[tuple[int, str, str]] = []
     folders: list[tuple[int, str, str]] = []
 
@@ -221,12 +227,12 @@ def summarize_answer(text: str) -> str:
         return text
     lines = []
     if folders:
-        lines.append("Folders by space used:")
-        lines += [f"  {human:>10}  {path}" for _, human, path in sorted(folders, reverse=True)[:8]]
+        lines += ["**Folders by space used**", "", "| size | folder |", "|---:|---|"]
+        lines += [f"| {human} | `{path}` |" for _, human, path in sorted(folders, reverse=True)[:8]]
     if files:
-        lines.append("Largest files:")
-        lines += [f"  {human:>10}  {path}" for _, human, path in sorted(files, reverse=True)[:8]]
-    return "\n".join(lines)
+        lines += ["", "**Largest files**", "", "| size | file |", "|---:|---|"]
+        lines += [f"| {human} | `{path}` |" for _, human, path in sorted(files, reverse=True)[:8]]
+    return "\n".join(lines).strip()
 
 
 def run(args: argparse.Namespace) -> int:

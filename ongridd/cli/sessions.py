@@ -1,9 +1,12 @@
-"""``ongrid sessions list [--json]`` and ``ongrid sessions tree|audit|messages SESSION_ID [--json]``."""
+"""``ongrid sessions list [--json]``, ``ongrid sessions tree|audit|messages SESSION_ID [--json]`` and
+``ongrid sessions export SESSION_ID [-o FILE] [--markdown]``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from urllib.parse import quote
 
 from ongridd.cli.common import ClientError, add_client_args, http_json, print_json
@@ -26,17 +29,88 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--json", action="store_true", help="print JSON")
         add_client_args(q)
         q.set_defaults(func=run)
+    q = ss.add_parser("export", help="a thread with its whole tree, messages and audit as one JSON document")
+    q.add_argument("session_id")
+    q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    q.add_argument("--markdown", action="store_true", help="a readable transcript instead of JSON")
+    add_client_args(q)
+    q.set_defaults(func=run)
+
+
+def format_tokens(tokens: dict | None) -> str:
+    """`` · 1234 in (200 cached) / 56 out, 3 calls`` — empty for a session without model calls."""
+    if not tokens or not tokens.get("model_calls"):
+        return ""
+    cached = f" ({tokens['cached']} cached)" if tokens.get("cached") else ""
+    calls = tokens["model_calls"]
+    return (f" · {tokens.get('prompt', 0)} in{cached} / {tokens.get('completion', 0)} out, "
+            f"{calls} call{'s' if calls != 1 else ''}")
+
+
+def _fence(text: str) -> str:
+    """``text`` in a fenced block whose fence no line of it can close."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}\n{text}\n{fence}"
+
+
+def format_markdown(doc: dict) -> str:
+    """The export document (``GET /api/sessions/{id}/export``) as a readable
+    markdown transcript: one section per session (the tree in order), its
+    messages, then its tool calls with their proposals."""
+    out: list[str] = []
+
+    def node(n: dict, depth: int) -> None:
+        title = "#" * min(depth + 1, 6)
+        what = n.get("thread_id") or n.get("description") or ""
+        out.append(f"{title} {n['agent_id']} — {what}".rstrip(" —"))
+        out.append("")
+        closed = f", closed {n['closed_at']}" if n.get("closed_at") else ""
+        reason = f" ({n['close_reason']})" if n.get("close_reason") else ""
+        out.append(f"Session `{n['id']}`: {n['status']}{reason}, created {n['created_at']}{closed}"
+                   f"{format_tokens(n.get('tokens'))}")
+        out.append("")
+        for m in n.get("messages") or []:
+            calls = ", ".join(f"`{c.get('name', '?')}`" for c in m.get("tool_calls") or [])
+            head = f"**{m['role']}** #{m['seq']} · {m['created_at']}"
+            if m["role"] == "tool":
+                head += f" · result of `{m.get('name') or m.get('tool_call_id')}`"
+            out.append(head + (f" · calls {calls}" if calls else ""))
+            out.append("")
+            if m.get("content"):
+                out.append(_fence(m["content"]) if m["role"] in ("tool", "system") else m["content"])
+                out.append("")
+        proposals = {p.get("tool_call_id"): p for p in n.get("proposals") or [] if p.get("tool_call_id")}
+        if n.get("audit"):
+            out.append("Tool calls:")
+            out.append("")
+            for a in n["audit"]:
+                out.append(f"- `{a['tool_name']}` {a['status']} in {a['duration_ms']} ms · {a['created_at']}")
+                out.append(f"  - arguments: `{' '.join((a.get('arguments') or '').split())[:500]}`")
+                p = proposals.get(a.get("tool_call_id"))
+                if p:
+                    why = " ".join(str(p.get("decision_reason") or "").split())
+                    out.append(f"  - review: {p.get('decision') or 'undecided'}"
+                               f"{' — ' + why if why else ''}")
+            out.append("")
+        for child in n.get("children") or []:
+            node(child, depth + 1)
+
+    node(doc["session"], 0)
+    return "\n".join(out).rstrip() + "\n"
 
 
 def format_tree(node: dict, indent: str = "") -> list[str]:
-    """Lines of a session tree: ``agent status [closed…] id — description``."""
+    """Lines of a session tree: ``agent [status] closed… id — description · usage`` (usage: format_tokens)."""
     if node.get("closed_at"):
         closed = f" closed {node['closed_at']}"
     else:
         closed = "" if node.get("status") == "open" else " (not closed)"
     reason = f" ({node['close_reason']})" if node.get("close_reason") else ""
     desc = f" — {node['description']}" if node.get("description") else ""
-    lines = [f"{indent}{node['agent_id']} [{node['status']}{reason}]{closed} {node['id']}{desc}"]
+    usage = format_tokens(node.get("tokens"))
+    lines = [f"{indent}{node['agent_id']} [{node['status']}{reason}]{closed} {node['id']}{desc}{usage}"]
     for child in node.get("children", []):
         lines.extend(format_tree(child, indent + "  "))
     return lines
@@ -96,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"ongrid: {exc}", file=sys.stderr)
         return 1
+    if args.sessions_command == "export":
+        return _write_export(args, data)
     if args.json:
         print_json(data)
     elif args.sessions_command == "tree":
@@ -106,4 +182,17 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(format_messages(data)) if data else "(no messages)")
     else:
         print("\n".join(format_audit(data)) if data else "(no tool calls)")
+    return 0
+
+
+def _write_export(args: argparse.Namespace, data: dict) -> int:
+    text = format_markdown(data) if args.markdown else json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"ongrid: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0

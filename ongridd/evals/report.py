@@ -4,12 +4,14 @@ JSON (one object)::
 
     {"model": "...",
      "incidents": [{"name", "f1", "recall", "precision", "tool_calls", "dispatches",
-                    "model_calls", "loop", "seconds", "prompt_tokens", "completion_tokens"}],
+                    "model_calls", "loop", "seconds", "prompt_tokens", "completion_tokens",
+                    "cached_tokens"}],
      "mean_f1": 0.0-1.0, "pass_rate": 0.0-1.0,
      "totals": {"incidents", "passed", "tool_calls", "dispatches", "model_calls",
-                "seconds", "prompt_tokens", "completion_tokens"}}
+                "seconds", "prompt_tokens", "completion_tokens", "cached_tokens"}}
 
-Scores are rounded to 4 decimals, seconds to 0.01; token counts are
+Scores are rounded to 4 decimals, seconds to 0.01; token counts are the
+session tree's stored usage counters (coordinator, workers, reviewers), and
 ``null`` when the endpoint reported no usage.  An incident passes with
 F1 ≥ 0.5, no loop, and an answer.
 """
@@ -36,6 +38,7 @@ def to_json(model: str, results: Sequence[IncidentResult]) -> dict[str, Any]:
         "precision": round(r.score.precision, 4), "tool_calls": r.tool_calls, "dispatches": r.dispatches,
         "model_calls": r.model_calls, "loop": r.loop, "seconds": round(r.seconds, 2),
         "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+        "cached_tokens": r.cached_tokens,
     } for r in results]
     n = len(results)
     passed = sum(1 for r in results if r.passed)
@@ -52,6 +55,7 @@ def to_json(model: str, results: Sequence[IncidentResult]) -> dict[str, Any]:
             "seconds": round(sum(r.seconds for r in results), 2),
             "prompt_tokens": _tokens_total([r.prompt_tokens for r in results]),
             "completion_tokens": _tokens_total([r.completion_tokens for r in results]),
+            "cached_tokens": _tokens_total([r.cached_tokens for r in results]),
         },
     }
 

@@ -63,6 +63,8 @@ class IncidentResult:
     prompt_tokens: int | None
     completion_tokens: int | None
     by_tool: dict[str, int]
+    #: prompt tokens the endpoint served from its cache (None as the other token counts)
+    cached_tokens: int | None = None
     #: audit rows that ended ``error`` (a call with no recording among them)
     tool_errors: int = 0
     #: of those, calls no fixture answered
@@ -142,6 +144,19 @@ async def _answer_turn(runtime: Any, incident: Incident, progress: Callable[[str
     return session_id, answer, error
 
 
+def tree_tokens(tree: dict[str, Any]) -> dict[str, int]:
+    """``{prompt, completion, cached, model_calls}`` summed over a session
+    tree (``Runtime.session_tree``: every node carries ``tokens``)."""
+    total = {"prompt": 0, "completion": 0, "cached": 0, "model_calls": 0}
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for key, n in (node.get("tokens") or {}).items():
+            total[key] = total.get(key, 0) + int(n or 0)
+        stack.extend(node.get("children") or ())
+    return total
+
+
 async def run_one(*, incident: Incident, store: Any, registries: Any, config: Any, provider: CountingProvider,
                   progress: Callable[[str], None], clock: Callable[[], Any] | None = None,
                   timeout_s: float = INCIDENT_TIMEOUT_S) -> IncidentResult:
@@ -158,6 +173,7 @@ async def run_one(*, incident: Incident, store: Any, registries: Any, config: An
         try:
             session_id, answer, error = await _answer_turn(runtime, incident, progress, timeout_s)
             rows = await runtime.session_audit(session_id, user_id=EVAL_USER)
+            tokens = tree_tokens(await runtime.session_tree(session_id, user_id=EVAL_USER))
         finally:
             nursery.cancel_scope.cancel()
     seconds = time.monotonic() - started
@@ -167,7 +183,10 @@ async def run_one(*, incident: Incident, store: Any, registries: Any, config: An
         name=incident.name, answer=answer, score=score, tool_calls=counts.tool_calls,
         dispatches=counts.dispatches, model_calls=provider.requests,
         loop=is_loop(counts.tool_calls, incident.max_tool_calls), seconds=seconds,
-        prompt_tokens=provider.prompt_tokens, completion_tokens=provider.completion_tokens,
+        # the session tree's stored counters (every persona's calls); None when the endpoint reported no usage
+        prompt_tokens=None if provider.prompt_tokens is None else tokens["prompt"],
+        completion_tokens=None if provider.prompt_tokens is None else tokens["completion"],
+        cached_tokens=None if provider.prompt_tokens is None else tokens["cached"],
         by_tool=counts.by_tool, tool_errors=sum(1 for r in rows if r.get("status") == "error"),
         unrecorded=sum(1 for r in rows if r.get("status") == "error" and NO_RECORDING in str(r.get("result") or "")),
         error=error)

@@ -1,6 +1,12 @@
 """The scripted model server (docs/architecture.md §16): an OpenAI-compatible test and
 demo double driven by a YAML script.  It never pretends to be a real model.
 
+It ships inside the package (not under ``tests/``) because it is a product
+command: ``ongrid fake-llm`` serves it for demos, evaluation runs
+(``ongridd.evals``) and operators trying Ongrid without a model.  The daemon
+never imports it: ``ongridd.daemon`` and ``ongridd serve`` stay free of it
+(tests/test_fakellm_isolation.py checks ``sys.modules`` in a fresh process).
+
 ``script`` (load/validate, no web imports) is cheap to import; the server
 (quart-trio + hypercorn) is imported on first use of :func:`open_fake_llm`,
 :func:`serve_fake_llm` or :class:`FakeLLM`.

@@ -108,17 +108,29 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
-def estimate_usage(messages: Sequence[Any], reply: Reply) -> dict[str, int]:
-    """A rough token count (characters / 4, rounded up): the scripted model
-    has no tokenizer; the numbers only let clients exercise usage handling."""
+def estimate_usage(messages: Sequence[Any], reply: Reply,
+                   explicit: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The ``usage`` object of an answer, in OpenAI's shape: ``prompt_tokens``,
+    ``completion_tokens``, ``total_tokens`` and
+    ``prompt_tokens_details.cached_tokens``.
+
+    Without ``explicit`` (a step's ``usage``) the counts are a deterministic
+    estimate — characters / 4, rounded up, cached 0: the scripted model has
+    no tokenizer; the numbers only let clients exercise usage handling.  Keys
+    of ``explicit`` replace the estimate's."""
     prompt_chars = sum(len(_text(m.get("content"))) for m in messages if isinstance(m, Mapping))
     out_chars = len(reply.content or "") + sum(len(c.name) + len(c.arguments) for c in reply.tool_calls)
-    prompt, completion = -(-prompt_chars // 4), -(-out_chars // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    prompt, completion, cached = -(-prompt_chars // 4), -(-out_chars // 4), 0
+    if explicit:
+        prompt = int(explicit.get("prompt_tokens", prompt))
+        completion = int(explicit.get("completion_tokens", completion))
+        cached = int(explicit.get("cached_tokens", cached))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def completion_body(
-    reply: Reply, *, completion_id: str, model: str, created: int, usage: Mapping[str, int]
+    reply: Reply, *, completion_id: str, model: str, created: int, usage: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The non-streamed ``chat.completion`` JSON body."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -171,7 +183,7 @@ def stream_deltas(reply: Reply) -> Iterator[dict[str, Any]]:
 
 
 def stream_bodies(
-    reply: Reply, *, completion_id: str, model: str, created: int, usage: Mapping[str, int] | None
+    reply: Reply, *, completion_id: str, model: str, created: int, usage: Mapping[str, Any] | None
 ) -> Iterator[dict[str, Any]]:
     """Every ``chat.completion.chunk`` of the stream: the deltas, a last
     chunk with an empty delta and the finish reason, then (when ``usage`` is

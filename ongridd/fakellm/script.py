@@ -18,7 +18,15 @@ mapping with these keys (at least one of ``content``, ``tool_calls``,
                                when there are tool calls, else ``stop``)
 ``delay_s``                    seconds to wait before answering (>= 0)
 ``http_status``                answer with this HTTP error (400–599) instead;
-                               only ``delay_s`` may go with it
+                               only ``delay_s`` and ``retry_after`` may go
+                               with it
+``retry_after``                with ``http_status``: the ``Retry-After``
+                               header sent — seconds (a number >= 0) or a
+                               string sent as is (e.g. an HTTP-date)
+``usage``                      the token usage to report: a mapping with any of
+                               ``prompt_tokens``, ``completion_tokens``,
+                               ``cached_tokens`` (integers >= 0; a key left
+                               out keeps the estimate, cached defaults to 0)
 =============================  ==============================================
 
 ``${NAME}`` in any string (content, tool names, argument keys and values,
@@ -44,7 +52,9 @@ from ongridd.config import parse_yaml
 from ongridd.errors import ConfigError
 
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
-STEP_KEYS = ("content", "tool_calls", "content_from_tool_results", "finish_reason", "delay_s", "http_status")
+STEP_KEYS = ("content", "tool_calls", "content_from_tool_results", "finish_reason", "delay_s", "http_status",
+             "usage", "retry_after")
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 CALL_KEYS = ("name", "arguments", "raw_arguments")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -82,6 +92,9 @@ class Step:
     finish_reason: str | None = None
     delay_s: float = 0.0
     http_status: int | None = None
+    retry_after: str | None = None
+    #: explicit usage numbers (keys of ``USAGE_KEYS``) to report instead of the estimate
+    usage: Mapping[str, int] | None = None
 
     @property
     def where(self) -> str:
@@ -251,9 +264,36 @@ def _parse_step(
     if http_status is not None:
         if isinstance(http_status, bool) or not isinstance(http_status, int) or not 400 <= http_status <= 599:
             problems.append(f"{here}: http_status must be an HTTP error status 400..599, got {http_status!r}")
-        others = [k for k in ("content", "tool_calls", "content_from_tool_results", "finish_reason") if k in raw]
+        others = [k for k in ("content", "tool_calls", "content_from_tool_results", "finish_reason", "usage")
+                  if k in raw]
         if others:
             problems.append(f"{here}: http_status answers with an error only; remove {', '.join(others)}")
+    retry_after = raw.get("retry_after")
+    if retry_after is not None:
+        if http_status is None:
+            problems.append(f"{here}: retry_after goes with http_status (e.g. http_status: 429)")
+        if isinstance(retry_after, bool) or not (
+                (isinstance(retry_after, (int, float)) and math.isfinite(retry_after) and retry_after >= 0)
+                or (isinstance(retry_after, str) and retry_after.strip())):
+            problems.append(f"{here}: retry_after must be seconds >= 0 or a non-empty string, got {retry_after!r}")
+            retry_after = None
+        elif not isinstance(retry_after, str):
+            retry_after = f"{retry_after:g}"
+
+    usage = raw.get("usage")
+    if usage is not None:
+        if not isinstance(usage, Mapping) or not usage:
+            problems.append(f"{here}: usage must be a mapping with {', '.join(USAGE_KEYS)}, got {_kind(usage)}")
+            usage = None
+        else:
+            bad = [k for k in usage if k not in USAGE_KEYS]
+            if bad:
+                problems.append(f"{here}: usage: unknown key(s) {', '.join(repr(k) for k in bad)}; "
+                                f"allowed: {', '.join(USAGE_KEYS)}")
+            for k, v in usage.items():
+                if k in USAGE_KEYS and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                    problems.append(f"{here}: usage.{k} must be an integer >= 0, got {v!r}")
+            usage = {k: int(v) for k, v in usage.items() if k in USAGE_KEYS}
 
     calls: list[ScriptedToolCall] = []
     if "tool_calls" in raw:
@@ -282,6 +322,8 @@ def _parse_step(
         finish_reason=finish_reason,
         delay_s=float(delay_s),
         http_status=http_status,
+        retry_after=retry_after,
+        usage=usage,
     )
 
 

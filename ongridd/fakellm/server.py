@@ -196,7 +196,10 @@ class FakeLLM:
             kind = "rate_limit_error" if step.http_status == 429 else (
                 "server_error" if step.http_status >= 500 else "invalid_request_error"
             )
-            return _error(step.http_status, f"scripted HTTP {step.http_status} ({step.where})", kind)
+            body, status = _error(step.http_status, f"scripted HTTP {step.http_status} ({step.where})", kind)
+            if step.retry_after is not None:
+                return body, status, {"Retry-After": step.retry_after}
+            return body, status
         env = self.env if self.env is not None else os.environ
         try:
             reply = make_reply(step, body["messages"], env)
@@ -205,7 +208,7 @@ class FakeLLM:
         model = body.get("model") if isinstance(body.get("model"), str) and body.get("model") else MODEL_ID
         completion_id = f"chatcmpl-scripted-{next(self._ids)}"
         created = int(time.time())
-        usage = estimate_usage(body["messages"], reply)
+        usage = estimate_usage(body["messages"], reply, step.usage)
         if not body.get("stream"):
             return completion_body(reply, completion_id=completion_id, model=model, created=created, usage=usage), 200
         options = body.get("stream_options")

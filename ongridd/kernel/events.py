@@ -4,8 +4,8 @@ The runtime persists messages and audit rows and forwards frames from these;
 the kernel knows nothing of the database or the server.
 
 Order within a run: for every model call, ``TokenEvent``\\ s as text streams,
-then one ``AssistantMessageEvent``; for each of its tool calls a
-``ToolStartEvent`` and later a ``ToolEndEvent`` (calls run concurrently, so
+then one ``ModelCallEvent`` (outcome and usage), then one
+``AssistantMessageEvent``; for each of its tool calls a ``ToolStartEvent`` and later a ``ToolEndEvent`` (calls run concurrently, so
 these interleave between calls); then one ``ToolResultMessageEvent`` per call
 **in the calls' order**.  ``UserMessageEvent`` precedes the model call that
 first sees the message.  A run ends with exactly one ``FinalEvent`` or
@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from ongridd.llm.types import Message
+from ongridd.llm.types import Message, Usage
 from ongridd.logs import get_logger
 from ongridd.tools.spec import ToolResult
 
@@ -105,6 +105,20 @@ class FinalEvent:
 
 
 @attrs.frozen
+class ModelCallEvent:
+    """One model call ended (before its ``AssistantMessageEvent``).
+
+    ``outcome``: ``ok`` (a completion arrived), ``error`` (the provider
+    failed for good) or ``cancelled`` (the run was cancelled during the
+    call; delivered under a bounded shield).  ``usage``: the token counts
+    the provider reported, ``None`` when it reported none.  The runtime adds
+    them to the session's counters."""
+
+    outcome: str
+    usage: Usage | None = None
+
+
+@attrs.frozen
 class ErrorEvent:
     """The run ended without an answer. ``code``: ``provider_error`` or ``internal``."""
 
@@ -114,7 +128,7 @@ class ErrorEvent:
 
 KernelEvent = (
     TokenEvent | UserMessageEvent | AssistantMessageEvent | ToolStartEvent | ToolEndEvent
-    | ToolResultMessageEvent | FinalEvent | ErrorEvent
+    | ToolResultMessageEvent | ModelCallEvent | FinalEvent | ErrorEvent
 )
 EventSink = Callable[[KernelEvent], Awaitable[None]]
 

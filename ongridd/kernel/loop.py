@@ -23,6 +23,7 @@ from ongridd.kernel.events import (
     ErrorEvent,
     EventSink,
     FinalEvent,
+    ModelCallEvent,
     TokenEvent,
     UserMessageEvent,
 )
@@ -160,6 +161,7 @@ class _Run:
         self.text_tool_calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_tokens = 0
 
     # ---- history ----------------------------------------------------------
 
@@ -235,15 +237,24 @@ class _Run:
                     elif isinstance(event, Completion):
                         completion = event
         except ProviderError as exc:
+            await self.emit(ModelCallEvent("error"))
             raise _ModelFailed(str(exc) or type(exc).__name__) from exc
         except Exception as exc:  # a provider bug or an unwrapped transport error
             log.exception("kernel_model_call_failed", agent=self.persona.name)
+            await self.emit(ModelCallEvent("error"))
             raise _ModelFailed(f"model call failed: {type(exc).__name__}: {exc}") from exc
+        except BaseException:  # cancelled mid-call: the call still counts (bounded shield)
+            await self.emit.shielded([ModelCallEvent("cancelled", completion.usage if completion else None)])
+            raise
         if completion is None:
+            await self.emit(ModelCallEvent("error"))
             raise _ModelFailed("the model stream ended without a completion")
-        if completion.usage is not None:
-            self.prompt_tokens += completion.usage.prompt_tokens or 0
-            self.completion_tokens += completion.usage.completion_tokens or 0
+        usage = completion.usage
+        if usage is not None:
+            self.prompt_tokens += usage.prompt_tokens or 0
+            self.completion_tokens += usage.completion_tokens or 0
+            self.cached_tokens += usage.cached_tokens or 0
+        await self.emit(ModelCallEvent("ok", usage))
         return completion
 
     # ---- loop -------------------------------------------------------------
@@ -253,7 +264,8 @@ class _Run:
         return RunResult(
             status=status, text=text, messages_added=tuple(self.added), turns=self.turns,
             tool_calls=self.tool_calls, detail=detail, finish_reason=finish_reason,
-            usage=Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens),
+            usage=Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                        cached_tokens=self.cached_tokens),
         )
 
     def limit_reached(self) -> str | None:

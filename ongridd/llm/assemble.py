@@ -23,7 +23,8 @@ Rules that real servers need:
 * ``finish_reason`` is kept as the server sent it — ``length`` in the middle
   of a tool call leaves the partial call in the completion, and the kernel
   must not execute it;
-* ``usage`` is kept when the server sends it (the last one wins).
+* ``usage`` is kept when the server sends it (the last one wins), with
+  ``prompt_tokens_details.cached_tokens`` as ``Usage.cached_tokens``.
 
 Only choice 0 is read (Ongrid never asks for ``n > 1``).
 """
@@ -77,9 +78,11 @@ def _usage(value: Any) -> Usage | None:
         return None
     prompt = _get(value, "prompt_tokens")
     completion = _get(value, "completion_tokens")
+    cached = _get(_get(value, "prompt_tokens_details"), "cached_tokens")
     return Usage(
-        prompt_tokens=prompt if isinstance(prompt, int) else 0,
-        completion_tokens=completion if isinstance(completion, int) else 0,
+        prompt_tokens=prompt if isinstance(prompt, int) and prompt >= 0 else 0,
+        completion_tokens=completion if isinstance(completion, int) and completion >= 0 else 0,
+        cached_tokens=cached if isinstance(cached, int) and cached >= 0 else 0,
     )
 
 

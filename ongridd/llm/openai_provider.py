@@ -32,6 +32,7 @@ import trio
 
 from ongridd.errors import ProviderError
 from ongridd.llm.assemble import StreamAssembler, completion_from_response
+from ongridd.llm.limiter import RateLimitHold, parse_retry_after
 from ongridd.llm.types import Completion, ModelRequest, StreamEvent, TextDelta
 from ongridd.logs import get_logger, redact_url
 
@@ -84,9 +85,11 @@ class OpenAIProvider:
     that long is a timeout).  ``max_retries``: retries after the first
     attempt (``3`` → at most 4 attempts).  ``backoff_base_s`` /
     ``backoff_max_s``: the retry delay before attempt ``n+1`` is
-    ``min(max, base·2^(n-1))``, of which the upper half is random jitter; a
-    ``Retry-After`` header (429/503) is used instead when shorter than
-    ``backoff_max_s``.  ``streaming``: ``False`` for servers whose streaming
+    ``min(max, base·2^(n-1))``, of which the upper half is random jitter.  A
+    429/503 with ``Retry-After`` (delta-seconds or HTTP-date, capped at
+    ``limiter.RETRY_AFTER_MAX_S``) instead holds *every* call of this
+    provider until then (``rate_limit``, shared by all turns), the failed
+    call included; each call still makes at most ``max_retries`` retries.  ``streaming``: ``False`` for servers whose streaming
     is broken (one ``TextDelta`` with the whole text, then the Completion).
 
     Use ``async with OpenAIProvider(...) as provider:`` or call
@@ -122,8 +125,10 @@ class OpenAIProvider:
         self._discovered_model: str | None = None
         self._stream_options_ok = True
         # called with the request before each retry (the model client
-        # wrapper counts retried attempts in ``ongrid_model_calls_total``)
+        # wrapper counts retried attempts in ``ongrid_model_retries_total``)
         self.on_retry: Any = None
+        # a 429/503 with Retry-After holds every call of this provider, not only the one told
+        self.rate_limit = RateLimitHold()
 
     # -- lifetime ---------------------------------------------------------
 
@@ -185,6 +190,10 @@ class OpenAIProvider:
             emitted = False
             failure: _Failure | None = None
             completion: Completion | None = None
+            held_s = await self.rate_limit.wait()
+            if held_s:
+                log.info("model_call_rate_limited", agent=request.agent, session_id=request.session_id,
+                         model=model, waited_s=round(held_s, 3))
             try:
                 if self.streaming:
                     sdk_stream = await self._open_stream(client, params)
@@ -215,6 +224,8 @@ class OpenAIProvider:
                 yield completion
                 return
             assert failure is not None
+            if failure.retry_after_s is not None and failure.status in (429, 503):
+                self.rate_limit.hold(failure.retry_after_s)
             if emitted or not failure.retryable or attempt > self.max_retries:
                 raise self._give_up(failure, attempt=attempt, model=model, request=request, emitted=emitted)
             delay_s = self._backoff_s(attempt, failure)
@@ -315,6 +326,8 @@ class OpenAIProvider:
         return text if len(text) <= _MESSAGE_MAX_CHARS else text[:_MESSAGE_MAX_CHARS] + "…"
 
     def _backoff_s(self, attempt: int, failure: _Failure) -> float:
+        if failure.retry_after_s is not None and failure.status in (429, 503):
+            return 0.0  # the shared hold (``rate_limit``) makes this and every other call wait
         if failure.retry_after_s is not None and failure.retry_after_s <= self.backoff_max_s:
             return max(0.0, failure.retry_after_s)
         cap = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
@@ -360,12 +373,7 @@ def _retry_after(exc: Any) -> float | None:
         value = exc.response.headers.get("retry-after")
     except AttributeError:
         return None
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
+    return parse_retry_after(value)
 
 
 __all__ = ["AGENT_HEADER", "SESSION_HEADER", "OpenAIProvider", "header_value"]

@@ -8,12 +8,15 @@ the answer is redacted too (streamed text pieces, the final text and the
 tool-call arguments), so a secret a model somehow produced is neither run,
 stored, audited nor sent back to a model.
 
-The wrapper also counts ``ongrid_model_calls_total{agent,outcome}``: one
-increment per attempt — ``ok`` (a completion arrived), ``error`` (the call
-failed for good) or ``retry`` (a failed attempt the provider retries; only
-providers with an ``on_retry`` hook report those).  A call closed or
-cancelled before its completion is not counted.  The ``agent`` label is the
-persona name only for personas ``known_agents()`` lists (else ``(unknown)``).
+The wrapper also keeps the model metrics.  ``ongrid_model_calls_total{persona,
+outcome}`` counts every call exactly once: ``ok`` (a completion arrived),
+``error`` (the call failed for good) or ``cancelled`` (closed or cancelled
+before its completion).  ``ongrid_model_retries_total{persona}`` counts the
+failed attempts a provider retried (only providers with an ``on_retry`` hook
+report those).  ``ongrid_model_tokens_total{persona,kind}`` adds the usage a
+completion reported (``prompt``, ``completion``, ``cached``).  The
+``persona`` label is the persona name only for personas ``known_agents()``
+lists (else ``(unknown)``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 import attrs
 
 from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta, ToolCall
-from ongridd.metrics import MODEL_CALLS
+from ongridd.metrics import MODEL_CALLS, MODEL_RETRIES, MODEL_TOKENS
 from ongridd.secretset import REGISTRY, redact
 
 
@@ -77,14 +80,23 @@ class RedactingModel:
         if not self._hooked:
             self._hooked = True
             if getattr(self._inner, "on_retry", False) is None:
-                self._inner.on_retry = lambda request: self._count(request, "retry")
+                self._inner.on_retry = lambda request: MODEL_RETRIES.labels(self.agent_label(request.agent)).inc()
         return self._inner
 
     def _count(self, request: ModelRequest, outcome: str) -> None:
-        """One attempt of ``request`` in ``ongrid_model_calls_total``; the
-        label is ``(unknown)`` for a persona not in ``known_agents()`` (keeps
-        the label set bounded)."""
+        """``request`` in ``ongrid_model_calls_total``; the label is
+        ``(unknown)`` for a persona not in ``known_agents()`` (keeps the label
+        set bounded)."""
         MODEL_CALLS.labels(self.agent_label(request.agent), outcome).inc()
+
+    def _count_tokens(self, request: ModelRequest, usage: Any) -> None:
+        if usage is None:
+            return
+        persona = self.agent_label(request.agent)
+        for kind, n in (("prompt", usage.prompt_tokens), ("completion", usage.completion_tokens),
+                        ("cached", usage.cached_tokens)):
+            if n:
+                MODEL_TOKENS.labels(persona, kind).inc(n)
 
     def agent_label(self, agent: str) -> str:
         """``agent`` when it is a loaded persona (or no ``known_agents`` was
@@ -125,16 +137,25 @@ class RedactingModel:
                     if not settled:
                         settled = True
                         self._count(request, "ok")
+                        self._count_tokens(request, event.usage)
                     message = redact_message(event.message, scrub)
                     yield event if message is event.message else attrs.evolve(event, message=message)
                 else:
                     yield event
             if held:
                 yield TextDelta(scrub(held))
+            if not settled:  # the stream ended without a completion: the call failed
+                settled = True
+                self._count(request, "error")
         except Exception:  # ProviderError or a provider bug; cancellation is a BaseException
             if not settled:
                 settled = True
                 self._count(request, "error")
+            raise
+        except BaseException:  # cancelled, or the caller closed the stream (GeneratorExit)
+            if not settled:
+                settled = True
+                self._count(request, "cancelled")
             raise
         finally:
             aclose = getattr(source, "aclose", None)

@@ -59,8 +59,16 @@ class Message:
 
 @attrs.frozen(kw_only=True)
 class Usage:
+    """Token counts one model call reported (or a sum of them).
+
+    ``prompt_tokens``: input tokens (``cached_tokens`` included);
+    ``completion_tokens``: output tokens; ``cached_tokens``: input tokens the
+    provider served from its prompt cache (OpenAI's
+    ``prompt_tokens_details.cached_tokens``; 0 when not reported)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
 
 
 @attrs.frozen(kw_only=True)

@@ -44,6 +44,10 @@ from ongridd.tools.spec import CONTROL_TOOL_NAMES
 
 log = get_logger(__name__)
 WATCH_INTERVAL_S = 1.0
+#: Changes to the agents folders within this many milliseconds make one reload.
+WATCH_DEBOUNCE_MS = 300
+#: How often (ms) the event watcher's thread checks whether it was cancelled.
+WATCH_STEP_MS = 200
 #: PUT bodies parsed at the same time (each in a worker thread).
 PARSE_CONCURRENCY = 2
 #: Seconds a PUT waits for its parse (slot included) before it is refused.
@@ -247,17 +251,62 @@ class AgentsAPI:
         return report
 
     async def watch(self, interval_s: float = WATCH_INTERVAL_S) -> None:
-        """Poll the user agents folders; reload on any change.  Runs until cancelled."""
+        """Reload the personas when a user agents folder changes.  Runs until cancelled.
+
+        Event-driven: ``watchfiles.awatch`` (inotify on Linux; it runs under
+        Trio through anyio) over the user roots, changes within
+        ``WATCH_DEBOUNCE_MS`` coalesced into one reload.  When watchfiles is
+        not installed, a root does not exist yet, or the event watcher fails
+        (no inotify), it falls back to polling every ``interval_s`` seconds.
+        Each reload swaps the registry in one assignment (see :meth:`reload`).
+        Cancelling stops the watcher promptly (its thread checks a stop
+        event every ``WATCH_STEP_MS``).
+        """
+        roots = [Path(r) for r in self.config.agent_user_roots]
+        if roots and all(r.is_dir() for r in roots):
+            try:
+                from watchfiles import awatch
+            except ImportError:  # pragma: no cover - a dependency; the poller below still works
+                awatch = None
+            if awatch is not None:
+                import anyio
+
+                # awatch's thread returns only on a change, its timeout or its stop event; a
+                # cancelled sibling sets the event, so a cancel ends the watch within a step.
+                stop = anyio.Event()
+
+                async def set_stop_when_cancelled() -> None:
+                    try:
+                        await trio.sleep_forever()
+                    finally:
+                        stop.set()
+
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(set_stop_when_cancelled)
+                        async for _changes in awatch(*roots, debounce=WATCH_DEBOUNCE_MS, step=WATCH_STEP_MS,
+                                                     rust_timeout=60_000, stop_event=stop):
+                            await self._reload_logged()
+                        nursery.cancel_scope.cancel()
+                except* (OSError, RuntimeError) as group:  # no inotify, a root removed: poll instead
+                    log.warning("agents_watch_fallback_to_polling", error=str(group.exceptions[0])[:200])
+        await self._poll(interval_s)
+
+    async def _reload_logged(self) -> None:
+        try:
+            await self.reload()
+        except Exception:
+            log.exception("agents_reload_failed")
+
+    async def _poll(self, interval_s: float) -> None:
+        """The fallback watcher: compare the folders' (path, mtime, size) every ``interval_s``."""
         last = await trio.to_thread.run_sync(self._fingerprint)
         while True:
             await trio.sleep(interval_s)
             now = await trio.to_thread.run_sync(self._fingerprint)
             if now != last:
                 last = now
-                try:
-                    await self.reload()
-                except Exception:
-                    log.exception("agents_reload_failed")
+                await self._reload_logged()
 
 
 def _write_atomic(directory: Path, path: Path, text: bytes) -> None:

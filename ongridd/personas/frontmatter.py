@@ -19,7 +19,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
-from ongridd.yamlbounds import FRONTMATTER_LIMITS, describe, quote, yaml_loader, yaml_type
+from ongridd.yamlbounds import FRONTMATTER_LIMITS, compose_bounded, describe, quote, yaml_type
 
 __all__ = [
     "MAX_FILE_BYTES", "Frontmatter", "FrontmatterProblem", "ValueTooLarge", "decode", "describe", "parse",
@@ -212,8 +212,7 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
         # the plain data from it with the same safe constructor load() uses.
         # The composer refuses alias bombs, recursive aliases and deep or huge
         # documents before anything is constructed (ongridd.yamlbounds).
-        yaml = yaml_loader("safe", FRONTMATTER_LIMITS)
-        node = yaml.compose(yaml_text)
+        yaml, node = compose_bounded(yaml_text, FRONTMATTER_LIMITS)
         data = yaml.constructor.construct_document(node) if node is not None else None
     except (YAMLError, ValueError) as exc:  # ruamel raises a few plain ValueErrors
         return _yaml_problem(exc, yaml_text)

@@ -150,14 +150,24 @@ def agent_catalog(personas: Iterable[Persona], *, budget: int = CATALOG_BUDGET_C
         line = ""
         if short_from is None:
             line = catalog_line(p)
-            if used + sep + len(line) > budget:
+            after = len(ordered) - i - 1
+            reserve = len(f"\n… and {after} more") if after else 0  # room for the tail, should it come
+            if used + sep + len(line) + reserve > budget:
                 short_from = i
         if short_from is not None:
             line = f"- **{p.name}**"
             after = len(ordered) - i - 1
             reserve = len(f"\n… and {after} more") if after else 0
             if used + sep + len(line) + reserve > budget:
-                lines.append(f"… and {len(ordered) - i} more")
+                rest = len(ordered) - i
+                tail = f"… and {rest} more"
+                while lines and used + 1 + len(tail) > budget:  # the last full item may have used the room
+                    dropped = lines.pop()
+                    used -= len(dropped) + (1 if lines else 0)
+                    rest += 1
+                    tail = f"… and {rest} more"
+                short_from = min(short_from, len(lines))
+                lines.append(tail)
                 break
         lines.append(line)
         used += sep + len(line)

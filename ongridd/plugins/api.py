@@ -12,8 +12,8 @@ from typing import Any, Protocol
 import attrs
 
 from ongridd.config import Config, HostConfig, read_secret, read_yaml_file
-from ongridd.errors import ToolError
-from ongridd.logs import get_logger
+from ongridd.errors import ConfigError, OngridError, StoreError, ToolError, ToolTimeout
+from ongridd.logs import StructuredLogger, get_logger
 from ongridd.plugins.bridgekit import (
     REFUSAL,
     BridgeSettings,
@@ -43,6 +43,7 @@ from ongridd.secretset import redact, scrubbed_env
 from ongridd.timeparse import format_duration, iso_utc, parse_duration, parse_time
 from ongridd.tools.classify import call_key, classify_off_thread
 from ongridd.tools.spec import Approval, Classification, Outcome, Proposal, Tool, ToolCallContext
+from ongridd.yamlbounds import FRONTMATTER_LIMITS, yaml_loader
 
 __all__ = [
     "hookimpl",
@@ -54,7 +55,14 @@ __all__ = [
     "Approval",
     "call_key",
     "classify_off_thread",
+    "OngridError",
     "ToolError",
+    "ToolTimeout",
+    "StoreError",
+    "ConfigError",
+    "HostConfig",
+    "StructuredLogger",
+    "load_front_matter",
     "PluginContext",
     "PluginRequest",
     "PluginResponse",
@@ -93,6 +101,15 @@ __all__ = [
     "iso_utc",
     "format_duration",
 ]
+
+
+def load_front_matter(text: str) -> Any:
+    """The YAML document ``text`` (a file's front matter, without its ``---``
+    lines) parsed with the front-matter bounds: alias bombs, recursive aliases
+    and deep nesting are refused.  Raises ``ruamel.yaml.YAMLError`` (with
+    ``problem_mark`` counted from 0 in ``text``), ``ValueError`` or
+    ``RecursionError`` for text that is not acceptable YAML."""
+    return yaml_loader("safe", FRONTMATTER_LIMITS).load(text)
 
 
 class PluginStore(Protocol):

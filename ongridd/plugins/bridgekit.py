@@ -289,10 +289,15 @@ class Progress:
 
     interim: str = ""
     tiles: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    #: the turn's place in the admission queue (0: not queued / started)
+    queue_position: int = 0
 
     def apply(self, frame: dict) -> bool:
         """Take one frame; True when the placeholder should change."""
         kind = frame.get("type")
+        if kind == "interim" and isinstance(frame.get("queue_position"), int):
+            self.queue_position = max(0, frame["queue_position"])
+            return True
         if kind == "interim":
             self.interim = str(frame.get("text") or "")[:MAX_INTERIM_CHARS]
             return True
@@ -304,7 +309,7 @@ class Progress:
 
     def lines(self) -> list[str]:
         """Markdown lines: a status line, the interim text, one line per tile."""
-        out = ["⏳ _Working on it…_"]
+        out = [QUEUED.format(position=self.queue_position) if self.queue_position else "⏳ _Working on it…_"]
         if self.interim:
             out += ["", self.interim]
         tiles = list(self.tiles.values())
@@ -494,6 +499,9 @@ def is_stop(text: str) -> bool:
 PLACEHOLDER = "⏳ _Working on it…_"
 INTERJECTED = "📨 _Added to the turn already running in this thread; its answer follows there._"
 STOPPED = "⏹ Stopped."
+QUEUED = "⏳ _Queued (position {position}) — Ongrid is running as many requests as it may; this one starts soon._"
+BUSY = ("⏳ Ongrid is busy right now (every slot is running and the queue is full). Nothing was run; "
+        "please send your message again in a moment.")
 
 
 class MessageOutlet:
@@ -523,7 +531,7 @@ class MessageOutlet:
             await self.post(chunk)
 
     async def failed(self, code: str, message: str) -> None:
-        text = STOPPED if code == "stopped" else f"⚠️ {message[:500]}"
+        text = STOPPED if code == "stopped" else BUSY if code == "busy" else f"⚠️ {message[:500]}"
         await self.show(split_rendered(text, self.limit, self.render)[0])
 
 
@@ -540,8 +548,9 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
     gets the answer).
     A platform failure is logged and never stops the turn; when the turn
     cannot start (the daemon is shutting down, the database fails) the
-    placeholder says so and the error propagates (the caller's task logs it)."""
-    from ongridd.errors import OngridError, StoreError
+    placeholder says so and the error propagates (the caller's task logs it) — except a full
+    queue (``busy``): the placeholder asks to send again and ``busy`` is returned."""
+    from ongridd.errors import Busy, OngridError, StoreError
 
     ref = None
     try:
@@ -550,6 +559,16 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
         log.warning("bridge_placeholder_failed", error=str(exc))
     try:
         turn = await chat.start_turn(user=user, thread=thread, text=text, locale=locale, origin=origin)
+    except Busy:  # refused, nothing run or stored: the placeholder says so; not a failure of the bridge
+        log.info("bridge_turn_busy", thread=thread, user=user)
+        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(20):
+                try:
+                    await outlet.failed("busy", "")
+                except PlatformError:
+                    pass
+        return "busy"
     except OngridError as exc:
         shown = "a database error; see the daemon log" if isinstance(exc, StoreError) else str(exc)
         outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)

@@ -143,7 +143,8 @@ class ChatAPI:
 
         Returns a subscribed :class:`ChatTurn` (close it).  Raises ValueError
         for bad arguments, OngridError when the daemon is shutting down or
-        not running, StoreError when the database fails."""
+        not running, StoreError when the database fails, :class:`~ongridd.errors.Busy`
+        when the daemon's turn queue is full (nothing was run or stored; no origin recorded)."""
         runtime = self._need()
         origin = Origin.coerce(origin)
         if not isinstance(user, str) or not user.strip():
@@ -157,6 +158,11 @@ class ChatAPI:
             locale = getattr(getattr(runtime.config, "server", None), "default_locale", None)
         session_id, _resumed = await runtime.open_thread(user_id=user, thread=thread)
         interjected = session_id in runtime.turns
+        if not interjected and runtime.admission.refuses(user):  # refused: record no origin either
+            from ongridd.errors import Busy
+
+            raise Busy(f"the daemon is busy: every turn slot runs and the queue is full "
+                       f"(limits.max_queued_turns={runtime.admission.max_queued}); try again in a moment")
         if not interjected:  # the turn's user message will take the next seq
             await runtime.writer.flush(session_id, timeout_s=10.0)
         await runtime.store.channel_store.record_origin(

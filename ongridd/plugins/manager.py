@@ -396,15 +396,19 @@ def _call_hooks(pm: pluggy.PluginManager, plugin: Any, staging: _Staging,
             continue
         if impl.hookwrapper or impl.wrapper:
             raise PluginError(f"{hook}: hook wrappers are not supported")
-        kwargs = {"register": registers[hook]}
-        if "context" in impl.argnames:
-            kwargs["context"] = context()
-        result = impl.function(*[kwargs[a] for a in impl.argnames])
-        if inspect.isawaitable(result):
-            close = getattr(result, "close", None)
-            if close:
-                close()
-            raise PluginError(f"{hook} must be a plain function, not async")
+        caller = getattr(pm.hook, hook)
+        kwargs: dict[str, Any] = {"register": registers[hook]}
+        if caller.spec is not None and "context" in caller.spec.argnames:
+            # built only for a plugin that asks for it (a listing never needs one)
+            kwargs["context"] = context() if "context" in impl.argnames else None
+        # through pluggy (tracing, hook monitoring), restricted to this one plugin
+        others = [p for p in pm.get_plugins() if p is not plugin]
+        for result in pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs):
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if close:
+                    close()
+                raise PluginError(f"{hook} must be a plain function, not async")
         if staging.errors:
             raise PluginError(staging.errors[0])
 

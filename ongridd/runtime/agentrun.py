@@ -6,6 +6,7 @@ here, in one place, so no persona field or delegation path can skip it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -15,6 +16,7 @@ import trio
 from ongridd.kernel.events import ToolEndEvent
 from ongridd.kernel.loop import RunResult, run_agent
 from ongridd.llm.types import Completion, Message, ModelRequest
+from ongridd.logs import bound_context
 from ongridd.personas.prompt import (
     CATALOG_INTRO,
     agent_catalog,
@@ -24,8 +26,8 @@ from ongridd.personas.prompt import (
     host_time_zone,
     system_reminder,
 )
+from ongridd.runtime.compaction import ThreadHistories
 from ongridd.runtime.gate import ReviewGate
-from ongridd.runtime.history import message_from_row, repair_history
 from ongridd.runtime.sink import PersistSink
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.tools.bag import ToolBag, coordinator_bag, worker_bag, wrap_tools
@@ -50,6 +52,8 @@ class AgentRunner:
         self.writer = writer
         self.workers = workers
         self.model = model
+        #: coordinator threads' in-memory histories and their budget (ongridd/runtime/compaction.py)
+        self.histories = ThreadHistories(store=store, writer=writer, model=model, config=config)
 
     # ---- helpers ------------------------------------------------------------
     def _skills(self, snap: Any, persona: Any) -> list[Any]:
@@ -72,10 +76,12 @@ class AgentRunner:
     async def _run(self, *, persona: Any, system_prompt: str, history: Sequence[Message],
                    user_message: Message | None, bag: ToolBag, reminder: str | None, ctx: ToolCallContext,
                    sink: Any, inbox: Callable[[], list[Message]] | None = None) -> RunResult:
-        return await run_agent(model=self.model(), persona=persona, system_prompt=system_prompt,
-                               history=history, user_message=user_message, bag=bag, reminder=reminder,
-                               limits=self.config.limits, context=ctx, sink=sink,
-                               pending_user_messages=inbox)
+        # every line logged during this turn or worker (tools, kernel, plugins) carries these
+        with bound_context(session_id=ctx.session_id, agent=ctx.agent, user=ctx.user_id):
+            return await run_agent(model=self.model(), persona=persona, system_prompt=system_prompt,
+                                   history=history, user_message=user_message, bag=bag, reminder=reminder,
+                                   limits=self.config.limits, context=ctx, sink=sink,
+                                   pending_user_messages=inbox)
 
     def _worker_reminder(self, profile: Any) -> Callable[[], str | None]:
         """A worker's per-call reminder: the time line and its critical reminder."""
@@ -83,6 +89,29 @@ class AgentRunner:
         return lambda: system_reminder(persona=profile, now=self.clock(), tz_name=tz_name)
 
     # ---- the coordinator ----------------------------------------------------
+    def _coordinator_prompt(self, snap: Any, agents: Any, persona: Any) -> tuple[str, list[str]]:
+        """The coordinator's system prompt and the valid ``subagent_type`` names.
+
+        Composed once per registry snapshot: the result is kept for the
+        identity of ``(snap, agents)`` (a reload, an install or a live edit
+        makes new ones), the skills snapshot and the base prompt, so a turn on an unchanged
+        registry reuses it instead of rebuilding the catalog.
+        """
+        base = self.config.prompt.base
+        skills_now = snap.skills.snapshot() if getattr(snap.skills, "snapshot", None) is not None else None
+        key = (snap, agents, skills_now)
+        cached = getattr(self, "_coordinator_cache", None)
+        if cached is not None and all(a is b for a, b in zip(cached[0], key)) and cached[1] == base:
+            return cached[2], cached[3]
+        spawnable = snap.agents.spawnable(agents)
+        catalog = agent_catalog(spawnable, snapshot_key=agents)
+        system = compose_system_prompt(base=base, persona=persona,
+                                       catalog=f"{CATALOG_INTRO}\n{catalog}" if catalog else "",
+                                       skills=self._skills(snap, persona))
+        names = [p.name for p in spawnable]
+        self._coordinator_cache = (key, base, system, names)
+        return system, names
+
     async def run_coordinator(self, *, snap: Any, agents: Any, turn: Any, text: str,
                               publish: Callable[[dict], None]) -> RunResult:
         """One coordinator turn on the session's stored history."""
@@ -90,15 +119,8 @@ class AgentRunner:
         if persona is None:
             raise RuntimeError("no 'default' persona is loaded; the coordinator cannot run")
         await self.writer.flush(turn.session_id)  # the last turn's writes are part of the history
-        rows = await self.store.load_messages(turn.session_id)
-        history = repair_history([message_from_row(r) for r in rows])
-        spawnable = snap.agents.spawnable(agents)
-        catalog = agent_catalog(spawnable, snapshot_key=agents)
-        system = compose_system_prompt(base=self.config.prompt.base, persona=persona,
-                                       catalog=f"{CATALOG_INTRO}\n{catalog}" if catalog else "",
-                                       skills=self._skills(snap, persona))
+        system, names = self._coordinator_prompt(snap, agents, persona)
         turn.system_prompt = system
-        names = [p.name for p in spawnable]
         inventory, backends, tz_name = config_inventory(self.config), config_backends(self.config), host_time_zone()
 
         def reminder() -> str | None:
@@ -109,6 +131,14 @@ class AgentRunner:
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                               read_only=persona.read_only)
         sink = PersistSink(self.writer, turn.session_id, publish=publish, known_tools=_known(bag))
+        # the system prompt (with the catalog), the tool schemas and the reminder are outside the
+        # history's share of the budget but inside what the model receives (counted when the context is known)
+        fixed = 0
+        if getattr(self.config.llm, "context_tokens", None):
+            schemas = json.dumps(bag.schemas(), ensure_ascii=False, default=str)
+            fixed = len(system) + len(schemas) + len(reminder() or "")
+        history = await self.histories.history_for_turn(session_id=turn.session_id, user_id=turn.user_id,
+                                                        new_user_text=text, fixed_chars=fixed)
 
         def inbox() -> list[Message]:
             drained, turn.inbox[:] = list(turn.inbox), []
@@ -192,6 +222,7 @@ class AgentRunner:
             async for event in self.model().stream(request):
                 if isinstance(event, Completion):
                     completion = event
+        sink.add_usage(completion.usage if completion is not None else None)  # the call counts on the thread
         if completion is None:
             return
         if completion.message.content and completion.message.content.strip():

@@ -23,6 +23,7 @@ from ongridd.logs import get_logger
 from ongridd.metrics import TURNS
 from ongridd.render import markdown_html
 from ongridd.runtime import frames
+from ongridd.runtime.admission import Ticket, TurnAdmission
 from ongridd.runtime.agentrun import AgentRunner
 from ongridd.runtime.control import ControlDeps, DedupTable, build_control_tools
 from ongridd.runtime.hub import SessionHub
@@ -60,12 +61,23 @@ class Turn:
     interjections: set[trio.CancelScope] = attrs.field(factory=set)
     pending_interjection: list[str] = attrs.field(factory=list)
     interjecting: bool = False
+    #: set (with the interjections cancelled) as soon as the turn's run is
+    #: over; from then on nothing of its interjections reaches the client
+    ended: bool = False
     #: for the turn_start/turn_end log events: the thread name, when the turn
     #: began (``time.monotonic()``), the coordinator's tool calls and the workers it spawned
     thread: str | None = None
     started: float = attrs.field(factory=time.monotonic)
     tool_calls: int = 0
     workers: int = 0
+    #: its slot (ongridd/runtime/admission.py); ``admitted`` once it may run
+    ticket: Ticket | None = None
+    admitted: bool = False
+
+    @property
+    def queued(self) -> bool:
+        """Waiting for a slot: it has not run and nothing of it is stored."""
+        return self.ticket is not None and self.ticket.queued
 
 
 class Runtime:
@@ -89,6 +101,10 @@ class Runtime:
                                   model=self._get_model, clock=clock)
         self.nursery: trio.Nursery | None = None
         self.accepting = True
+        lim = config.limits
+        self.admission = TurnAdmission(max_running=getattr(lim, "max_concurrent_turns", 64),
+                                       max_per_user=getattr(lim, "max_turns_per_user", 4),
+                                       max_queued=getattr(lim, "max_queued_turns", 256))
 
     # ---- lifecycle ----------------------------------------------------------
     def _get_model(self) -> Any:
@@ -157,6 +173,10 @@ class Runtime:
         """Stop accepting turns and wait up to ``grace_s`` for running ones;
         then stop the rest (their workers end ``killed``, "daemon shutdown")."""
         self.accepting = False
+        self.admission.close()  # queued turns never start now: they end "stopped"
+        for turn in list(self.turns.values()):
+            if turn.queued:
+                _cancel_turn(turn)
         with trio.move_on_after(grace_s):
             while self.turns:
                 await next(iter(self.turns.values())).done.wait()
@@ -166,9 +186,6 @@ class Runtime:
         with trio.move_on_after(3):
             while self.turns:
                 await next(iter(self.turns.values())).done.wait()
-
-    def refresh_metrics(self) -> None:
-        """Hook for /metrics (gauges are kept current by the workers)."""
 
     # ---- sessions ---------------------------------------------------------
     def _hub(self, session_id: str) -> SessionHub:
@@ -204,6 +221,17 @@ class Runtime:
         await self._owned(session_id, user_id)
         await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)  # read what the turn wrote
         return await self.store.session_tree(session_id)
+
+    async def session_export(self, session_id: str, *, user_id: str) -> dict:
+        """The session with its whole tree, messages, audit rows and proposals
+        as one document (``ongridd.store.export``).  Raises NotFound as
+        :meth:`session_tree`."""
+        await self._owned(session_id, user_id)
+        await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)
+        doc = await self.store.export_tree(session_id)
+        if doc is None:
+            raise NotFound(f"no session {session_id}")
+        return doc
 
     async def session_audit(self, session_id: str, *, user_id: str, limit: int = AUDIT_PAGE_MAX,
                             offset: int = 0) -> list[dict]:
@@ -250,19 +278,26 @@ class Runtime:
         :meth:`session_tree`."""
         await self._owned(session_id, user_id)
         await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)
-        rows = await self.store.list_messages(session_id, after_seq=max(0, after_seq),
-                                              limit=max(1, min(limit, MESSAGES_PAGE_MAX)))
-        return [{"seq": r["seq"], "role": r["role"], "content": r["content"],
-                 "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
-                 "tool_calls": r["tool_calls"], "tool_call_id": r["tool_call_id"], "created_at": r["created_at"]}
-                for r in rows]
+        limit = max(1, min(limit, MESSAGES_PAGE_MAX))
+        rows = await self.store.list_messages(session_id, after_seq=max(0, after_seq), limit=limit)
+        out = [{"seq": r["seq"], "role": r["role"], "content": r["content"],
+                "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
+                "tool_calls": r["tool_calls"], "tool_call_id": r["tool_call_id"], "created_at": r["created_at"]}
+               for r in rows]
+        # stored summaries of older turns (the history budget), each right after the last message it
+        # covers; on a full page only those up to its last seq (the next page has the rest)
+        upto = rows[-1]["seq"] if rows and len(rows) >= limit else None
+        summaries = await self.store.list_summaries(session_id, after_seq=max(0, after_seq), through_seq=upto)
+        return _with_summaries(out, summaries)
 
     # ---- turns -----------------------------------------------------------------
     async def submit(self, session_id: str, *, user_id: str, text: str, locale: str | None = None) -> None:
         """Start a turn with ``text``, or — while one runs — interject it.
 
-        Returns once the turn (or interjection) is started; raises NotFound
-        for a session of another user and OngridError while shutting down.
+        Returns once the turn (or interjection) is started — or queued for a
+        slot (§4 Load; a message for a thread whose turn waits joins it);
+        raises NotFound for a session of another user, OngridError while
+        shutting down and Busy (nothing run or stored) when the queue is full.
         """
         row = await self._owned(session_id, user_id)
         if row.get("parent_session_id") is not None:
@@ -270,14 +305,21 @@ class Runtime:
         if not self.accepting or self.nursery is None:
             raise OngridError("the daemon is shutting down; try again shortly")
         running = self.turns.get(session_id)
+        if running is not None and running.queued:  # joins the waiting turn as a pending message
+            running.inbox.append(Message(role="user", content=text))
+            return
         if running is not None:
             running.inbox.append(Message(role="user", content=text))
+            if running.ended:  # too late for this turn: its follow-up turn answers it
+                return
             running.pending_interjection.append(text)
             if not running.interjecting:  # one interjection call at a time; later messages are batched
                 running.interjecting = True
                 self.nursery.start_soon(self._interject, running)
             return
-        turn = Turn(session_id=session_id, user_id=user_id, locale=locale, thread=row.get("thread_id"))
+        ticket = self._ticket(session_id, user_id)  # Busy: refused, nothing run or stored
+        turn = Turn(session_id=session_id, user_id=user_id, locale=locale, thread=row.get("thread_id"),
+                    ticket=ticket)
         self.turns[session_id] = turn
         self._hub(session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, turn, text)
@@ -307,7 +349,7 @@ class Runtime:
             spawnable=spawnable,
             spawn=spawn,
             stop=stop,
-            interim=lambda text: self._publish(turn.session_id, frames.interim(text)),
+            interim=lambda text: self._publish_during(turn, frames.interim(text)),
             dedup=self.dedup.setdefault(turn.session_id, DedupTable()),
             result_max_chars=self.config.limits.tool_result_max_chars,
         )
@@ -316,9 +358,9 @@ class Runtime:
         hub = self._hub(turn.session_id)
         end = frames.error("internal", "the turn ended without an answer")
         status = "error"
-        log.info("turn_start", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
         try:
             with turn.cancel_scope:
+                await self._wait_for_slot(turn)
                 snap = self.holder.current
                 agents = snap.agents.snapshot()
 
@@ -353,6 +395,7 @@ class Runtime:
             log.exception("turn_failed", session_id=turn.session_id)
             status, end = "error", frames.error("internal", f"internal error: {exc!r}")
         finally:
+            _end_interjections(turn)  # they belong to this turn: none may emit after its final
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
                 self._keep_unseen(turn)
             status, end = await self._settle_writes(turn, status, end)
@@ -360,14 +403,41 @@ class Runtime:
             leftover = [m.content for m in turn.inbox if m.content]
             turn.inbox.clear()
             self.turns.pop(turn.session_id, None)
+            if turn.ticket is not None:
+                turn.ticket.release()
             TURNS.labels(status).inc()
-            log.info("turn_end", user=turn.user_id, thread=turn.thread, session_id=turn.session_id,
-                     status=turn_outcome(status), duration_ms=int((time.monotonic() - turn.started) * 1000),
-                     tool_calls=turn.tool_calls, workers=turn.workers)
+            if not turn.admitted:
+                log.info("turn_unqueued", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
+            else:
+                log.info("turn_end", user=turn.user_id, thread=turn.thread, session_id=turn.session_id,
+                         status=turn_outcome(status), duration_ms=int((time.monotonic() - turn.started) * 1000),
+                         tool_calls=turn.tool_calls, workers=turn.workers)
             hub.end_turn(end)
             turn.done.set()
             if leftover:
                 self._follow_up(turn, "\n\n".join(leftover))
+
+    def _ticket(self, session_id: str, user_id: str, *, force: bool = False) -> Ticket:
+        return self.admission.enqueue(user_id, force=force,
+                                      on_position=lambda n: self._publish(session_id, frames.queued(n)))
+
+    async def _wait_for_slot(self, turn: Turn) -> None:
+        """Wait in the admission queue (§4 Load), then log ``turn_start``.
+        A follow-up turn queues without the bound.  Cancelled while queued
+        (stop, shutdown): the turn never runs and its messages are dropped —
+        none was stored."""
+        if turn.ticket is None:
+            turn.ticket = self._ticket(turn.session_id, turn.user_id, force=True)
+        try:
+            await turn.ticket.wait()
+        except BaseException:
+            turn.inbox.clear()
+            raise
+        turn.admitted = True
+        if turn.ticket.waited:
+            self._publish(turn.session_id, frames.queued(0))
+        turn.started = time.monotonic()
+        log.info("turn_start", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
 
     def _keep_unseen(self, turn: Turn) -> None:
         """A stopped turn never showed the model the messages still in its
@@ -412,23 +482,58 @@ class Runtime:
         the coordinator may only SendMessage and TaskStop, told of the new
         message(s) and its running workers.  Messages that arrive meanwhile
         are batched into the next call (a flood costs a few calls, not one
-        each).  Stopping the turn (or the daemon) stops them too."""
-        try:
-            while turn.pending_interjection and not turn.cancel_scope.cancel_called:
-                await trio.sleep(INTERJECTION_DEBOUNCE_S)  # gather a burst of messages into one call
-                texts, turn.pending_interjection[:] = list(turn.pending_interjection), []
-                with trio.CancelScope() as scope:
-                    turn.interjections.add(scope)
+        each).  The end of the turn — an answer, an error, a stop or a
+        shutdown — cancels them, the debounce wait included, and drops
+        whatever they would still publish: the messages stay in the turn's
+        inbox and its follow-up turn answers them (:meth:`_run_turn`)."""
+        with trio.CancelScope() as scope:
+            turn.interjections.add(scope)
+            try:
+                while turn.pending_interjection and not turn.ended:
+                    await trio.sleep(INTERJECTION_DEBOUNCE_S)  # gather a burst of messages into one call
+                    texts, turn.pending_interjection[:] = list(turn.pending_interjection), []
                     try:
                         await self.runner.run_interjection(
                             turn=turn, text="\n\n".join(texts), running=self.workers.running(turn.session_id),
-                            publish=lambda f: self._publish(turn.session_id, f))
+                            publish=lambda f: self._publish_during(turn, f))
                     except Exception:
                         log.exception("interjection_failed", session_id=turn.session_id)
-                    finally:
-                        turn.interjections.discard(scope)
-        finally:
-            turn.interjecting = False
+            finally:
+                turn.interjections.discard(scope)
+                turn.interjecting = False
+
+    def _publish_during(self, turn: Turn, frame: dict) -> None:
+        """Publish a frame of ``turn`` only while it runs (an interjection
+        woken with its model answer just as the turn ended must not reach a
+        client after the turn's last frame)."""
+        if turn.ended:
+            log.info("frame_after_turn_end_dropped", session_id=turn.session_id, frame=frame.get("type"))
+            return
+        self._publish(turn.session_id, frame)
+
+
+def _with_summaries(items: list[dict], summaries: list[dict]) -> list[dict]:
+    """Transcript items with a ``role: summary`` item after the message each
+    summary covers up to (``seq`` = its ``through_seq``; ``summary``:
+    ``{through_seq, source, summarizer_session_id}``); message items keep
+    their shape."""
+    if not summaries:
+        return items
+    out: list[dict] = []
+    pending = list(summaries)
+    for item in items:
+        while pending and pending[0]["through_seq"] < item["seq"]:
+            out.append(_summary_item(pending.pop(0)))
+        out.append(item)
+    out.extend(_summary_item(s) for s in pending)
+    return out
+
+
+def _summary_item(s: dict) -> dict:
+    return {"seq": s["through_seq"], "role": "summary", "content": s["content"], "html": markdown_html(s["content"]),
+            "tool_calls": None, "tool_call_id": None, "created_at": s["created_at"],
+            "summary": {"through_seq": s["through_seq"], "source": s["source"],
+                        "summarizer_session_id": s["summarizer_session_id"]}}
 
 
 def turn_outcome(status: str) -> str:
@@ -442,6 +547,16 @@ def turn_outcome(status: str) -> str:
     if status == "stopped":
         return "stopped"
     return "error"
+
+
+def _end_interjections(turn: Turn) -> None:
+    """Mark ``turn`` ended and cancel its interjection calls (no await: the
+    caller publishes the turn's last frame afterwards).  Messages waiting for
+    an interjection stay in ``turn.inbox`` for the follow-up turn."""
+    turn.ended = True
+    turn.pending_interjection.clear()
+    for scope in list(turn.interjections):
+        scope.cancel()
 
 
 def _cancel_turn(turn: Turn) -> None:

@@ -19,6 +19,13 @@ def interim(text: str) -> dict[str, Any]:
     return {"type": "interim", "text": text, "html": markdown_html(text)}
 
 
+def queued(position: int) -> dict[str, Any]:
+    """An ``interim`` about turn admission: ``queue_position`` ≥ 1 is the
+    turn's place in the queue; 0 says it left the queue and starts now."""
+    text = f"queued (position {position})" if position > 0 else "the turn is starting (it waited in the queue)"
+    return interim(text) | {"queue_position": position}
+
+
 def tool(name: str, status: str) -> dict[str, Any]:
     return {"type": "tool", "name": name, "status": status}
 

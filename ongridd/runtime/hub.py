@@ -25,6 +25,8 @@ class SessionHub:
         self.tiles: dict[str, dict[str, Any]] = {}
         self.turn_running = False
         self.undelivered_end: dict[str, Any] | None = None
+        #: the last "queued (position N)" interim of a turn still waiting for a slot
+        self.queue_frame: dict[str, Any] | None = None
 
     @property
     def subscriber_count(self) -> int:
@@ -39,6 +41,8 @@ class SessionHub:
         """Send ``frame`` to every subscriber without waiting."""
         if frame.get("type") == "agent_tile":
             self.tiles[frame["task_id"]] = frame
+        elif frame.get("type") == "interim" and "queue_position" in frame:
+            self.queue_frame = frame if frame["queue_position"] > 0 else None
         for chan in list(self._subscribers):
             try:
                 chan.send_nowait(frame)
@@ -56,6 +60,7 @@ class SessionHub:
         else:
             self.undelivered_end = frame
         self.tiles.clear()
+        self.queue_frame = None
 
     @contextlib.contextmanager
     def subscribe(self) -> Iterator[tuple[list[dict[str, Any]], trio.MemoryReceiveChannel]]:
@@ -67,6 +72,8 @@ class SessionHub:
             self.undelivered_end = None
         if self.turn_running:
             initial.extend(self.tiles.values())
+            if self.queue_frame is not None:  # re-attached while the turn waits for a slot
+                initial.append(self.queue_frame)
         self._subscribers.add(send)
         try:
             yield initial, recv

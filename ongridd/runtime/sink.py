@@ -4,7 +4,8 @@ Messages and audit rows are handed to the runtime's
 :class:`ongridd.store.writer.StoreWriter` — a synchronous hand-off, so a
 stop or shutdown cannot drop the record of a call that finished; the
 writer commits them (batched, retried) and reports a write that finally
-fails to the turn of ``owner``.  Coordinator runs also publish frames to
+fails to the turn of ``owner``.  Each model call's usage is added to the
+session's counters the same way.  Coordinator runs also publish frames to
 the session's clients.
 """
 
@@ -46,6 +47,16 @@ class PersistSink:
                                    tool_calls=tool_calls_to_json(message.tool_calls) if message.tool_calls else None,
                                    tool_call_id=message.tool_call_id, name=message.name)
 
+    def add_usage(self, usage: Any) -> None:
+        """Queue one model call (and its ``usage``, a Usage or None) for the
+        session's counters (``model_calls``, ``prompt_tokens``,
+        ``completion_tokens``, ``cached_tokens``; added in the database, so
+        concurrent calls never lose an increment)."""
+        self.writer.add_usage(self.session_id, owner=self.owner, model_calls=1,
+                              prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                              completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                              cached_tokens=getattr(usage, "cached_tokens", 0) or 0)
+
     async def __call__(self, event: Any) -> None:
         if isinstance(event, ev.TokenEvent):
             if self.publish and self.persist_messages:
@@ -56,6 +67,8 @@ class PersistSink:
                 self.on_text(msg.content)
             if self.persist_messages:
                 self.persist_message(msg)
+        elif isinstance(event, ev.ModelCallEvent):
+            self.add_usage(event.usage)
         elif isinstance(event, ev.ToolStartEvent):
             if self.publish:
                 self.publish(frames.tool(event.name, "started"))

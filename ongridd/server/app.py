@@ -178,8 +178,6 @@ def create_app(services: AppServices) -> QuartTrio:
         # need a token too, unless the operator opened them explicitly
         if not services.auth.open_mode and not getattr(services.config.server, "metrics_public", False):
             current_user()
-        if services.runtime is not None and hasattr(services.runtime, "refresh_metrics"):
-            services.runtime.refresh_metrics()
         return Response(generate_latest(), content_type=CONTENT_TYPE_LATEST)
 
     # ---- agents ---------------------------------------------------------
@@ -244,6 +242,11 @@ def create_app(services: AppServices) -> QuartTrio:
     async def session_tree(session_id: str):
         user = current_user()
         return _json(await services.runtime.session_tree(session_id, user_id=user))
+
+    @app.get("/api/sessions/<session_id>/export")
+    async def session_export(session_id: str):
+        user = current_user()
+        return _json(await services.runtime.session_export(session_id, user_id=user))
 
     @app.get("/api/sessions/<session_id>/audit")
     async def session_audit(session_id: str):

@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from ongridd.errors import AuthError, NotFound, OngridError, TaskStateError
+from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WS_CLIENTS
 
@@ -225,6 +225,8 @@ class _Conn:
                         await self.error("not_found", str(exc))
                     except TaskStateError as exc:  # e.g. stopping a worker that already ended
                         await self.error("not_found", str(exc))
+                    except Busy as exc:  # nothing was run or stored
+                        await self.error("busy", str(exc))
                     except OngridError as exc:
                         await self.error("internal", str(exc))
         finally:

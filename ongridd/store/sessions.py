@@ -89,6 +89,11 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> t
         chat_sessions.c.thread_id == thread_id,
         chat_sessions.c.parent_session_id.is_(None),
     )
+    # the usual case, a thread that exists: a read, no write lock
+    with read_tx(engine) as conn:
+        row = conn.execute(sa.select(chat_sessions).where(where)).first()
+    if row is not None:
+        return session_dict(row), False
     for _attempt in range(3):
         try:
             with write_tx(engine) as conn:
@@ -157,6 +162,27 @@ def close_session_in(conn: Connection, session_id: str, status: str, reason: str
     return res.rowcount == 1
 
 
+USAGE_KEYS = ("model_calls", "prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+def add_usage_in(conn: Connection, session_id: str, values: dict[str, int]) -> bool:
+    """Add ``values`` (counts by ``USAGE_KEYS``) to the session's usage
+    counters inside ``conn``'s transaction, as ``x = x + n`` in the database
+    (concurrent writers never lose an increment); whether the row exists."""
+    res = conn.execute(
+        sa.update(chat_sessions)
+        .where(chat_sessions.c.id == session_id)
+        .values({k: chat_sessions.c[k] + int(values.get(k, 0)) for k in USAGE_KEYS})
+    )
+    return res.rowcount == 1
+
+
+def usage_of(row: dict[str, Any]) -> dict[str, int]:
+    """``{prompt, completion, cached, model_calls}`` of a session row."""
+    return {"prompt": int(row.get("prompt_tokens") or 0), "completion": int(row.get("completion_tokens") or 0),
+            "cached": int(row.get("cached_tokens") or 0), "model_calls": int(row.get("model_calls") or 0)}
+
+
 def list_children(engine: Engine, session_id: str) -> list[dict[str, Any]]:
     with read_tx(engine) as conn:
         rows = conn.execute(
@@ -213,7 +239,7 @@ def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
         rows = subtree_rows(conn, session_id)
     if not rows:
         return None
-    nodes = {r["id"]: {**{k: r[k] for k in TREE_KEYS}, "children": []} for r in rows}
+    nodes = {r["id"]: {**{k: r[k] for k in TREE_KEYS}, "tokens": usage_of(r), "children": []} for r in rows}
     for r in rows[1:]:
         nodes[r["parent_session_id"]]["children"].append(nodes[r["id"]])
     return nodes[session_id]

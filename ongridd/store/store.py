@@ -38,7 +38,7 @@ from sqlalchemy.engine import URL
 
 from ongridd.errors import StoreError
 from ongridd.logs import get_logger
-from ongridd.store import audit, messages, recovery, sessions, threads
+from ongridd.store import audit, messages, recovery, sessions, summaries, threads
 from ongridd.store import migrate as schema_migrate
 from ongridd.store.engine import (
     DEFAULT_BUSY_TIMEOUT_S,
@@ -247,10 +247,19 @@ class Store:
     async def session_tree(self, session_id: str) -> dict | None:
         """The nested tree from ``session_id``: ``{id, agent_id, user_id,
         parent_session_id, status, description, created_at, started_at,
-        closed_at, close_reason, children: [...]}``, children oldest first.
+        closed_at, close_reason, tokens: {prompt, completion, cached,
+        model_calls}, children: [...]}``, children oldest first.
         None when the session does not exist.
         """
         return await self._db.run_read("read session tree", sessions.session_tree, session_id)
+
+    async def export_tree(self, session_id: str) -> dict | None:
+        """The session, its whole tree, messages, audit rows and proposals as
+        one document (see :mod:`ongridd.store.export`); None when the session
+        does not exist."""
+        from ongridd.store.export import export_tree
+
+        return await self._db.run_read("export session tree", export_tree, session_id)
 
     async def close_open_workers(self, status: str, reason: str) -> int:
         """Close every pending/running worker and reviewer row (daemon shutdown:
@@ -290,6 +299,27 @@ class Store:
     async def load_messages(self, session_id: str) -> list[dict]:
         """The history in seq order: ``[{seq, role, content, tool_calls, tool_call_id, name, created_at}]``."""
         return await self._db.run_read("load messages", messages.load_messages, session_id)
+
+    async def load_messages_after(self, session_id: str, after_seq: int) -> list[dict]:
+        """The messages with ``seq > after_seq``, as :meth:`load_messages`."""
+        return await self._db.run_read("load messages", summaries.messages_after, session_id, after_seq)
+
+    # ---- thread summaries (ongridd/store/summaries.py) ----------------------
+
+    async def add_summary(self, session_id: str, *, through_seq: int, content: str, source: str,
+                          summarizer_session_id: str | None = None) -> dict:
+        """Store a summary covering ``seq <= through_seq``; returns the row."""
+        return await self._db.run("add summary", summaries.add_summary, session_id, through_seq, content, source,
+                                  summarizer_session_id)
+
+    async def latest_summary(self, session_id: str) -> dict | None:
+        """The thread's newest summary row (highest ``through_seq``) or None."""
+        return await self._db.run_read("latest summary", summaries.latest_summary, session_id)
+
+    async def list_summaries(self, session_id: str, *, after_seq: int, through_seq: int | None) -> list[dict]:
+        """Summary rows with ``after_seq < through_seq <= through_seq``, in order."""
+        return await self._db.run_read("list summaries", summaries.summaries_between, session_id, after_seq,
+                                       through_seq)
 
     # ---- audit ------------------------------------------------------------
 

@@ -9,9 +9,14 @@ writer's own task, started in a long-lived nursery, commits the queue:
 
 * **Batches.**  Everything queued when the writer wakes (up to ``max_batch``
   writes) is committed in one transaction in one worker-thread hop, in
-  submission order.  Seqs are still 1, 2, 3, … per session without gaps: the
-  session row is locked and its top seq read on its first message in the
-  transaction, later messages count on from there.
+  submission order, by :func:`apply_batch_fast`: prebuilt statements with
+  bind parameters, one multi-row insert per table, no existence checks and
+  no read-back.  Seqs are still 1, 2, 3, … per session without gaps: the
+  writer keeps the last seq it committed per session; for a session it has
+  not written yet the top seq is read (under the session row's lock on
+  PostgreSQL).  Any failure drops that cache, and the batch is retried one
+  write per transaction on the checked path (:func:`apply_batch`: session
+  row locked, top seq read, NotFound for an unknown session).
 * **Transient errors** (SQLite "database is locked", a lost connection, a
   PostgreSQL deadlock or serialization failure; see
   :func:`ongridd.store.engine.is_transient`) roll the transaction back and
@@ -60,6 +65,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
+import sqlalchemy as sa
 import trio
 from sqlalchemy.engine import Engine
 
@@ -68,7 +74,8 @@ from ongridd.logs import get_logger
 from ongridd.metrics import STORE_QUEUE, STORE_TRANSACTIONS, STORE_WRITES
 from ongridd.store import audit, messages, sessions
 from ongridd.store.engine import describe_error, is_transient, write_tx
-from ongridd.store.rows import TERMINAL_STATUSES, check_choice, clean_text, new_id, utcnow
+from ongridd.store.rows import TERMINAL_STATUSES, check_choice, clean_text, iso, new_id, utcnow
+from ongridd.store.schema import audit_logs, chat_messages, chat_sessions
 from ongridd.store.store import Store, audit_values, message_values, session_values
 
 log = get_logger(__name__)
@@ -81,14 +88,17 @@ BACKOFF_MAX_S = 5.0
 #: failures kept per owner until a turn takes them (older ones are only in the log)
 MAX_FAILURES_KEPT = 20
 
-KINDS = ("create_session", "mark_running", "message", "audit", "close_session")
+#: sessions whose last seq is cached at most (the cache is dropped past it)
+SEQ_CACHE_MAX = 20_000
+
+KINDS = ("create_session", "mark_running", "message", "audit", "close_session", "usage")
 
 
 @attrs.define(eq=False)
 class PendingWrite:
     """One queued write.
 
-    ``kind``: one of ``create_session|mark_running|message|audit|close_session``;
+    ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage``;
     ``session_id``: the row's session; ``owner``: the coordinator session
     whose turn made it (failures are reported there).  ``done`` is set once
     the write was committed (``result``: the new session row, the message's
@@ -146,6 +156,8 @@ class StoreWriter:
         self._scope: trio.CancelScope | None = None
         #: counters for tests and metrics: commits (transactions) and writes committed
         self.transactions = 0
+        #: the last committed seq per session (the batched path counts on from it; cleared on any failure)
+        self._seqs: dict[str, int] = {}
         self.committed = 0
         self.failed = 0
 
@@ -188,6 +200,22 @@ class StoreWriter:
         return self._submit("audit", session_id, owner, lambda: audit_values(
             session_id=session_id, tool_name=tool_name, arguments=arguments, result=result, status=status,
             duration_ms=duration_ms, tool_call_id=tool_call_id))
+
+    def add_usage(self, session_id: str, *, owner: str, model_calls: int = 1, prompt_tokens: int = 0,
+                  completion_tokens: int = 0, cached_tokens: int = 0) -> PendingWrite:
+        """Queue an increment of the session's usage counters (as
+        :func:`ongridd.store.sessions.add_usage_in`; result: whether the row
+        exists).  Counts below 0 are a ValueError (a failed write)."""
+
+        def values() -> dict[str, Any]:
+            out = {"model_calls": model_calls, "prompt_tokens": prompt_tokens,
+                   "completion_tokens": completion_tokens, "cached_tokens": cached_tokens}
+            for key, n in out.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise ValueError(f"{key}: expected an integer >= 0, got {n!r}")
+            return out
+
+        return self._submit("usage", session_id, owner, values)
 
     def close_session(self, session_id: str, status: str, reason: str | None = None, *,
                       owner: str) -> PendingWrite:
@@ -301,18 +329,21 @@ class StoreWriter:
 
     async def _commit(self, batch: list[PendingWrite]) -> None:
         try:
-            results = await self._with_retries(batch)
+            results = await self._with_retries(batch, checked=False)
         except Exception as exc:
-            if len(batch) == 1 or is_transient(exc):
-                # one write, or the database stayed unavailable for the whole retry window
+            self._seqs.clear()  # the cache may be wrong (another writer appended): read seqs again
+            if is_transient(exc):
+                # the database stayed unavailable for the whole retry window
                 for write in batch:
                     self._fail(write, exc)
                 return
-            log.warning("store_batch_failed", writes=len(batch), error=self._describe(exc),
-                        retry="one write per transaction")
+            if len(batch) > 1:
+                log.warning("store_batch_failed", writes=len(batch), error=self._describe(exc),
+                            retry="one write per transaction")
+            # one write per transaction with every check (NotFound names a missing session)
             for write in batch:
                 try:
-                    (result,) = await self._with_retries([write])
+                    (result,) = await self._with_retries([write], checked=True)
                 except Exception as one_exc:
                     self._fail(write, one_exc)
                 else:
@@ -321,16 +352,24 @@ class StoreWriter:
         for write, result in zip(batch, results, strict=True):
             self._succeed(write, result)
 
-    async def _with_retries(self, batch: list[PendingWrite]) -> list[Any]:
+    async def _with_retries(self, batch: list[PendingWrite], *, checked: bool) -> list[Any]:
         """Apply ``batch`` in one transaction, retrying transient errors with
-        backoff for up to ``retry_for_s``; raises the last error."""
+        backoff for up to ``retry_for_s``; raises the last error.  ``checked``:
+        the one-write path with existence checks and seqs read from the
+        database; otherwise the batched path (:func:`apply_batch_fast`)."""
         start = self._clock()
         delay = BACKOFF_FIRST_S
         attempt = 0
         while True:
             attempt += 1
             try:
-                results = await self.store._db.run_raw(apply_batch, batch)
+                if checked:
+                    results = await self.store._db.run_raw(apply_batch, batch)
+                else:
+                    results, seqs = await self.store._db.run_raw(apply_batch_fast, batch, self._seqs)
+                    if len(self._seqs) + len(seqs) > SEQ_CACHE_MAX:
+                        self._seqs.clear()
+                    self._seqs.update(seqs)
                 self.transactions += 1
                 STORE_TRANSACTIONS.inc()
                 return results
@@ -400,6 +439,8 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
                 results.append(audit.add_audit_in(conn, values, now))
             elif kind == "close_session":
                 results.append(sessions.close_session_in(conn, sid, values["status"], values["reason"], now))
+            elif kind == "usage":
+                results.append(sessions.add_usage_in(conn, sid, values))
             elif kind == "mark_running":
                 results.append(sessions.mark_running_in(conn, sid, now))
             elif kind == "create_session":
@@ -407,6 +448,125 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
             else:
                 raise ValueError(f"unknown write kind {kind!r}; expected one of {', '.join(KINDS)}")
     return results
+
+
+# Statements built once: executed with bind parameters (a list of rows is one
+# executemany / insertmanyvalues call), no existence checks (the foreign keys
+# refuse a row of an unknown session; the checked path then names it) and no
+# read-back (the new session row is known from its values).
+_INSERT_SESSION = sa.insert(chat_sessions)
+_INSERT_MESSAGE = sa.insert(chat_messages)
+_INSERT_AUDIT = sa.insert(audit_logs)
+_MAX_SEQ = (sa.select(chat_messages.c.session_id, sa.func.max(chat_messages.c.seq))
+            .where(chat_messages.c.session_id.in_(sa.bindparam("ids", expanding=True)))
+            .group_by(chat_messages.c.session_id))
+_LOCK_SESSIONS = (sa.select(chat_sessions.c.id).where(chat_sessions.c.id.in_(sa.bindparam("ids", expanding=True)))
+                  .with_for_update())
+_MARK_RUNNING = (sa.update(chat_sessions)
+                 .where(chat_sessions.c.id == sa.bindparam("sid"), chat_sessions.c.status == "pending")
+                 .values(status="running", started_at=sa.bindparam("now"))
+                 .returning(*chat_sessions.c))
+_CLOSE = (sa.update(chat_sessions)
+          .where(chat_sessions.c.id == sa.bindparam("sid"), chat_sessions.c.closed_at.is_(None),
+                 chat_sessions.c.status.not_in(TERMINAL_STATUSES))
+          .values(status=sa.bindparam("new_status"), closed_at=sa.bindparam("now"),
+                  close_reason=sa.bindparam("reason")))
+_USAGE_DEFAULTS = {c.name: 0 for c in chat_sessions.c if c.name in ("model_calls", "prompt_tokens",
+                                                                     "completion_tokens", "cached_tokens")}
+
+
+def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
+                     known_seqs: dict[str, int]) -> tuple[list[Any], dict[str, int]]:
+    """Apply ``batch`` in one transaction with few statements: new sessions,
+    then messages, then audit rows as one multi-row insert each, then the
+    status changes in submission order; ``(results, new last seqs)``.
+
+    ``known_seqs``: the last committed seq of sessions this writer appended
+    to (read only; the top seq is read, under the session row's lock on
+    PostgreSQL, for the others).  Raises the database's error — a foreign
+    key or unique violation included — and nothing of the batch is then
+    committed (the caller retries it one checked write at a time)."""
+    results: list[Any] = [None] * len(batch)
+    session_rows: list[dict[str, Any]] = []
+    message_rows: list[dict[str, Any]] = []
+    audit_rows: list[dict[str, Any]] = []
+    updates: list[tuple[int, PendingWrite, datetime]] = []
+    message_writes: list[tuple[int, PendingWrite, datetime]] = []
+    created: set[str] = set()
+    usage: dict[str, list[int]] = {}
+    last: datetime | None = None
+    for i, write in enumerate(batch):
+        now = utcnow()
+        if last is not None and now <= last:
+            now = last + timedelta(microseconds=1)
+        last = now
+        kind, values = write.kind, write.values
+        if kind == "message":
+            message_writes.append((i, write, now))
+        elif kind == "audit":
+            audit_id = new_id()
+            audit_rows.append({**values, "id": audit_id, "created_at": now})
+            results[i] = audit_id
+        elif kind == "create_session":
+            sid = values["session_id"]
+            status = values["status"]
+            row = {k: v for k, v in values.items() if k != "session_id"}
+            row.update(id=sid, created_at=now, started_at=now if status == "running" else None,
+                       closed_at=now if status in TERMINAL_STATUSES else None, close_reason=None)
+            session_rows.append(row)
+            created.add(sid)
+            results[i] = {**row, **_USAGE_DEFAULTS, "created_at": iso(now), "started_at": iso(row["started_at"]),
+                          "closed_at": iso(row["closed_at"])}
+        elif kind == "usage":  # increments commute: one update per session and batch
+            usage.setdefault(write.session_id, []).append(i)
+        elif kind in ("mark_running", "close_session"):
+            updates.append((i, write, now))
+        else:
+            raise ValueError(f"unknown write kind {kind!r}; expected one of {', '.join(KINDS)}")
+    seqs: dict[str, int] = {}
+    with write_tx(engine) as conn:
+        if session_rows:
+            conn.execute(_INSERT_SESSION, session_rows)
+        if message_writes:
+            targets = {w.session_id for _i, w, _now in message_writes}
+            unknown = sorted(sid for sid in targets if sid not in known_seqs and sid not in created)
+            if conn.dialect.name == "postgresql":  # SQLite: BEGIN IMMEDIATE already serialises writers
+                locked = sorted(targets - created)
+                if locked:
+                    conn.execute(_LOCK_SESSIONS, {"ids": locked}).all()
+            for sid in created:
+                seqs[sid] = 0
+            if unknown:
+                for sid in unknown:
+                    seqs[sid] = 0
+                for sid, top in conn.execute(_MAX_SEQ, {"ids": unknown}).all():
+                    seqs[sid] = int(top or 0)
+            for i, write, now in message_writes:
+                sid = write.session_id
+                seq = seqs.get(sid, known_seqs.get(sid, 0)) + 1
+                seqs[sid] = seq
+                v = write.values
+                message_rows.append({"session_id": sid, "seq": seq, "role": v["role"], "content": v.get("content"),
+                                     "tool_calls": v.get("tool_calls"), "tool_call_id": v.get("tool_call_id"),
+                                     "name": v.get("name"), "created_at": now})
+                results[i] = seq
+            conn.execute(_INSERT_MESSAGE, message_rows)
+        if audit_rows:
+            conn.execute(_INSERT_AUDIT, audit_rows)
+        for i, write, now in updates:
+            if write.kind == "mark_running":
+                row = conn.execute(_MARK_RUNNING, {"sid": write.session_id, "now": now}).first()
+                results[i] = sessions.session_dict(row) if row is not None else None
+            else:
+                res = conn.execute(_CLOSE, {"sid": write.session_id, "now": now, "new_status": write.values["status"],
+                                            "reason": write.values["reason"]})
+                results[i] = res.rowcount == 1
+        for sid, indexes in usage.items():
+            total = {k: sum(int(batch[i].values.get(k, 0)) for i in indexes) for k in sessions.USAGE_KEYS}
+            found = sessions.add_usage_in(conn, sid, total)
+            for i in indexes:
+                results[i] = found
+    return results, seqs
 
 
 @contextlib.asynccontextmanager
@@ -424,4 +584,4 @@ async def running_writer(store: Store, **kwargs: Any) -> AsyncIterator[StoreWrit
                 await writer.aclose()
 
 
-__all__ = ["PendingWrite", "StoreWriter", "apply_batch", "running_writer"]
+__all__ = ["PendingWrite", "StoreWriter", "apply_batch", "apply_batch_fast", "running_writer"]

@@ -18,7 +18,7 @@ import trio
 
 from ongrid_host.units import human_bytes, iso_utc
 from ongrid_host.walk import Entry, WalkState, display, run_walk, walk
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 
 # ---- du --------------------------------------------------------------------
 

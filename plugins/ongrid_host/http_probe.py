@@ -21,8 +21,8 @@ from cryptography import x509
 from cryptography.x509.oid import ExtensionOID
 
 from ongrid_host.probes import check_target_host, resolve
-from ongridd.errors import ToolError
-from ongridd.tools.spec import Outcome
+from ongridd.plugins.api import ToolError
+from ongridd.plugins.api import Outcome
 
 MAX_BODY_BYTES = 1024 * 1024
 _SHOWN_HEADERS = ("content-type", "content-length", "server", "location", "date", "cache-control")

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import re2
 
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 
 MAX_PATTERN_CHARS = 1000
 #: RE2's memory budget for one compiled pattern (bytes)

@@ -41,7 +41,7 @@ from ongrid_host.logs_lines import LineSplitter, Matcher, last_timestamp, line_t
 from ongrid_host.path_policy import PathPolicy, normalize
 from ongrid_host.services import UNIT_RE
 from ongrid_host.target import Target
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import iso_utc
 
 MAX_FILES = 500

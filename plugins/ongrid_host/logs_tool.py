@@ -28,7 +28,7 @@ from ongrid_host.logs_search import (
     scan_file,
     scan_journal,
 )
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import Tool, ToolCallContext, parse_time
 
 NAME = "search_logs"

@@ -25,7 +25,7 @@ import dns.resolver
 import dns.reversename
 import trio
 
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 
 MAX_TCP_ADDRESSES = 4
 MAX_DNS_RECORDS = 50

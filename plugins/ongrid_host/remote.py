@@ -20,8 +20,8 @@ from ongrid_host.settings import HostSettings
 from ongrid_host.ssh import run_remote, run_remote_checked
 from ongrid_host.units import human_bytes, iso_utc
 from ongrid_host.walk import MAX_SAMPLES, Entry, WalkState
-from ongridd.config import HostConfig
-from ongridd.errors import ToolError
+from ongridd.plugins.api import HostConfig
+from ongridd.plugins.api import ToolError
 
 SEP = "@@ongrid@@"
 _READ_TIMEOUT_S = 20.0

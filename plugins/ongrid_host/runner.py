@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 
 DEFAULT_MAX_STDOUT = 64 * 1024
 DEFAULT_MAX_STDERR = 16 * 1024

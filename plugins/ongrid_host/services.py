@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ongrid_host.target import Target
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 
 #: systemd unit name characters (systemd.unit(5)); templates ``foo@bar``
 UNIT_RE = re.compile(r"^[A-Za-z0-9_.:\\-]+(@[A-Za-z0-9_.:\\-]*)?(\.service)?$")

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from ongridd.errors import ConfigError
+from ongridd.plugins.api import ConfigError
 
 _CHECKING = ("yes", "accept-new", "no")
 

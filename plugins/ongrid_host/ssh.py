@@ -26,8 +26,8 @@ from ongrid_host.runner import (
     scrubbed_env,
 )
 from ongrid_host.settings import HostSettings
-from ongridd.config import HostConfig
-from ongridd.errors import ToolError
+from ongridd.plugins.api import HostConfig
+from ongridd.plugins.api import ToolError
 
 #: exit status ssh uses for its own failures (connection, auth, host key)
 SSH_FAILURE = 255

@@ -9,7 +9,7 @@ import attrs
 from ongrid_host.runner import DEFAULT_MAX_STDERR, DEFAULT_MAX_STDOUT, RunResult, run_bounded
 from ongrid_host.settings import HostSettings
 from ongrid_host.ssh import run_remote
-from ongridd.config import HostConfig
+from ongridd.plugins.api import HostConfig
 
 LOCAL = "local"
 

@@ -20,8 +20,8 @@ from ongrid_host.services import check_unit, restart_service
 from ongrid_host.settings import HostSettings, parse_settings
 from ongrid_host.target import LOCAL, Target
 from ongrid_host.units import check_walk_root, human_bytes, parse_size
-from ongridd.config import HostConfig
-from ongridd.errors import ToolError
+from ongridd.plugins.api import HostConfig
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import (
     Classification,
     Outcome,

@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 import re
 
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 
 #: Pseudo filesystems that are never walked (and refused as walk roots).
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")

@@ -23,8 +23,8 @@ import unicodedata
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ongridd.errors import StoreError, ToolError
-from ongridd.logs import get_logger
+from ongridd.plugins.api import StoreError, ToolError
+from ongridd.plugins.api import get_logger
 from ongridd.plugins.api import PluginRequest, PluginResponse, PluginStore, iso_utc, parse_time
 
 ROUTE_PATH = "/api/changes"

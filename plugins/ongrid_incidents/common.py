@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from ongridd.errors import StoreError, ToolError
+from ongridd.plugins.api import StoreError, ToolError
 
 T = TypeVar("T")
 INCIDENT_STATUSES = ("firing", "resolved", "acknowledged")

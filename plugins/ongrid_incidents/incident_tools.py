@@ -15,7 +15,7 @@ from ongrid_incidents.common import (
     store_call,
     str_arg,
 )
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import PluginStore, Proposal, Tool, ToolCallContext, iso_utc, parse_time
 
 MAX_LIMIT = 500

@@ -8,8 +8,8 @@ from typing import Any
 from ongrid_prometheus.client import PrometheusClient
 
 from ongrid_incidents.common import clean_args, str_arg
-from ongridd.config import HostConfig
-from ongridd.errors import ToolError
+from ongridd.plugins.api import HostConfig
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import Tool, ToolCallContext
 
 RULE_STATES = ("firing", "pending", "inactive")

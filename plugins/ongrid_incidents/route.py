@@ -18,8 +18,8 @@ from typing import Any
 
 from ongrid_incidents.common import NAMES, IncidentNames
 from ongrid_incidents.webhook import Notification, WebhookError, parse_notification
-from ongridd.errors import StoreError
-from ongridd.logs import get_logger
+from ongridd.plugins.api import StoreError
+from ongridd.plugins.api import get_logger
 from ongridd.plugins.api import PluginRequest, PluginResponse, PluginStore
 
 ROUTE_PATH = "/api/alerts/alertmanager"

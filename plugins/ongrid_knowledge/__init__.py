@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ongrid_knowledge.index import KnowledgeBase
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import PluginContext, Tool, ToolCallContext, hookimpl
 
 __all__ = ["make_query_knowledge", "ongrid_register_tools"]

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 from ruamel.yaml.error import YAMLError
 
-from ongridd.yamlbounds import FRONTMATTER_LIMITS, yaml_loader
+from ongridd.plugins.api import load_front_matter
 
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -55,7 +55,7 @@ def _front_matter(lines: list[str], path: str) -> tuple[dict[str, Any], int, lis
         if lines[end].strip() in ("---", "..."):
             try:
                 # bounded: alias bombs, recursive aliases and deep nesting are refused
-                data = yaml_loader("safe", FRONTMATTER_LIMITS).load("\n".join(lines[1:end]))
+                data = load_front_matter("\n".join(lines[1:end]))
             except (YAMLError, ValueError, RecursionError) as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f":{mark.line + 2}" if mark is not None else ""

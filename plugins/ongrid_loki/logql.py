@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import Tool, ToolCallContext, get_json, iso_utc, numeric_settings, parse_time
 
 DEFAULT_WINDOW_S = 3600.0

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import httpx2
 
-from ongridd.errors import ToolError, ToolTimeout
+from ongridd.plugins.api import ToolError, ToolTimeout
 
 #: at most this many characters of a non-JSON error body are quoted
 _BODY_PREVIEW_CHARS = 300

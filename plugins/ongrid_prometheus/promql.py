@@ -12,7 +12,7 @@ import attrs
 from ongrid_prometheus.client import PrometheusClient
 from ongrid_prometheus.shaping import Limits, shape_instant, shape_matrix
 from ongrid_prometheus.timeparse import format_duration, iso_utc, parse_duration, parse_time
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import Tool, ToolCallContext, numeric_settings
 
 #: steps the automatic choice picks from (seconds)

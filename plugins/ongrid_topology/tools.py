@@ -22,7 +22,7 @@ import trio
 
 from ongrid_prometheus.client import PrometheusClient
 from ongrid_topology.graph import Target, TopologyError, build_graph, node_dict, parse_file
-from ongridd.errors import ToolError
+from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import PluginContext, Tool, ToolCallContext, read_yaml_file
 
 CACHE_S = 60.0

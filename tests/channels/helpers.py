@@ -12,11 +12,13 @@ from tests.e2e.e2e_helpers import env, free_port, ongridd, start_fake_llm, stop,
 __all__ = ["start_serve", "start_fake_llm", "stop", "disk_script"]
 
 
-def start_serve(tmp: Path, llm_url: str, settings: dict[str, Any], **extra_env: str) -> tuple[subprocess.Popen, str]:
-    """The daemon with ``plugins.settings`` = ``settings``; stderr to ``tmp/daemon.log``."""
+def start_serve(tmp: Path, llm_url: str, settings: dict[str, Any], *, more_config: dict[str, Any] | None = None,
+                **extra_env: str) -> tuple[subprocess.Popen, str]:
+    """The daemon with ``plugins.settings`` = ``settings`` (and the top-level
+    keys of ``more_config``, e.g. ``limits``); stderr to ``tmp/daemon.log``."""
     port = free_port()
     config = tmp / "ongrid.yaml"
-    config.write_text(json.dumps({"plugins": {"settings": settings}}))  # JSON is YAML 1.2
+    config.write_text(json.dumps({"plugins": {"settings": settings}, **(more_config or {})}))  # JSON is YAML 1.2
     log = open(tmp / "daemon.log", "a")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(ongridd("serve", "--config", str(config), "--state-dir", str(tmp / "state"),
                                     "--listen", f"127.0.0.1:{port}"),

@@ -180,3 +180,46 @@ def test_webhook_secret_dedup_and_stop(tmp_path):
         stop(daemon)
         stop(llm)
         double.stop()
+
+
+def test_queued_and_busy_turns_show_in_the_placeholder(tmp_path):
+    """One turn at a time, a queue of one: the second conversation's
+    placeholder says it is queued (then gets its answer), the third is told
+    the daemon is busy — and nothing of it runs or is stored."""
+    api = BotAPI()
+    double = PlatformDouble(api).start()
+    llm, llm_url = start_fake_llm(tmp_path, {"default": [{"delay_s": 3, "content": "the answer"}]})
+    settings = {"ongrid_telegram": {"api_base_url": double.url, "users": {"42": "carol"}, "poll_timeout_s": 1,
+                                    "edit_interval_s": 0.2}}
+    limits = {"limits": {"max_concurrent_turns": 1, "max_turns_per_user": 1, "max_queued_turns": 1}}
+    daemon, _url = start_serve(tmp_path, llm_url, settings, more_config=limits, TELEGRAM_BOT_TOKEN=TOKEN)
+
+    def texts_of(chat: int) -> list[str]:
+        sends = [c for c in double.find("/sendMessage") if c.payload["chat_id"] == chat]
+        edits = [c for c in double.find("/editMessageText") if c.payload["chat_id"] == chat]
+        return [c.payload["text"] for c in sends + edits]
+
+    try:
+        double.wait_for(lambda: double.find("/getUpdates"), 30, "the first poll")
+        api.push(update(601, "first", chat=-1, thread=None, message_id=21))
+        double.wait_for(lambda: texts_of(-1), 30, "the first placeholder")
+        api.push(update(602, "second", chat=-2, thread=None, message_id=22))
+        double.wait_for(lambda: [t for t in texts_of(-2) if "Queued (position 1)" in t], 30, "the queued placeholder")
+        api.push(update(603, "third", chat=-3, thread=None, message_id=23))
+        busy = double.wait_for(lambda: [t for t in texts_of(-3) if "Ongrid is busy right now" in t], 30,
+                               "the busy reply")
+        assert "Nothing was run" in busy[-1]
+        for chat in (-1, -2):
+            double.wait_for(lambda chat=chat: [t for t in texts_of(chat) if "the answer" in t], 60, "the answers")
+        db = tmp_path / "state" / "ongrid.db"
+        threads = {r["thread_id"]: r["id"] for r in rows(
+            db, "select id, thread_id from chat_sessions where parent_session_id is null")}
+        stored = rows(db, "select session_id, role, content from chat_messages")
+        assert {"role": "user", "content": "second"} in [{k: m[k] for k in ("role", "content")} for m in stored]
+        busy_sid = threads.get("telegram:-3")
+        assert busy_sid is None or not [m for m in stored if m["session_id"] == busy_sid]
+        assert not [o for o in rows(db, "select conversation from turn_origins") if o["conversation"] == "-3"]
+    finally:
+        stop(daemon)
+        stop(llm)
+        double.stop()

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"chat_sessions", "chat_messages", "audit_logs", "mutating_proposals", "incidents", "change_events"}

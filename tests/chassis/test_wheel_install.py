@@ -10,7 +10,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import pytest
 
 from tests.conftest import need
 

@@ -32,13 +32,14 @@ def have_browser() -> bool:
 
 @contextlib.contextmanager
 def daemon(tmp: Path, script: dict[str, Any], *, tokens: str | None = None,
-           **llm_env: str) -> Iterator[dict[str, Any]]:
+           more_config: dict[str, Any] | None = None, **llm_env: str) -> Iterator[dict[str, Any]]:
     """A scripted model and a daemon (marketplace index of the checkout) for the block:
-    ``{"url", "state", "stderr"}``; both processes are stopped on the way out."""
+    ``{"url", "state", "stderr"}``; both processes are stopped on the way out.
+    ``more_config``: further top-level config keys (e.g. ``limits``)."""
     llm, llm_url = start_fake_llm(tmp, script, **llm_env)
     cfg = tmp / "ongrid.yaml"
     cfg.write_text(json.dumps({"marketplace": {"index": str(ROOT / "marketplace" / "index.yaml")},
-                               "agents": {"user_dirs": [str(tmp / "agents")]}}))
+                               "agents": {"user_dirs": [str(tmp / "agents")]}, **(more_config or {})}))
     (tmp / "agents").mkdir(exist_ok=True)
     port = free_port()
     extra = {"ONGRID_LLM_BASE_URL": llm_url, "ONGRID_LLM_MODEL": "scripted"}

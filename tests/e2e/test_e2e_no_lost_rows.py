@@ -203,7 +203,9 @@ def test_every_row_of_a_concurrent_load_is_stored(tmp_path):
         "database": {"pool_size": POOL_SIZE},
         "agents": {"user_dirs": [str(agents)]},
         "llm": {"max_retries": 0, "timeout_s": 600},
-        "limits": {"worker_timeout_s": 900},
+        # every session is user "local" (no tokens): let them all run at once, as the load is meant
+        # to count rows under full concurrency (the queue has its own tests)
+        "limits": {"worker_timeout_s": 900, "max_concurrent_turns": 2 * n, "max_turns_per_user": 2 * n},
     }))
     with database(tmp_path) as (db_env, db_url):
         run_load(tmp_path, config, db_env, db_url, n)

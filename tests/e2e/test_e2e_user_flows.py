@@ -9,9 +9,7 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,11 +23,14 @@ def test_ongrid_demo_names_the_real_largest_files():
     out = res.stdout
     made = re.search(r"Made (\d+) real files", out)
     assert made and int(made.group(1)) >= 5
-    assert "[agent tile] specialist-disk" in out and "completed" in out
-    assert "scripted model" in out
+    head, answer = out.split("=== Answer ===")
+    assert "Model: scripted model" in out.splitlines()[1]  # said before anything runs
+    assert re.search(r"^  \S specialist-disk \[completed\] ", head, re.MULTILINE)  # one line per tile state
+    assert '{"task_id"' not in out and "AgentTool: {" not in out  # no raw tool-result JSON
     largest = re.search(r"the largest file made was (\S+); it is named in the answer", out)
     assert largest, out[-2000:]
-    assert largest.group(1) in out.split("=== Final answer")[1]
+    assert largest.group(1) in answer.split("=== Session tree ===")[0]
+    assert "**Largest files**" in answer  # stdout is a pipe: the markdown as plain text
     tree = out.split("=== Session tree ===")[1]
     assert "specialist-disk [completed]" in tree and "closed" in tree
     audit = out.split("=== Audit (every tool call) ===")[1]

@@ -27,6 +27,15 @@ SCRIPTS = {
     # the answer is built from the recorded results: F1 1.0
     "solve": {"default": [{"tool_calls": [BRIEF]}, {"content_from_tool_results": True}],
               "specialist-disk": [{"tool_calls": [DU, SLOTS]}, {"content_from_tool_results": True}]},
+    # "solve" with explicit usage on every step: the report's tokens are exactly these sums
+    "metered": {"default": [{"tool_calls": [BRIEF], "usage": {"prompt_tokens": 500, "completion_tokens": 40,
+                                                              "cached_tokens": 256}},
+                            {"content_from_tool_results": True,
+                             "usage": {"prompt_tokens": 900, "completion_tokens": 60}}],
+                "specialist-disk": [{"tool_calls": [DU, SLOTS], "usage": {"prompt_tokens": 300, "completion_tokens": 20,
+                                                                          "cached_tokens": 128}},
+                                    {"content_from_tool_results": True,
+                                     "usage": {"prompt_tokens": 450, "completion_tokens": 30}}]},
     # blames the wrong host: nothing expected found, a distractor found
     "wrong": {"default": [{"content": "It is db-20's backup job; nothing to do with WAL."}]},
     # re-asks with ever new arguments: 5 calls against max_tool_calls 3

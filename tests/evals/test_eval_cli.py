@@ -15,7 +15,7 @@ from ongridd.evals import builtin_suite_dir
 from ongridd.evals.suite import load_suite
 
 INCIDENT_KEYS = {"name", "f1", "recall", "precision", "tool_calls", "dispatches", "model_calls", "loop",
-                 "seconds", "prompt_tokens", "completion_tokens"}
+                 "seconds", "prompt_tokens", "completion_tokens", "cached_tokens"}
 
 
 def ongrid(*args, timeout=240):

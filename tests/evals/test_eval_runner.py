@@ -89,3 +89,17 @@ async def test_reminder_carries_time_inventory_and_backends(tmp_path):
     wlines = worker[0].body["messages"][-1]["content"].splitlines()
     assert wlines[1].startswith("Current time: 2026-12-01T10:22:47Z") and "<critical-reminder>" in wlines[2]
     assert not any(line.startswith("Hosts (") for line in wlines)
+
+
+async def test_tokens_are_the_usage_the_endpoint_reported_over_the_whole_tree(tmp_path):
+    """Coordinator and worker calls both count; cached tokens are reported apart."""
+    from ongridd.evals.report import to_json
+
+    suite = write_suite(tmp_path / "suite", ("metered",))
+    (got,) = await run_incidents(load_suite(suite), state_dir=tmp_path / "state")
+    assert (got.prompt_tokens, got.completion_tokens, got.cached_tokens) == (2150, 150, 384)
+    assert got.model_calls == 4 and got.passed
+    data = to_json("m", [got])
+    assert {k: data["incidents"][0][k] for k in ("prompt_tokens", "completion_tokens", "cached_tokens")} == \
+        {"prompt_tokens": 2150, "completion_tokens": 150, "cached_tokens": 384}
+    assert (data["totals"]["prompt_tokens"], data["totals"]["cached_tokens"]) == (2150, 384)

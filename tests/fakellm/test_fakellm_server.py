@@ -355,3 +355,35 @@ async def test_busy_address_raises_oserror():
                 pass  # pragma: no cover - never listens
     finally:
         busy.close()
+
+
+async def test_explicit_usage_steps_and_the_deterministic_estimate():
+    script = {"default": [
+        {"content": "a", "usage": {"prompt_tokens": 1200, "completion_tokens": 80, "cached_tokens": 1024}},
+        {"content": "b", "usage": {"completion_tokens": 7}},
+        {"content": "twelve chars"},
+    ]}
+    async with open_fake_llm(script) as fake:
+        streamed = sse_chunks(await post(fake.base_url, {"stream_options": {"include_usage": True}}, stream=True))
+        partial = (await post(fake.base_url, {})).json()["usage"]
+        estimated = (await post(fake.base_url, {})).json()["usage"]
+    assert streamed[-1]["usage"] == {"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280,
+                                     "prompt_tokens_details": {"cached_tokens": 1024}}
+    prompt = -(-len(USER[0]["content"]) // 4)  # characters / 4, rounded up
+    assert partial == {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7,
+                       "prompt_tokens_details": {"cached_tokens": 0}}
+    assert estimated == {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3,
+                         "prompt_tokens_details": {"cached_tokens": 0}}
+
+
+@pytest.mark.parametrize("usage, message", [
+    ({"prompt": 3}, "unknown key"), ({"prompt_tokens": -1}, "integer >= 0"), ({"cached_tokens": True}, "integer"),
+    ([], "must be a mapping"),
+])
+def test_bad_usage_steps_are_refused(usage, message):
+    from ongridd.fakellm.script import ScriptError, script_from_data
+
+    with pytest.raises(ScriptError, match=message):
+        script_from_data({"default": [{"content": "x", "usage": usage}]})
+    with pytest.raises(ScriptError, match="http_status answers with an error only"):
+        script_from_data({"default": [{"http_status": 500, "usage": {"prompt_tokens": 1}}]})

@@ -657,3 +657,30 @@ async def test_cancel_while_storing_a_tool_message_sends_no_duplicates():
     assert answers == [("c1", "result c1"), ("c2", "result c2"), ("c3", "result c3")]
     assert sorted(e.call_id for e in sink.of(ev.ToolEndEvent)) == ["c1", "c2", "c3"]
     assert all(e.result.status == "ok" for e in sink.of(ev.ToolEndEvent))
+
+
+async def test_every_model_call_ends_with_one_model_call_event():
+    """ok with the reported usage (before the assistant message), error
+    without usage, and cancelled when the run is cancelled mid-call."""
+    from ongridd.llm.types import Completion, Usage
+
+    tool = make_tool("query_devices")
+    first = Completion(message=Message(role="assistant", tool_calls=(ToolCall(id="c1", name="query_devices",
+                                                                              arguments="{}"),)),
+                       finish_reason="tool_calls", usage=Usage(prompt_tokens=70, completion_tokens=6, cached_tokens=64))
+    sink = Recorder()
+    result = await run(ScriptedModel([first, ProviderError("HTTP 500", status=500)]), coordinator_bag(tool), sink=sink)
+    assert result.status == "provider_error"
+    assert [(e.outcome, e.usage) for e in sink.of(ev.ModelCallEvent)] == [
+        ("ok", Usage(prompt_tokens=70, completion_tokens=6, cached_tokens=64)), ("error", None)]
+    kinds = [type(e).__name__ for e in sink.events]
+    assert kinds.index("ModelCallEvent") < kinds.index("AssistantMessageEvent")
+    assert result.usage == Usage(prompt_tokens=70, completion_tokens=6, cached_tokens=64)
+
+    async def hang(request):
+        await trio.sleep_forever()
+
+    sink = Recorder()
+    with trio.move_on_after(0.2):
+        await run(ScriptedModel([hang]), coordinator_bag(tool), sink=sink)
+    assert [(e.outcome, e.usage) for e in sink.of(ev.ModelCallEvent)] == [("cancelled", None)]

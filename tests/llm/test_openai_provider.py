@@ -239,8 +239,11 @@ def test_backoff_grows_exponentially_with_jitter_and_honours_retry_after():
     for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (5, 8.0), (9, 8.0)]:
         for _ in range(50):
             assert cap / 2 <= p._backoff_s(attempt, plain) <= cap
-    assert p._backoff_s(1, _Failure("x", status=429, retryable=True, retry_after_s=3)) == 3
-    assert 0.25 <= p._backoff_s(1, _Failure("x", status=429, retryable=True, retry_after_s=60)) <= 0.5
+    # a 429/503 with Retry-After has no delay of its own: the provider's shared hold waits instead
+    assert p._backoff_s(1, _Failure("x", status=429, retryable=True, retry_after_s=3)) == 0
+    assert p._backoff_s(1, _Failure("x", status=503, retryable=True, retry_after_s=60)) == 0
+    assert p._backoff_s(1, _Failure("x", status=408, retryable=True, retry_after_s=3)) == 3
+    assert 0.25 <= p._backoff_s(1, _Failure("x", status=408, retryable=True, retry_after_s=60)) <= 0.5
 
 
 def test_invalid_settings_rejected():

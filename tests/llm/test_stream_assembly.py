@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ongridd.llm.assemble import StreamAssembler, completion_from_response
-from ongridd.llm.types import Message, TextDelta
+from ongridd.llm.types import Message, TextDelta, Usage
 
 
 def _chunk(delta: dict | None = None, finish_reason: str | None = None, usage: dict | None = None, choices=True) -> dict:
@@ -220,3 +220,13 @@ def test_response_without_choices_is_an_empty_message():
     completion = completion_from_response({"choices": []})
     assert completion.message.content == "" and completion.message.tool_calls == ()
     assert completion.finish_reason is None
+
+
+def test_cached_tokens_come_from_prompt_tokens_details():
+    usage = {"prompt_tokens": 900, "completion_tokens": 40, "total_tokens": 940,
+             "prompt_tokens_details": {"cached_tokens": 768}}
+    _, streamed = _assemble([_chunk({"content": "ok"}, finish_reason="stop"), _chunk(usage=usage, choices=False)])
+    assert streamed.usage == Usage(prompt_tokens=900, completion_tokens=40, cached_tokens=768)
+    whole = completion_from_response({"choices": [{"index": 0, "message": {"content": "ok"}}],
+                                      "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
+    assert whole.usage == Usage(prompt_tokens=5, completion_tokens=1, cached_tokens=0)  # not reported: 0

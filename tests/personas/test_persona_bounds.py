@@ -26,8 +26,7 @@ from ongridd.personas.parse import MAX_WARNINGS_PER_FILE, parse_persona_text
 from ongridd.personas.registry import AgentRegistry
 from ongridd.personas.skills import parse_skill_text
 from ongridd.yamlbounds import FRONTMATTER_LIMITS, describe, quote
-from tests.bombs import (FUZZ_CPU_BOUND_S, FUZZ_TRACED_BOUND, REASONS, TYPED_KEYS, all_bombs, bomb, laughs,
-                         the_bomb)
+from tests.bombs import (FUZZ_CPU_BOUND_S, FUZZ_TRACED_BOUND, REASONS, TYPED_KEYS, all_bombs, bomb, the_bomb)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a whole ``ongrid agents validate`` run may take (start-up included).

@@ -234,3 +234,24 @@ def test_cli_plugins_list_text_and_config_error(tmp_path, capsys, monkeypatch):
         ongrid_main(["plugins", "list", "--config", str(bad)])
     assert exit_info.value.code == 2
     assert "config.plugins.disabled" in capsys.readouterr().err
+
+
+def test_hooks_are_called_through_pluggy_one_plugin_at_a_time(tmp_path, monkeypatch):
+    import pluggy
+
+    calls: list[tuple[str, list[str]]] = []
+
+    class Monitored(pluggy.PluginManager):
+        def __init__(self, project_name: str) -> None:
+            super().__init__(project_name)
+            self.add_hookcall_monitoring(
+                lambda hook_name, impls, kwargs: calls.append((hook_name, [self.get_name(i.plugin) for i in impls])),
+                lambda outcome, hook_name, impls, kwargs: None)
+
+    monkeypatch.setattr(manager.pluggy, "PluginManager", Monitored)
+    out = run(tmp_path, ["ongridtest_good", "ongridtest_duplicate"])
+    assert by_name(out)["ongridtest_good"].ok
+    assert ("ongrid_register_tools", ["ongridtest_good"]) in calls
+    # each call reaches only the plugin being loaded, never an earlier one
+    assert all(len(names) == 1 for _, names in calls)
+    assert {names[0] for _, names in calls} == {"ongridtest_good", "ongridtest_duplicate"}

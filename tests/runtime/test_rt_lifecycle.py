@@ -23,11 +23,15 @@ from ongridd.store.writer import running_writer
 
 
 async def model_calls(base_url: str) -> dict[tuple[str, str], float]:
-    """``ongrid_model_calls_total`` from ``/metrics``: (agent, outcome) → value."""
+    """``ongrid_model_calls_total`` (persona, outcome) and ``ongrid_model_retries_total``
+    (persona, "retry") from ``/metrics`` → value."""
     async with httpx2.AsyncClient(base_url=base_url) as http:
         text = (await http.get("/metrics")).text
-    pattern = r'^ongrid_model_calls_total\{agent="([^"]*)",outcome="([^"]*)"\} (\S+)$'
-    return {(a, o): float(v) for a, o, v in re.findall(pattern, text, re.M)}
+    pattern = r'^ongrid_model_calls_total\{outcome="([^"]*)",persona="([^"]*)"\} (\S+)$'  # labels sorted
+    out = {(a, o): float(v) for o, a, v in re.findall(pattern, text, re.M)}
+    retries = r'^ongrid_model_retries_total\{persona="([^"]*)"\} (\S+)$'
+    out.update({(a, "retry"): float(v) for a, v in re.findall(retries, text, re.M)})
+    return out
 
 
 def wait_call(key: str, content: str | None = None) -> dict:
@@ -214,7 +218,7 @@ async def test_provider_error_fails_the_worker_and_the_coordinator_carries_on(tm
         assert final["type"] == "final"
         after = await model_calls(d.base_url)
         delta = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k, 0.0)}
-        # one increment per attempt: the worker's first call, its HTTP 500 retried once, then the give-up
+        # each call once (the worker's first call ok, its second an error), and the one retried attempt
         assert delta == {("default", "ok"): 2, ("rt-worker", "ok"): 1, ("rt-worker", "retry"): 1,
                          ("rt-worker", "error"): 1}
         (row,) = d.workers()

@@ -3,7 +3,6 @@ idle-state cleanup (no daemon needed)."""
 
 from __future__ import annotations
 
-import pytest
 import trio
 import trio.testing
 

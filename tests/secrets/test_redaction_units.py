@@ -351,3 +351,35 @@ def test_turn_outcomes():
     assert [turn_outcome(s) for s in ("ok", "max_turns", "tool_budget", "provider_error", "stopped", "error")] == [
         "completed", "completed", "completed", "failed", "stopped", "error"]
 
+
+
+async def test_a_call_closed_before_its_completion_counts_as_cancelled_and_tokens_are_counted():
+    import trio
+
+    from ongridd.llm.types import Completion, Usage
+    from ongridd.metrics import MODEL_CALLS, MODEL_TOKENS
+
+    class _Slow:
+        async def stream(self, request):
+            yield TextDelta("thinking")
+            await trio.sleep_forever()
+            yield Completion(message=Message(role="assistant", content="never"))
+
+    class _Metered:
+        async def stream(self, request):
+            yield Completion(message=Message(role="assistant", content="ok"),
+                             usage=Usage(prompt_tokens=40, completion_tokens=4, cached_tokens=32))
+
+    def calls(outcome):
+        return MODEL_CALLS.labels("metrics-cancel", outcome)._value.get()
+
+    def tokens(kind):
+        return MODEL_TOKENS.labels("metrics-cancel", kind)._value.get()
+
+    before = {o: calls(o) for o in ("ok", "error", "cancelled")}
+    before_tokens = {k: tokens(k) for k in ("prompt", "completion", "cached")}
+    with trio.move_on_after(0.1):
+        [e async for e in RedactingModel(_Slow()).stream(ModelRequest(messages=[], agent="metrics-cancel"))]
+    [e async for e in RedactingModel(_Metered()).stream(ModelRequest(messages=[], agent="metrics-cancel"))]
+    assert {o: calls(o) - before[o] for o in before} == {"ok": 1, "error": 0, "cancelled": 1}
+    assert {k: tokens(k) - before_tokens[k] for k in before_tokens} == {"prompt": 40, "completion": 4, "cached": 32}

@@ -495,11 +495,29 @@ function breakStream() {
 
 function onInterim(f) {
   markLive();
+  if (typeof f.queue_position === "number") { onQueued(f.queue_position); return; }
   const t = breakStream();
   t.chips = null;
   const bubble = el("div", { class: "msg interim md" });
   setServerHtml(bubble, f.html);
   t.el.append(bubble);
+}
+
+// The turn waits for a free slot (limits.max_concurrent_turns / max_turns_per_user): one status
+// line, updated in place; position 0 means the turn left the queue and runs now.
+function onQueued(position) {
+  const t = liveTurn();
+  if (position <= 0) {
+    if (t.queue) t.queue.remove();
+    t.queue = null;
+    return;
+  }
+  if (!t.queue) {
+    t.queue = el("div", { class: "msg queued", role: "status" });
+    t.el.append(t.queue);
+  }
+  t.queue.textContent = `Queued — position ${position}. The daemon is running as many turns as it may; ` +
+    "this one starts when a slot frees (Stop turn takes it out of the queue).";
 }
 
 function onTool(f) {
@@ -619,8 +637,23 @@ function onFinal(f) {
 
 function onError(f) {
   const code = String(f.code || "error");
+  if (code === "busy") {
+    // nothing ran and nothing was stored: say so under the message, which the user may send again
+    banner(`Busy: ${String(f.message || "")}`);
+    const t = liveTurn();
+    if (t.queue) { t.queue.remove(); t.queue = null; }
+    t.el.append(el("div", { class: "msg busy", role: "status",
+      text: "Not sent — the daemon is busy (every slot runs and the queue is full). Nothing was stored; " +
+        "send it again in a moment." }));
+    endTurn();
+    return;
+  }
   banner(`${code}: ${String(f.message || "")}`);
-  if (["stopped", "provider_error", "internal"].includes(code)) endTurn();
+  if (["stopped", "provider_error", "internal"].includes(code)) {
+    const t = state.turn;
+    if (t && t.queue) { t.queue.remove(); t.queue = null; }
+    endTurn();
+  }
 }
 
 function endTurn() {
@@ -692,6 +725,15 @@ async function loadSession(id) {
   for (const r of audit) tbody.append(auditRow(r));
 }
 
+// "2300 tokens in (600 cached) / 120 out · 2 model calls"; "" without model calls
+function tokensText(t) {
+  if (!t || !Number(t.model_calls)) return "";
+  const cached = Number(t.cached) ? ` (${Number(t.cached)} cached)` : "";
+  const calls = Number(t.model_calls);
+  return `${Number(t.prompt) || 0} tokens in${cached} / ${Number(t.completion) || 0} out · ` +
+    `${calls} model call${calls === 1 ? "" : "s"}`;
+}
+
 function treeNode(n, depth) {
   const li = el("li", {},
     el("span", { class: "node" },
@@ -700,6 +742,7 @@ function treeNode(n, depth) {
       n.close_reason ? el("span", { class: "meta", text: `(${n.close_reason})` }) : null,
       n.description ? el("span", { text: String(n.description) }) : null,
       n.closed_at ? el("span", { class: "meta", text: `closed ${when(n.closed_at)}` }) : null,
+      tokensText(n.tokens) ? el("span", { class: "meta tokens", text: tokensText(n.tokens) }) : null,
       el("code", { class: "meta", text: String(n.id) })));
   if (depth < 32 && Array.isArray(n.children) && n.children.length) {
     const ul = el("ul");

@@ -1,0 +1,96 @@
+"""Terminal output shared by ``ongrid chat`` and ``ongrid demo``
+(docs/architecture.md §15.1, §17).
+
+- :func:`print_markdown`: an answer's markdown rendered with ``rich`` on a
+  terminal; the text as it is when the output is not a TTY (a pipe, a file).
+- :class:`TileBoard`: one line per worker tile.  On a terminal the lines are
+  redrawn in place (``rich.live.Live``); otherwise each state change of a
+  tile is printed once, as one line.
+
+Synchronous, no I/O besides writing to ``out``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+STATUS_MARK = {"pending": "○", "running": "▶", "completed": "✓", "failed": "✗", "killed": "■"}
+
+
+def is_tty(out: Any) -> bool:
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _console(out: Any) -> Any:
+    from rich.console import Console
+
+    return Console(file=out, force_terminal=True, highlight=False, soft_wrap=False)
+
+
+def print_markdown(text: str, out: Any = None) -> None:
+    """Write ``text`` (markdown) to ``out`` (default stdout): rendered on a
+    TTY, verbatim otherwise.  Never raises for any ``str``."""
+    out = out or sys.stdout
+    if not is_tty(out) or not text.strip():
+        out.write(text + ("\n" if not text.endswith("\n") else ""))
+        out.flush()
+        return
+    from rich.markdown import Markdown
+
+    _console(out).print(Markdown(text))
+    out.flush()
+
+
+def tile_line(frame: dict) -> str:
+    """One line for an ``agent_tile`` frame: mark, persona, status, description."""
+    status = str(frame.get("status", ""))
+    return (f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}] "
+            f"{frame.get('description', '')}")
+
+
+class TileBoard:
+    """The worker tiles of the running turn.  ``update(frame)`` takes an
+    ``agent_tile`` frame; ``close()`` ends the in-place display (call it at
+    the turn's end, before printing the answer)."""
+
+    def __init__(self, out: Any = None):
+        self.out = out or sys.stdout
+        self.tty = is_tty(self.out)
+        self.tiles: dict[str, dict] = {}
+        self._live: Any = None
+
+    def _renderable(self) -> Any:
+        from rich.text import Text
+
+        return Text("\n".join(tile_line(f) for f in self.tiles.values()))
+
+    def update(self, frame: dict) -> None:
+        task_id = str(frame.get("task_id"))
+        old = self.tiles.get(task_id)
+        self.tiles[task_id] = frame
+        if not self.tty:
+            if old is None or old.get("status") != frame.get("status"):
+                self.out.write(tile_line(frame) + "\n")
+                self.out.flush()
+            return
+        if self._live is None:
+            from rich.live import Live
+
+            self._live = Live(self._renderable(), console=_console(self.out), auto_refresh=False,
+                              redirect_stdout=False, redirect_stderr=False, transient=False)
+            self._live.start()
+        self._live.update(self._renderable(), refresh=True)
+
+    @property
+    def active(self) -> bool:
+        return self._live is not None
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        self.tiles.clear()

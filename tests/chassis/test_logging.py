@@ -1,0 +1,89 @@
+"""One logging setup for everyone: a third-party plugin's stdlib ``logging``
+lines reach the real daemon's stderr in the same format as Ongrid's own
+(JSON lines when stderr is not a terminal, or under systemd), held secrets
+redacted; the console format on a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import signal
+from pathlib import Path
+
+from ongridd import logs
+from tests.chassis.test_serve import free_port, start, wait_healthy
+from tests.plugins.test_plugin_manager import _make_dist
+
+LOGGING_PLUGIN = '''
+import logging
+
+from ongridd.plugins.api import hookimpl
+
+log = logging.getLogger("acme_plugin")
+
+@hookimpl
+def ongrid_register_tools(register, context):
+    log.info("acme loaded with %d probes", 3, extra={"probes": 3})
+    log.warning("acme token is %s", "tok-plugin-secret-987")
+'''
+
+
+def test_third_party_plugin_lines_appear_like_builtins(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _make_dist(state / "plugins" / "acme", "acme_plugin", LOGGING_PLUGIN)
+    port = free_port()
+    proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}",
+                 ONGRID_TOKENS="alice:tok-plugin-secret-987")
+    try:
+        wait_healthy(proc, f"http://127.0.0.1:{port}")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line is JSON
+    by_event = {line["event"]: line for line in lines}
+    info = by_event["acme loaded with 3 probes"]
+    assert info["level"] == "info" and info["logger"] == "acme_plugin" and info["probes"] == 3
+    [warning] = [line for line in lines if line["logger"] == "acme_plugin" and line["level"] == "warning"]
+    assert warning["event"].startswith("acme token is ")
+    assert "tok-plugin-secret-987" not in err  # redacted on the plugin's line too
+    ready = by_event["daemon_ready"]
+    assert ready["logger"].startswith("ongridd") and ready["level"] == "info"
+    assert {"event", "level", "logger", "ts"} <= set(info) & set(warning) & set(ready)
+    assert by_event["plugin_loaded"]["plugin"] == "acme_plugin"
+
+
+def test_console_format_on_a_terminal_and_bound_context(monkeypatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
+    monkeypatch.delenv("INVOCATION_ID", raising=False)
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        tty = Tty()
+        logs.configure("INFO", tty)
+        with logs.bound_context(session_id="S-1", agent="default", user="alice"):
+            logs.get_logger("ongridd.test").info("turn_started", seq=4)
+            logging.getLogger("acme").warning("disk %s full", "/var")
+        out = tty.getvalue()
+        assert not out.lstrip().startswith("{")
+        assert "turn_started" in out and "seq=4" in out and "session_id=S-1" in out and "user=alice" in out
+        assert "disk /var full" in out and "[acme]" in out
+        monkeypatch.setenv("INVOCATION_ID", "abc")  # under systemd: JSON even on a terminal
+        tty2 = Tty()
+        logs.configure("INFO", tty2)
+        logs.get_logger("ongridd.test").info("turn_started", seq=5)
+        assert json.loads(tty2.getvalue().splitlines()[-1])["seq"] == 5
+    finally:
+        for h in root.handlers[:]:
+            if getattr(h, "_ongrid", False):
+                root.removeHandler(h)
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])

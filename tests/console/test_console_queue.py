@@ -1,0 +1,83 @@
+"""The web console shows a queued turn and a refused (busy) one, in a real
+browser (Debian's chromium via Playwright) against a real daemon whose turn
+limits are one at a time with a queue of one.  docs/console.md."""
+
+from __future__ import annotations
+
+import time
+
+import httpx2
+import pytest
+
+from tests.conftest import need
+from tests.console.console_helpers import PageWatch, browser, daemon, have_browser
+
+ALICE = "alice-console-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def queued_console(tmp_path_factory):
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    tmp = tmp_path_factory.mktemp("console-queue")
+    limits = {"limits": {"max_concurrent_turns": 1, "max_turns_per_user": 1, "max_queued_turns": 1}}
+    script = {"default": [{"delay_s": 4, "content": "the **slow** answer"}]}
+    with daemon(tmp, script, tokens=f"alice:{ALICE}", more_config=limits) as d, browser() as b:
+        d["browser"] = b
+        yield d
+
+
+def open_thread(ctx, url: str, thread: str):
+    page = ctx.new_page()
+    watch = PageWatch(page)
+    page.goto(f"{url}/#/t/{thread}")
+    page.locator("#token").fill(ALICE)
+    page.locator("#signin button[type=submit]").click()
+    page.locator("#conn.online").wait_for()
+    return page, watch
+
+
+def wait_running(url: str, thread: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        threads = httpx2.get(f"{url}/api/sessions", headers={"Authorization": f"Bearer {ALICE}"}).json()
+        if any(t["thread"] == thread and t["running"] for t in threads):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"thread {thread} never ran")
+
+
+def send(page, text: str) -> None:
+    box = page.locator("#text")
+    box.fill(text)
+    box.press("Enter")
+
+
+def test_queued_turn_shows_its_position_and_a_full_queue_says_busy(queued_console):
+    url = queued_console["url"]
+    ctx = queued_console["browser"].new_context(viewport={"width": 1200, "height": 800})
+    p1, w1 = open_thread(ctx, url, "q-one")
+    p2, w2 = open_thread(ctx, url, "q-two")
+    p3, w3 = open_thread(ctx, url, "q-three")
+    send(p1, "first")
+    p1.locator(".msg.user").filter(has_text="first").wait_for()
+    wait_running(url, "q-one")  # the first turn holds the only slot
+    send(p2, "second")
+    queued = p2.locator(".turn").last.locator(".msg.queued")
+    queued.wait_for(timeout=10_000)
+    assert "position 1" in queued.inner_text()
+    send(p3, "third")
+    busy = p3.locator(".turn").last.locator(".msg.busy")
+    busy.wait_for(timeout=10_000)
+    assert "Not sent" in busy.inner_text() and "busy" in busy.inner_text()
+    assert p3.locator("#banner").is_visible() and "Busy" in p3.locator("#banner-text").inner_text()
+    assert p3.locator("#stopturn").is_disabled()  # nothing runs for the refused message
+    # the queued turn starts when the first ends: its status line goes, the answer comes
+    p1.locator(".msg.final").wait_for(timeout=30_000)
+    p2.locator(".msg.final").wait_for(timeout=30_000)
+    assert p2.locator(".msg.queued").count() == 0
+    assert p2.locator(".msg.final strong").inner_text() == "slow"
+    p3.wait_for_timeout(1000)
+    assert p3.locator(".msg.final").count() == 0  # the refused message is never answered
+    for w in (w1, w2, w3):
+        assert w.errors == [] and w.csp_violations() == []
+    ctx.close()

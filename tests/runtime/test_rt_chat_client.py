@@ -1,0 +1,110 @@
+"""``ongrid chat`` as a real process against the real ``ongridd serve``
+process and the scripted model: re-attaching shows the thread's last
+exchange (markdown rendered on a terminal, plain text in a pipe) and says
+when the last turn was cut off by a restart (kill -9 mid-turn, restart).
+docs/architecture.md §15.1."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+
+import trio
+from rt_helpers import ongrid_cmd, prepare, subprocess_env
+from test_rt_process import serve, write_config, ws
+
+from ongridd.fakellm import open_fake_llm
+
+ANSWER = "**Disk** is fine.\n\n- the largest folder is `logs`\n- nothing else grows"
+
+
+async def _pipe_chat(url: str, thread: str, until: str) -> str:
+    """Run ``ongrid chat`` with pipes (not a TTY) until ``until`` is printed,
+    then end its input (EOF quits); returns everything it printed."""
+    proc = await trio.lowlevel.open_process(ongrid_cmd("chat", "--url", url, "--thread", thread),
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, env=subprocess_env())
+    out = b""
+    try:
+        with trio.fail_after(30):
+            while until.encode() not in out:
+                chunk = await proc.stdout.receive_some(65536)
+                assert chunk, f"chat exited before printing {until!r}: {out.decode(errors='replace')}"
+                out += chunk
+            await proc.stdin.aclose()  # EOF: the client quits
+            while chunk := await proc.stdout.receive_some(65536):
+                out += chunk
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return out.decode()
+
+
+async def _pty_chat(url: str, thread: str, until: str) -> str:
+    """Run ``ongrid chat`` on a pseudo-terminal until ``until`` is printed,
+    then send Ctrl-D; returns what the terminal showed."""
+    master, slave = os.openpty()
+    env = subprocess_env(COLUMNS="100", TERM="xterm-256color")
+    proc = await trio.lowlevel.open_process(ongrid_cmd("chat", "--url", url, "--thread", thread), stdin=slave,
+                                            stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    try:
+        with trio.fail_after(30):
+            while until.encode() not in out:
+                out += await trio.to_thread.run_sync(os.read, master, 65536)
+            os.write(master, b"\x04")  # Ctrl-D on an empty line: EOF
+            while True:
+                try:
+                    chunk = await trio.to_thread.run_sync(os.read, master, 65536)
+                except OSError:  # the terminal closed with the process
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        os.close(master)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.decode(errors="replace"))  # colours and cursor moves
+
+
+async def test_chat_reattach_shows_last_exchange_and_the_restart_cut(tmp_path):
+    script = {"default": [{"content": ANSWER}, {"delay_s": 120, "content": "never answered"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        config = write_config(tmp_path, mapping)
+        async with serve(config) as first:
+            async with ws(first.ws_url, "cli") as c:
+                assert (await c.ask("is the disk ok?"))["text"] == ANSWER
+            # a pipe: the last exchange as plain text, the prompt marker
+            piped = await _pipe_chat(first.url, "cli", until="you> \n")
+            assert "re-attached to thread cli" in piped
+            assert "you> is the disk ok?" in piped
+            assert ANSWER in piped and "cut off" not in piped
+            # a terminal: the answer's markdown is rendered (no ** or list dashes left)
+            shown = await _pty_chat(first.url, "cli", until="nothing else grows")
+            assert "you> is the disk ok?" in shown
+            assert "Disk is fine." in shown and "**Disk**" not in shown
+            assert "• the largest folder is logs" in shown
+            async with ws(first.ws_url, "cli") as c:
+                await c.send({"type": "user_message", "text": "and the memory?"})
+                with trio.fail_after(15):
+                    await fake.wait_requests(2)  # the turn's model call is in flight
+            first.proc.send_signal(signal.SIGKILL)
+            with trio.fail_after(10):
+                await first.proc.wait()
+        async with serve(config) as second:
+            piped = await _pipe_chat(second.url, "cli", until="you> \n")
+            assert "you> and the memory?" in piped
+            assert "the last turn was cut off by a restart" in piped
+            assert "never answered" not in piped
+            shown = await _pty_chat(second.url, "cli", until="send a message to go on")
+            assert "cut off by a restart" in shown and "and the memory?" in shown
