@@ -164,6 +164,10 @@ async def main(args: argparse.Namespace) -> None:
         print(f"concurrent ({args.batches} batches of {args.concurrent}): median "
               f"{statistics.median(rates):6.1f} flows/s (each: {', '.join(f'{r:.0f}' for r in rates)})")
         print(f"  peak RSS {proc.memory_info().rss / 2**20:6.1f} MiB")
+        if args.json:  # one line for benchmarks/run_all.py
+            print(json.dumps({"mean_ms": statistics.mean(ms), "p50_ms": statistics.median(ms), "p99_ms": q[98],
+                              "cpu_ms_per_flow": cpu_ms, "median_runs_per_s": statistics.median(rates),
+                              "peak_rss_mib": proc.memory_info().rss / 2**20}))
         if prof:
             out = io.StringIO()
             pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.top)
@@ -181,5 +185,6 @@ if __name__ == "__main__":
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--profile", choices=("cprofile", "none"), default="none")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     parser.add_argument("--db", default="", help="database URL (default: SQLite in a temporary state dir)")
     trio.run(main, parser.parse_args())

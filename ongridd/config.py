@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,11 @@ import attrs
 import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ongridd.errors import ConfigError
-from ongridd.yamlbounds import CONFIG_LIMITS, yaml_loader
+from ongridd.typenames import type_name
+# the one bounded YAML reader; parse_yaml/read_yaml_file stay importable from here
+from ongridd.yamlbounds import MAX_YAML_FILE_BYTES, parse_yaml, read_yaml_file  # noqa: F401 - re-exported
 
 DEFAULT_LISTEN = "127.0.0.1:8650"
 DEFAULT_CONFIG_PATHS = ("/etc/ongrid/ongrid.yaml",)
@@ -137,7 +137,9 @@ class PluginsConfig:
 
 @attrs.frozen(kw_only=True)
 class MarketplaceConfig:
-    index: str = "marketplace/index.yaml"
+    #: the index file; None (not set): ``marketplace/index.yaml`` in the
+    #: working directory if there is one, else the built-in index, silently
+    index: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -209,38 +211,38 @@ def _strict_converter() -> cattrs.Converter:
 
     def _int(v: Any, _t: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"expected int, got {type(v).__name__}")
+            raise TypeError(f"expected integer, got {type_name(v)}")
         return v
 
     def _float(v: Any, _t: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"expected number, got {type(v).__name__}")
+            raise TypeError(f"expected number, got {type_name(v)}")
         if not math.isfinite(v):
             raise ValueError(f"expected a finite number, got {v}")
         return float(v)
 
     def _str(v: Any, _t: Any) -> str:
         if not isinstance(v, str):
-            raise TypeError(f"expected string, got {type(v).__name__}")
+            raise TypeError(f"expected string, got {type_name(v)}")
         return v
 
     def _bool(v: Any, _t: Any) -> bool:
         if not isinstance(v, bool):
-            raise TypeError(f"expected bool, got {type(v).__name__}")
+            raise TypeError(f"expected boolean, got {type_name(v)}")
         return v
 
     def _mapping(v: Any, _t: Any) -> dict:
         if not isinstance(v, Mapping):
-            raise TypeError(f"expected mapping, got {type(v).__name__}")
+            raise TypeError(f"expected object, got {type_name(v)}")
         return _plain(v)
 
     def _str_mapping(v: Any, _t: Any) -> dict:
         if not isinstance(v, Mapping):
-            raise TypeError(f"expected mapping, got {type(v).__name__}")
+            raise TypeError(f"expected object, got {type_name(v)}")
         out = {}
         for k, val in v.items():
             if not isinstance(val, (str, int, float)) or isinstance(val, bool):
-                raise TypeError(f"label {k!r}: expected string, got {type(val).__name__}")
+                raise TypeError(f"label {k!r}: expected string, got {type_name(val)}")
             out[str(k)] = str(val)
         return out
 
@@ -256,12 +258,12 @@ def _strict_converter() -> cattrs.Converter:
 
         def hook(v: Any, _t: Any) -> tuple:
             if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
-                raise TypeError(f"expected list, got {type(v).__name__}")
+                raise TypeError(f"expected array, got {type_name(v)}")
             out, errors = [], []
             for i, x in enumerate(v):
                 try:
                     out.append(conv.structure(x, item))
-                except Exception as exc:  # keep going: report every bad item with its index
+                except Exception as exc:  # noqa: BLE001 - keep going: report every bad item with its index
                     exc.__notes__ = [*getattr(exc, "__notes__", []),
                                      IterableValidationNote(f"Structuring {t} @ index {i}", i, item)]
                     errors.append(exc)
@@ -284,7 +286,7 @@ def _strict_converter() -> cattrs.Converter:
 
 
 MAX_CONFIG_NODES = 100_000
-MAX_CONFIG_BYTES = 1024 * 1024
+MAX_CONFIG_BYTES = MAX_YAML_FILE_BYTES
 
 
 def _plain(v: Any, _budget: list[int] | None = None, _path: frozenset[int] = frozenset()) -> Any:
@@ -333,6 +335,18 @@ def _set_path(data: dict, path: tuple[str, ...], value: Any) -> None:
     node[path[-1]] = value
 
 
+#: Python types named in the one vocabulary of type names (JSON Schema's, see ongridd.typenames)
+_TYPE_WORDS: dict[Any, str] = {int: "integer", float: "number", str: "string", bool: "boolean"}
+
+
+def _format_exception(exc: BaseException, type_: Any) -> str:
+    """cattrs' message for one bad value, with JSON Schema type names (``expected integer``, not ``int``)."""
+    if isinstance(exc, (TypeError, ValueError)) and type_ in _TYPE_WORDS:
+        return f"invalid value for type, expected {_TYPE_WORDS[type_]}"
+    message = cattrs.v.format_exception(exc, type_)
+    return "expected an object" if message == "expected a mapping" else message
+
+
 def structure(data: Mapping[str, Any], *, source: str | None = None) -> Config:
     """Structure a plain mapping into :class:`Config`.
 
@@ -342,13 +356,14 @@ def structure(data: Mapping[str, Any], *, source: str | None = None) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{source or 'config'}: the top level must be a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{source or 'config'}: the top level must be an object (a mapping of keys), got {type_name(data)}")
     data = dict(_plain(data))
     data.pop("source", None)
     try:
         cfg = _CONVERTER.structure(data, Config)
-    except Exception as exc:  # cattrs ClassValidationError / ForbiddenExtraKeysError
-        msgs = cattrs.transform_error(exc, path="config") if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
+    except Exception as exc:  # noqa: BLE001 - cattrs ClassValidationError / ForbiddenExtraKeysError / hooks' own
+        msgs = (cattrs.transform_error(exc, path="config", format_exception=_format_exception)
+                if isinstance(exc, cattrs.BaseValidationError) else [str(exc)])
         where = f"{source}: " if source else ""
         raise ConfigError(where + "invalid configuration:\n  " + "\n  ".join(msgs)) from None
     _validate(cfg, source)
@@ -365,8 +380,8 @@ def _validate(cfg: Config, source: str | None) -> None:
         problems.append(f"{exc} @ config.server.listen")
     if cfg.llm.timeout_s <= 0:
         problems.append("must be > 0 @ config.llm.timeout_s")
-    if cfg.llm.max_retries < 0:
-        problems.append("must be >= 0 @ config.llm.max_retries")
+    if not 0 <= cfg.llm.max_retries <= 20:  # a provider answering 429 forever must end the turn
+        problems.append("must be between 0 and 20 @ config.llm.max_retries")
     if cfg.limits.tool_result_max_chars < 200:
         problems.append("must be >= 200 @ config.limits.tool_result_max_chars")
     if cfg.limits.worker_timeout_s <= 0:
@@ -383,8 +398,8 @@ def _validate(cfg: Config, source: str | None) -> None:
     if cfg.llm.context_tokens is not None and cfg.llm.context_tokens < 1000:
         problems.append("must be >= 1000 or null @ config.llm.context_tokens")
     days = cfg.retention.days
-    if days is not None and not (math.isfinite(days) and days > 0):
-        problems.append("must be a positive number of days or null @ config.retention.days")
+    if days is not None and not (math.isfinite(days) and 0 < days <= 36500):  # past 100 years: no date to cut at
+        problems.append("must be a positive number of days (at most 36500) or null @ config.retention.days")
     names = set()
     for i, h in enumerate(cfg.hosts):
         if not h.name or h.name in names:
@@ -419,54 +434,6 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, port_n
 
 
-def parse_yaml(text: str, source: str, *, error: type[Exception] = ConfigError, typ: str = "safe") -> Any:
-    """Load YAML 1.2 text (``typ``: ``safe``, or ``rt`` to keep line marks).
-
-    Every file the daemon reads goes through here (or, for frontmatter,
-    through the same bounded composer): more than ``CONFIG_LIMITS.max_aliases``
-    aliases, a recursive alias, or a document deeper or larger than the
-    limits — counted with aliases expanded — is refused before anything is
-    constructed (see :mod:`ongridd.yamlbounds`).
-
-    Raises ``error("<source>:<line>: invalid YAML: <problem>")``.
-    """
-    try:
-        return yaml_loader(typ, CONFIG_LIMITS).load(text)
-    except RecursionError:
-        raise error(f"{source}: invalid YAML: nested too deeply") from None
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise error(f"{source}{line}: invalid YAML: {str(exc.problem or exc)[:300]}") from None
-    except (YAMLError, ValueError) as exc:  # ValueError: e.g. an integer with thousands of digits
-        raise error(f"{source}: invalid YAML: {str(exc)[:200]}") from None
-
-
-def read_yaml_file(path: Path) -> Any:
-    """Read a YAML 1.2 file safely. Raises ConfigError naming file and line.
-
-    Only a regular file of at most ``MAX_CONFIG_BYTES`` is read (a FIFO or
-    ``/dev/zero`` given as ``--config`` is refused, not read forever).
-    """
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"config file {path} is not a regular file")
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config file {path} is too large ({st.st_size:,} bytes; limit {MAX_CONFIG_BYTES:,})")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    return parse_yaml(text, str(path))
-
-
 def load_config(
     path: str | os.PathLike | None = None,
     *,
@@ -495,7 +462,7 @@ def load_config(
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{source}: the top level must be an object (a mapping of keys), got {type_name(data)}")
     data = _plain(data)
     for var, keypath in ENV_OVERRIDES.items():
         if env.get(var):

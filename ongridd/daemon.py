@@ -138,10 +138,12 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
 
     from ongridd.plugins.build import RegistryBuilder
     from ongridd.runtime.core import Runtime
+    from ongridd.runtime.ports import RuntimeStore, RuntimeWriter
     from ongridd.runtime.registries import RegistryHolder
     from ongridd.server.app import AppServices, create_app
     from ongridd.server.auth import Authenticator
     from ongridd.store import Store
+    from ongridd.store.writer import StoreWriter
 
     host, port = parse_listen(config.server.listen)
     auth = Authenticator(parse_tokens(secrets.tokens_raw))
@@ -158,9 +160,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
              database=redact_url(config.database_url), config=config.source)
     store = await Store.open(config.database_url, pool_size=config.database.pool_size)
     try:
-        report = await store.recovery_sweep()
-        log.info("recovery_sweep", closed_workers=report.closed_workers,
-                 repaired_sessions=report.repaired_sessions, added_tool_results=report.added_tool_results)
+        await store.recovery_sweep()  # logs its own ``recovery_sweep`` line with the counts
         import httpx2
 
         async with httpx2.AsyncClient(timeout=30.0) as http:
@@ -174,7 +174,10 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
 
             client = RedactingModel(model if model is not None else partial(make_model, config, secrets.api_key),
                                     known_agents=lambda: holder.current.agents.snapshot())
-            runtime = Runtime(config, store, holder, client)
+            # typed seams: the type checker holds the Store to the runtime's store and writer protocols
+            runtime_store: RuntimeStore = store
+            writer: RuntimeWriter = StoreWriter(store)
+            runtime = Runtime(config, runtime_store, holder, client, writer=writer)
             services = AppServices(config=config, auth=auth, store=store, runtime=runtime,
                                    plugin_routes=lambda: holder.current.routes)
             from ongridd.marketplace.service import AgentsAPI, MarketplaceService

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -40,6 +41,18 @@ def _ongrid_fields(_logger: Any, _method: str, event_dict: dict[str, Any]) -> di
 def _exc(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     if "exception" in event_dict:
         event_dict["exc"] = event_dict.pop("exception")
+    return event_dict
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line_event(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    # console lines: a message (a plugin's or library's, with user text in it) cannot
+    # start a forged line or send a terminal escape; field values are already repr'd
+    event = event_dict.get("event")
+    if isinstance(event, str) and _CONTROL.search(event):
+        event_dict["event"] = _CONTROL.sub(lambda m: repr(m.group())[1:-1], event)
     return event_dict
 
 
@@ -75,12 +88,13 @@ def formatter(json_lines: bool) -> logging.Formatter:
         _ongrid_fields,
     ]
     render: Any = (structlog.processors.JSONRenderer(ensure_ascii=False, default=str) if json_lines
-                   else structlog.dev.ConsoleRenderer(colors=False))
+                   else structlog.dev.ConsoleRenderer(colors=False,  # no locals: they may hold secrets
+                                                      exception_formatter=structlog.dev.plain_traceback))
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=pre_chain,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            *([structlog.processors.format_exc_info, _exc] if json_lines else []),
+            *([structlog.processors.format_exc_info, _exc] if json_lines else [_one_line_event]),
             render,
             _redacted,
         ],

@@ -32,6 +32,10 @@ a JSON rendering, a deep copy — costs at most ``max_nodes`` steps and
 ``max_chars`` characters, and the constructor's own recursion is at most
 ``max_depth`` deep (never a ``RecursionError``).
 
+:func:`parse_yaml` loads text with those limits and turns every YAML error
+into one message with the line; :func:`read_yaml_file` is the one reader of
+a YAML file (regular files only, size-capped, never blocked by a FIFO).
+
 :func:`describe` and :func:`quote` build the text of a message about a bad
 value by visiting at most a fixed number of items and characters, never
 ``repr()``/``str()`` of the whole value.
@@ -40,7 +44,10 @@ value by visiting at most a fixed number of items and characters, never
 from __future__ import annotations
 
 import datetime
+import os
+import stat
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -48,21 +55,27 @@ from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.docinfo import DocInfo as _DocInfo
 from ruamel.yaml.docinfo import version as _doc_version
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.scanner import Scanner
 
+from ongridd.errors import ConfigError
+from ongridd.typenames import type_name
+
 __all__ = [
     "CONFIG_LIMITS",
     "FRONTMATTER_LIMITS",
+    "MAX_YAML_FILE_BYTES",
     "BoundedComposer",
     "YamlBoundsError",
     "YamlLimits",
     "check_expansion",
     "compose_bounded",
     "describe",
+    "parse_yaml",
     "quote",
+    "read_yaml_file",
     "yaml_loader",
     "yaml_type",
 ]
@@ -281,7 +294,7 @@ def compose_bounded(text: str, limits: YamlLimits) -> tuple[YAML, Any]:
         try:
             yaml.doc_infos.append(_DocInfo(requested_version=_doc_version(yaml.version)))
             yaml.tags = {}
-            parser = yaml._parser = _CParser(text)  # read by the composer's ``parser`` property
+            parser = yaml._parser = _CParser(text)  # type: ignore[attr-defined]  # private: the composer's ``parser`` reads it
             try:
                 return yaml, yaml.composer.get_single_node()
             finally:
@@ -296,26 +309,9 @@ def compose_bounded(text: str, limits: YamlLimits) -> tuple[YAML, Any]:
 
 
 def yaml_type(value: Any) -> str:
-    """A user-facing name of a loaded YAML value's type (``null``, ``bool``, ``list``...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    if isinstance(value, Mapping):
-        return "mapping"
-    if isinstance(value, (datetime.date, datetime.datetime)):
-        return "timestamp"
-    if isinstance(value, (bytes, bytearray)):
-        return "binary"
-    return type(value).__name__
+    """A user-facing name of a loaded YAML value's type, in the one vocabulary of
+    :func:`ongridd.typenames.type_name` (``null``, ``boolean``, ``array``, ``object``...)."""
+    return type_name(value)
 
 
 def quote(text: str, limit: int = 60) -> str:
@@ -393,8 +389,8 @@ class _Preview:
 def describe(value: Any, limit: int = 60) -> str:
     """A message-sized description of a loaded YAML value, bounded by construction.
 
-    ``null``, ``bool true``, ``integer 42``, ``string 'abc…' (12,345
-    characters)``, ``list of 9 items [[['lol', 'lol', …`` or ``mapping of 3
+    ``null``, ``boolean true``, ``integer 42``, ``string 'abc…' (12,345
+    characters)``, ``array of 9 items [[['lol', 'lol', …`` or ``object of 3
     keys {…``: the type, the size of a string or collection, and a preview of
     at most ``limit`` characters.  The preview visits at most ``limit``
     items (every item adds at least one character), so the cost is
@@ -410,10 +406,10 @@ def describe(value: Any, limit: int = 60) -> str:
             size = f" ({len(value):,} characters)"
         elif isinstance(value, Mapping):
             n = len(value)
-            kind = f"mapping of {n:,} key{'s' if n != 1 else ''}"
+            kind = f"object of {n:,} key{'s' if n != 1 else ''}"
         elif isinstance(value, (list, tuple)):
             n = len(value)
-            kind = f"list of {n:,} item{'s' if n != 1 else ''}"
+            kind = f"array of {n:,} item{'s' if n != 1 else ''}"
     except Exception:  # noqa: BLE001 — an odd mapping type whose len() fails
         pass
     preview = _Preview(limit)
@@ -426,3 +422,77 @@ def describe(value: Any, limit: int = 60) -> str:
         cut = True
     text = "".join(preview.parts) + ("…" if cut else "")
     return f"{kind} {text}{size}"
+
+
+# ---- reading a YAML file ----------------------------------------------------------
+
+#: The largest YAML file read with :func:`read_yaml_file` (configuration,
+#: fake-model scripts, the marketplace index): files the operator writes.
+MAX_YAML_FILE_BYTES = 1024 * 1024
+
+
+def parse_yaml(text: str, source: str, *, error: type[Exception] = ConfigError, typ: str = "safe") -> Any:
+    """Load YAML 1.2 text (``typ``: ``safe``, or ``rt`` to keep line marks).
+
+    Every file the daemon reads goes through here (or, for frontmatter,
+    through the same bounded composer): more than ``CONFIG_LIMITS.max_aliases``
+    aliases, a recursive alias, or a document deeper or larger than the
+    limits — counted with aliases expanded — is refused before anything is
+    constructed.
+
+    Raises ``error("<source>:<line>: invalid YAML: <problem>")``.
+    """
+    try:
+        return yaml_loader(typ, CONFIG_LIMITS).load(text)
+    except RecursionError:
+        raise error(f"{source}: invalid YAML: nested too deeply") from None
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise error(f"{source}{line}: invalid YAML: {str(exc.problem or exc)[:300]}") from None
+    except (YAMLError, ValueError) as exc:  # ValueError: e.g. an integer with thousands of digits
+        raise error(f"{source}: invalid YAML: {str(exc)[:200]}") from None
+
+
+def read_yaml_file(path: str | os.PathLike[str], *, what: str = "config file", error: type[Exception] = ConfigError,
+                   typ: str = "safe", max_bytes: int = MAX_YAML_FILE_BYTES, not_found_hint: str = "") -> Any:
+    """Read and load one YAML 1.2 file (UTF-8, a BOM allowed) with :func:`parse_yaml`.
+
+    Only a regular file of at most ``max_bytes`` bytes is read: the file is
+    opened non-blocking (a FIFO never blocks the open), a FIFO, device or
+    folder is refused after ``fstat``, and at most ``max_bytes + 1`` bytes
+    are ever read (a file that grows while read is refused, not read
+    forever).  ``what`` names the file in messages (``config file``,
+    ``script file``, ``marketplace index``); ``not_found_hint`` is appended
+    to the not-found message.
+
+    Raises ``error`` with one of: ``<what> not found: <path><hint>``,
+    ``<what> <path> is not a regular file``, ``<what> <path> is too large
+    (<n> bytes; limit <max>)``, ``cannot read <what> <path>: <reason>``, or
+    :func:`parse_yaml`'s invalid-YAML message.
+    """
+    p = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(p, flags)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {p}{not_found_hint}") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise error(f"{what} {p} is not a regular file")
+            if st.st_size > max_bytes:
+                raise error(f"{what} {p} is too large ({st.st_size:,} bytes; limit {max_bytes:,})")
+            raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise error(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise error(f"{what} {p} is too large (more than {max_bytes:,} bytes)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"cannot read {what} {p}: {exc}") from None
+    return parse_yaml(text, str(p), error=error, typ=typ)

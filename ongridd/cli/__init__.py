@@ -11,22 +11,53 @@ import argparse
 import importlib
 import sys
 
-# (module, which program) — modules are imported lazily to keep start-up fast.
+# (sub-command, module that registers it, one-line help), in the order ``--help`` lists them.
+# Only the module of the sub-command being run is imported: ``ongrid --help`` and ``ongrid ask``
+# never load the personas, the store, the server or the model SDK.  A module may register
+# several sub-commands (``client``: ask, chat); the help texts must match the modules'
+# own (tests/cli/test_cli_lazy.py checks it).
 _ONGRID_COMMANDS = (
-    "ongridd.cli.agents",
-    "ongridd.cli.plugins_cmd",
-    "ongridd.cli.fakellm",
-    "ongridd.cli.client",
-    "ongridd.cli.sessions",
-    "ongridd.cli.changes",
-    "ongridd.cli.marketplace_cmd",
-    "ongridd.cli.demo",
-    "ongridd.cli.eval",
+    ("agents", "ongridd.cli.agents", "list, show, validate personas; print the agent catalog"),
+    ("plugins", "ongridd.cli.plugins_cmd", "plugins: list what is loaded and what each registered"),
+    ("fake-llm", "ongridd.cli.fakellm",
+     "run the scripted model server (an OpenAI-compatible test double, not a real model)"),
+    ("ask", "ongridd.cli.client", "ask one question and print the final answer"),
+    ("chat", "ongridd.cli.client", "interactive chat in the terminal (Ctrl-C stops a turn; twice quits)"),
+    ("sessions", "ongridd.cli.sessions", "show a session's tree or audit log from the running daemon"),
+    ("changes", "ongridd.cli.changes", "record changes made outside Ongrid (deploys, config pushes, flags)"),
+    ("marketplace", "ongridd.cli.marketplace_cmd", "marketplace: list, install and uninstall plugin packages"),
+    ("demo", "ongridd.cli.demo", "run the main job on this host with the scripted model (or a real one)"),
+    ("eval", "ongridd.cli.eval", "score the assistant on golden incidents (recorded tool results)"),
 )
-_ONGRIDD_COMMANDS = ("ongridd.cli.serve",)
+_ONGRIDD_COMMANDS = (
+    ("serve", "ongridd.cli.serve", "run the daemon in the foreground (logs to stderr)"),
+)
 
 
-def _build(prog: str, modules: tuple[str, ...]) -> argparse.ArgumentParser:
+def _chosen_module(commands: tuple[tuple[str, str, str], ...], argv: list[str]) -> str | None:
+    """The module of the first argument naming a sub-command, or None (``--help``, a typo)."""
+    names = {name: module for name, module, _ in commands}
+    skip = False
+    for arg in argv:
+        if skip:  # the value of a global option (``--url agents`` names no sub-command)
+            skip = False
+        elif arg == "--":
+            return None
+        elif arg in names:
+            return names[arg]
+        elif arg in _GLOBAL_VALUE_OPTIONS:
+            skip = True
+    return None
+
+
+#: the global client options that take a value (``ongridd/cli/common.py``, ``add_client_args``)
+_GLOBAL_VALUE_OPTIONS = frozenset({"--url", "--token", "--token-file"})
+
+
+def _build(prog: str, commands: tuple[tuple[str, str, str], ...],
+           chosen: str | None) -> argparse.ArgumentParser:
+    """The parser; only ``chosen`` (a module name) is imported, the other sub-commands are
+    listed with their help text and no arguments."""
     parser = argparse.ArgumentParser(prog=prog)
     if prog == "ongrid":  # global client options: before or after the sub-command
         from ongridd.cli.common import add_client_args
@@ -34,19 +65,17 @@ def _build(prog: str, modules: tuple[str, ...]) -> argparse.ArgumentParser:
         add_client_args(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in modules:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # not built yet
-                continue
-            raise
-        mod.add_parser(sub)
+    for name, module, help_text in commands:
+        if module != chosen:
+            sub.add_parser(name, help=help_text)
+        elif name == next(n for n, m, _ in commands if m == module):  # register the module once
+            importlib.import_module(module).add_parser(sub)
     return parser
 
 
-def _run(prog: str, modules: tuple[str, ...], argv: list[str] | None) -> int:
-    parser = _build(prog, modules)
+def _run(prog: str, commands: tuple[tuple[str, str, str], ...], argv: list[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _build(prog, commands, _chosen_module(commands, argv))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

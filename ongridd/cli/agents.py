@@ -44,7 +44,8 @@ def plugin_contributions(args: argparse.Namespace | None = None) -> Any:
         from ongridd.config import load_config
         from ongridd.plugins.manager import collect
 
-        overrides = {("state_dir",): args.state_dir} if args is not None and getattr(args, "state_dir", None) else None
+        overrides: dict[tuple[str, ...], Any] | None = (
+            {("state_dir",): args.state_dir} if args is not None and getattr(args, "state_dir", None) else None)
         config = load_config(getattr(args, "config", None) if args is not None else None, overrides=overrides)
         contributions = collect(config)
     except Exception as exc:  # noqa: BLE001
@@ -199,8 +200,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             _print(warning, sys.stderr)
         for persona in registry.snapshot().values():
             note = ""
-            if builtin.by_name(persona.name) is not None and Path(persona.source).resolve() != Path(
-                    builtin.by_name(persona.name).source).resolve():
+            shadowed = builtin.by_name(persona.name)
+            if shadowed is not None and Path(persona.source).resolve() != Path(shadowed.source).resolve():
                 note = " (overrides the built-in persona)"
             lines = tool_problems(persona, contributions.tools if contributions is not None else None, known)
             problems += len(lines)

@@ -61,13 +61,61 @@ def _hello(args: argparse.Namespace, thread: str) -> str:
 
 # ---- ask ----------------------------------------------------------------------
 
+#: the daemon's refusal of an empty message (``bad_frame``); ``ongrid ask`` says it without connecting
+EMPTY_MESSAGE = "user_message.text must be a non-empty string"
+
+
+class _AskProgress:
+    """What ``ongrid ask`` says on stderr while it waits (only when stderr is
+    a terminal and not ``--json``): each change of the turn's queue place
+    (``interim`` frames with ``queue_position``) and one line per change of
+    a worker's status (``agent_tile``).  stdout keeps only the answer."""
+
+    def __init__(self, err: Any) -> None:
+        self.err = err
+        self.position: int | None = None
+        self.status: dict[str, str] = {}
+
+    def _say(self, text: str) -> None:
+        from ongridd.cli.termui import safe_text
+
+        self.err.write(safe_text(" ".join(text.splitlines())) + "\n")
+        self.err.flush()
+
+    def feed(self, frame: dict) -> None:
+        from ongridd.cli.termui import tile_line
+
+        kind = frame.get("type")
+        if kind == "interim" and isinstance(frame.get("queue_position"), int):
+            position = frame["queue_position"]
+            if position != self.position:
+                self.position = position
+                self._say(f"… {frame.get('text', '')}")
+        elif kind == "agent_tile":
+            task, status = str(frame.get("task_id")), str(frame.get("status", ""))
+            if self.status.get(task) != status:
+                self.status[task] = status
+                self._say(tile_line(frame))
+
+
+def _error_line(frame: dict) -> str:
+    """``ongrid: CODE: MESSAGE``, without the code when the message already says it (``busy``)."""
+    code, message = str(frame.get("code") or ""), str(frame.get("message") or "")
+    if code and code.replace("_", " ") in message.lower():
+        return f"ongrid: {message}"
+    return f"ongrid: {code}: {message}"
+
+
 async def _ask(args: argparse.Namespace) -> int:
     from trio_websocket import ConnectionClosed, HandshakeError
+
+    from ongridd.cli.termui import is_tty, json_line, safe_frame
 
     url = ws_url(getattr(args, "url", None))
     thread = args.thread or f"ask-{uuid.uuid4().hex[:12]}"
     text = " ".join(args.text)
     session_id = None
+    progress = _AskProgress(sys.stderr) if not args.json and is_tty(sys.stderr) else None
     try:
         async with await _connect(url) as ws:
             await ws.send_message(_hello(args, thread))
@@ -76,8 +124,11 @@ async def _ask(args: argparse.Namespace) -> int:
                 while True:
                     frame = json.loads(await ws.get_message())
                     if args.json:
-                        print(json.dumps(frame, ensure_ascii=False), flush=True)
+                        print(json_line(frame), flush=True)
+                    frame = safe_frame(frame)  # model text shown as text, never as terminal controls
                     kind = frame.get("type")
+                    if progress is not None:
+                        progress.feed(frame)
                     if kind == "session" and not sent:
                         session_id = frame.get("session_id")
                         await ws.send_message(json.dumps({"type": "user_message", "text": text}))
@@ -90,7 +141,7 @@ async def _ask(args: argparse.Namespace) -> int:
                         return 0
                     elif kind == "error":
                         if not args.json:
-                            print(f"ongrid: {frame.get('code')}: {frame.get('message')}", file=sys.stderr)
+                            print(_error_line(frame), file=sys.stderr)
                         return 1  # bad_frame included: our one message was refused, nothing will follow
             if timer.cancelled_caught:
                 print(f"ongrid: no final answer within {args.timeout:g} s; the turn goes on in the daemon "
@@ -133,6 +184,9 @@ def _check_daemon(args: argparse.Namespace) -> None:
 def run_ask(args: argparse.Namespace) -> int:
     """``ongrid ask``: exit 0 on a final answer, 1 on an error frame (or no
     answer within ``--timeout``), 2 on usage or connection errors."""
+    if not " ".join(args.text).strip():
+        print(f"ongrid: bad_frame: {EMPTY_MESSAGE}", file=sys.stderr)  # what the daemon would answer
+        return 1
     try:
         token(args)  # resolve (and warn about --token) before connecting
         _check_daemon(args)
@@ -163,9 +217,19 @@ class _ChatUI:
         self.prompted = False
 
     def _line(self, text: str) -> None:
+        from ongridd.cli.termui import safe_text
+
         self._end_prompt()
-        self.out.write(text + "\n")
+        self.out.write(safe_text(text) + "\n")
         self.out.flush()
+
+    def notice(self, text: str) -> None:
+        """A line of its own (the live tiles ended first, the prompt line
+        closed) — e.g. the daemon went away; the running turn is over."""
+        self.board.close()
+        self.pending_text = ""
+        self.turn_running = False
+        self._line(text)
 
     def _end_prompt(self) -> None:
         if self.prompted:
@@ -285,63 +349,140 @@ def _fetch_last_exchange(args: argparse.Namespace, session_id: str) -> tuple[dic
     return info, messages
 
 
+#: how long ``ongrid chat`` tries to reconnect after the daemon went away (seconds)
+RECONNECT_FOR_S = 30.0
+
+
 async def _chat(args: argparse.Namespace) -> int:
+    """The chat loop.  One stdin reader and one Ctrl-C handler live for the
+    whole run; the connection is opened, and — when the daemon goes away
+    (restart, crash) — re-opened with backoff for up to ``RECONNECT_FOR_S``
+    and re-attached to the same thread (the re-attach notice and last
+    exchange are shown as on start).  2 when it cannot (re)connect."""
     from trio_websocket import ConnectionClosed, HandshakeError
+
+    from ongridd.cli.termui import safe_frame
 
     url = ws_url(getattr(args, "url", None))
     ui = _ChatUI()
-    try:
-        async with await _connect(url) as ws:
-            await ws.send_message(_hello(args, args.thread))
-            async with trio.open_nursery() as nursery:
-                async def reader() -> None:
+    lines_send, lines_recv = trio.open_memory_channel[str](0)
+    current: dict[str, Any] = {"ws": None}
+    result = {"code": 0}
+    gone = (ConnectionClosed, OSError, HandshakeError, trio.BrokenResourceError)
+
+    async def attached(ws: Any) -> None:
+        """Serve one connection until it closes (returns) or the user quits."""
+        async def reader() -> None:
+            while True:
+                frame = safe_frame(json.loads(await ws.get_message()))
+                ui.render(frame)
+                if frame.get("type") == "session":
+                    if frame.get("resumed"):
+                        try:
+                            info, messages = await trio.to_thread.run_sync(
+                                _fetch_last_exchange, args, frame.get("session_id"))
+                            ui.last_exchange(info, messages)
+                        except (ClientError, RuntimeError) as exc:
+                            ui._line(f"[could not read the thread's last exchange: {exc}]")
+                    ui.prompt()
+
+        async def writer() -> None:
+            async for line in lines_recv:
+                ui.user_sent()
+                try:
+                    await ws.send_message(json.dumps({"type": "user_message", "text": line}))
+                except gone:
+                    ui.notice("[not sent — the daemon went away; type it again once re-attached]")
+                    raise
+
+        try:
+            async with trio.open_nursery() as inner:
+                async def run_then_stop(fn: Any) -> None:
+                    await fn()
+                    inner.cancel_scope.cancel()
+
+                inner.start_soon(run_then_stop, reader)
+                inner.start_soon(run_then_stop, writer)
+        except BaseException as raised:  # noqa: BLE001 - re-raised unless the connection is gone
+            if only_gone(raised) is None:
+                raise
+
+    def only_gone(exc: BaseException) -> BaseException | None:
+        """``exc`` (or the first of a group made only of them) when it says
+        the connection is gone; None for anything else."""
+        if isinstance(exc, gone):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            matched, rest = exc.split(gone)  # by leaf type, through nested groups
+            if rest is None and matched is not None:
+                return only_gone(matched.exceptions[0])
+        return None
+
+    async def connection(outer: trio.Nursery) -> None:
+        first = True
+        while True:
+            deadline = trio.current_time() + (0 if first else RECONNECT_FOR_S)
+            delay = 0.25
+            while True:
+                was_attached = False
+                try:
+                    async with await _connect(url) as ws:
+                        await ws.send_message(_hello(args, args.thread))
+                        current["ws"], was_attached, first = ws, True, False
+                        await attached(ws)
+                    break
+                except BaseException as raised:  # noqa: BLE001 - re-raised unless the connection is gone
+                    exc = only_gone(raised)
+                    if exc is None:
+                        raise
+                    if was_attached:
+                        break  # it went away while attached: reconnect below
+                    if trio.current_time() >= deadline:
+                        if first:
+                            print(f"ongrid: cannot talk to the daemon at {url}: {_why(exc)}", file=sys.stderr)
+                        else:
+                            ui.notice(f"[could not reconnect to the daemon at {url} within {RECONNECT_FOR_S:g} s; "
+                                      f"once it is back, `ongrid chat --thread {args.thread}` re-attaches]")
+                        result["code"] = 2
+                        outer.cancel_scope.cancel()
+                        return
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, 4.0)
+                finally:
+                    current["ws"] = None
+            ui.notice("[the daemon went away; reconnecting…]")
+
+    async def stdin_reader(outer: trio.Nursery) -> None:
+        while True:
+            line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            if not line:  # EOF
+                outer.cancel_scope.cancel()
+                return
+            if line.strip():
+                await lines_send.send(line.rstrip("\n"))
+
+    async def interrupts(outer: trio.Nursery) -> None:
+        last = -10.0
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                now = trio.current_time()
+                ws = current["ws"]
+                if ui.turn_running and ws is not None and now - last > 2.0:
+                    ui._line("[stopping the turn — press Ctrl-C again to quit]")
                     try:
-                        while True:
-                            frame = json.loads(await ws.get_message())
-                            ui.render(frame)
-                            if frame.get("type") == "session":
-                                if frame.get("resumed"):
-                                    try:
-                                        info, messages = await trio.to_thread.run_sync(
-                                            _fetch_last_exchange, args, frame.get("session_id"))
-                                        ui.last_exchange(info, messages)
-                                    except (ClientError, RuntimeError) as exc:
-                                        ui._line(f"[could not read the thread's last exchange: {exc}]")
-                                ui.prompt()
-                    except ConnectionClosed:
-                        ui._line("[connection closed by the daemon]")
-                        nursery.cancel_scope.cancel()
+                        await ws.send_message(json.dumps({"type": "stop"}))
+                    except gone:
+                        pass
+                    last = now
+                else:
+                    outer.cancel_scope.cancel()
+                    return
 
-                async def writer() -> None:
-                    while True:
-                        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-                        if not line:  # EOF
-                            nursery.cancel_scope.cancel()
-                            return
-                        if line.strip():
-                            ui.user_sent()
-                            await ws.send_message(json.dumps({"type": "user_message", "text": line.rstrip("\n")}))
-
-                async def interrupts() -> None:
-                    last = -10.0
-                    with trio.open_signal_receiver(signal.SIGINT) as signals:
-                        async for _ in signals:
-                            now = trio.current_time()
-                            if ui.turn_running and now - last > 2.0:
-                                ui._line("[stopping the turn — press Ctrl-C again to quit]")
-                                await ws.send_message(json.dumps({"type": "stop"}))
-                                last = now
-                            else:
-                                nursery.cancel_scope.cancel()
-                                return
-
-                nursery.start_soon(reader)
-                nursery.start_soon(writer)
-                nursery.start_soon(interrupts)
-    except (OSError, HandshakeError, trio.BrokenResourceError) as exc:
-        print(f"ongrid: cannot talk to the daemon at {url}: {_why(exc)}", file=sys.stderr)
-        return 2
-    return 0
+    async with trio.open_nursery() as outer:
+        outer.start_soon(connection, outer)
+        outer.start_soon(stdin_reader, outer)
+        outer.start_soon(interrupts, outer)
+    return result["code"]
 
 
 def run_chat(args: argparse.Namespace) -> int:

@@ -121,7 +121,10 @@ def http_json(method: str, args: argparse.Namespace, path: str, body: Any = None
                           "daemon's address") from None
     if resp.status_code >= 400:
         err = data.get("error") if isinstance(data, dict) else None
-        msg = err.get("message") if isinstance(err, dict) else str(data)
+        msg = str(err.get("message") or err) if isinstance(err, dict) else str(data)
+        if resp.status_code == 401:
+            msg += (" (pass --token-file FILE or set $ONGRID_TOKEN)" if not tok
+                    else " (check the token given by --token, --token-file or $ONGRID_TOKEN)")
         raise RuntimeError(f"HTTP {resp.status_code}: {msg}")
     return data
 

@@ -94,7 +94,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
 
     from ongridd import logs
     from ongridd.cli.sessions import format_audit, format_tree
-    from ongridd.cli.termui import TileBoard, print_markdown
+    from ongridd.cli.termui import TileBoard, json_line, print_markdown, safe_frame, safe_text
     from ongridd.config import structure
     from ongridd.daemon import run_daemon
 
@@ -139,7 +139,8 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
                 while final is None:
                     frame = json.loads(await ws.get_message())
                     if args.json:
-                        print("  frame:", json.dumps(frame, ensure_ascii=False))
+                        print("  frame:", json_line(frame))
+                    frame = safe_frame(frame)  # model text shown as text, never as terminal controls
                     kind = frame["type"]
                     if kind == "session":
                         session_id = frame["session_id"]
@@ -169,9 +170,9 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
         tree = await runtime.session_tree(session_id, user_id="local")
         audit = await runtime.session_audit(session_id, user_id="local")
         print("\n=== Session tree ===")
-        print("\n".join(format_tree(tree)))
+        print(safe_text("\n".join(format_tree(tree))))
         print("\n=== Audit (every tool call) ===")
-        print("\n".join(format_audit(audit)))
+        print(safe_text("\n".join(format_audit(audit))))
         print(f"\nAnswered by: {answered_by}.")
         biggest = max(files, key=lambda f: f[1])[0]
         if not args.llm_base_url:

@@ -108,7 +108,7 @@ def run_list(args: argparse.Namespace) -> int:
     else:
         why = "--index given"
     try:
-        overrides = {("state_dir",): args.state_dir} if args.state_dir else None
+        overrides: dict[tuple[str, ...], Any] | None = {("state_dir",): args.state_dir} if args.state_dir else None
         config = load_config(args.config, overrides=overrides)
         index = load_index(Path(args.index) if args.index else index_path_for(config, warn=lambda m: _err(
             f"warning: {m}")))

@@ -45,7 +45,7 @@ def run_list(args: argparse.Namespace) -> int:
     from ongridd.plugins.manager import collect
 
     try:
-        overrides = {("state_dir",): args.state_dir} if args.state_dir else None
+        overrides: dict[tuple[str, ...], Any] | None = {("state_dir",): args.state_dir} if args.state_dir else None
         config = load_config(args.config, overrides=overrides)
     except ConfigError as exc:
         print(f"ongrid plugins list: {exc}", file=sys.stderr)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
-from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from ongridd.cli.common import ClientError, add_client_args, http_json, print_json
@@ -33,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("session_id")
     q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     q.add_argument("--markdown", action="store_true", help="a readable transcript instead of JSON")
+    q.add_argument("--json", action="store_true", help="JSON (the default; accepted for symmetry with the other commands)")
     add_client_args(q)
     q.set_defaults(func=run)
 
@@ -55,6 +58,21 @@ def _fence(text: str) -> str:
     return f"{fence}\n{text}\n{fence}"
 
 
+def _code(text: Any) -> str:
+    """``text`` on one line as an inline code span no backtick in it can close."""
+    text = " ".join(str(text).split())
+    ticks = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    if not text:
+        return "` `"
+    pad = " " if text[0] == "`" or text[-1] == "`" else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _one_line(text: Any) -> str:
+    """``text`` with its whitespace (newlines included) collapsed: it cannot start a heading or list."""
+    return " ".join(str(text).split())
+
+
 def format_markdown(doc: dict) -> str:
     """The export document (``GET /api/sessions/{id}/export``) as a readable
     markdown transcript: one section per session (the tree in order), its
@@ -63,31 +81,31 @@ def format_markdown(doc: dict) -> str:
 
     def node(n: dict, depth: int) -> None:
         title = "#" * min(depth + 1, 6)
-        what = n.get("thread_id") or n.get("description") or ""
-        out.append(f"{title} {n['agent_id']} — {what}".rstrip(" —"))
+        what = _one_line(n.get("thread_id") or n.get("description") or "")
+        out.append(f"{title} {_one_line(n['agent_id'])} — {what}".rstrip(" —"))
         out.append("")
         closed = f", closed {n['closed_at']}" if n.get("closed_at") else ""
-        reason = f" ({n['close_reason']})" if n.get("close_reason") else ""
+        reason = f" ({_one_line(n['close_reason'])})" if n.get("close_reason") else ""
         out.append(f"Session `{n['id']}`: {n['status']}{reason}, created {n['created_at']}{closed}"
                    f"{format_tokens(n.get('tokens'))}")
         out.append("")
         for m in n.get("messages") or []:
-            calls = ", ".join(f"`{c.get('name', '?')}`" for c in m.get("tool_calls") or [])
+            calls = ", ".join(_code(c.get("name", "?")) for c in m.get("tool_calls") or [])
             head = f"**{m['role']}** #{m['seq']} · {m['created_at']}"
             if m["role"] == "tool":
-                head += f" · result of `{m.get('name') or m.get('tool_call_id')}`"
+                head += f" · result of {_code(m.get('name') or m.get('tool_call_id'))}"
             out.append(head + (f" · calls {calls}" if calls else ""))
             out.append("")
             if m.get("content"):
-                out.append(_fence(m["content"]) if m["role"] in ("tool", "system") else m["content"])
+                out.append(_fence(m["content"]))  # every text is data: none can forge a section or a review
                 out.append("")
         proposals = {p.get("tool_call_id"): p for p in n.get("proposals") or [] if p.get("tool_call_id")}
         if n.get("audit"):
             out.append("Tool calls:")
             out.append("")
             for a in n["audit"]:
-                out.append(f"- `{a['tool_name']}` {a['status']} in {a['duration_ms']} ms · {a['created_at']}")
-                out.append(f"  - arguments: `{' '.join((a.get('arguments') or '').split())[:500]}`")
+                out.append(f"- {_code(a['tool_name'])} {a['status']} in {a['duration_ms']} ms · {a['created_at']}")
+                out.append(f"  - arguments: {_code(' '.join((a.get('arguments') or '').split())[:500])}")
                 p = proposals.get(a.get("tool_call_id"))
                 if p:
                     why = " ".join(str(p.get("decision_reason") or "").split())
@@ -137,8 +155,8 @@ def format_audit(rows: list[dict]) -> list[str]:
 
 
 def format_threads(rows: list[dict]) -> list[str]:
-    """One line per thread: last activity, running marker, thread name, id, last user text."""
-    out = []
+    """A header row, then one line per thread: last activity, running marker, thread name, id, last user text."""
+    out = [f"{'LAST ACTIVITY':<32}  {'STATE':<11} {'THREAD':<24} {'ID':<36}  LAST QUESTION"] if rows else []
     for r in rows:
         mark = "running" if r.get("running") else (r.get("last_turn") or "empty")
         text = r.get("last_user_text") or ""
@@ -172,26 +190,37 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.sessions_command == "export":
         return _write_export(args, data)
+    from ongridd.cli.termui import safe_text  # model and tool text shown as text, never as terminal controls
+
     if args.json:
         print_json(data)
     elif args.sessions_command == "tree":
-        print("\n".join(format_tree(data)))
+        print(safe_text("\n".join(format_tree(data))))
     elif args.sessions_command == "list":
-        print("\n".join(format_threads(data)) if data else "(no threads)")
+        print(safe_text("\n".join(format_threads(data))) if data else "(no threads)")
     elif args.sessions_command == "messages":
-        print("\n".join(format_messages(data)) if data else "(no messages)")
+        print(safe_text("\n".join(format_messages(data))) if data else "(no messages)")
     else:
-        print("\n".join(format_audit(data)) if data else "(no tool calls)")
+        print(safe_text("\n".join(format_audit(data))) if data else "(no tool calls)")
     return 0
 
 
 def _write_export(args: argparse.Namespace, data: dict) -> int:
-    text = format_markdown(data) if args.markdown else json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    if args.markdown and args.json:
+        print("ongrid: sessions export: --json and --markdown exclude each other", file=sys.stderr)
+        return 1
+    from ongridd.cli.termui import safe_text
+
+    text = safe_text(format_markdown(data)) if args.markdown else json.dumps(data, ensure_ascii=False, indent=2) + "\n"
     if not args.output:
         sys.stdout.write(text)
         return 0
     try:
-        Path(args.output).write_text(text, encoding="utf-8")
+        # 0600: the export holds conversation content; O_TRUNC keeps an existing file's mode, so chmod too
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(text)
     except OSError as exc:
         print(f"ongrid: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -12,8 +12,44 @@ Synchronous, no I/O besides writing to ``out``.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
+
+# C0 controls but tab and newline, DEL, C1 controls (U+0080..U+009F: 8-bit
+# CSI/OSC), and the Unicode bidirectional overrides/isolates: text from the
+# model or the daemon never moves the cursor, sets the clipboard (OSC 52),
+# hides a link (OSC 8) or reorders what the reader sees.
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(value: Any) -> str:
+    """``value`` as a ``str`` fit for a terminal: every control character
+    but newline and tab removed (an escape sequence is shown as the plain
+    characters that follow ESC).  Never raises."""
+    return _UNSAFE_CHARS.sub("", value if isinstance(value, str) else str(value))
+
+
+def safe_frame(value: Any) -> Any:
+    """A decoded frame with :func:`safe_text` applied to every string in
+    it (keys and values, nested), the shape unchanged."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(k): safe_frame(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [safe_frame(v) for v in value]
+    return value
+
+
+def json_line(frame: Any) -> str:
+    """``frame`` as one JSON line with every control character escaped
+    (``json.dumps`` with ``ensure_ascii=False`` leaves C1 and the bidi
+    controls raw)."""
+    import json
+
+    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(frame, ensure_ascii=False))
+
 
 STATUS_MARK = {"pending": "○", "running": "▶", "completed": "✓", "failed": "✗", "killed": "■"}
 
@@ -35,21 +71,23 @@ def print_markdown(text: str, out: Any = None) -> None:
     """Write ``text`` (markdown) to ``out`` (default stdout): rendered on a
     TTY, verbatim otherwise.  Never raises for any ``str``."""
     out = out or sys.stdout
+    text = safe_text(text)
     if not is_tty(out) or not text.strip():
         out.write(text + ("\n" if not text.endswith("\n") else ""))
         out.flush()
         return
     from rich.markdown import Markdown
 
-    _console(out).print(Markdown(text))
+    _console(out).print(Markdown(text, hyperlinks=False))  # a link's address shown, not hidden
     out.flush()
 
 
 def tile_line(frame: dict) -> str:
     """One line for an ``agent_tile`` frame: mark, persona, status, description."""
     status = str(frame.get("status", ""))
-    return (f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}] "
+    line = (f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}] "
             f"{frame.get('description', '')}")
+    return safe_text(" ".join(line.splitlines()))  # one line, whatever the model named it
 
 
 class TileBoard:

@@ -35,8 +35,8 @@ from typing import Any
 
 import attrs
 
-from ongridd.config import parse_yaml
 from ongridd.errors import ConfigError
+from ongridd.yamlbounds import read_yaml_file
 
 #: an incident file larger than this is refused (recorded outputs included)
 MAX_FILE_BYTES = 1 << 20
@@ -127,20 +127,7 @@ def _plain(value: Any) -> Any:
 def load_incident(path: Path) -> Incident:
     """Read and check one incident file.  Raises :class:`IncidentError`."""
     where = str(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise IncidentError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
-        with path.open("rb") as fh:
-            raw_bytes = fh.read(MAX_FILE_BYTES + 1)
-        text = raw_bytes.decode("utf-8-sig")
-    except OSError as exc:
-        raise IncidentError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise IncidentError(f"{where}: not UTF-8") from None
-    if len(raw_bytes) > MAX_FILE_BYTES:
-        raise IncidentError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
-    data = parse_yaml(text, where, error=IncidentError)
+    data = read_yaml_file(path, what="incident file", error=IncidentError, max_bytes=MAX_FILE_BYTES)
     if not isinstance(data, Mapping):
         raise IncidentError(f"{where}: an incident is a mapping with name, question, fixtures, expected")
     unknown = set(data) - {"name", "question", "fixtures", "expected", "script", "hosts", "backends",

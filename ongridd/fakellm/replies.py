@@ -94,7 +94,8 @@ def tool_results_since_previous_step(messages: Sequence[Any]) -> str:
             last_assistant = i
             for call in msg.get("tool_calls") or ():
                 if isinstance(call, Mapping):
-                    function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+                    fn = call.get("function")
+                    function = fn if isinstance(fn, Mapping) else {}
                     names[str(call.get("id"))] = str(function.get("name", "?"))
     lines = []
     for msg in messages[last_assistant + 1:]:

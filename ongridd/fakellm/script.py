@@ -48,7 +48,7 @@ from typing import Any
 
 import attrs
 
-from ongridd.config import parse_yaml
+from ongridd.yamlbounds import parse_yaml, read_yaml_file
 from ongridd.errors import ConfigError
 
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
@@ -163,17 +163,13 @@ def substitute(value: Any, env: Mapping[str, str], where: str = "") -> Any:
 def load_script(path: str | os.PathLike[str]) -> Script:
     """Read and validate a script file (UTF-8, YAML 1.2).
 
-    Raises :class:`ScriptError` for an unreadable file, invalid YAML (with
-    its line) or an invalid step (every problem, one per line).
+    Raises :class:`ScriptError` for a missing, unreadable, non-regular or
+    too large (over 1 MiB) file, invalid YAML (with its line) or an invalid
+    step (every problem, one per line).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ScriptError(f"{p}: script file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScriptError(f"{p}: cannot read script: {exc}") from None
-    return parse_script(text, source=str(p))
+    data = read_yaml_file(p, what="script file", error=ScriptError, typ="rt")
+    return script_from_data(data, source=str(p))
 
 
 def parse_script(text: str, *, source: str = "<string>") -> Script:

@@ -205,7 +205,8 @@ class FakeLLM:
             reply = make_reply(step, body["messages"], env)
         except MissingVariable as exc:
             return _error(400, str(exc))
-        model = body.get("model") if isinstance(body.get("model"), str) and body.get("model") else MODEL_ID
+        requested = body.get("model")
+        model = requested if isinstance(requested, str) and requested else MODEL_ID
         completion_id = f"chatcmpl-scripted-{next(self._ids)}"
         created = int(time.time())
         usage = estimate_usage(body["messages"], reply, step.usage)

@@ -73,16 +73,24 @@ def _arguments_text(value: Any) -> str:
         return str(value)
 
 
+#: the most tokens one call is believed to report per counter; a number
+#: past it (or negative, or not an integer) is a provider's garbage and
+#: counts 0 — it must not overflow a 64-bit counter and fail the row write
+USAGE_MAX_TOKENS = 10**9
+
+
+def _count(value: Any) -> int:
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= USAGE_MAX_TOKENS
+    return int(value) if ok else 0
+
+
 def _usage(value: Any) -> Usage | None:
     if value is None:
         return None
-    prompt = _get(value, "prompt_tokens")
-    completion = _get(value, "completion_tokens")
-    cached = _get(_get(value, "prompt_tokens_details"), "cached_tokens")
     return Usage(
-        prompt_tokens=prompt if isinstance(prompt, int) and prompt >= 0 else 0,
-        completion_tokens=completion if isinstance(completion, int) and completion >= 0 else 0,
-        cached_tokens=cached if isinstance(cached, int) and cached >= 0 else 0,
+        prompt_tokens=_count(_get(value, "prompt_tokens")),
+        completion_tokens=_count(_get(value, "completion_tokens")),
+        cached_tokens=_count(_get(_get(value, "prompt_tokens_details"), "cached_tokens")),
     )
 
 

@@ -38,9 +38,9 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if not math.isfinite(seconds):
+    if math.isnan(seconds):
         return None
-    return min(max(0.0, seconds), RETRY_AFTER_MAX_S)
+    return min(max(0.0, seconds), RETRY_AFTER_MAX_S)  # "1e400" (infinity): the longest wait, not none
 
 
 class RateLimitHold:

@@ -320,7 +320,8 @@ class OpenAIProvider:
         body = exc.body
         message = None
         if isinstance(body, dict):
-            inner = body.get("error") if isinstance(body.get("error"), dict) else body
+            error = body.get("error")
+            inner = error if isinstance(error, dict) else body
             message = inner.get("message")
         text = " ".join(str(message or exc.message).split())
         return text if len(text) <= _MESSAGE_MAX_CHARS else text[:_MESSAGE_MAX_CHARS] + "…"

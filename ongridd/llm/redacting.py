@@ -28,6 +28,10 @@ import attrs
 
 from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta, ToolCall
 from ongridd.metrics import MODEL_CALLS, MODEL_RETRIES, MODEL_TOKENS
+
+#: model callers that are not personas but keep their own metric label
+#: (the history budget's summary call, ongridd/runtime/compaction.py)
+INTERNAL_AGENTS = frozenset({"summarizer"})
 from ongridd.secretset import REGISTRY, redact
 
 
@@ -101,10 +105,10 @@ class RedactingModel:
     def agent_label(self, agent: str) -> str:
         """``agent`` when it is a loaded persona (or no ``known_agents`` was
         given), else ``(unknown)``: a metric label from a bounded set."""
-        if self._known_agents is not None:
+        if self._known_agents is not None and agent not in INTERNAL_AGENTS:
             try:
                 known = agent in self._known_agents()
-            except Exception:
+            except Exception:  # noqa: BLE001 - a metric label must never fail the model call
                 known = False
             if not known:
                 return "(unknown)"

@@ -23,6 +23,7 @@ a ``persona`` change event.
 
 from __future__ import annotations
 
+import builtins  # the class has a ``list`` method
 import functools
 import json
 import os
@@ -158,7 +159,7 @@ class AgentsAPI:
         out["warnings"] = warnings
         return out
 
-    async def _parse(self, raw: bytes, path: Path) -> tuple[Any, list[str]]:
+    async def _parse(self, raw: bytes, path: Path) -> tuple[Any, builtins.list[str]]:
         """``parse_persona_text`` of an untrusted body in a worker thread.
 
         Returns ``(persona | None, warnings)``.  Waits for one of
@@ -201,8 +202,7 @@ class AgentsAPI:
             raise OngridError(f"{name!r} is a built-in persona: it cannot be deleted, only overridden "
                               "(PUT a persona with the same name)")
         source = Path(current.source)
-        roots = [Path(r).resolve() for r in self.config.agent_user_roots]
-        if not any(r == source.resolve().parent or r in source.resolve().parents for r in roots):
+        if not await trio.to_thread.run_sync(_in_user_roots, source, list(self.config.agent_user_roots)):
             raise OngridError(f"{name!r} comes from {source}, not from a user agents folder; "
                               "it cannot be deleted through the API")
         async with self._lock:
@@ -223,7 +223,7 @@ class AgentsAPI:
 
     # ---- hot reload --------------------------------------------------------
     def _fingerprint(self) -> tuple:
-        entries = []
+        entries: builtins.list[tuple[Any, ...]] = []
         for root in self.config.agent_user_roots:
             root = Path(root)
             if not root.is_dir():
@@ -267,7 +267,7 @@ class AgentsAPI:
             try:
                 from watchfiles import awatch
             except ImportError:  # pragma: no cover - a dependency; the poller below still works
-                awatch = None
+                awatch = None  # type: ignore[assignment]  # the poller below still works
             if awatch is not None:
                 import anyio
 
@@ -319,3 +319,9 @@ def _write_atomic(directory: Path, path: Path, text: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _in_user_roots(source: Path, roots: list[Path]) -> bool:
+    """Whether ``source`` lies in one of the user agents folders (resolves paths: file system calls)."""
+    resolved = source.resolve()
+    return any(r == resolved.parent or r in resolved.parents for r in (Path(x).resolve() for x in roots))

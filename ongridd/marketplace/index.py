@@ -37,8 +37,9 @@ from typing import Any
 
 import attrs
 
-from ongridd.config import parse_yaml
 from ongridd.errors import MarketplaceError
+from ongridd.typenames import type_name
+from ongridd.yamlbounds import read_yaml_file
 
 __all__ = [
     "IndexEntry",
@@ -135,97 +136,102 @@ def _where(path: Path, node: Any, key: Any = None) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
+def _entry(path: Path, plugins: Any, i: int, item: Any, seen: dict[str, str], problems: list[str]) -> IndexEntry | None:
+    """Validate ``plugins[i]``: an :class:`IndexEntry`, or None with its problems appended to ``problems``.
+
+    ``seen``: normalised package name → where it was first listed (updated).
+    """
+    label = f"plugins[{i}]"
+    if not isinstance(item, dict):
+        problems.append(f"{_where(path, plugins)}: {label} must be an object, got {type_name(item)}")
+        return None
+    at = _where(path, item)
+    bad = False
+    for key in item:
+        if key not in ENTRY_KEYS:
+            problems.append(f"{_where(path, item, key)}: {label}: unknown key {str(key)!r} "
+                            f"(allowed: {', '.join(ENTRY_KEYS)})")
+            bad = True
+    values: dict[str, str] = {}
+    for key in ENTRY_KEYS:
+        value = item.get(key)
+        if value is None:
+            problems.append(f"{at}: {label}: missing required key {key!r}")
+            bad = True
+        elif not isinstance(value, str):
+            if isinstance(value, bool):
+                got = f"the boolean {str(value).lower()} (quote it)"
+            elif isinstance(value, (int, float)):
+                got = f"the number {value} (quote it)"
+            else:
+                got = f"an {type_name(value)}" if isinstance(value, (list, dict)) else f"a {type_name(value)}"
+            problems.append(f"{_where(path, item, key)}: {label}.{key} must be a string, got {got}")
+            bad = True
+        elif not value.strip():
+            problems.append(f"{_where(path, item, key)}: {label}.{key} is empty")
+            bad = True
+        else:
+            values[key] = str(value).strip()
+    if bad:
+        return None
+    name = values["name"]
+    if not valid_plugin_name(name):
+        problems.append(f"{_where(path, item, 'name')}: {label}.name {name!r} is not a valid package name "
+                        "(letters, digits, '.', '-', '_'; starting and ending with a letter or digit)")
+        return None
+    if not SHA256_RE.match(values["sha256"]):
+        problems.append(f"{_where(path, item, 'sha256')}: {label}.sha256 must be 64 hex digits, "
+                        f"got {values['sha256']!r}")
+        return None
+    source = values["source"]
+    if os.path.isabs(source) or PurePosixPath(source).is_absolute():
+        problems.append(f"{_where(path, item, 'source')}: {label}.source must be relative to the index, "
+                        f"got {source!r}")
+        return None
+    norm = normalize_dist_name(name)
+    if norm in seen:
+        problems.append(f"{_where(path, item, 'name')}: {label}: duplicate package name {name!r} "
+                        f"(also at {seen[norm]})")
+        return None
+    seen[norm] = at
+    line = getattr(getattr(item, "lc", None), "line", None)
+    return IndexEntry(name=name, version=values["version"], description=values["description"],
+                      source=source, sha256=values["sha256"].lower(), index_path=path,
+                      line=None if line is None else line + 1)
+
+
 def load_index(path: str | os.PathLike) -> MarketplaceIndex:
     """Read and validate an index file.
 
     Raises MarketplaceError naming the file, the line and the entry for
     every problem found (all of them, one per line of the message): the
-    file missing or unreadable, invalid YAML, a top level that is not a
+    file missing, unreadable, not a regular file or over 1 MiB, invalid YAML, a top level that is not a
     mapping with a ``plugins`` list, a missing/unknown/mistyped key, an
     invalid name, version or sha256, a source that is absolute or empty,
     or two entries with the same (normalised) name.
     """
     path = Path(path).absolute()
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise MarketplaceError(f"marketplace index not found: {path} (config key marketplace.index)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MarketplaceError(f"cannot read the marketplace index {path}: {exc}") from None
-    data = parse_yaml(text, str(path), error=MarketplaceError, typ="rt")
+    data = read_yaml_file(path, what="marketplace index", error=MarketplaceError, typ="rt",
+                          not_found_hint=" (config key marketplace.index)")
     if data is None:
         data = {"plugins": []}
     if not isinstance(data, dict) or set(data) - {"plugins"}:
-        extra = sorted(str(k) for k in data) if isinstance(data, dict) else type(data).__name__
+        extra = sorted(str(k) for k in data) if isinstance(data, dict) else type_name(data)
         raise MarketplaceError(f"{path}: the index must be a mapping with the single key 'plugins' "
                                f"(a list of packages), got {extra}")
     plugins = data.get("plugins")
     if plugins is None:
         plugins = []
     if not isinstance(plugins, list):
-        raise MarketplaceError(f"{_where(path, data, 'plugins')}: 'plugins' must be a list, "
-                               f"got {type(plugins).__name__}")
+        raise MarketplaceError(f"{_where(path, data, 'plugins')}: 'plugins' must be an array, "
+                               f"got {type_name(plugins)}")
     problems: list[str] = []
     entries: list[IndexEntry] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(plugins):
-        label = f"plugins[{i}]"
-        if not isinstance(item, dict):
-            problems.append(f"{_where(path, plugins)}: {label} must be a mapping, got {type(item).__name__}")
-            continue
-        at = _where(path, item)
-        bad = False
-        for key in item:
-            if key not in ENTRY_KEYS:
-                problems.append(f"{_where(path, item, key)}: {label}: unknown key {str(key)!r} "
-                                f"(allowed: {', '.join(ENTRY_KEYS)})")
-                bad = True
-        values: dict[str, str] = {}
-        for key in ENTRY_KEYS:
-            value = item.get(key)
-            if value is None:
-                problems.append(f"{at}: {label}: missing required key {key!r}")
-                bad = True
-            elif not isinstance(value, str):
-                if isinstance(value, bool):
-                    got = f"the boolean {str(value).lower()} (quote it)"
-                elif isinstance(value, (int, float)):
-                    got = f"the number {value} (quote it)"
-                else:
-                    got = f"a {'list' if isinstance(value, list) else 'mapping' if isinstance(value, dict) else 'value'}"
-                problems.append(f"{_where(path, item, key)}: {label}.{key} must be a string, got {got}")
-                bad = True
-            elif not value.strip():
-                problems.append(f"{_where(path, item, key)}: {label}.{key} is empty")
-                bad = True
-            else:
-                values[key] = str(value).strip()
-        if bad:
-            continue
-        name = values["name"]
-        if not valid_plugin_name(name):
-            problems.append(f"{_where(path, item, 'name')}: {label}.name {name!r} is not a valid package name "
-                            "(letters, digits, '.', '-', '_'; starting and ending with a letter or digit)")
-            continue
-        if not SHA256_RE.match(values["sha256"]):
-            problems.append(f"{_where(path, item, 'sha256')}: {label}.sha256 must be 64 hex digits, "
-                            f"got {values['sha256']!r}")
-            continue
-        source = values["source"]
-        if os.path.isabs(source) or PurePosixPath(source).is_absolute():
-            problems.append(f"{_where(path, item, 'source')}: {label}.source must be relative to the index, "
-                            f"got {source!r}")
-            continue
-        norm = normalize_dist_name(name)
-        if norm in seen:
-            problems.append(f"{_where(path, item, 'name')}: {label}: duplicate package name {name!r} "
-                            f"(also at {seen[norm]})")
-            continue
-        seen[norm] = at
-        line = getattr(getattr(item, "lc", None), "line", None)
-        entries.append(IndexEntry(name=name, version=values["version"], description=values["description"],
-                                  source=source, sha256=values["sha256"].lower(), index_path=path,
-                                  line=None if line is None else line + 1))
+        entry = _entry(path, plugins, i, item, seen, problems)
+        if entry is not None:
+            entries.append(entry)
     if problems:
         raise MarketplaceError(f"invalid marketplace index {path}:\n  " + "\n  ".join(problems))
     return MarketplaceIndex(path, tuple(entries))
@@ -307,35 +313,45 @@ def source_sha256(path: str | os.PathLike) -> str:
     raise MarketplaceError(f"package source not found: {path}")
 
 
+#: what an unset ``marketplace.index`` means (relative to the working directory)
+DEFAULT_INDEX = "marketplace/index.yaml"
+
+
 def index_path_for(config: Any, warn: Callable[[str], None] | None = None) -> Path:
     """The index file the configuration names (``marketplace.index``).
 
-    A relative path is relative to the working directory.  When the
-    configured value is the default (``marketplace/index.yaml``) and no such
-    file exists there, the index of the source checkout the daemon runs
-    from is used if there is one (else the one packaged in the wheel), so
-    the examples work from any folder; that fallback is said once through
-    ``warn(sentence)`` (default: a ``marketplace_index_fallback`` log warning).
+    A relative path is relative to the working directory.  When the value
+    is ``marketplace/index.yaml`` (also what an unset ``marketplace.index``
+    means) and no such file exists there, the index of the source checkout
+    the daemon runs from is used if there is one (else the one packaged in
+    the wheel), so the examples work from any folder.  The fallback is said
+    through ``warn(sentence)`` (default: a ``marketplace_index_fallback``
+    log warning) only when the operator set ``marketplace.index``; with the
+    key unset it is logged at debug level (``marketplace_index_builtin``).
     """
-    from ongridd.config import MarketplaceConfig
-
     configured = config.marketplace.index
+    explicit = configured is not None
+    if configured is None:
+        configured = DEFAULT_INDEX
     path = Path(configured)
     if path.is_absolute() or path.exists():
         return path.absolute()
-    if configured == MarketplaceConfig().index:
+    if configured == DEFAULT_INDEX:
         checkout = Path(__file__).resolve().parents[2] / "marketplace" / "index.yaml"
         packaged = Path(__file__).resolve().parents[1] / "builtin_marketplace" / "index.yaml"
         for builtin in (checkout, packaged):  # packaged: an installed wheel ships the example index
             if builtin.is_file():
+                from ongridd.logs import get_logger
+
+                if not explicit:
+                    get_logger(__name__).debug("marketplace_index_builtin", used=str(builtin))
+                    return builtin
                 sentence = (f"marketplace.index {configured!r} is relative and there is no such file in "
                             f"{Path.cwd()}; using the built-in index {builtin} instead (set marketplace.index "
                             "to an absolute path to use your own)")
                 if warn is not None:
                     warn(sentence)
                 else:
-                    from ongridd.logs import get_logger
-
                     get_logger(__name__).warning("marketplace_index_fallback", configured=configured,
                                                  cwd=str(Path.cwd()), used=str(builtin), message=sentence)
                 return builtin

@@ -44,6 +44,7 @@ one lock per registry holder (:func:`~ongridd.marketplace.locks.registry_lock`).
 
 from __future__ import annotations
 
+import builtins  # the class has a ``list`` method
 import importlib
 import json
 import os
@@ -318,13 +319,14 @@ class MarketplaceService:
             return None
 
     @staticmethod
-    def _refusal(entry: IndexEntry, problems: list[str], shown: Path, final: Path) -> str:
+    def _refusal(entry: IndexEntry, problems: builtins.list[str], shown: Path, final: Path) -> str:
         text = "\n  ".join(p.replace(str(shown), str(final)) for p in problems)
         return f"{entry.name} {entry.version} was not installed:\n  {text}"
 
     async def _verified_copy(self, entry: IndexEntry, source: Path, work: Path, where: str) -> tuple[Path, bool]:
         """Copy the source into ``work`` and check the copy's sha256."""
-        if source.is_dir():
+        is_dir = await trio.Path(source).is_dir()
+        if is_dir:
             copy = work / "src"
             actual = await trio.to_thread.run_sync(_copy_folder, source, copy)
             kind = "folder hash"
@@ -335,9 +337,9 @@ class MarketplaceService:
         if actual != entry.sha256:
             raise MarketplaceError(f"{entry.name}: {kind} mismatch for {source}: the index ({where}) says "
                                    f"{entry.sha256}, the package has {actual}; not installed")
-        return copy, source.is_dir()
+        return copy, is_dir
 
-    async def _validate_isolated(self, entry: IndexEntry, extra_paths: list[Path], plugin_dir: Path) -> dict:
+    async def _validate_isolated(self, entry: IndexEntry, extra_paths: builtins.list[Path], plugin_dir: Path) -> dict:
         """Run the validator in a separate interpreter (scrubbed environment:
         :data:`~ongridd.secretset.BASE_ENV_KEYS` and ``PYTHONPATH`` only); its
         answer as a dict.  Raises MarketplaceError on a timeout or an
@@ -346,7 +348,8 @@ class MarketplaceService:
                    "plugin_dir": str(plugin_dir)}
         # the validator imports and registers third-party plugin code: a
         # scrubbed environment (no API keys, no tokens), our import path
-        env = scrubbed_env(extra={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.exists(p))})
+        existing = await trio.to_thread.run_sync(lambda: [p for p in sys.path if p and os.path.exists(p)])
+        env = scrubbed_env(extra={"PYTHONPATH": os.pathsep.join(existing)})
         cmd = [sys.executable, "-P", "-m", "ongridd.marketplace.validate"]
         with trio.move_on_after(VALIDATE_TIMEOUT_S) as scope:
             proc = await trio.run_process(cmd, stdin=json.dumps(request).encode(), capture_stdout=True,

@@ -225,7 +225,7 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
         data = {}
     if not isinstance(data, dict):
         return FrontmatterProblem(
-            f"frontmatter must be a YAML mapping of keys, got {yaml_type(data)}", 2
+            f"frontmatter must be a YAML object (a mapping of keys), got {yaml_type(data)}", 2
         )
     key_lines: dict[str, int] = {}
     item_lines: dict[str, tuple[int, ...]] = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import os
 import unicodedata
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -113,6 +113,10 @@ def _freeze_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(value or {}))
 
 
+def _str_tuple(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(items)
+
+
 @attrs.frozen(kw_only=True)
 class Persona:
     """One persona (docs/architecture.md §5), immutable.
@@ -128,13 +132,13 @@ class Persona:
     name: str = attrs.field(validator=_check_name)
     description: str
     when_to_use: str | None = None
-    tools: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    disallowed_tools: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    tools: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    disallowed_tools: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     permission_mode: str = attrs.field(default="default", validator=attrs.validators.in_(PERMISSION_MODES))
     max_turns: int = attrs.field(default=DEFAULT_MAX_TURNS, validator=_check_positive)
     tool_budget: int | None = attrs.field(default=None, validator=_check_positive)
     critical_reminder: str | None = None
-    skills: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    skills: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     model: str | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze_mapping, hash=False)
     body: str = ""
@@ -250,7 +254,7 @@ def _str_list(data: Mapping[str, Any], key: str, out: _Collector, item_lines: tu
                 continue
             items.append((item.strip(), line))
     else:
-        out.error(f"'{key}' must be a list of strings or a comma-separated string, got {describe(value)}", key=key)
+        out.error(f"'{key}' must be an array of strings or a comma-separated string, got {describe(value)}", key=key)
         return []
     seen: set[str] = set()
     result = []
@@ -280,6 +284,87 @@ def _positive_int(data: Mapping[str, Any], key: str, out: _Collector, *, default
     return value
 
 
+def _name(data: Mapping[str, Any], out: _Collector) -> str | None:
+    """``name``: a YAML string (NFC-normalised, never coerced) that is a valid persona name."""
+    if "name" not in data:
+        out.error("missing required key 'name'")
+        return None
+    if not isinstance(data["name"], str):
+        out.error(f"'name' must be a string, got {describe(data['name'])}", key="name")
+        return None
+    name = unicodedata.normalize("NFC", data["name"])
+    problem = name_problem(name)
+    if problem:
+        out.error(f"'name' {quote(name)} {problem}", key="name")
+    return name
+
+
+def _description(data: Mapping[str, Any], out: _Collector) -> str | None:
+    """``description``: a required, non-empty string (stripped; a warning when it spans lines)."""
+    if "description" not in data or data["description"] is None:
+        out.error("missing required key 'description'", key="description")
+        return None
+    if not isinstance(data["description"], str):
+        out.error(f"'description' must be a string, got {describe(data['description'])}", key="description")
+        return None
+    if not data["description"].strip():
+        out.error("'description' is empty", key="description")
+        return None
+    description = data["description"].strip()
+    if "\n" in description:
+        out.warn("'description' should be one line; the catalog joins its lines", key="description")
+    return description
+
+
+def _metadata(data: Mapping[str, Any], key_lines: Mapping[str, int], out: _Collector) -> dict[str, Any]:
+    """``metadata`` (an object) plus every unknown top-level key, as plain bounded values."""
+    metadata: dict[str, Any] = {}
+    meta_value = data.get("metadata")
+    if meta_value is not None and not isinstance(meta_value, Mapping):
+        out.error(f"'metadata' must be an object, got {describe(meta_value)}", key="metadata")
+    elif meta_value is not None:
+        try:
+            metadata = plain(meta_value)
+        except ValueTooLarge as exc:
+            out.error(f"'metadata' is too large ({exc})", key="metadata")
+    for key, value in data.items():
+        if isinstance(key, str) and key in KNOWN_KEYS:
+            continue
+        skey = str(key)
+        line = key_lines.get(skey)
+        if skey in metadata:
+            out.warn(f"unknown key {quote(skey)} is also in 'metadata'; the metadata value is kept", line=line)
+            continue
+        try:
+            metadata[skey] = plain(value)
+        except ValueTooLarge as exc:
+            out.error(f"unknown key {quote(skey)} has a value too large to keep ({exc})", line=line)
+            continue
+        out.warn(f"unknown key {quote(skey)} (kept under metadata)", line=line)
+    return metadata
+
+
+def _check_references(name: str | None, mode: str, tools: list[tuple[str, int | None]],
+                      skills: list[tuple[str, int | None]], known_tools: Collection[str] | None,
+                      known_skills: Collection[str] | None, out: _Collector) -> None:
+    """Checks that keep the file: tool and skill names against what exists, control tools, the reviewer's mode."""
+    for tool, line in tools:
+        if not TOOL_NAME_RE.match(tool):
+            hint = " (is a comma missing?)" if any(ch.isspace() for ch in tool) else ""
+            out.warn(f"{quote(tool)} is not a valid tool name{hint}", line=line)
+        elif known_tools is not None and tool not in known_tools and tool not in CONTROL_TOOLS:
+            out.warn(f"unknown tool {quote(tool)}{did_you_mean(tool, known_tools)}", line=line)
+        if tool in CONTROL_TOOLS and name is not None and name != COORDINATOR:
+            out.warn(f"{quote(tool)} is a control tool: workers never get it", line=line)
+    if known_skills is not None:
+        for skill, line in skills:
+            if skill not in known_skills:
+                out.warn(f"unknown skill {quote(skill)}", line=line)
+    if name == REVIEWER and mode != "read-only":
+        out.warn("the reviewer should be 'permission_mode: read-only' (its write tools would need review themselves)",
+                 key="permission_mode")
+
+
 def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
            known_skills: Collection[str] | None) -> tuple[Persona | None, list[str]]:
     parsed = fm.parse(raw)
@@ -288,29 +373,8 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
     data = parsed.data
     out = _Collector(path, parsed.key_lines)
 
-    # name: a YAML string, never coerced.
-    name = None
-    if "name" not in data:
-        out.error("missing required key 'name'")
-    elif not isinstance(data["name"], str):
-        out.error(f"'name' must be a string, got {describe(data['name'])}", key="name")
-    else:
-        name = unicodedata.normalize("NFC", data["name"])
-        problem = name_problem(name)
-        if problem:
-            out.error(f"'name' {quote(name)} {problem}", key="name")
-
-    description = None
-    if "description" not in data or data["description"] is None:
-        out.error("missing required key 'description'", key="description")
-    elif not isinstance(data["description"], str):
-        out.error(f"'description' must be a string, got {describe(data['description'])}", key="description")
-    elif not data["description"].strip():
-        out.error("'description' is empty", key="description")
-    else:
-        description = data["description"].strip()
-        if "\n" in description:
-            out.warn("'description' should be one line; the catalog joins its lines", key="description")
+    name = _name(data, out)
+    description = _description(data, out)
 
     when_to_use = _opt_str(data, "when_to_use", out)
     tools = _str_list(data, "tools", out, parsed.item_lines.get("tools", ()))
@@ -328,50 +392,12 @@ def _build(raw: str | bytes, path: str, known_tools: Collection[str] | None,
     critical = _opt_str(data, "critical_reminder", out)
     model = _opt_str(data, "model", out)
 
-    metadata: dict[str, Any] = {}
-    meta_value = data.get("metadata")
-    if meta_value is not None and not isinstance(meta_value, Mapping):
-        out.error(f"'metadata' must be a mapping, got {describe(meta_value)}", key="metadata")
-    elif meta_value is not None:
-        try:
-            metadata = plain(meta_value)
-        except ValueTooLarge as exc:
-            out.error(f"'metadata' is too large ({exc})", key="metadata")
-    for key, value in data.items():
-        if isinstance(key, str) and key in KNOWN_KEYS:
-            continue
-        skey = str(key)
-        line = parsed.key_lines.get(skey)
-        if skey in metadata:
-            out.warn(f"unknown key {quote(skey)} is also in 'metadata'; the metadata value is kept", line=line)
-            continue
-        try:
-            metadata[skey] = plain(value)
-        except ValueTooLarge as exc:
-            out.error(f"unknown key {quote(skey)} has a value too large to keep ({exc})", line=line)
-            continue
-        out.warn(f"unknown key {quote(skey)} (kept under metadata)", line=line)
-
-    # Checks that keep the file.
-    for tool, line in tools:
-        if not TOOL_NAME_RE.match(tool):
-            hint = " (is a comma missing?)" if any(ch.isspace() for ch in tool) else ""
-            out.warn(f"{quote(tool)} is not a valid tool name{hint}", line=line)
-        elif known_tools is not None and tool not in known_tools and tool not in CONTROL_TOOLS:
-            out.warn(f"unknown tool {quote(tool)}{did_you_mean(tool, known_tools)}", line=line)
-        if tool in CONTROL_TOOLS and name is not None and name != COORDINATOR:
-            out.warn(f"{quote(tool)} is a control tool: workers never get it", line=line)
-    if known_skills is not None:
-        for skill, line in skills:
-            if skill not in known_skills:
-                out.warn(f"unknown skill {quote(skill)}", line=line)
-    if name == REVIEWER and mode != "read-only":
-        out.warn("the reviewer should be 'permission_mode: read-only' (its write tools would need review themselves)",
-                 key="permission_mode")
+    metadata = _metadata(data, parsed.key_lines, out)
+    _check_references(name, mode, tools, skills, known_tools, known_skills, out)
     if not parsed.body:
         out.warn("the body is empty: this persona has no system prompt of its own", line=parsed.body_line)
 
-    if out.errors or name is None or description is None:
+    if out.errors or name is None or description is None or max_turns is None:  # max_turns: never None here
         return None, out.warnings
     persona = Persona(
         name=name,

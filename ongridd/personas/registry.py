@@ -46,8 +46,11 @@ class LoadReport:
 
 
 class _Named(Protocol):
-    name: str
-    source: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
 
 
 T = TypeVar("T", bound=_Named)

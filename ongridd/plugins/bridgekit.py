@@ -500,8 +500,8 @@ PLACEHOLDER = "⏳ _Working on it…_"
 INTERJECTED = "📨 _Added to the turn already running in this thread; its answer follows there._"
 STOPPED = "⏹ Stopped."
 QUEUED = "⏳ _Queued (position {position}) — Ongrid is running as many requests as it may; this one starts soon._"
-BUSY = ("⏳ Ongrid is busy right now (every slot is running and the queue is full). Nothing was run; "
-        "please send your message again in a moment.")
+BUSY = ("⏳ Ongrid is busy right now (every slot is running and the queue is full, or you already have many "
+        "requests waiting). Nothing was run; please send your message again in a moment.")
 
 
 class MessageOutlet:

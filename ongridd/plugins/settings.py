@@ -5,11 +5,14 @@ API (re-exported by :mod:`ongridd.plugins.api`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from attrs import AttrsInstance
 
 import attrs
 
-T = TypeVar("T")
+T = TypeVar("T", bound="AttrsInstance")
 
 
 def numeric_settings(cls: type[T], raw: Mapping[str, Any] | None, *, where: str,

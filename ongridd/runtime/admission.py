@@ -10,6 +10,9 @@ waits in a queue of at most ``max_queued`` entries.  The queue is fair:
   admitted and that user goes to the back of the rotation — a user with
   many queued turns cannot starve another.  A user at its own limit is
   skipped (keeping its place) until one of its turns ends.
+* one user's waiting turns take at most half of the queue
+  (``max_queued_per_user``, at least 1): a user opening thread after thread
+  cannot fill the queue so that everyone else is told ``busy``.
 
 Built on Trio primitives only (one :class:`trio.Event` per waiting ticket);
 no task of its own.  Everything but :meth:`Ticket.wait` is synchronous, so
@@ -109,6 +112,8 @@ class TurnAdmission:
         self.max_running = max_running
         self.max_per_user = max_per_user
         self.max_queued = max_queued
+        #: the most waiting turns of one user: half the queue (rounded up), at least 1
+        self.max_queued_per_user = max(1, (max_queued + 1) // 2)
         self.running = 0
         self.running_by_user: dict[str, int] = {}
         self._queues: dict[str, deque[Ticket]] = {}
@@ -125,8 +130,8 @@ class TurnAdmission:
         """A ticket for one turn of ``user_id``: admitted at once when a slot
         is free and none of the user's turns waits, else queued (and
         ``on_position`` told its place).  Raises :class:`Busy` — nothing
-        queued — when the queue already holds ``max_queued`` tickets (with
-        ``force``: never; for a turn that continues one that just ended) or
+        queued — when the queue already holds ``max_queued`` tickets or
+        ``max_queued_per_user`` of this user's (with ``force``: never; for a turn that continues one that just ended) or
         the admission is closed."""
         if self.closed:
             raise Busy("the daemon is shutting down; try again shortly")
@@ -137,6 +142,9 @@ class TurnAdmission:
         if not force and self.queued >= self.max_queued:
             raise Busy(f"the daemon is busy: {self.running} turn(s) running and {self.queued} waiting "
                        f"(limits.max_queued_turns={self.max_queued}); try again in a moment")
+        if not force and len(self._queues.get(user_id, ())) >= self.max_queued_per_user:
+            raise Busy(f"you already have {len(self._queues[user_id])} turn(s) waiting (at most half of "
+                       f"limits.max_queued_turns={self.max_queued} per user); try again when one has started")
         ticket.waited = True
         queue = self._queues.setdefault(user_id, deque())
         if not queue:
@@ -151,7 +159,7 @@ class TurnAdmission:
             return True
         if not self._queues.get(user_id) and self._can_run(user_id):
             return False
-        return self.queued >= self.max_queued
+        return self.queued >= self.max_queued or len(self._queues.get(user_id, ())) >= self.max_queued_per_user
 
     def close(self) -> None:
         """Admit nothing more (daemon shutdown).  Queued tickets stay until

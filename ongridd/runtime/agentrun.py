@@ -7,16 +7,19 @@ here, in one place, so no persona field or delegation path can skip it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 
-from ongridd.kernel.events import ToolEndEvent
+from ongridd.kernel.events import EventSink, ToolEndEvent
 from ongridd.kernel.loop import RunResult, run_agent
-from ongridd.llm.types import Completion, Message, ModelRequest
+from ongridd.config import Config
+from ongridd.llm.types import Completion, Message, ModelClient, ModelRequest
 from ongridd.logs import bound_context
+from ongridd.personas.parse import Persona
+from ongridd.personas.skills import Skill
 from ongridd.personas.prompt import (
     CATALOG_INTRO,
     agent_catalog,
@@ -28,11 +31,16 @@ from ongridd.personas.prompt import (
 )
 from ongridd.runtime.compaction import ThreadHistories
 from ongridd.runtime.gate import ReviewGate
+from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
+from ongridd.runtime.registries import Registries
 from ongridd.runtime.sink import PersistSink
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.tools.bag import ToolBag, coordinator_bag, worker_bag, wrap_tools
 from ongridd.tools.runner import ToolRunner
 from ongridd.tools.spec import ToolCallContext
+
+if TYPE_CHECKING:  # core imports this module
+    from ongridd.runtime.core import Turn
 
 REVIEWER = "reviewer"
 COORDINATOR = "default"
@@ -44,7 +52,8 @@ class AgentRunner:
     ``clock``: returns the current time as an aware datetime (the per-call
     reminder's time line; tests inject a fixed one)."""
 
-    def __init__(self, *, config: Any, store: Any, writer: Any, workers: WorkerManager, model: Callable[[], Any],
+    def __init__(self, *, config: Config, store: RuntimeStore, writer: RuntimeWriter, workers: WorkerManager,
+                 model: Callable[[], ModelClient],
                  clock: Callable[[], datetime] | None = None):
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.config = config
@@ -56,16 +65,16 @@ class AgentRunner:
         self.histories = ThreadHistories(store=store, writer=writer, model=model, config=config)
 
     # ---- helpers ------------------------------------------------------------
-    def _skills(self, snap: Any, persona: Any) -> list[Any]:
-        out = []
+    def _skills(self, snap: Registries, persona: Persona) -> list[Skill]:
+        out: list[Skill] = []
         for name in getattr(persona, "skills", ()) or ():
             skill = snap.skills.by_name(name) if snap.skills is not None else None
             if skill is not None:
                 out.append(skill)
         return out
 
-    def _gate(self, snap: Any, agents: Any, coordinator_id: str) -> ReviewGate:
-        async def spawn_reviewer(ctx: ToolCallContext, brief: str, description: str, timeout_s: float) -> Any:
+    def _gate(self, snap: Registries, agents: Mapping[str, Persona], coordinator_id: str) -> ReviewGate:
+        async def spawn_reviewer(ctx: ToolCallContext, brief: str, description: str, timeout_s: float) -> WorkerOutcome:
             return await self.spawn_worker(snap=snap, agents=agents, persona=REVIEWER, description=description,
                                            brief=brief, parent_id=ctx.session_id, coordinator_id=coordinator_id,
                                            user_id=ctx.user_id, timeout_s=timeout_s)
@@ -73,9 +82,9 @@ class AgentRunner:
         return ReviewGate(store=self.store, spawn_reviewer=spawn_reviewer,
                           reviewer_timeout_s=self.config.limits.reviewer_timeout_s)
 
-    async def _run(self, *, persona: Any, system_prompt: str, history: Sequence[Message],
-                   user_message: Message | None, bag: ToolBag, reminder: str | None, ctx: ToolCallContext,
-                   sink: Any, inbox: Callable[[], list[Message]] | None = None) -> RunResult:
+    async def _run(self, *, persona: Persona, system_prompt: str, history: Sequence[Message],
+                   user_message: Message | None, bag: ToolBag, reminder: str | Callable[[], str | None] | None, ctx: ToolCallContext,
+                   sink: EventSink, inbox: Callable[[], list[Message]] | None = None) -> RunResult:
         # every line logged during this turn or worker (tools, kernel, plugins) carries these
         with bound_context(session_id=ctx.session_id, agent=ctx.agent, user=ctx.user_id):
             return await run_agent(model=self.model(), persona=persona, system_prompt=system_prompt,
@@ -83,13 +92,13 @@ class AgentRunner:
                                    limits=self.config.limits, context=ctx, sink=sink,
                                    pending_user_messages=inbox)
 
-    def _worker_reminder(self, profile: Any) -> Callable[[], str | None]:
+    def _worker_reminder(self, profile: Persona) -> Callable[[], str | None]:
         """A worker's per-call reminder: the time line and its critical reminder."""
         tz_name = host_time_zone()
         return lambda: system_reminder(persona=profile, now=self.clock(), tz_name=tz_name)
 
     # ---- the coordinator ----------------------------------------------------
-    def _coordinator_prompt(self, snap: Any, agents: Any, persona: Any) -> tuple[str, list[str]]:
+    def _coordinator_prompt(self, snap: Registries, agents: Mapping[str, Persona], persona: Persona) -> tuple[str, list[str]]:
         """The coordinator's system prompt and the valid ``subagent_type`` names.
 
         Composed once per registry snapshot: the result is kept for the
@@ -98,7 +107,7 @@ class AgentRunner:
         registry reuses it instead of rebuilding the catalog.
         """
         base = self.config.prompt.base
-        skills_now = snap.skills.snapshot() if getattr(snap.skills, "snapshot", None) is not None else None
+        skills_now = snap.skills.snapshot() if snap.skills is not None else None
         key = (snap, agents, skills_now)
         cached = getattr(self, "_coordinator_cache", None)
         if cached is not None and all(a is b for a, b in zip(cached[0], key)) and cached[1] == base:
@@ -112,8 +121,8 @@ class AgentRunner:
         self._coordinator_cache = (key, base, system, names)
         return system, names
 
-    async def run_coordinator(self, *, snap: Any, agents: Any, turn: Any, text: str,
-                              publish: Callable[[dict], None]) -> RunResult:
+    async def run_coordinator(self, *, snap: Registries, agents: Mapping[str, Persona], turn: Turn, text: str,
+                              publish: Callable[[Row], None]) -> RunResult:
         """One coordinator turn on the session's stored history."""
         persona = agents.get(COORDINATOR)
         if persona is None:
@@ -149,7 +158,7 @@ class AgentRunner:
                                ctx=ctx, sink=sink, inbox=inbox)
 
     # ---- workers and the reviewer ----------------------------------------------
-    async def spawn_worker(self, *, snap: Any, agents: Any, persona: str, description: str, brief: str,
+    async def spawn_worker(self, *, snap: Registries, agents: Mapping[str, Persona], persona: str, description: str, brief: str,
                            parent_id: str, coordinator_id: str, user_id: str,
                            timeout_s: float | None = None) -> WorkerOutcome:
         """Run ``persona`` as a child session of ``parent_id`` (see WorkerManager.spawn)."""
@@ -193,8 +202,8 @@ class AgentRunner:
                                         timeout_s=limit, run=run)
 
     # ---- interjection -----------------------------------------------------------
-    async def run_interjection(self, *, turn: Any, text: str, running: Sequence[WorkerTask],
-                               publish: Callable[[dict], None]) -> None:
+    async def run_interjection(self, *, turn: Turn, text: str, running: Sequence[WorkerTask],
+                               publish: Callable[[Row], None]) -> None:
         """Exactly one model call with only SendMessage and TaskStop.
 
         Its tool calls are audited on the coordinator session; its messages

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from datetime import datetime
+from collections.abc import Awaitable, Callable, Iterator
 
 import attrs
 import trio
 
-from ongridd.errors import NotFound, OngridError, ProviderError, TaskStateError
-from ongridd.llm.types import Message
+from ongridd.config import Config
+from ongridd.errors import Busy, NotFound, OngridError, ProviderError, TaskStateError
+from ongridd.llm.types import Message, ModelClient
 from ongridd.logs import get_logger
 from ongridd.metrics import TURNS
 from ongridd.render import markdown_html
@@ -27,9 +28,11 @@ from ongridd.runtime.admission import Ticket, TurnAdmission
 from ongridd.runtime.agentrun import AgentRunner
 from ongridd.runtime.control import ControlDeps, DedupTable, build_control_tools
 from ongridd.runtime.hub import SessionHub
+from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
-from ongridd.runtime.workers import WorkerManager
+from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.store.writer import StoreWriter
+from ongridd.tools.spec import Tool, ToolCallContext
 
 log = get_logger(__name__)
 
@@ -43,6 +46,9 @@ WRITER_DRAIN_S = 60.0
 THREADS_PAGE_MAX = 200
 MESSAGES_PAGE_MAX = 2000
 AUDIT_PAGE_MAX = 5000
+#: the most messages waiting in one turn's inbox (sent while it is queued or
+#: runs); one more is refused ``busy`` instead of growing memory without bound
+INBOX_MAX = 64
 
 
 @attrs.define(eq=False)
@@ -56,7 +62,7 @@ class Turn:
     inbox: list[Message] = attrs.field(factory=list)
     stopped_by_user: bool = False
     done: trio.Event = attrs.field(factory=trio.Event)
-    control_tools: list[Any] = attrs.field(factory=list)
+    control_tools: list[Tool] = attrs.field(factory=list)
     system_prompt: str = ""
     interjections: set[trio.CancelScope] = attrs.field(factory=set)
     pending_interjection: list[str] = attrs.field(factory=list)
@@ -81,13 +87,16 @@ class Turn:
 
 
 class Runtime:
-    """``config``: Config; ``store``: Store; ``holder``: RegistryHolder;
-    ``model``: a ModelClient (or a zero-argument factory returning one,
-    called lazily on the first turn).  ``clock``: the current time as an
-    aware datetime for the per-call reminder (default: the system clock)."""
+    """``config``: Config; ``store``: a RuntimeStore (the daemon's Store);
+    ``holder``: RegistryHolder; ``model``: a ModelClient (or a zero-argument
+    factory returning one, called lazily on the first turn).  ``clock``: the
+    current time as an aware datetime for the per-call reminder (default: the
+    system clock).  ``writer``: the queued writer (a RuntimeWriter; default: a
+    StoreWriter of ``store``, which must then be the concrete Store)."""
 
-    def __init__(self, config: Any, store: Any, holder: RegistryHolder, model: Any, *,
-                 clock: Callable[[], Any] | None = None):
+    def __init__(self, config: Config, store: RuntimeStore, holder: RegistryHolder,
+                 model: ModelClient | Callable[[], ModelClient], *,
+                 clock: Callable[[], datetime] | None = None, writer: RuntimeWriter | None = None):
         self.config = config
         self.store = store
         self.holder = holder
@@ -95,7 +104,13 @@ class Runtime:
         self.hubs: dict[str, SessionHub] = {}
         self.turns: dict[str, Turn] = {}
         self.dedup: dict[str, DedupTable] = {}
-        self.writer = StoreWriter(store)
+        # connections attached to a thread (open_thread(hold=True)), and the
+        # threads whose empty row release_thread is deleting right now
+        self._holds: dict[str, int] = {}
+        self._releasing: dict[str, trio.Event] = {}
+        # ``writer``: the daemon may hand one in; by default the Store's own writer (it needs the
+        # concrete Store's engine, which the RuntimeStore seam does not expose)
+        self.writer: RuntimeWriter = writer if writer is not None else StoreWriter(store)  # type: ignore[arg-type]
         self.workers = WorkerManager(store, self._publish, self.writer)
         self.runner = AgentRunner(config=config, store=store, writer=self.writer, workers=self.workers,
                                   model=self._get_model, clock=clock)
@@ -107,12 +122,12 @@ class Runtime:
                                        max_queued=getattr(lim, "max_queued_turns", 256))
 
     # ---- lifecycle ----------------------------------------------------------
-    def _get_model(self) -> Any:
+    def _get_model(self) -> ModelClient:
         if callable(self._model) and not hasattr(self._model, "stream"):
             self._model = self._model()
-        return self._model
+        return self._model  # type: ignore[return-value]  # narrowed above: a client, not the factory
 
-    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The store writer and the service nursery; runs until cancelled.
 
         On exit, once every turn has ended, the writer's queue is drained
@@ -128,7 +143,7 @@ class Runtime:
                 with trio.CancelScope(shield=True):
                     await self.writer.aclose(WRITER_DRAIN_S)
 
-    async def _serve(self, task_status: Any) -> None:
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -194,35 +209,85 @@ class Runtime:
             hub = self.hubs[session_id] = SessionHub()
         return hub
 
-    def _publish(self, session_id: str, frame: dict) -> None:
+    def _publish(self, session_id: str, frame: Row) -> None:
         self._hub(session_id).publish(frame)
 
-    async def open_thread(self, *, user_id: str, thread: str) -> tuple[str, bool]:
-        """The coordinator session of (user, thread): ``(session_id, resumed)``."""
-        row, created = await self.store.get_or_create_coordinator(user_id, thread)
+    async def open_thread(self, *, user_id: str, thread: str, hold: bool = False) -> tuple[str, bool]:
+        """The coordinator session of (user, thread): ``(session_id, resumed)``.
+
+        ``hold``: the caller (a chat connection) holds the thread until it
+        calls :meth:`release_thread`, which may then delete a row it created
+        and never used.  A thread whose empty row is being deleted right now
+        is waited for and then created afresh."""
+        while True:
+            row, created = await self.store.get_or_create_coordinator(user_id, thread)
+            releasing = self._releasing.get(row["id"])
+            if releasing is None:
+                break
+            await releasing.wait()
+        if hold:
+            self._holds[row["id"]] = self._holds.get(row["id"], 0) + 1
         return row["id"], not created
 
+    async def release_thread(self, session_id: str, *, created: bool) -> bool:
+        """End a hold of :meth:`open_thread` (``hold=True``).  When the hold
+        was the last one, ``created`` says the holder's open_thread created
+        the row, and the thread is still empty — no turn running or queued,
+        no subscriber, and in the database no message, child, audit row,
+        turn origin or summary — its row is deleted (a refused or empty
+        first message leaves no thread behind).  True when deleted.
+
+        Runs under a bounded shield (5 s): a cancelled connection still
+        releases; a failing store is logged, never raised."""
+        left = self._holds.get(session_id, 0) - 1
+        if left > 0:
+            self._holds[session_id] = left
+            return False
+        self._holds.pop(session_id, None)
+        hub = self.hubs.get(session_id)
+        if (not created or session_id in self.turns or session_id in self._releasing
+                or (hub is not None and (hub.subscriber_count or hub.turn_running))):
+            return False
+        done = self._releasing[session_id] = trio.Event()  # open_thread waits for it from here on
+        deleted = False
+        try:
+            with trio.move_on_after(5, shield=True):
+                await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)  # what it wrote is seen
+                if session_id not in self.turns and not self._holds.get(session_id):
+                    deleted = await self.store.delete_empty_coordinator(session_id)
+        except Exception:  # noqa: BLE001 - the row stays; it is only an empty thread
+            log.exception("empty_thread_release_failed", session_id=session_id)
+        finally:
+            del self._releasing[session_id]
+            done.set()
+        if deleted:
+            log.info("empty_thread_removed", session_id=session_id)
+        return deleted
+
     @contextlib.contextmanager
-    def subscribe(self, session_id: str) -> Iterator[tuple[list[dict], trio.MemoryReceiveChannel]]:
+    def subscribe(self, session_id: str) -> Iterator[tuple[list[Row], trio.MemoryReceiveChannel[Row]]]:
         """``(initial frames, channel)`` of a coordinator session's frames."""
         with self._hub(session_id).subscribe() as pair:
             yield pair
 
-    async def _owned(self, session_id: str, user_id: str) -> dict:
+    async def _owned(self, session_id: str, user_id: str) -> Row:
         row = await self.store.get_session(session_id)
         if row is None or row.get("user_id") != user_id:
             raise NotFound(f"no session {session_id}")
         return row
 
-    async def session_tree(self, session_id: str, *, user_id: str) -> dict:
+    async def session_tree(self, session_id: str, *, user_id: str) -> Row:
         """The nested tree from ``session_id`` (``{id, agent_id, status,
         description, closed_at, close_reason, …, children: [...]}``).
         Raises NotFound when it does not exist or belongs to another user."""
         await self._owned(session_id, user_id)
         await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)  # read what the turn wrote
-        return await self.store.session_tree(session_id)
+        tree = await self.store.session_tree(session_id)
+        if tree is None:  # deleted (retention) between the ownership check and the read
+            raise NotFound(f"no session {session_id}")
+        return tree
 
-    async def session_export(self, session_id: str, *, user_id: str) -> dict:
+    async def session_export(self, session_id: str, *, user_id: str) -> Row:
         """The session with its whole tree, messages, audit rows and proposals
         as one document (``ongridd.store.export``).  Raises NotFound as
         :meth:`session_tree`."""
@@ -234,7 +299,7 @@ class Runtime:
         return doc
 
     async def session_audit(self, session_id: str, *, user_id: str, limit: int = AUDIT_PAGE_MAX,
-                            offset: int = 0) -> list[dict]:
+                            offset: int = 0) -> list[Row]:
         """Audit rows of the session and its children, oldest first, at most
         ``limit`` after ``offset`` (``{id, session_id, agent_id, tool_name,
         tool_call_id, arguments, result, status, duration_ms, created_at,
@@ -246,8 +311,8 @@ class Runtime:
         return await self.store.list_audit_items(session_id, include_children=True,
                                                  limit=max(1, min(limit, AUDIT_PAGE_MAX)), offset=max(0, offset))
 
-    async def list_threads(self, *, user_id: str, limit: int = 50, before: Any = None,
-                           before_id: str | None = None) -> list[dict]:
+    async def list_threads(self, *, user_id: str, limit: int = 50, before: datetime | None = None,
+                           before_id: str | None = None) -> list[Row]:
         """The caller's coordinator threads, newest activity first: ``{id, thread,
         status, created_at, updated_at, last_user_text, running, last_turn}``
         (``last_turn``: ``running``, ``completed`` when the last message is an
@@ -270,7 +335,7 @@ class Runtime:
         return out
 
     async def session_messages(self, session_id: str, *, user_id: str, after_seq: int = 0,
-                               limit: int = 500) -> list[dict]:
+                               limit: int = 500) -> list[Row]:
         """The stored transcript of a session of the caller, in seq order:
         ``{seq, role, content, html, tool_calls, tool_call_id, created_at}``
         (``html``: the sanitised rendering of assistant text, else None), at
@@ -305,6 +370,9 @@ class Runtime:
         if not self.accepting or self.nursery is None:
             raise OngridError("the daemon is shutting down; try again shortly")
         running = self.turns.get(session_id)
+        if running is not None and len(running.inbox) >= INBOX_MAX:
+            raise Busy(f"this thread already has {len(running.inbox)} messages waiting for its turn; "
+                       "send again once it has answered")
         if running is not None and running.queued:  # joins the waiting turn as a pending message
             running.inbox.append(Message(role="user", content=text))
             return
@@ -341,8 +409,9 @@ class Runtime:
         with trio.move_on_after(5):
             await turn.done.wait()
 
-    def _control_deps(self, turn: Turn, spawnable: list[str], spawn: Callable) -> ControlDeps:
-        async def stop(task_id: str) -> Any:
+    def _control_deps(self, turn: Turn, spawnable: list[str],
+                      spawn: Callable[[ToolCallContext, str, str, str], Awaitable[WorkerOutcome]]) -> ControlDeps:
+        async def stop(task_id: str) -> WorkerTask:
             return await self.workers.stop(task_id, coordinator_id=turn.session_id)
 
         return ControlDeps(
@@ -364,7 +433,7 @@ class Runtime:
                 snap = self.holder.current
                 agents = snap.agents.snapshot()
 
-                async def spawn(ctx: Any, persona: str, description: str, prompt: str) -> Any:
+                async def spawn(ctx: ToolCallContext, persona: str, description: str, prompt: str) -> WorkerOutcome:
                     turn.workers += 1
                     return await self.runner.spawn_worker(
                         snap=snap, agents=agents, persona=persona, description=description, brief=prompt,
@@ -446,7 +515,7 @@ class Runtime:
             msg = turn.inbox.pop(0)
             self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=msg.content)
 
-    async def _settle_writes(self, turn: Turn, status: str, end: dict) -> tuple[str, dict]:
+    async def _settle_writes(self, turn: Turn, status: str, end: Row) -> tuple[str, Row]:
         """Wait until the turn's writes are committed, so its last frame only
         goes out once the transcript, audit rows and worker rows can be read;
         returns ``(status, end)``, turned into ``error``/``internal`` when a
@@ -502,7 +571,7 @@ class Runtime:
                 turn.interjections.discard(scope)
                 turn.interjecting = False
 
-    def _publish_during(self, turn: Turn, frame: dict) -> None:
+    def _publish_during(self, turn: Turn, frame: Row) -> None:
         """Publish a frame of ``turn`` only while it runs (an interjection
         woken with its model answer just as the turn ended must not reach a
         client after the turn's last frame)."""
@@ -512,14 +581,14 @@ class Runtime:
         self._publish(turn.session_id, frame)
 
 
-def _with_summaries(items: list[dict], summaries: list[dict]) -> list[dict]:
+def _with_summaries(items: list[Row], summaries: list[Row]) -> list[Row]:
     """Transcript items with a ``role: summary`` item after the message each
     summary covers up to (``seq`` = its ``through_seq``; ``summary``:
     ``{through_seq, source, summarizer_session_id}``); message items keep
     their shape."""
     if not summaries:
         return items
-    out: list[dict] = []
+    out: list[Row] = []
     pending = list(summaries)
     for item in items:
         while pending and pending[0]["through_seq"] < item["seq"]:
@@ -529,7 +598,7 @@ def _with_summaries(items: list[dict], summaries: list[dict]) -> list[dict]:
     return out
 
 
-def _summary_item(s: dict) -> dict:
+def _summary_item(s: Row) -> Row:
     return {"seq": s["through_seq"], "role": "summary", "content": s["content"], "html": markdown_html(s["content"]),
             "tool_calls": None, "tool_call_id": None, "created_at": s["created_at"],
             "summary": {"through_seq": s["through_seq"], "source": s["source"],

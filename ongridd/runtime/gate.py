@@ -23,6 +23,8 @@ from ongridd.errors import ToolError, ToolTimeout
 from ongridd.logs import get_logger
 from ongridd.metrics import REVIEWS
 from ongridd.runtime.decision import Decision, reject, review_decision
+from ongridd.runtime.ports import RuntimeStore
+from ongridd.runtime.workers import WorkerOutcome
 from ongridd.tools.classify import classify_once
 from ongridd.tools.spec import BLAST_RADII, Approval, Outcome, Proposal, Tool, ToolCallContext
 
@@ -30,7 +32,7 @@ log = get_logger(__name__)
 
 # spawn_reviewer(ctx, brief, description, timeout_s) -> WorkerOutcome (task_id, status, result, reason,
 # finish_reason, stopped_by, timed_out)
-SpawnReviewer = Callable[[ToolCallContext, str, str, float], Awaitable[Any]]
+SpawnReviewer = Callable[[ToolCallContext, str, str, float], Awaitable[WorkerOutcome]]
 
 MUTATING = ("write", "destructive")
 
@@ -82,7 +84,7 @@ class ReviewGate:
     reviewer persona as a child of ``ctx.session_id``.  ``reviewer_timeout_s``:
     the reviewer's own limit (default 60 s), independent of the inner tool's."""
 
-    store: Any
+    store: RuntimeStore
     spawn_reviewer: SpawnReviewer
     reviewer_timeout_s: float = 60.0
 

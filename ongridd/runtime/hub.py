@@ -21,7 +21,7 @@ class SessionHub:
     while nobody was attached, its ``final`` (or ``error``) frame."""
 
     def __init__(self) -> None:
-        self._subscribers: set[trio.MemorySendChannel] = set()
+        self._subscribers: set[trio.MemorySendChannel[dict[str, Any]]] = set()
         self.tiles: dict[str, dict[str, Any]] = {}
         self.turn_running = False
         self.undelivered_end: dict[str, Any] | None = None
@@ -63,9 +63,9 @@ class SessionHub:
         self.queue_frame = None
 
     @contextlib.contextmanager
-    def subscribe(self) -> Iterator[tuple[list[dict[str, Any]], trio.MemoryReceiveChannel]]:
+    def subscribe(self) -> Iterator[tuple[list[dict[str, Any]], trio.MemoryReceiveChannel[dict[str, Any]]]]:
         """Yield ``(initial_frames, channel)``; unsubscribes on exit."""
-        send, recv = trio.open_memory_channel[dict](SUBSCRIBER_BUFFER)
+        send, recv = trio.open_memory_channel[dict[str, Any]](SUBSCRIBER_BUFFER)
         initial: list[dict[str, Any]] = []
         if self.undelivered_end is not None:  # a turn ended while nobody was attached
             initial.append(self.undelivered_end)

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from ongridd.personas.registry import AgentRegistry
+from ongridd.personas.skills import SkillRegistry
 from ongridd.tools.spec import RedirectStub, Tool
 
 
@@ -27,8 +29,8 @@ class Registries:
 
     tools: Mapping[str, Tool]
     stubs: tuple[RedirectStub, ...]
-    agents: Any
-    skills: Any
+    agents: AgentRegistry
+    skills: SkillRegistry | None
     routes: Mapping[tuple[str, str], Any] = attrs.field(factory=dict)
     services: tuple[Any, ...] = ()
     plugins: tuple[Any, ...] = ()

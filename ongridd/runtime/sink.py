@@ -11,13 +11,14 @@ the session's clients.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection
 
 from ongridd.kernel import events as ev
+from ongridd.llm.types import Message, Usage
 from ongridd.metrics import TOOL_CALLS, TOOL_SECONDS
 from ongridd.runtime import frames
 from ongridd.runtime.history import tool_calls_to_json
+from ongridd.runtime.ports import Row, RuntimeWriter
 
 
 class PersistSink:
@@ -28,10 +29,10 @@ class PersistSink:
     (workers keep partial output with it).
     """
 
-    def __init__(self, writer: Any, session_id: str, *, owner: str | None = None,
-                 publish: Callable[[dict], None] | None = None,
+    def __init__(self, writer: RuntimeWriter, session_id: str, *, owner: str | None = None,
+                 publish: Callable[[Row], None] | None = None,
                  on_text: Callable[[str], None] | None = None, persist_messages: bool = True,
-                 known_tools: Any = None):
+                 known_tools: Collection[str] | None = None):
         self.known_tools = known_tools
         self.persist_messages = persist_messages
         self.writer = writer
@@ -40,14 +41,14 @@ class PersistSink:
         self.publish = publish
         self.on_text = on_text
 
-    def persist_message(self, message: Any) -> None:
+    def persist_message(self, message: Message) -> None:
         """Queue ``message`` for the session's stored history (never blocks; a
         write that finally fails is logged and reported to the owner's turn)."""
         self.writer.append_message(self.session_id, owner=self.owner, role=message.role, content=message.content,
                                    tool_calls=tool_calls_to_json(message.tool_calls) if message.tool_calls else None,
                                    tool_call_id=message.tool_call_id, name=message.name)
 
-    def add_usage(self, usage: Any) -> None:
+    def add_usage(self, usage: Usage | None) -> None:
         """Queue one model call (and its ``usage``, a Usage or None) for the
         session's counters (``model_calls``, ``prompt_tokens``,
         ``completion_tokens``, ``cached_tokens``; added in the database, so
@@ -57,7 +58,7 @@ class PersistSink:
                               completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
                               cached_tokens=getattr(usage, "cached_tokens", 0) or 0)
 
-    async def __call__(self, event: Any) -> None:
+    async def __call__(self, event: ev.KernelEvent) -> None:
         if isinstance(event, ev.TokenEvent):
             if self.publish and self.persist_messages:
                 self.publish(frames.token(event.text))

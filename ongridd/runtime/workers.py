@@ -20,6 +20,7 @@ import trio
 from ongridd.errors import NotFound, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WORKERS, WORKERS_RUNNING
+from ongridd.runtime.ports import RuntimeStore, RuntimeWriter
 
 log = get_logger(__name__)
 
@@ -88,7 +89,7 @@ class WorkerManager:
     ``publish(coordinator_id, frame)`` sends frames to a coordinator's
     subscribers; ``shutdown_reason`` is set by the daemon when it stops."""
 
-    def __init__(self, store: Any, publish: PublishFn, writer: Any):
+    def __init__(self, store: RuntimeStore, publish: PublishFn, writer: RuntimeWriter):
         self.store = store
         self.writer = writer
         self.publish = publish
@@ -131,7 +132,8 @@ class WorkerManager:
                           coordinator_id=coordinator_id, parent_id=parent_id, user_id=user_id)
         self.tasks[task.task_id] = task
         self._tile(task)
-        status, text, reason = "failed", "", "internal error"
+        status, text = "failed", ""
+        reason: str | None = "internal error"
         timed_out = False
         try:
             with trio.CancelScope() as scope:
@@ -197,8 +199,7 @@ class WorkerManager:
         task = self.tasks.get(task_id)
         if task is None or task.coordinator_id != coordinator_id:
             row = await self.store.get_session(task_id) if _looks_like_id(task_id) else None
-            ended = row is not None and row["status"] in TERMINAL
-            if ended and await self._belongs(row, coordinator_id):
+            if row is not None and row["status"] in TERMINAL and await self._belongs(row, coordinator_id):
                 why = f": {row['close_reason']}" if row.get("close_reason") else ""
                 raise TaskStateError(f"{task_id} is not running ({row['status']}{why})")
             raise NotFound(f"no such task {task_id} in this session")
@@ -212,7 +213,7 @@ class WorkerManager:
             await task.done.wait()
         return task
 
-    async def _belongs(self, row: dict, coordinator_id: str) -> bool:
+    async def _belongs(self, row: dict[str, Any], coordinator_id: str) -> bool:
         parent = row.get("parent_session_id")
         for _ in range(3):
             if parent is None:

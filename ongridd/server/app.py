@@ -8,7 +8,8 @@ turn, subscribe, stop), never the other way round.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -24,6 +25,12 @@ from ongridd.server.auth import Authenticator, bearer_token, is_loopback
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
 
+if TYPE_CHECKING:  # the types only (the daemon wires the instances in)
+    from ongridd.config import Config
+    from ongridd.marketplace.service import AgentsAPI, MarketplaceService
+    from ongridd.runtime.core import Runtime
+    from ongridd.runtime.ports import RuntimeStore
+
 log = get_logger(__name__)
 
 #: body limit of a plugin route with ``auth="none"`` (platform webhooks; bytes)
@@ -37,13 +44,13 @@ class AppServices:
     listing/editing.  ``marketplace``: install/uninstall.  ``plugin_routes``:
     a callable returning the current ``{(METHOD, path): handler}`` table."""
 
-    config: Any
+    config: Config
     auth: Authenticator
-    store: Any = None
-    runtime: Any = None
-    agents_api: Any = None
-    marketplace: Any = None
-    plugin_routes: Any = None
+    store: RuntimeStore | None = None
+    runtime: Runtime | None = None
+    agents_api: AgentsAPI | None = None
+    marketplace: MarketplaceService | None = None
+    plugin_routes: Callable[[], Mapping[tuple[str, str], Any]] | None = None
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -87,7 +94,7 @@ def console_response(name: str) -> Response:
     return resp
 
 
-def _client_host(scope: dict) -> str | None:
+def _client_host(scope: Mapping[str, Any]) -> str | None:
     client = scope.get("client")
     return client[0] if client else None
 
@@ -98,6 +105,56 @@ def create_app(services: AppServices) -> QuartTrio:
     app.config["MAX_CONTENT_LENGTH"] = 4 * 1024 * 1024
     app.config["RESPONSE_TIMEOUT"] = 300
     app.ongrid = services  # type: ignore[attr-defined]
+
+    def current_user() -> str:
+        return services.auth.authenticate(bearer_token(request.headers.get("Authorization")),
+                                          _client_host(request.scope))
+
+    _add_origin_checks(app, services)
+    _add_error_handlers(app)
+
+    @app.get("/healthz")
+    async def healthz():
+        return _json({"status": "ok"})
+
+    @app.get("/metrics")
+    async def metrics():
+        # with tokens configured the metrics (user-derived labels, activity)
+        # need a token too, unless the operator opened them explicitly
+        if not services.auth.open_mode and not getattr(services.config.server, "metrics_public", False):
+            current_user()
+        return Response(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+
+    _add_agent_routes(app, services, current_user)
+    _add_session_routes(app, services, current_user)
+    _add_marketplace_routes(app, services, current_user)
+    _add_plugin_routes(app, services, current_user)
+
+    @app.get("/")
+    async def index():
+        return console_response("index.html")
+
+    @app.get("/static/<name>")
+    async def static_asset(name: str):
+        return console_response(name)
+
+    @app.websocket("/ws")
+    async def ws():
+        from ongridd.server.ws import serve_chat_socket
+
+        await serve_chat_socket(websocket, services)
+
+    return app
+
+
+def _plugin_route_of(services: AppServices, method: str, path: str) -> Any:
+    """The plugin route registered for ``(method, path)``, or None."""
+    table = services.plugin_routes() if services.plugin_routes else {}
+    return table.get((method, path))
+
+
+def _add_origin_checks(app: QuartTrio, services: AppServices) -> None:
+    """Refuse cross-site and DNS-rebinding requests and sockets (403) before any route runs."""
 
     def origin_problem(headers: Any) -> str | None:
         """Browser protection: a cross-site page (Origin of another site) or
@@ -116,14 +173,9 @@ def create_app(services: AppServices) -> QuartTrio:
                 return f"cross-origin request from {origin[:100]!r} refused"
         return None
 
-    def plugin_route_of(method: str, path: str) -> Any:
-        """The plugin route registered for ``(method, path)``, or None."""
-        table = services.plugin_routes() if services.plugin_routes else {}
-        return table.get((method, path))
-
     @app.before_request
     async def _check_origin():
-        route = plugin_route_of(request.method, request.path)
+        route = _plugin_route_of(services, request.method, request.path)
         if route is not None and getattr(route, "auth", "token") == "none":
             return None  # a platform webhook: the handler verifies the caller itself
         problem = origin_problem(request.headers)
@@ -139,9 +191,9 @@ def create_app(services: AppServices) -> QuartTrio:
             abort(403)
         return None
 
-    def current_user() -> str:
-        return services.auth.authenticate(bearer_token(request.headers.get("Authorization")),
-                                          _client_host(request.scope))
+
+def _add_error_handlers(app: QuartTrio) -> None:
+    """Map the project's errors to JSON error answers: 401, 404, 409, 400 (413 for an oversized persona)."""
 
     @app.errorhandler(AuthError)
     async def _auth_error(exc: AuthError):
@@ -168,19 +220,10 @@ def create_app(services: AppServices) -> QuartTrio:
             resp.headers["Connection"] = "close"
         return resp
 
-    @app.get("/healthz")
-    async def healthz():
-        return _json({"status": "ok"})
 
-    @app.get("/metrics")
-    async def metrics():
-        # with tokens configured the metrics (user-derived labels, activity)
-        # need a token too, unless the operator opened them explicitly
-        if not services.auth.open_mode and not getattr(services.config.server, "metrics_public", False):
-            current_user()
-        return Response(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+def _add_agent_routes(app: QuartTrio, services: AppServices, current_user: Callable[[], str]) -> None:
+    """``/api/agents``: list, read, write and delete personas (§15.4)."""
 
-    # ---- agents ---------------------------------------------------------
     @app.get("/api/agents")
     async def agents_list():
         current_user()
@@ -205,6 +248,10 @@ def create_app(services: AppServices) -> QuartTrio:
     async def agents_delete(name: str):
         user = current_user()
         return _json(await services.agents_api.delete(name, actor=user))
+
+
+def _add_session_routes(app: QuartTrio, services: AppServices, current_user: Callable[[], str]) -> None:
+    """``/api/me`` and ``/api/sessions``: who am I, threads, messages, tree, export, audit (§15.4)."""
 
     # ---- who am I (the console asks before it signs in) ----------------
     @app.get("/api/me")
@@ -255,7 +302,10 @@ def create_app(services: AppServices) -> QuartTrio:
             session_id, user_id=user, limit=query_int("limit", AUDIT_PAGE_MAX, 1, AUDIT_PAGE_MAX),
             offset=query_int("offset", 0, 0, 2**31 - 1)))
 
-    # ---- marketplace ----------------------------------------------------
+
+def _add_marketplace_routes(app: QuartTrio, services: AppServices, current_user: Callable[[], str]) -> None:
+    """``/api/marketplace``: list, install, uninstall (§14)."""
+
     @app.get("/api/marketplace")
     async def marketplace_list():
         current_user()
@@ -272,10 +322,13 @@ def create_app(services: AppServices) -> QuartTrio:
         fn = services.marketplace.install if action == "install" else services.marketplace.uninstall
         return _json(await fn(body["name"], actor=user))
 
-    # ---- plugin routes (looked up per request: the table is swappable) --
+
+def _add_plugin_routes(app: QuartTrio, services: AppServices, current_user: Callable[[], str]) -> None:
+    """The catch-all route that dispatches to plugin routes (looked up per request: the table is swappable)."""
+
     @app.route("/<path:path>", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     async def plugin_route(path: str):
-        route = plugin_route_of(request.method, "/" + path)
+        route = _plugin_route_of(services, request.method, "/" + path)
         if route is None:
             return _error(404, "not_found", f"no route {request.method} /{path}")
         from ongridd.plugins.api import PluginRequest, PluginResponse
@@ -297,8 +350,12 @@ def create_app(services: AppServices) -> QuartTrio:
             user = current_user()
             raw = await request.get_data()
             body = await _body_json()
-        preq = PluginRequest(method=request.method, path="/" + path, headers=request.headers,
-                             query=dict(request.args), json=body, user=user, body=raw)
+        # werkzeug's Headers is a case-insensitive str → str mapping (not a registered Mapping);
+        # get_data() without as_text returns bytes
+        preq = PluginRequest(method=request.method, path="/" + path,
+                             headers=request.headers,  # type: ignore[arg-type]
+                             query=dict(request.args), json=body, user=user,
+                             body=raw)  # type: ignore[arg-type]
         try:
             resp = await handler(preq)
         except OngridError as exc:
@@ -312,19 +369,3 @@ def create_app(services: AppServices) -> QuartTrio:
                                 content_type=resp.content_type or "text/plain; charset=utf-8")
             return _json(resp.body, resp.status)
         return _json(resp)
-
-    @app.get("/")
-    async def index():
-        return console_response("index.html")
-
-    @app.get("/static/<name>")
-    async def static_asset(name: str):
-        return console_response(name)
-
-    @app.websocket("/ws")
-    async def ws():
-        from ongridd.server.ws import serve_chat_socket
-
-        await serve_chat_socket(websocket, services)
-
-    return app

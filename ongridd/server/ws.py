@@ -19,6 +19,7 @@ import trio
 from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WS_CLIENTS
+from ongridd.typenames import type_name
 
 log = get_logger(__name__)
 
@@ -42,7 +43,7 @@ def _parse(raw: Any) -> dict:
     except (ValueError, RecursionError) as exc:  # 5000-digit numbers, absurd nesting
         raise BadFrame(f"frame is not acceptable JSON: {str(exc)[:120] or type(exc).__name__}") from None
     if not isinstance(frame, dict):
-        raise BadFrame(f"frame must be a JSON object, got {type(frame).__name__}")
+        raise BadFrame(f"frame must be a JSON object, got {type_name(frame)}")
     kind = frame.get("type")
     for key, value in frame.items():
         if isinstance(value, str) and _has_lone_surrogate(value):
@@ -116,6 +117,7 @@ class _Conn:
         self.services = services
         self.runtime = services.runtime
         self.session_id: str | None = None
+        self.created = False  # this connection's hello created the thread's row
         self.user: str | None = None
         self.locale: str | None = services.config.server.default_locale
         self.send_lock = trio.Lock()
@@ -157,8 +159,8 @@ class _Conn:
             if locale is None:
                 raise BadFrame(f"hello.locale {frame['locale'][:40]!r} is not a language tag such as fr or zh-CN")
             self.locale = locale
-        session_id, resumed = await self.runtime.open_thread(user_id=user, thread=thread)
-        self.user, self.session_id = user, session_id
+        session_id, resumed = await self.runtime.open_thread(user_id=user, thread=thread, hold=True)
+        self.user, self.session_id, self.created = user, session_id, not resumed
         # who drives this thread (in loopback mode every local OS user is "local")
         log.info("connection", peer=_peer(self.ws.scope), user=user, thread=thread, session_id=session_id,
                  resumed=resumed)
@@ -231,6 +233,8 @@ class _Conn:
                         await self.error("internal", str(exc))
         finally:
             WS_CLIENTS.dec()
+            if self.session_id is not None:  # an empty thread this connection created goes with it
+                await self.runtime.release_thread(self.session_id, created=self.created)
 
 
 async def serve_chat_socket(ws: Any, services: Any) -> None:

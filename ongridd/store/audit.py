@@ -44,7 +44,7 @@ def list_audit(engine: Engine, session_id: str, include_children: bool) -> list[
     return [row_dict(r, ("created_at",)) for r in rows]
 
 
-def audit_rows_query(session_ids: list[str]) -> sa.Select:
+def audit_rows_query(session_ids: list[str]) -> sa.Select[Any]:
     """Audit rows of ``session_ids`` with their session's ``agent_id``, oldest first."""
     return (
         sa.select(audit_logs, chat_sessions.c.agent_id)

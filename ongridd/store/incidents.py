@@ -175,7 +175,7 @@ class PluginStoreImpl:
         annotations: Mapping[str, Any],
         starts_at: str | None,
         ends_at: str | None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Insert or update the incident with this ``fingerprint``; returns the incident dict."""
         values = {
             "fingerprint": check_text(fingerprint, "fingerprint"),
@@ -197,7 +197,7 @@ class PluginStoreImpl:
         since: str | None = None,
         alertname: str | None = None,
         limit: int = 50,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Incidents newest first (by ``starts_at``, else ``updated_at``).
 
         ``since``: only incidents that started, or changed, at or after this time.
@@ -211,22 +211,22 @@ class PluginStoreImpl:
         }
         return await self._db.run_read("list incidents", _list_incidents, filters, _limit(limit))
 
-    async def get_incident(self, incident_id: str) -> dict | None:
+    async def get_incident(self, incident_id: str) -> dict[str, Any] | None:
         """The incident dict, or None when there is no such id."""
         return await self._db.run_read("get incident", _get_incident, incident_id)
 
-    async def set_incident_status(self, incident_id: str, status: str) -> dict | None:
+    async def set_incident_status(self, incident_id: str, status: str) -> dict[str, Any] | None:
         """Set the status (``resolved`` also sets ``ends_at`` if unset); None when no such id."""
         check_choice(status, INCIDENT_STATUSES, "status")
         return await self._db.run("set incident status", _set_status, incident_id, status)
 
     async def record_change_event(self, *, kind: str, subject: str, actor: str, detail: Mapping[str, Any],
-                                  occurred_at: str | None = None, recorded_by: str | None = None) -> dict:
+                                  occurred_at: str | None = None, recorded_by: str | None = None) -> dict[str, Any]:
         """Record a change; returns ``{id, kind, subject, actor, detail,
         created_at, occurred_at, recorded_by}``.  ``occurred_at``: ISO 8601
         (default now); ``recorded_by``: the caller who reported a change made
         outside Ongrid (None for Ongrid's own)."""
-        values = {
+        values: dict[str, Any] = {
             "kind": check_text(kind, "kind"),
             "subject": check_text(subject, "subject"),
             "actor": check_text(actor, "actor"),
@@ -241,7 +241,7 @@ class PluginStoreImpl:
     async def list_change_events(
         self, *, kind: str | None = None, since: str | None = None, until: str | None = None, limit: int = 50,
         subject: str | None = None,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Change events newest first by ``occurred_at``; ``since`` inclusive,
         ``until`` exclusive; ``subject`` exact; ``limit`` 1..1000."""
         return await self._db.run_read(

@@ -36,13 +36,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ongridd.logs import get_logger
+
+if TYPE_CHECKING:  # store.py imports this module
+    from ongridd.store.store import Store
 from ongridd.store.engine import write_tx
 from ongridd.store.messages import insert_message
 from ongridd.store.rows import utcnow
@@ -101,7 +104,7 @@ def plan_repair(messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]
         wanted = {c["id"] for c in calls}
         for w in window:
             cid = w.get("tool_call_id")
-            if w["role"] == "tool" and cid in wanted and cid not in answers:
+            if w["role"] == "tool" and isinstance(cid, str) and cid in wanted and cid not in answers:
                 answers[cid] = w
         used: set[int] = set()
         for call in calls:
@@ -206,7 +209,7 @@ def sweep(engine: Engine, now: datetime | None = None, full_scan: bool = False) 
     return report
 
 
-async def recovery_sweep(store: Any, now: datetime | None = None, *, full_scan: bool = False) -> RecoveryReport:
+async def recovery_sweep(store: Store, now: datetime | None = None, *, full_scan: bool = False) -> RecoveryReport:
     """Run the sweep on an open :class:`ongridd.store.Store` (same as ``store.recovery_sweep``).
 
     Call it once at start, before the server accepts clients.  Raises

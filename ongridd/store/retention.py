@@ -287,8 +287,8 @@ async def sweep(store: Any, days: float, *, busy: Callable[[], Collection[str]] 
     Cancellation: a transaction in flight commits or rolls back whole; the
     batches after it are not run.
     """
-    if not (math.isfinite(days) and days > 0):
-        raise ValueError(f"days: expected a positive number, got {days!r}")
+    if not (math.isfinite(days) and 0 < days <= 36500):
+        raise ValueError(f"days: expected a positive number up to 36500, got {days!r}")
     cutoff = (now or utcnow()) - timedelta(days=days)
     db = store._db
     units = await db.run_read("find sessions past retention", find_units, cutoff, frozenset(busy()))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 from ongridd.secretset import redact
 
@@ -72,9 +72,13 @@ def check_choice(value: Any, allowed: Iterable[str], field: str) -> str:
     allowed = tuple(allowed)
     if value not in allowed:
         raise ValueError(f"{field}: {value!r} is not one of {', '.join(allowed)}")
-    return value
+    return str(value)
 
 
+@overload
+def check_text(value: Any, field: str, *, optional: Literal[False] = False) -> str: ...
+@overload
+def check_text(value: Any, field: str, *, optional: bool) -> str | None: ...
 def check_text(value: Any, field: str, *, optional: bool = False) -> str | None:
     """A non-empty string (or None when ``optional``), else ValueError naming ``field``."""
     if value is None and optional:

@@ -41,6 +41,14 @@ def _get(conn: Connection, session_id: str) -> dict[str, Any] | None:
     return session_dict(row) if row is not None else None
 
 
+def _get_written(conn: Connection, session_id: str) -> dict[str, Any]:
+    """The row this transaction has just written (StoreError should it be missing)."""
+    row = _get(conn, session_id)
+    if row is None:
+        raise StoreError(f"session {session_id} is missing right after its insert")
+    return row
+
+
 def create_session(engine: Engine, *, session_id: str | None = None, **values: Any) -> dict[str, Any]:
     """:func:`create_session_in` in a transaction of its own."""
     with write_tx(engine) as conn:
@@ -64,8 +72,9 @@ def create_session_in(
     ``session_id``: the id to use (None: a new one).  NotFound when the parent
     does not exist; an IntegrityError when the id is already taken.
     """
+    sid = session_id or new_id()
     values = {
-        "id": session_id or new_id(),
+        "id": sid,
         "agent_id": agent_id,
         "parent_session_id": parent_session_id,
         "user_id": user_id,
@@ -80,7 +89,7 @@ def create_session_in(
     if parent_session_id is not None and _get(conn, parent_session_id) is None:
         raise NotFound(f"parent session {parent_session_id} does not exist")
     conn.execute(sa.insert(chat_sessions).values(**values))
-    return _get(conn, values["id"])
+    return _get_written(conn, sid)
 
 
 def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
@@ -113,12 +122,35 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> t
                         created_at=utcnow(),
                     )
                 )
-                return _get(conn, sid), True
+                return _get_written(conn, sid), True
         except sa.exc.IntegrityError as exc:
             # Another writer (PostgreSQL: another transaction) created it first: read theirs.
             if not is_unique_violation(exc):
                 raise
     raise StoreError(f"could not create the coordinator row for user {user_id!r}, thread {thread_id!r}")
+
+
+def delete_empty_coordinator(engine: Engine, session_id: str) -> bool:
+    """Delete the coordinator row ``session_id`` only if it is still empty:
+    no message, no child session, no audit row, turn origin or summary.
+    One write transaction; the row is locked first (PostgreSQL ``FOR
+    UPDATE``, which a concurrent insert of a row referring to it waits on;
+    SQLite: the transaction's write lock), so the check and the delete see
+    the same state.  True when a row was deleted."""
+    from ongridd.store.schema import audit_logs, chat_messages, thread_summaries, turn_origins
+
+    sid = chat_sessions.c.id
+    with write_tx(engine) as conn:
+        locked = conn.execute(sa.select(sid).where(sid == session_id, chat_sessions.c.parent_session_id.is_(None))
+                              .with_for_update()).first()
+        if locked is None:
+            return False
+        children = sa.alias(chat_sessions)
+        refs = [sa.select(1).where(t.c.session_id == session_id).exists()
+                for t in (chat_messages, audit_logs, turn_origins, thread_summaries)]
+        refs.append(sa.select(1).where(children.c.parent_session_id == session_id).exists())
+        res = conn.execute(sa.delete(chat_sessions).where(sid == session_id, *[~r for r in refs]))
+        return res.rowcount == 1
 
 
 def get_session(engine: Engine, session_id: str) -> dict[str, Any] | None:

@@ -197,7 +197,7 @@ class Store:
         thread_id: str | None = None,
         description: str | None = None,
         status: str,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Insert a session row and return it.
 
         ``status``: ``open`` for a coordinator (no parent); ``pending`` (the
@@ -212,7 +212,7 @@ class Store:
                                 thread_id=thread_id, description=description, status=status)
         return await self._db.run("create session", _kw(sessions.create_session), values)
 
-    async def get_or_create_coordinator(self, user_id: str, thread_id: str) -> tuple[dict, bool]:
+    async def get_or_create_coordinator(self, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
         """The coordinator row of (user, thread) and whether this call created it.
 
         One row per (user, thread): agent ``default``, status ``open``.
@@ -222,11 +222,18 @@ class Store:
         check_text(thread_id, "thread_id")
         return await self._db.run("get or create coordinator", sessions.get_or_create_coordinator, user_id, thread_id)
 
-    async def get_session(self, session_id: str) -> dict | None:
+    async def delete_empty_coordinator(self, session_id: str) -> bool:
+        """Delete a coordinator (thread) row that is still empty — no
+        message, child, audit row, turn origin or summary — checked and
+        deleted in one transaction.  True when it was deleted; False when
+        it holds something (or is gone, or is not a coordinator)."""
+        return await self._db.run("delete empty coordinator", sessions.delete_empty_coordinator, session_id)
+
+    async def get_session(self, session_id: str) -> dict[str, Any] | None:
         """The session dict (see :meth:`create_session`) or None."""
         return await self._db.run_read("get session", sessions.get_session, session_id)
 
-    async def mark_running(self, session_id: str) -> dict | None:
+    async def mark_running(self, session_id: str) -> dict[str, Any] | None:
         """``pending → running`` with ``started_at``; the updated row, or None when
         the row does not exist or is not ``pending`` (nothing changes then)."""
         return await self._db.run("mark session running", sessions.mark_running, session_id)
@@ -240,11 +247,11 @@ class Store:
         check_choice(status, TERMINAL_STATUSES, "status")
         return await self._db.run("close session", sessions.close_session, session_id, status, clean_text(reason))
 
-    async def list_children(self, session_id: str) -> list[dict]:
+    async def list_children(self, session_id: str) -> list[dict[str, Any]]:
         """Direct children (workers of a coordinator, the reviewer of a worker), oldest first."""
         return await self._db.run_read("list child sessions", sessions.list_children, session_id)
 
-    async def session_tree(self, session_id: str) -> dict | None:
+    async def session_tree(self, session_id: str) -> dict[str, Any] | None:
         """The nested tree from ``session_id``: ``{id, agent_id, user_id,
         parent_session_id, status, description, created_at, started_at,
         closed_at, close_reason, tokens: {prompt, completion, cached,
@@ -253,7 +260,7 @@ class Store:
         """
         return await self._db.run_read("read session tree", sessions.session_tree, session_id)
 
-    async def export_tree(self, session_id: str) -> dict | None:
+    async def export_tree(self, session_id: str) -> dict[str, Any] | None:
         """The session, its whole tree, messages, audit rows and proposals as
         one document (see :mod:`ongridd.store.export`); None when the session
         does not exist."""
@@ -296,27 +303,27 @@ class Store:
                                  name=name)
         return await self._db.run("append message", messages.append_message, session_id, message)
 
-    async def load_messages(self, session_id: str) -> list[dict]:
+    async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
         """The history in seq order: ``[{seq, role, content, tool_calls, tool_call_id, name, created_at}]``."""
         return await self._db.run_read("load messages", messages.load_messages, session_id)
 
-    async def load_messages_after(self, session_id: str, after_seq: int) -> list[dict]:
+    async def load_messages_after(self, session_id: str, after_seq: int) -> list[dict[str, Any]]:
         """The messages with ``seq > after_seq``, as :meth:`load_messages`."""
         return await self._db.run_read("load messages", summaries.messages_after, session_id, after_seq)
 
     # ---- thread summaries (ongridd/store/summaries.py) ----------------------
 
     async def add_summary(self, session_id: str, *, through_seq: int, content: str, source: str,
-                          summarizer_session_id: str | None = None) -> dict:
+                          summarizer_session_id: str | None = None) -> dict[str, Any]:
         """Store a summary covering ``seq <= through_seq``; returns the row."""
         return await self._db.run("add summary", summaries.add_summary, session_id, through_seq, content, source,
                                   summarizer_session_id)
 
-    async def latest_summary(self, session_id: str) -> dict | None:
+    async def latest_summary(self, session_id: str) -> dict[str, Any] | None:
         """The thread's newest summary row (highest ``through_seq``) or None."""
         return await self._db.run_read("latest summary", summaries.latest_summary, session_id)
 
-    async def list_summaries(self, session_id: str, *, after_seq: int, through_seq: int | None) -> list[dict]:
+    async def list_summaries(self, session_id: str, *, after_seq: int, through_seq: int | None) -> list[dict[str, Any]]:
         """Summary rows with ``after_seq < through_seq <= through_seq``, in order."""
         return await self._db.run_read("list summaries", summaries.summaries_between, session_id, after_seq,
                                        through_seq)
@@ -338,7 +345,7 @@ class Store:
                               status=status, duration_ms=duration_ms, tool_call_id=tool_call_id)
         return await self._db.run("add audit row", audit.add_audit, values)
 
-    async def list_audit(self, session_id: str, *, include_children: bool = False) -> list[dict]:
+    async def list_audit(self, session_id: str, *, include_children: bool = False) -> list[dict[str, Any]]:
         """Audit rows oldest first: ``[{id, session_id, agent_id, tool_name,
         arguments, result, status, duration_ms, created_at}]``.  With
         ``include_children``: the rows of the whole subtree (workers, reviewers)."""
@@ -347,16 +354,16 @@ class Store:
     # ---- console reads (ongridd.store.threads) -----------------------------
 
     async def list_threads(self, user_id: str, *, limit: int, before: datetime | None = None,
-                           before_id: str | None = None) -> list[dict]:
+                           before_id: str | None = None) -> list[dict[str, Any]]:
         """A user's coordinator threads, newest activity first (see :func:`threads.list_threads`)."""
         return await self._db.run_read("list threads", threads.list_threads, user_id, limit, before, before_id)
 
-    async def list_messages(self, session_id: str, *, after_seq: int, limit: int) -> list[dict]:
+    async def list_messages(self, session_id: str, *, after_seq: int, limit: int) -> list[dict[str, Any]]:
         """A page of a session's messages (see :func:`threads.list_messages`)."""
         return await self._db.run_read("list messages", threads.list_messages, session_id, after_seq, limit)
 
     async def list_audit_items(self, session_id: str, *, include_children: bool, limit: int,
-                               offset: int = 0) -> list[dict]:
+                               offset: int = 0) -> list[dict[str, Any]]:
         """Audit rows with their proposals (see :func:`threads.list_audit_items`)."""
         return await self._db.run_read("list audit items", threads.list_audit_items, session_id,
                                        include_children, limit, offset)
@@ -401,7 +408,7 @@ class Store:
             reviewer_session_id,
         )
 
-    async def get_proposal(self, proposal_id: str) -> dict | None:
+    async def get_proposal(self, proposal_id: str) -> dict[str, Any] | None:
         """``{id, session_id, action, target, reason, blast_radius, operator,
         decision, decision_reason, reviewer_session_id, created_at, decided_at}`` or None."""
         return await self._db.run_read("get proposal", audit.get_proposal, proposal_id)

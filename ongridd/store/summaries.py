@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from ongridd.store.engine import read_tx, write_tx
 from ongridd.store.messages import MESSAGE_COLUMNS
-from ongridd.store.rows import check_choice, row_dict, utcnow
+from ongridd.store.rows import check_choice, clean_text, row_dict, utcnow
 from ongridd.store.schema import chat_messages, thread_summaries
 
 SUMMARY_SOURCES = ("model", "fallback")
@@ -29,12 +29,14 @@ _COLUMNS = (thread_summaries.c.id, thread_summaries.c.session_id, thread_summari
 def add_summary(engine: Engine, session_id: str, through_seq: int, content: str, source: str,
                 summarizer_session_id: str | None) -> dict[str, Any]:
     """Insert a summary row; returns it as a dict (``created_at`` ISO text).
+    ``content`` is stored as every free-text column is (held secrets
+    redacted, NUL as U+FFFD: :func:`ongridd.store.rows.clean_text`).
     ValueError for an unknown ``source`` or a negative ``through_seq``."""
     check_choice(source, SUMMARY_SOURCES, "source")
     if through_seq < 0:
         raise ValueError(f"through_seq: expected >= 0, got {through_seq}")
     values = {"id": str(uuid.uuid4()), "session_id": session_id, "through_seq": int(through_seq),
-              "content": content, "source": source, "summarizer_session_id": summarizer_session_id,
+              "content": clean_text(content), "source": source, "summarizer_session_id": summarizer_session_id,
               "created_at": utcnow()}
     with write_tx(engine) as conn:
         conn.execute(sa.insert(thread_summaries).values(**values))
@@ -52,7 +54,7 @@ def latest_summary(engine: Engine, session_id: str) -> dict[str, Any] | None:
     return row_dict(row, ("created_at",)) if row is not None else None
 
 
-def summaries_between(engine: Engine, session_id: str, after_seq: int, through_seq: int | None) -> list[dict]:
+def summaries_between(engine: Engine, session_id: str, after_seq: int, through_seq: int | None) -> list[dict[str, Any]]:
     """Summaries with ``after_seq < through_seq <= through_seq`` (no upper
     bound when None), in ``through_seq`` order."""
     query = sa.select(*_COLUMNS).where(thread_summaries.c.session_id == session_id,

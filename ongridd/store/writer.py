@@ -330,7 +330,7 @@ class StoreWriter:
     async def _commit(self, batch: list[PendingWrite]) -> None:
         try:
             results = await self._with_retries(batch, checked=False)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - every failure is retried one by one or reported to its writes
             self._seqs.clear()  # the cache may be wrong (another writer appended): read seqs again
             if is_transient(exc):
                 # the database stayed unavailable for the whole retry window
@@ -344,7 +344,7 @@ class StoreWriter:
             for write in batch:
                 try:
                     (result,) = await self._with_retries([write], checked=True)
-                except Exception as one_exc:
+                except Exception as one_exc:  # noqa: BLE001 - whatever failed it is reported to its owner
                     self._fail(write, one_exc)
                 else:
                     self._succeed(write, result)
@@ -555,8 +555,8 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
             conn.execute(_INSERT_AUDIT, audit_rows)
         for i, write, now in updates:
             if write.kind == "mark_running":
-                row = conn.execute(_MARK_RUNNING, {"sid": write.session_id, "now": now}).first()
-                results[i] = sessions.session_dict(row) if row is not None else None
+                running = conn.execute(_MARK_RUNNING, {"sid": write.session_id, "now": now}).first()
+                results[i] = sessions.session_dict(running) if running is not None else None
             else:
                 res = conn.execute(_CLOSE, {"sid": write.session_id, "now": now, "new_status": write.values["status"],
                                             "reason": write.values["reason"]})

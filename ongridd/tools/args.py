@@ -23,6 +23,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 
 from ongridd.errors import ToolArgumentsError
+from ongridd.typenames import type_name
 
 #: at most this many characters of raw arguments are quoted in an error
 PREVIEW_CHARS = 120
@@ -30,23 +31,9 @@ PREVIEW_CHARS = 120
 MAX_PROBLEMS = 5
 
 
-def json_type_name(value: Any) -> str:
-    """The JSON name of a Python value's type (``object``, ``array``, ``string``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return type(value).__name__
+#: The JSON name of a Python value's type (``object``, ``array``, ``string``, ...):
+#: the project's one vocabulary of type names (:mod:`ongridd.typenames`).
+json_type_name = type_name
 
 
 def preview(raw: str, limit: int = PREVIEW_CHARS) -> str:
@@ -140,7 +127,7 @@ def drop_optional_nulls(args: Mapping[str, Any], schema: Mapping[str, Any]) -> d
 
 
 def _field(path: Any) -> str:
-    parts = []
+    parts: list[str] = []
     for p in path:
         parts.append(f"[{p}]" if isinstance(p, int) else (f".{p}" if parts else str(p)))
     return "".join(parts)

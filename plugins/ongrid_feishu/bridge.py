@@ -179,7 +179,9 @@ class FeishuBridge:
         open_id = (sender.get("sender_id") or {}).get("open_id")
         chat_id, message_id = msg.get("chat_id"), msg.get("message_id")
         root_id = msg.get("root_id") or message_id
-        if not all(isinstance(v, str) and ID_RE.match(v) for v in (open_id, chat_id, message_id, root_id)):
+        open_id, chat_id, message_id, root_id = (v if isinstance(v, str) and ID_RE.match(v) else None
+                                                 for v in (open_id, chat_id, message_id, root_id))
+        if open_id is None or chat_id is None or message_id is None or root_id is None:
             return
         if msg.get("message_type") != "text" or not isinstance(msg.get("content"), str):
             return

@@ -18,7 +18,6 @@ from urllib.parse import urljoin, urlsplit
 import h11
 import trio
 from cryptography import x509
-from cryptography.x509.oid import ExtensionOID
 
 from ongrid_host.probes import check_target_host, resolve
 from ongridd.plugins.api import ToolError
@@ -40,7 +39,7 @@ def cert_details(der: bytes) -> dict[str, Any]:
     not_after = cert.not_valid_after_utc
     names: list[str] = []
     try:
-        san = cert.extensions.get_extension_for_oid(ExtensionOID.SUBJECT_ALTERNATIVE_NAME).value
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         names = [str(v) for v in san.get_values_for_type(x509.DNSName)]
         names += [str(v) for v in san.get_values_for_type(x509.IPAddress)]
     except x509.ExtensionNotFound:
@@ -123,7 +122,7 @@ async def _exchange(stream: trio.abc.Stream, method: str, target: str, host_head
             if "ttfb" not in timings and chunk:
                 timings["ttfb"] = round((time.monotonic() - sent) * 1000, 2)
                 state["phase"] = "reading the response"
-            conn.receive_data(chunk)
+            conn.receive_data(bytes(chunk))
             continue
         if isinstance(event, h11.Response):
             out["status"] = event.status_code
@@ -196,6 +195,7 @@ async def probe_http(url: str, *, method: str = "GET", timeout_s: float = 10.0, 
             lap("connect", t)
             stream: trio.abc.Stream = tcp
             if parts.scheme == "https":
+                assert verified_ctx is not None and unverified_ctx is not None  # made for https above
                 state["phase"] = "TLS handshake"
                 tls_info: dict[str, Any] = {"verified": True, "verify_error": None}
                 result["tls"] = tls_info

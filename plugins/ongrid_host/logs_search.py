@@ -50,7 +50,7 @@ MAX_LINE_BYTES = 2048
 MAX_JOURNAL_ENTRY = 256 * 1024
 BINARY_PROBE = 8192
 PRIORITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
-_CONTROL = {c: "\ufffd" for c in (*range(0, 9), *range(11, 32), 127)}
+_CONTROL = {c: "\ufffd" for c in (*range(9), *range(11, 32), 127)}
 
 
 @attrs.define
@@ -238,7 +238,7 @@ async def scan_file(target: Target, path: str, mtime: float, rank: int, query: Q
     source: dict[str, Any] = {"host": target.name, "file": path, "scanned_bytes": 0, "matched": 0}
     hits.sources.append(source)
     year = time.localtime(mtime).tm_year
-    state = {"probe": bytearray(), "last_ts": None, "stopped": None}
+    state: dict[str, Any] = {"probe": bytearray(), "last_ts": None, "stopped": None}
 
     def line(n: int, raw: bytes, cut: int) -> None:
         ts = line_timestamp(raw, year=year)
@@ -359,8 +359,8 @@ async def scan_journal(target: Target, directory: str | None, unit: str | None, 
             return
         source["matched"] += 1
         try:
-            ts = int(obj.get("__REALTIME_TIMESTAMP")) / 1e6
-        except (TypeError, ValueError):
+            ts = int(obj["__REALTIME_TIMESTAMP"]) / 1e6
+        except (KeyError, TypeError, ValueError):
             ts = None
         name = obj.get("_SYSTEMD_UNIT") or obj.get("SYSLOG_IDENTIFIER") or obj.get("_COMM")
         hits.add((ts is not None, ts or 0.0, 0, -n),

@@ -149,7 +149,7 @@ def _system_nameserver() -> str:
 
 
 def _rrsets(section: list, limit: int) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for rrset in section:
         for rdata in rrset:
             if len(out) >= limit:

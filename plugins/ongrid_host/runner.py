@@ -99,7 +99,7 @@ async def _drain(stream: trio.abc.ReceiveStream, sink: _Sink) -> None:
         chunk = await stream.receive_some(65536)
         if not chunk:
             return
-        sink.feed(chunk)
+        sink.feed(bytes(chunk))  # a no-op for bytes (trio's pipes); a copy of a bytearray
 
 
 async def run_bounded(
@@ -140,6 +140,7 @@ async def run_bounded(
     try:
         with trio.move_on_after(timeout_s) as scope:
             async with trio.open_nursery() as readers:
+                assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
                 readers.start_soon(_drain, proc.stdout, out)
                 readers.start_soon(_drain, proc.stderr, err)
             await proc.wait()

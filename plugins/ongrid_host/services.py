@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
+
+import trio
 
 from ongrid_host.target import Target
 from ongridd.plugins.api import ToolError
@@ -37,14 +38,14 @@ def check_unit(service: str) -> str:
     if not UNIT_RE.match(service):
         raise ToolError(f"service: {service!r} is not a valid unit name (letters, digits, ':', '_', '.', "
                         f"'\\', '-', one '@' for templates)")
-    if service.endswith("@") or service.endswith("@.service"):
+    if service.endswith(("@", "@.service")):
         raise ToolError(f"service: {service!r} is a template; name an instance such as 'getty@tty1'")
     return service if service.endswith(".service") else service + ".service"
 
 
 async def _systemd_running(target: Target) -> bool:
     if target.is_local:
-        return os.path.isdir(SYSTEMD_MARKER)
+        return await trio.Path(SYSTEMD_MARKER).is_dir()
     result = await target.run(["test", "-d", SYSTEMD_MARKER], timeout_s=_QUERY_TIMEOUT_S)
     return result.exit_code == 0
 

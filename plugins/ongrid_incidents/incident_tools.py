@@ -49,18 +49,50 @@ def _shown(incident: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list[Tool]:
-    """``get_active_incidents``, ``query_incidents``, ``get_incident_detail``,
-    ``query_change_events`` and ``ack_incident`` over ``store``.
+_ACTIVE_PARAMS = {"type": "object", "additionalProperties": False,
+                  "properties": {"severity": _SEVERITY, "limit": _limit_schema(20)}}
+_QUERY_PARAMS = {"type": "object", "additionalProperties": False,
+                 "properties": {"status": {"type": "string", "enum": list(INCIDENT_STATUSES)},
+                                "severity": _SEVERITY,
+                                "since_minutes": _SINCE,
+                                "alertname": {"type": "string", "description": "exact alert name"},
+                                "limit": _limit_schema(50)}}
+_DETAIL_PARAMS = {"type": "object", "additionalProperties": False, "required": ["incident_id"],
+                  "properties": {"incident_id": {"type": "string", "minLength": 1,
+                                                 "description": "the incident id (a UUID)"}}}
+_CHANGES_PARAMS = {"type": "object", "additionalProperties": False,
+                   "properties": {"kind": {"type": "string",
+                                           "description": "deploy, config, flag, rollback, ..., or "
+                                                          "persona, plugin, incident"},
+                                  "subject": {"type": "string", "minLength": 1,
+                                              "description": "exact subject, e.g. a service name"},
+                                  "since": {"type": ["string", "number"],
+                                            "description": "changes at or after: unix seconds, RFC 3339 "
+                                                           "or relative 'now-6h' (instead of since_minutes)"},
+                                  "until": {"type": ["string", "number"],
+                                            "description": "changes before this time (same forms)"},
+                                  "since_minutes": _SINCE, "limit": _limit_schema(50)}}
+_ACK_PARAMS = {"type": "object", "additionalProperties": False, "required": ["incident_id", "reason"],
+               "properties": {"incident_id": {"type": "string", "minLength": 1},
+                              "reason": {"type": "string", "minLength": 1,
+                                         "description": "why it is acknowledged and who handles it"}}}
+
+
+class _IncidentHandlers:
+    """The handlers of the incident tools, over one store and one id → alertname memory.
 
     Each handler returns a dict and raises ToolError for unusable arguments,
     an unknown incident id, a missing store or a failing database.
     """
 
-    async def get_active_incidents(args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
+    def __init__(self, store: PluginStore | None, names: IncidentNames) -> None:
+        self.store = store
+        self.names = names
+
+    async def get_active_incidents(self, args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
         name = "get_active_incidents"
         args = clean_args(args)
-        st = require_store(store, name)
+        st = require_store(self.store, name)
         severity = str_arg(args, "severity", name)
         limit = int_arg(args, "limit", 20, 1, MAX_LIMIT, name)
         rows: list[dict[str, Any]] = []
@@ -71,14 +103,14 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
             rows.extend(got)
         rows.sort(key=_when, reverse=True)
         for row in rows:
-            names.remember(row)
+            self.names.remember(row)
         shown = [_shown(r) for r in rows[:limit]]
         return {"incidents": shown, "count": len(shown), "truncated": full or len(rows) > limit}
 
-    async def query_incidents(args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
+    async def query_incidents(self, args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
         name = "query_incidents"
         args = clean_args(args)
-        st = require_store(store, name)
+        st = require_store(self.store, name)
         status = str_arg(args, "status", name, choices=INCIDENT_STATUSES)
         severity = str_arg(args, "severity", name)
         alertname = str_arg(args, "alertname", name)
@@ -87,14 +119,14 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
         rows = await store_call(name, st.list_incidents(status=status, severity=severity, alertname=alertname,
                                                         since=since_iso(since_minutes), limit=limit))
         for row in rows:
-            names.remember(row)
+            self.names.remember(row)
         return {"incidents": [_shown(r) for r in rows], "count": len(rows), "truncated": len(rows) >= limit,
                 "since": since_iso(since_minutes)}
 
-    async def get_incident_detail(args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
+    async def get_incident_detail(self, args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
         name = "get_incident_detail"
         args = clean_args(args)
-        st = require_store(store, name)
+        st = require_store(self.store, name)
         incident_id = str_arg(args, "incident_id", name)
         if incident_id is None:
             raise ToolError(f"{name}: 'incident_id' is required")
@@ -102,16 +134,16 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
         if incident is None:
             raise ToolError(f"{name}: no incident with id {incident_id!r}; "
                             "use get_active_incidents or query_incidents to find incident ids")
-        names.remember(incident)
+        self.names.remember(incident)
         events = await store_call(name, st.list_change_events(kind="incident", limit=1000))
         timeline = [e for e in events if e.get("subject") == incident_id][:TIMELINE_MAX]
         timeline.reverse()  # oldest first reads like a timeline
         return {"incident": _shown(incident), "timeline": timeline}
 
-    async def query_change_events(args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
+    async def query_change_events(self, args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
         name = "query_change_events"
         args = clean_args(args)
-        st = require_store(store, name)
+        st = require_store(self.store, name)
         kind = str_arg(args, "kind", name)
         subject = str_arg(args, "subject", name)
         if "since" in args and "since_minutes" in args:
@@ -131,10 +163,10 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
             out["until"] = until
         return out
 
-    async def ack_incident(args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
+    async def ack_incident(self, args: dict[str, Any], ctx: ToolCallContext | None = None) -> dict[str, Any]:
         name = "ack_incident"
         args = clean_args(args)
-        st = require_store(store, name)
+        st = require_store(self.store, name)
         incident_id = str_arg(args, "incident_id", name)
         reason = str_arg(args, "reason", name)
         if incident_id is None or reason is None:
@@ -142,7 +174,7 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
         incident = await store_call(name, st.get_incident(incident_id))
         if incident is None:
             raise ToolError(f"{name}: no incident with id {incident_id!r}; nothing was changed")
-        names.remember(incident)
+        self.names.remember(incident)
         if incident["status"] == "resolved":
             raise ToolError(f"{name}: incident {incident_id} ({incident['alertname']}) is already resolved; "
                             "nothing to acknowledge")
@@ -162,59 +194,46 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
                                                               detail=detail))
         return {"status": "acknowledged", "incident": _shown(updated), "change_event_id": event.get("id")}
 
-    def describe_ack(args: dict[str, Any]) -> Proposal:
+    def describe_ack(self, args: dict[str, Any]) -> Proposal:
         incident_id = str(args.get("incident_id", "")).strip()
-        alertname = names.get(incident_id)
+        alertname = self.names.get(incident_id)
         target = f"incident {incident_id} ({alertname})" if alertname else \
             f"incident {incident_id} (alertname not known to Ongrid yet)"
         return Proposal(action="acknowledge incident", target=target, blast_radius="single_host")
 
+
+def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list[Tool]:
+    """``get_active_incidents``, ``query_incidents``, ``get_incident_detail``,
+    ``query_change_events`` and ``ack_incident`` over ``store``.
+
+    Each handler returns a dict and raises ToolError for unusable arguments,
+    an unknown incident id, a missing store or a failing database.
+    """
+    h = _IncidentHandlers(store, names)
     return [
         Tool(name="get_active_incidents",
              description="List incidents that are still active (firing or acknowledged), newest first.",
-             parameters={"type": "object", "additionalProperties": False,
-                         "properties": {"severity": _SEVERITY, "limit": _limit_schema(20)}},
-             handler=get_active_incidents),
+             parameters=_ACTIVE_PARAMS,
+             handler=h.get_active_incidents),
         Tool(name="query_incidents",
              description="Search incidents (alerts received from Alertmanager) by status, severity, alert "
                          "name and age, newest first.",
-             parameters={"type": "object", "additionalProperties": False,
-                         "properties": {"status": {"type": "string", "enum": list(INCIDENT_STATUSES)},
-                                        "severity": _SEVERITY,
-                                        "since_minutes": _SINCE,
-                                        "alertname": {"type": "string", "description": "exact alert name"},
-                                        "limit": _limit_schema(50)}},
-             handler=query_incidents),
+             parameters=_QUERY_PARAMS,
+             handler=h.query_incidents),
         Tool(name="get_incident_detail",
              description="One incident with all its labels and annotations and its timeline of changes.",
-             parameters={"type": "object", "additionalProperties": False, "required": ["incident_id"],
-                         "properties": {"incident_id": {"type": "string", "minLength": 1,
-                                                        "description": "the incident id (a UUID)"}}},
-             handler=get_incident_detail),
+             parameters=_DETAIL_PARAMS,
+             handler=h.get_incident_detail),
         Tool(name="query_change_events",
              description="Recent changes, newest first: those recorded from outside (deploys, config pushes, "
                          "feature flags; origin 'external', with who recorded them) beside Ongrid's own "
                          "(personas, plugins, incidents: alerts received, acknowledgements; origin 'ongrid'). "
                          "Filter by kind, subject (e.g. a service name) and time.",
-             parameters={"type": "object", "additionalProperties": False,
-                         "properties": {"kind": {"type": "string",
-                                                 "description": "deploy, config, flag, rollback, ..., or "
-                                                                "persona, plugin, incident"},
-                                        "subject": {"type": "string", "minLength": 1,
-                                                    "description": "exact subject, e.g. a service name"},
-                                        "since": {"type": ["string", "number"],
-                                                  "description": "changes at or after: unix seconds, RFC 3339 "
-                                                                 "or relative 'now-6h' (instead of since_minutes)"},
-                                        "until": {"type": ["string", "number"],
-                                                  "description": "changes before this time (same forms)"},
-                                        "since_minutes": _SINCE, "limit": _limit_schema(50)}},
-             handler=query_change_events),
+             parameters=_CHANGES_PARAMS,
+             handler=h.query_change_events),
         Tool(name="ack_incident",
              description="Acknowledge an incident: someone is working on it. Goes through the review gate; "
                          "give the reason.",
-             parameters={"type": "object", "additionalProperties": False, "required": ["incident_id", "reason"],
-                         "properties": {"incident_id": {"type": "string", "minLength": 1},
-                                        "reason": {"type": "string", "minLength": 1,
-                                                   "description": "why it is acknowledged and who handles it"}}},
-             handler=ack_incident, tool_class="write", describe=describe_ack),
+             parameters=_ACK_PARAMS,
+             handler=h.ack_incident, tool_class="write", describe=h.describe_ack),
     ]

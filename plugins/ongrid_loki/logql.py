@@ -89,7 +89,7 @@ def _ts_iso(ns: Any) -> str | None:
 
 def shape_streams(result: list, settings: LokiSettings, limit: int, notes: list[str]) -> dict[str, Any]:
     """Streams → bounded ``streams``, counts and ``truncated``."""
-    streams = []
+    streams: list[dict[str, Any]] = []
     total_lines = sum(len(s.get("values") or []) for s in result if isinstance(s, dict))
     kept = 0
     budget = min(limit, settings.max_lines)
@@ -191,7 +191,8 @@ def make_query_logql(url: str | None, http: Any, settings: LokiSettings) -> Tool
         if not isinstance(data, dict):
             raise ToolError("Loki answered without a result")
         result_type = data.get("resultType")
-        result = data.get("result") if isinstance(data.get("result"), list) else []
+        raw_result = data.get("result")
+        result: list[Any] = raw_result if isinstance(raw_result, list) else []
         out["result_type"] = result_type
         if result_type == "streams":
             out.update(shape_streams(result, settings, limit, notes))

@@ -169,12 +169,15 @@ class SlackBridge:
             return
         if event.get("subtype") or event.get("bot_id"):
             return
-        user, channel, text, ts = (event.get(k) for k in ("user", "channel", "text", "ts"))
-        if not all(isinstance(v, str) and v for v in (user, channel, ts)) or not isinstance(text, str):
+        user, channel, ts = (v if isinstance(v, str) and v else None
+                             for v in (event.get("user"), event.get("channel"), event.get("ts")))
+        text = event.get("text")
+        if user is None or channel is None or ts is None or not isinstance(text, str):
             return
         if not (ID_RE.match(user) and ID_RE.match(channel) and ID_RE.match(ts)):
             return
-        thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
+        given = event.get("thread_ts")
+        thread_ts = given if isinstance(given, str) else ts
         if not ID_RE.match(thread_ts):
             return
         own = self.bot_user_id  # messages of bots carry bot_id anyway; this also covers the bot's user

@@ -164,8 +164,9 @@ class TelegramBridge:
         chat, sender, text = msg.get("chat"), msg.get("from"), msg.get("text")
         if not isinstance(chat, dict) or not isinstance(sender, dict) or not isinstance(text, str):
             return
-        chat_id, user_id, message_id = chat.get("id"), sender.get("id"), msg.get("message_id")
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (chat_id, user_id, message_id)):
+        chat_id, user_id, message_id = (v if isinstance(v, int) and not isinstance(v, bool) else None
+                                        for v in (chat.get("id"), sender.get("id"), msg.get("message_id")))
+        if chat_id is None or user_id is None or message_id is None:
             return
         if sender.get("is_bot"):
             return

@@ -132,7 +132,7 @@ def summarise_trace(trace_id: str, trace: Any, settings: TempoSettings) -> dict[
         s, e = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
         duration_ms = round((e - s) / 1e6, 3) if s is not None and e is not None else None
         status, message = _status(span)
-        item = {"service": service, "name": str(span.get("name", ""))[:200], "duration_ms": duration_ms,
+        item: dict[str, Any] = {"service": service, "name": str(span.get("name", ""))[:200], "duration_ms": duration_ms,
                 "status": status}
         if message:
             item["message"] = str(message)[:500]
@@ -164,7 +164,7 @@ def summarise_search(body: Any, settings: TempoSettings, limit: int) -> dict[str
     for t in traces[:min(limit, settings.max_traces)]:
         if not isinstance(t, dict):
             continue
-        spans = []
+        spans: list[dict[str, Any]] = []
         matched = 0
         sets = t.get("spanSets") or ([t["spanSet"]] if isinstance(t.get("spanSet"), dict) else [])
         for ss in sets:

@@ -46,7 +46,7 @@ class TopologySource:
         self._lock = trio.Lock()
 
     def _stamp(self) -> tuple:
-        out = []
+        out: list[tuple[str, int | None, int | None]] = []
         for f in self.files:
             try:
                 st = os.stat(f)
@@ -60,7 +60,7 @@ class TopologySource:
         for f in self.files:
             try:
                 data = read_yaml_file(Path(f))
-            except Exception as exc:  # ConfigError: missing, too large, bad YAML
+            except Exception as exc:  # noqa: BLE001 - ConfigError, OSError: missing, too large, bad YAML
                 raise TopologyError(f"topology file {f}: {exc}") from None
             parsed.append(parse_file(data, f))
         return parsed

@@ -34,10 +34,10 @@ def test_sample_config_loads(tmp_path):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("llm:\n  timeout_s: slow\n", "invalid value for type, expected float @ config.llm.timeout_s"),
-        ("llm:\n  max_retries: 2.5\n", "expected int @ config.llm.max_retries"),
-        ("llm:\n  max_retries: '3'\n", "expected int @ config.llm.max_retries"),
-        ("llm:\n  max_retries: true\n", "expected int @ config.llm.max_retries"),
+        ("llm:\n  timeout_s: slow\n", "invalid value for type, expected number @ config.llm.timeout_s"),
+        ("llm:\n  max_retries: 2.5\n", "expected integer @ config.llm.max_retries"),
+        ("llm:\n  max_retries: '3'\n", "expected integer @ config.llm.max_retries"),
+        ("llm:\n  max_retries: true\n", "expected integer @ config.llm.max_retries"),
         ("limits:\n  tool_result_max_chars: 10\n", "must be >= 200 @ config.limits.tool_result_max_chars"),
         ("llm:\n  model_name: x\n", "extra fields found (model_name) @ config.llm"),
         ("bogus: 1\n", "extra fields found (bogus) @ config"),
@@ -61,7 +61,7 @@ def test_invalid_yaml_names_file_and_line(tmp_path):
 
 
 def test_top_level_must_be_mapping(tmp_path):
-    with pytest.raises(ConfigError, match="top level must be a mapping"):
+    with pytest.raises(ConfigError, match="top level must be an object"):
         load_config(write(tmp_path, "- a\n- b\n"), environ={})
 
 

@@ -22,9 +22,11 @@ def test_defaults() -> None:
         ("limits:\n  max_concurrent_turns: 0\n", "must be >= 1 @ config.limits.max_concurrent_turns"),
         ("limits:\n  max_turns_per_user: -2\n", "must be >= 1 @ config.limits.max_turns_per_user"),
         ("limits:\n  max_queued_turns: -1\n", "must be >= 0 @ config.limits.max_queued_turns"),
-        ("limits:\n  max_turns_per_user: 2.5\n", "expected int @ config.limits.max_turns_per_user"),
-        ("limits:\n  max_queued_turns: '10'\n", "expected int @ config.limits.max_queued_turns"),
-        ("limits:\n  max_concurrent_turns: true\n", "expected int @ config.limits.max_concurrent_turns"),
+        ("limits:\n  max_turns_per_user: 2.5\n", "expected integer @ config.limits.max_turns_per_user"),
+        ("limits:\n  max_queued_turns: '10'\n", "expected integer @ config.limits.max_queued_turns"),
+        ("limits:\n  max_concurrent_turns: true\n", "expected integer @ config.limits.max_concurrent_turns"),
+        ("llm:\n  max_retries: 1000000\n", "must be between 0 and 20 @ config.llm.max_retries"),
+        ("retention:\n  days: 1.0e+10\n", "at most 36500"),
     ],
 )
 def test_bad_values_are_refused_with_the_path(tmp_path, text: str, expected: str) -> None:

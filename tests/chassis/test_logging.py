@@ -87,3 +87,46 @@ def test_console_format_on_a_terminal_and_bound_context(monkeypatch) -> None:
                 root.removeHandler(h)
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+
+
+def test_console_lines_cannot_be_forged_and_show_no_locals(monkeypatch) -> None:
+    """A message carrying user text with newlines or escapes stays one line;
+    a traceback shows no local variables (they may hold a secret the daemon
+    does not know of); JSON mode: one object per line with the text intact."""
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
+    monkeypatch.delenv("INVOCATION_ID", raising=False)
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    forged = "x\n2026-12-01T00:00:00Z [error    ] admin_granted   user=mallory\x1b[2J\r"
+    try:
+        tty = Tty()
+        logs.configure("INFO", tty)
+        logging.getLogger("acme").warning("user said %s", forged)
+        logs.get_logger("ongridd.test").info("turn_started", text=forged)
+        unknown_token = "local-only-value-3141"  # noqa: F841 - a local a locals dump would print
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logs.get_logger("ongridd.test").exception("failed")
+        out = tty.getvalue()
+        lines = out.splitlines()
+        assert not any(line.startswith("2026-12-01T00:00:00Z") for line in lines), out
+        assert "\x1b" not in out and "\r" not in out
+        assert "admin_granted" in lines[0] and "admin_granted" in lines[1]
+        assert "local-only-value-3141" not in out and "ValueError: boom" in out
+        tty2 = Tty()
+        logs.configure("INFO", tty2, json_lines=True)
+        logging.getLogger("acme").warning("user said %s", forged)
+        (line,) = tty2.getvalue().splitlines()
+        assert json.loads(line)["event"] == "user said " + forged
+    finally:
+        for h in root.handlers[:]:
+            if getattr(h, "_ongrid", False):
+                root.removeHandler(h)
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])

@@ -58,7 +58,7 @@ def test_daemon_logs_the_override_once_and_the_index_fallback(tmp_path):
     agents.mkdir()
     (agents / "specialist-disk.md").write_text(OVERRIDE)
     cfg = tmp_path / "ongrid.yaml"
-    cfg.write_text(f"agents:\n  user_dirs: [{agents}]\n")
+    cfg.write_text(f"agents:\n  user_dirs: [{agents}]\nmarketplace:\n  index: marketplace/index.yaml\n")
     with serve_daemon(tmp_path, "--config", str(cfg)) as (_url, proc):
         pass
     events = [json.loads(line) for line in proc.stderr_text.splitlines() if line.startswith("{")]
@@ -74,8 +74,24 @@ def test_daemon_logs_the_override_once_and_the_index_fallback(tmp_path):
 
 
 @pytest.mark.slow
+def test_daemon_with_the_default_index_setting_does_not_warn(tmp_path):
+    with serve_daemon(tmp_path) as (_url, proc):
+        pass
+    events = [json.loads(line) for line in proc.stderr_text.splitlines() if line.startswith("{")]
+    assert any(e["event"] == "daemon_starting" for e in events)
+    assert not [e for e in events if e["event"] == "marketplace_index_fallback"], events
+
+
+@pytest.mark.slow
 def test_cli_warns_when_it_falls_back_to_the_built_in_index(tmp_path):
     code, out, err, _ = ongrid("marketplace", "list", "--url", f"http://127.0.0.1:{free_port()}",
+                               "--state-dir", str(tmp_path / "state"), cwd=tmp_path)
+    assert code == 0, err
+    assert "ongrid-example-diskreport" in out
+    assert "warning" not in err  # marketplace.index not set: the built-in index, silently
+    cfg = tmp_path / "ongrid.yaml"
+    cfg.write_text("marketplace:\n  index: marketplace/index.yaml\n")
+    code, out, err, _ = ongrid("marketplace", "list", "--config", str(cfg), "--url", f"http://127.0.0.1:{free_port()}",
                                "--state-dir", str(tmp_path / "state"), cwd=tmp_path)
     assert code == 0, err
     assert "ongrid-example-diskreport" in out

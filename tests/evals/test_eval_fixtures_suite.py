@@ -113,7 +113,7 @@ def test_bad_incidents_name_the_file(tmp_path, text, message):
 
 def test_oversized_and_duplicate(tmp_path):
     big = _write(tmp_path, "big.yaml", GOOD.format(name="big") + "#" * MAX_FILE_BYTES)
-    with pytest.raises(IncidentError, match="larger than"):
+    with pytest.raises(IncidentError, match="is too large"):
         load_incident(big)
     big.unlink()
     _write(tmp_path, "one.yaml", GOOD.format(name="same"))

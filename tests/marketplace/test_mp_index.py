@@ -85,7 +85,7 @@ GOOD = """plugins:
 @pytest.mark.parametrize("text,message", [
     ("plugins: [", r"index.yaml:1: invalid YAML"),
     ("- a\n- b\n", r"must be a mapping with the single key 'plugins'"),
-    ("plugins: {}\n", r"index.yaml:1: 'plugins' must be a list, got CommentedMap"),
+    ("plugins: {}\n", r"index.yaml:1: 'plugins' must be an array, got object"),
     ("plugins:\n  - name: demo\n", r"index.yaml:2: plugins\[0\]: missing required key 'version'"),
     (GOOD.format(sha="a" * 64) + "    homepage: x\n", r"index.yaml:7: plugins\[0\]: unknown key 'homepage'"),
     (GOOD.format(sha="a" * 64).replace('"1.0"', "1.0"),

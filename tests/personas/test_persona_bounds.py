@@ -114,12 +114,12 @@ def test_a_shared_structure_is_described_without_expanding_it():
     started = time.thread_time()
     text = describe(leaf)
     assert time.thread_time() - started < 0.05
-    assert text.startswith("list of 9 items [[[[[[[[[[[['lol', 'lol'") and text.endswith("…")
+    assert text.startswith("array of 9 items [[[[[[[[[[[['lol', 'lol'") and text.endswith("…")
     assert len(text) < 100
     assert describe("x" * 10**6) == "string " + repr("x" * 57)[:-1] + "…' (1,000,000 characters)"
     assert describe(16 ** 5000) == "integer <integer of 20,001 bits>"
-    assert describe({"a": 1}) == "mapping of 1 key {'a': 1}"
-    assert describe(True) == "bool true" and describe(None) == "null"
+    assert describe({"a": 1}) == "object of 1 key {'a': 1}"
+    assert describe(True) == "boolean true" and describe(None) == "null"
     assert quote("it's " * 100, 8) == "\"it's it'…\""
 
 
@@ -127,7 +127,7 @@ def test_wrong_type_warnings_are_previews_not_reprs():
     big = "[" + ", ".join(f"item{i}" for i in range(2000)) + "]"
     persona, warnings = parse_persona_text(f"---\nname: {big}\ndescription: d\n---\nb\n", "p.md")
     assert persona is None
-    assert warnings == ["p.md:2: 'name' must be a string, got list of 2,000 items "
+    assert warnings == ["p.md:2: 'name' must be a string, got array of 2,000 items "
                         "['item0', 'item1', 'item2', 'item3', 'item4', 'item5', 'it…'…; file skipped"]
 
 

@@ -132,6 +132,10 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("86400") == RETRY_AFTER_MAX_S
     assert parse_retry_after("soon") is None and parse_retry_after(None) is None and parse_retry_after("") is None
     assert parse_retry_after("nan") is None
+    assert parse_retry_after("1e400") == parse_retry_after("9" * 5000) == RETRY_AFTER_MAX_S  # past a float
+    assert parse_retry_after("-5") == parse_retry_after("-inf") == 0.0
+    assert parse_retry_after("Wed, 21 Oct 9999 07:28:00 GMT", now=now) == RETRY_AFTER_MAX_S
+    assert parse_retry_after("Mon, 99 Foo 2026 99:99:99 GMT") is None and parse_retry_after("\x00") is None
 
 
 async def test_hold_is_shared(autojump_clock: trio.testing.MockClock) -> None:
@@ -152,3 +156,23 @@ async def test_hold_is_shared(autojump_clock: trio.testing.MockClock) -> None:
     assert sorted(n for n, _ in starts) == ["a", "b"]
     assert all(t - t0 >= 5 for _, t in starts)
     assert await hold.wait() == 0.0
+
+
+def test_one_user_cannot_fill_the_queue() -> None:
+    """A user's waiting turns take at most half the queue: another user
+    still gets a place, and the first is told why it is refused."""
+    adm = TurnAdmission(max_running=1, max_per_user=1, max_queued=5)
+    assert adm.max_queued_per_user == 3
+    running = adm.enqueue("a")
+    waiting = [adm.enqueue("a") for _ in range(3)]
+    assert all(t.queued for t in waiting) and adm.refuses("a") and not adm.refuses("b")
+    with pytest.raises(Busy, match="you already have 3 turn"):
+        adm.enqueue("a")
+    assert adm.enqueue("a", force=True).queued  # a turn continuing one that just ended is never refused
+    b = adm.enqueue("b")
+    assert b.queued and adm.queued == 5
+    with pytest.raises(Busy, match="max_queued_turns=5"):
+        adm.enqueue("c")
+    running.release()
+    waiting[0].release()
+    assert TurnAdmission(max_running=1, max_per_user=1, max_queued=1).max_queued_per_user == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 
 import trio
@@ -108,3 +109,71 @@ async def test_chat_reattach_shows_last_exchange_and_the_restart_cut(tmp_path):
             assert "never answered" not in piped
             shown = await _pty_chat(second.url, "cli", until="send a message to go on")
             assert "cut off by a restart" in shown and "and the memory?" in shown
+
+
+async def test_chat_reconnects_after_the_daemon_restarts(tmp_path):
+    """kill -9 the daemon while ``ongrid chat`` is attached, start it again on
+    the same port: the chat says so on a line of its own, re-attaches to the
+    same thread (the re-attach notice and the restart cut) and can send."""
+    script = {"default": [{"content": "first answer"}, {"delay_s": 120, "content": "never answered"},
+                          {"content": "answer after the restart"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        with socket.socket() as s:  # one fixed port for both daemons: the chat reconnects to the same URL
+            s.bind(("127.0.0.1", 0))
+            mapping["server"]["listen"] = f"127.0.0.1:{s.getsockname()[1]}"
+        config = write_config(tmp_path, mapping)
+        master, slave = os.openpty()
+        async with serve(config) as first:
+            url = first.url
+            proc = await trio.lowlevel.open_process(ongrid_cmd("chat", "--url", url, "--thread", "again"),
+                                                    stdin=slave, stdout=slave, stderr=slave,
+                                                    env=subprocess_env(COLUMNS="100", TERM="xterm-256color"))
+            os.close(slave)
+            shown = b""
+
+            async def until(text: str) -> None:
+                nonlocal shown
+                while text.encode() not in shown:
+                    try:
+                        shown += await trio.to_thread.run_sync(os.read, master, 65536)
+                    except OSError:  # the terminal closed: the chat exited
+                        raise AssertionError(f"chat exited before {text!r}: {shown.decode(errors='replace')}") from None
+
+            try:
+                with trio.fail_after(30):
+                    await until("you> ")
+                    os.write(master, b"hello\n")
+                    await until("first answer")
+                    os.write(master, b"a long one\n")
+                    await fake.wait_requests(2)  # the second turn's model call is in flight
+                first.proc.send_signal(signal.SIGKILL)
+                with trio.fail_after(10):
+                    await first.proc.wait()
+                with trio.fail_after(30):
+                    await until("reconnecting")
+            except BaseException:
+                proc.kill()
+                raise
+        try:
+            async with serve(config) as second:
+                assert second.url == url
+                with trio.fail_after(45):
+                    await until("cut off by a restart")
+                    await until("you> ")
+                    os.write(master, b"are you back?\n")
+                    await until("answer after the restart")
+                os.write(master, b"\x04")
+                with trio.fail_after(15):
+                    assert await proc.wait() == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode(errors="replace"))
+    at = text.index("[the daemon went away; reconnecting…]")
+    assert text[:at].endswith("\n"), repr(text[at - 200:at + 40])  # on a line of its own
+    assert "re-attached to thread again" in text
+    assert "never answered" not in text

@@ -89,3 +89,13 @@ async def test_context_tokens_bound_the_history_with_the_system_prompt_counted(t
             # the conservative estimate: 3 characters a token, 1/8 of the context kept for the answer
             assert total <= (8000 - 1024) * 3, total
         assert d.requests("summarizer")
+
+
+def test_a_call_id_reused_by_a_later_turn_pairs_with_the_nearest_call():
+    """Some models number calls ``call_0`` afresh in every turn: a result
+    answers the latest call with its id, so earlier turns can still be cut
+    (and no cut falls between any call and its result)."""
+    es = entries(user("a"), call("call_0"), result("call_0"), answer("x"),
+                 user("b"), call("call_0"), user("interjection"), result("call_0"), answer("y"),
+                 user("c"))
+    assert cut_points(es) == [4, 9, 10]

@@ -36,10 +36,10 @@ ALICE = {"Authorization": "Bearer tok-alice-console"}
 BOB = {"Authorization": "Bearer tok-bob-console"}
 
 
-async def cli(*args: str) -> tuple[int, str, str]:
+async def cli(*args: str, token: str = "tok-alice-console") -> tuple[int, str, str]:
     with trio.fail_after(60):
         proc = await trio.run_process(ongrid_cmd(*args), capture_stdout=True, capture_stderr=True, check=False,
-                                      env=subprocess_env(ONGRID_TOKEN="tok-alice-console", ONGRID_URL=""))
+                                      env=subprocess_env(ONGRID_TOKEN=token, ONGRID_URL=""))
     return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
 
 
@@ -125,6 +125,10 @@ async def test_threads_messages_and_audit_with_proposals(tmp_path, monkeypatch):
         assert [t["id"] for t in json.loads(out)] == [sid]
         code, out, err = await cli("sessions", "list", "--url", d.base_url)
         assert code == 0 and "ops" in out and sid in out and "completed" in out
+        header, *lines = out.splitlines()
+        code, _out, err = await cli("sessions", "list", "--url", d.base_url, token="")
+        assert code == 1 and "HTTP 401" in err and "--token-file" in err and "$ONGRID_TOKEN" in err
+        assert header.split()[:3] == ["LAST", "ACTIVITY", "STATE"] and "THREAD" in header and len(lines) == 1
         code, out, err = await cli("sessions", "audit", sid, "--url", d.base_url)
         assert code == 0, err
         assert "review: reject" in out and REASON in out and reviewer in out

@@ -71,7 +71,7 @@ async def test_full_queue_answers_busy_and_a_stopped_queued_turn_never_runs(tmp_
     script = {"default": [{"delay_s": 2, "content": "slow answer"}]}
     async with open_fake_llm(script) as fake:
         mapping = prepare(tmp_path, limits={"max_concurrent_turns": 1, "max_turns_per_user": 1,
-                                            "max_queued_turns": 2})
+                                            "max_queued_turns": 4})  # one user: at most 2 of them
         mapping["llm"]["base_url"] = fake.base_url
         config = proc.write_config(tmp_path, mapping)
         db = Path(mapping["state_dir"]) / "ongrid.db"
@@ -87,7 +87,7 @@ async def test_full_queue_answers_busy_and_a_stopped_queued_turn_never_runs(tmp_
                 assert (await again.recv())["text"] == "queued (position 2)"
             await c4.send({"type": "user_message", "text": "fourth"})
             busy = await c4.until_type("error", "final")
-            assert busy["code"] == "busy" and "max_queued_turns=2" in busy["message"]
+            assert busy["code"] == "busy" and "you already have 2 turn(s) waiting" in busy["message"]
             await c3.send({"type": "stop"})
             stopped = await c3.until_type("error", "final")
             assert stopped["code"] == "stopped"
@@ -217,3 +217,29 @@ async def test_shutdown_while_queued_never_runs_the_queued_turn(tmp_path: Path) 
         assert [r for r in fake.requests if r.session == queued_sid] == []
         db = Path(mapping["state_dir"]) / "ongrid.db"
         assert db_rows(db, "SELECT content FROM chat_messages WHERE session_id = ?", (queued_sid,)) == []
+
+
+async def test_a_waiting_turns_inbox_is_bounded(tmp_path: Path) -> None:
+    """Messages sent to a thread whose turn waits join it, up to INBOX_MAX;
+    one more is refused ``busy`` (nothing stored), and the turn still runs."""
+    from ongridd.runtime.core import INBOX_MAX
+
+    script = {"default": [{"delay_s": 1, "content": "slow answer"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path, limits={"max_concurrent_turns": 1, "max_turns_per_user": 1})
+        mapping["llm"]["base_url"] = fake.base_url
+        config = proc.write_config(tmp_path, mapping)
+        db = Path(mapping["state_dir"]) / "ongrid.db"
+        async with proc.serve(config) as sp, proc.ws(sp.ws_url, "slow") as c1, proc.ws(sp.ws_url, "flood") as c2:
+            await c1.send({"type": "user_message", "text": "first"})
+            await fake.wait_requests(1)
+            await c2.send({"type": "user_message", "text": "flood 0"})
+            await c2.until(lambda f: "queue_position" in f)
+            for i in range(1, INBOX_MAX + 1):
+                await c2.send({"type": "user_message", "text": f"flood {i}"})
+            await c2.send({"type": "user_message", "text": "one too many"})
+            busy = await c2.until_type("error")
+            assert busy["code"] == "busy" and f"{INBOX_MAX} messages waiting" in busy["message"]
+            assert (await c2.until_type("final", timeout=60))["text"] == "slow answer"
+        contents = [r["content"] for r in db_rows(db, "SELECT content FROM chat_messages WHERE role = 'user'")]
+        assert "one too many" not in contents and f"flood {INBOX_MAX}" in contents

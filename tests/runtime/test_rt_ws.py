@@ -35,7 +35,7 @@ async def test_hello_session_resumed_locale_and_implicit_hello(tmp_path):
 
 MALFORMED = [
     ("not json", "not valid JSON"),
-    ("[1, 2]", "must be a JSON object, got list"),
+    ("[1, 2]", "must be a JSON object, got array"),
     ('{"type": "bogus"}', "unknown frame type 'bogus'"),
     ('{"text": "no type"}', "unknown frame type None"),
     ('{"type": "user_message"}', "user_message.text must be a non-empty string"),

@@ -32,7 +32,7 @@ def pg_unreachable_reason() -> str | None:
     try:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure means the server is not usable here
         return f"PostgreSQL not reachable at {make_url(PG_URL).render_as_string(hide_password=True)}: {exc}"
     finally:
         engine.dispose()

@@ -198,13 +198,15 @@ async def test_retention_days_must_be_positive():
 
     assert structure({"retention": {"days": 7}}).retention.days == 7
     assert structure({}).retention.days is None
-    for bad in (0, -1, float("inf")):
+    for bad in (0, -1, float("inf"), float("nan"), 1e10, 36501):  # 1e10 days: no date to cut at
         with pytest.raises(ConfigError, match="retention.days"):
             structure({"retention": {"days": bad}})
     with pytest.raises(ConfigError):
         structure({"retention": {"days": "soon"}})
-    with pytest.raises(ValueError):
-        await retention.sweep(None, 0)
+    assert structure({"retention": {"days": 36500}}).retention.days == 36500
+    for bad in (0, 1e10):
+        with pytest.raises(ValueError):
+            await retention.sweep(None, bad)
 
 
 async def test_the_loop_sweeps_after_start_then_daily(autojump_clock, monkeypatch):

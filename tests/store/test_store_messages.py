@@ -115,3 +115,18 @@ async def test_nul_characters_are_stored_the_same_on_every_backend(store):
     assert second["tool_calls"][0]["arguments"] == '{"a":"\x00"}'  # JSON escapes it: kept exactly
     (row,) = await store.list_audit(coord["id"])
     assert (row["arguments"], row["result"]) == ('{"p":"\ufffd"}', "a\ufffdb")
+
+
+async def test_a_summary_is_stored_like_any_text_column(store):
+    """A summary is model output: a held secret in it is redacted and a NUL
+    becomes U+FFFD before it is stored (and so before it is sent again)."""
+    from ongridd.secretset import REGISTRY
+
+    coord, _ = await store.get_or_create_coordinator("alice", "main")
+    secret = "sk-summary-held-secret-5533"
+    with REGISTRY.hold([secret]):
+        row = await store.add_summary(coord["id"], through_seq=3, content=f"key {secret} and \x00 here",
+                                      source="model", summarizer_session_id=None)
+    latest = await store.latest_summary(coord["id"])
+    for got in (row["content"], latest["content"]):
+        assert secret not in got and "\x00" not in got and "\ufffd here" in got

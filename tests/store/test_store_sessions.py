@@ -221,3 +221,27 @@ async def test_bad_session_input(store):
         await store.get_or_create_coordinator("alice", "")
     with pytest.raises(NotFound, match="parent session"):
         await store.create_session(agent_id="x", user_id="alice", parent_session_id=str(uuid.uuid4()), status="pending")
+
+
+async def test_delete_empty_coordinator_only_while_it_is_empty(store):
+    """An empty thread row goes; one with a message, or with a child, stays;
+    a worker row is never taken for a thread (SQLite and PostgreSQL)."""
+    empty, created = await store.get_or_create_coordinator("alice", "empty")
+    assert created
+    assert await store.delete_empty_coordinator(empty["id"]) is True
+    assert await store.get_session(empty["id"]) is None
+    assert await store.delete_empty_coordinator(empty["id"]) is False  # gone already
+
+    talked, _ = await store.get_or_create_coordinator("alice", "talked")
+    await store.append_message(talked["id"], role="user", content="hello")
+    assert await store.delete_empty_coordinator(talked["id"]) is False
+    assert await store.get_session(talked["id"]) is not None
+
+    parent, _ = await store.get_or_create_coordinator("alice", "parent")
+    child = await store.create_session(agent_id="specialist-disk", user_id="alice", parent_session_id=parent["id"],
+                                       status="pending")
+    assert await store.delete_empty_coordinator(parent["id"]) is False
+    assert await store.delete_empty_coordinator(child["id"]) is False  # not a coordinator
+    assert await store.get_session(parent["id"]) is not None and await store.get_session(child["id"]) is not None
+    _again, created = await store.get_or_create_coordinator("alice", "empty")
+    assert created  # a deleted empty thread is simply created afresh

@@ -11,13 +11,14 @@ instead, through the same engine setup as the daemon.
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy.engine import Connection
 
 from ongridd.store.schema import metadata
 
 config = context.config
 
 
-def _run(connection) -> None:
+def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,

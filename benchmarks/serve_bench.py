@@ -1,0 +1,327 @@
+"""The serve path under load (prints measured numbers; asserts nothing about time).
+
+    python benchmarks/serve_bench.py [--sessions 1 200 1000] [--single-turns 20] [--burst]
+                                     [--rate 200=50 1000=100] [--delay-s 0.1]
+
+Everything runs as it does in production, each in its own process: ``ongrid fake-llm``
+(the scripted model) and, for each session count, a fresh ``ongridd serve`` with SQLite
+in a fresh state dir; the clients are real websocket connections from this process.
+One turn is six model calls, each answered after ``--delay-s``: the coordinator
+dispatches ``bench-worker`` with ``AgentTool``, the worker makes three ``query_knowledge``
+calls one step at a time and answers, the coordinator answers.
+
+N = 1: ``--single-turns`` turns one after another, each on a fresh thread (the overhead
+of one turn with nothing else running).  N > 1: N sessions connect first
+(hello → session), then each sends one turn; the arrivals are spread evenly at
+``--rate`` turns/s (default 50/s for 200 and 100/s for 1,000; ``0`` = all at once);
+``--burst`` also runs every N > 1 with all turns at once (the stress shape).
+
+Per run: turns/s (turns / seconds from the first turn sent to the last answer),
+p50/p99 end-to-end (``user_message`` sent → ``final`` received, at the client),
+p50/p99 overhead = end-to-end − the model's own time (6 × ``--delay-s``), the daemon's
+CPU per turn (utime + stime of the daemon process from ``/proc/<pid>/stat``, over the
+turns), its peak RSS (``VmHWM``) and the rows stored in its database after a graceful
+stop, against the rows the turns must leave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+import trio
+from trio_websocket import open_websocket_url
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_CALLS = 6
+CONNECT_AT_ONCE = 64
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+WORKER = """---
+name: bench-worker
+description: Serve-path benchmark worker that looks things up.
+when_to_use: The serve-path benchmark only.
+tools: [query_knowledge]
+max_turns: 6
+---
+You look things up and answer in one line.
+"""
+
+#: rows one turn must leave: coordinator user 1 + assistant 2 + tool 1; one worker session,
+#: closed ``completed``, with user 1 + assistant 4 + tool 3 messages; audit 4 (AgentTool + 3 tools)
+PER_TURN = {"coordinator messages": 4, "worker sessions closed completed": 1, "worker messages": 8,
+            "audit rows": 4}
+
+
+def script(delay_s: float) -> dict:
+    worker = [{"tool_calls": [{"name": "query_knowledge", "arguments": {"query": q}}], "delay_s": delay_s}
+              for q in ("disk full", "nginx 502", "certificate expiry")]
+    return {
+        "default": [
+            {"tool_calls": [{"name": "AgentTool", "arguments": {
+                "description": "bench lookup", "subagent_type": "bench-worker",
+                "prompt": "Look up three runbooks, then answer in one line."}}], "delay_s": delay_s},
+            {"content": "bench turn done", "delay_s": delay_s},
+        ],
+        "bench-worker": [*worker, {"content": "worker answer", "delay_s": delay_s}],
+    }
+
+
+def env(**extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "plugins"), out.get("PYTHONPATH", "")])
+    out.update(extra)
+    return out
+
+
+def cli(entry: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", f"from ongridd.cli import {entry}; {entry}()", *args]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of one process, seconds (``/proc/<pid>/stat`` fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> float:
+    """Poll ``/healthz`` until 200; returns the seconds it took."""
+    import urllib.request
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daemon exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("daemon not healthy in time")
+
+
+def count_rows(db: Path) -> dict[str, int]:
+    engine = sa.create_engine(f"sqlite:///{db}", poolclass=sa.pool.NullPool)
+    coord = "SELECT id FROM chat_sessions WHERE parent_session_id IS NULL AND thread_id LIKE 'bench-%'"
+    workers = f"SELECT id FROM chat_sessions WHERE parent_session_id IN ({coord})"
+    try:
+        with engine.connect() as con:
+            one = lambda sql: con.execute(sa.text(sql)).scalar_one()  # noqa: E731
+            return {
+                "coordinator messages": one(f"SELECT count(*) FROM chat_messages WHERE session_id IN ({coord})"),
+                "worker sessions closed completed": one(
+                    f"SELECT count(*) FROM chat_sessions WHERE id IN ({workers}) "
+                    "AND status = 'completed' AND closed_at IS NOT NULL"),
+                "worker messages": one(f"SELECT count(*) FROM chat_messages WHERE session_id IN ({workers})"),
+                "audit rows": one("SELECT count(*) FROM audit_logs"),
+            }
+    finally:
+        engine.dispose()
+
+
+async def drive(ws_url: str, n: int, rate: float, sequential: bool,
+                prefix: str = "bench-") -> tuple[list[float], int, float]:
+    """Run ``n`` turns; returns (end-to-end seconds of the turns that answered, turns that
+    ended otherwise, seconds from the first turn sent to the last answer)."""
+    e2e: list[float] = []
+    failed = 0
+    if sequential:
+        start = time.monotonic()
+        for i in range(n):
+            async with open_websocket_url(ws_url) as ws:
+                await ws.send_message(json.dumps({"type": "hello", "thread": f"{prefix}{i}"}))
+                assert json.loads(await ws.get_message())["type"] == "session"
+                t0 = time.monotonic()
+                await ws.send_message(json.dumps({"type": "user_message", "text": f"turn {i}"}))
+                while True:
+                    frame = json.loads(await ws.get_message())
+                    if frame["type"] in ("final", "error"):
+                        break
+                if frame["type"] == "final":
+                    e2e.append(time.monotonic() - t0)
+                else:
+                    failed += 1
+        return e2e, failed, time.monotonic() - start
+
+    connected = 0
+    all_connected, go = trio.Event(), trio.Event()
+    slots = trio.CapacityLimiter(CONNECT_AT_ONCE)
+    last_end = 0.0
+
+    async def session(i: int) -> None:
+        nonlocal connected, failed, last_end
+        async with slots:
+            cm = open_websocket_url(ws_url)
+            ws = await cm.__aenter__()
+            await ws.send_message(json.dumps({"type": "hello", "thread": f"{prefix}{i}"}))
+            assert json.loads(await ws.get_message())["type"] == "session"
+        try:
+            connected += 1
+            if connected == n:
+                all_connected.set()
+            await go.wait()
+            if rate > 0:
+                await trio.sleep_until(start + i / rate)
+            t0 = time.monotonic()
+            await ws.send_message(json.dumps({"type": "user_message", "text": f"turn {i}"}))
+            while True:
+                frame = json.loads(await ws.get_message())
+                if frame["type"] in ("final", "error"):
+                    break
+            last_end = time.monotonic()
+            if frame["type"] == "final":
+                e2e.append(last_end - t0)
+            else:
+                failed += 1
+        finally:
+            await cm.__aexit__(None, None, None)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(n):
+            nursery.start_soon(session, i)
+        with trio.fail_after(600):
+            await all_connected.wait()
+        start = trio.current_time()
+        wall0 = time.monotonic()
+        go.set()
+    return e2e, failed, last_end - wall0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, model_s: float) -> dict:
+    """One daemon, one load; prints its figures and returns them."""
+    run = work / f"run-{n}-{'seq' if sequential else rate or 'burst'}"
+    (run / "agents").mkdir(parents=True)
+    (run / "agents" / "bench-worker.md").write_text(WORKER)
+    config = run / "ongrid.yaml"
+    config.write_text(json.dumps({  # JSON is YAML 1.2
+        "agents": {"user_dirs": [str(run / "agents")]},
+        "llm": {"max_retries": 0, "timeout_s": 600},
+        # every client is user "local" (no tokens): let all N turns run at once
+        "limits": {"worker_timeout_s": 900, "max_concurrent_turns": 2 * n, "max_turns_per_user": 2 * n},
+    }))
+    port = free_port()
+    daemon = subprocess.Popen(
+        cli("ongridd_main", "serve", "--config", str(config), "--state-dir", str(run / "state"),
+            "--listen", f"127.0.0.1:{port}"),
+        cwd=run, env=env(ONGRID_LLM_BASE_URL=llm_url, ONGRID_LLM_MODEL="scripted"),
+        stdout=subprocess.DEVNULL, stderr=open(run / "daemon.log", "w"))
+    try:
+        wait_healthy(daemon, f"http://127.0.0.1:{port}")
+        # one warm-up turn (first-use imports and caches), not in the figures; its rows are counted
+        trio.run(drive, f"ws://127.0.0.1:{port}/ws", 1, 0, True, "bench-warmup-")
+        cpu0 = cpu_s(daemon.pid)
+        e2e, failed, took = trio.run(drive, f"ws://127.0.0.1:{port}/ws", n, rate, sequential)
+        cpu = cpu_s(daemon.pid) - cpu0
+        rss = peak_rss_mib(daemon.pid)
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=300)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    stored = count_rows(run / "state" / "ongrid.db")
+    expected = {k: v * (n + 1) for k, v in PER_TURN.items()}  # + the warm-up turn
+    over = [t - model_s for t in e2e]
+    shape = "sequential, fresh thread each" if sequential else (f"{rate:g} turns/s spread evenly" if rate
+                                                               else "burst (all at once)")
+    out = {
+        "sessions": 1 if sequential else n, "turns": n, "shape": shape, "turns_ok": len(e2e), "turns_failed": failed,
+        "turns_per_s": len(e2e) / took if took > 0 else float("nan"),
+        "e2e_p50_ms": pct(e2e, 0.5) * 1e3, "e2e_p99_ms": pct(e2e, 0.99) * 1e3,
+        "overhead_p50_ms": pct(over, 0.5) * 1e3, "overhead_p99_ms": pct(over, 0.99) * 1e3,
+        "overhead_mean_ms": statistics.mean(over) * 1e3 if over else float("nan"),
+        "cpu_ms_per_turn": cpu / n * 1e3, "peak_rss_mib": rss,
+        "rows_expected": sum(expected.values()), "rows_stored": sum(stored.values()),
+        "rows_by_kind": {k: [expected[k], stored[k]] for k in expected},
+    }
+    print(f"N={out['sessions']:<5} {shape}: {len(e2e)} turns answered, {failed} not; {out['turns_per_s']:.1f} turns/s")
+    print(f"  end-to-end  p50 {out['e2e_p50_ms']:8.1f} ms   p99 {out['e2e_p99_ms']:8.1f} ms")
+    print(f"  overhead    p50 {out['overhead_p50_ms']:8.1f} ms   p99 {out['overhead_p99_ms']:8.1f} ms   "
+          f"mean {out['overhead_mean_ms']:8.1f} ms  (end-to-end − {model_s * 1e3:.0f} ms of model time)")
+    print(f"  daemon CPU  {out['cpu_ms_per_turn']:8.1f} ms per turn   peak RSS {rss:7.1f} MiB")
+    mismatch = {k: v for k, v in out["rows_by_kind"].items() if v[0] != v[1]}
+    print(f"  rows        stored {out['rows_stored']} of {out['rows_expected']} expected"
+          + (f"  MISMATCH {mismatch}" if mismatch else "  (every row; the warm-up turn included)"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 200, 1000])
+    parser.add_argument("--single-turns", type=int, default=20, help="turns of the N=1 run")
+    parser.add_argument("--rate", nargs="*", default=["200=50", "1000=100"],
+                        help="N=TURNS_PER_S arrival rates (others: N/4 per second); 0 = burst")
+    parser.add_argument("--burst", action="store_true", help="also run every N > 1 with all turns at once")
+    parser.add_argument("--delay-s", type=float, default=0.1, help="the scripted model's delay per call")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
+    args = parser.parse_args()
+    rates = {int(k): float(v) for k, v in (item.split("=") for item in args.rate)}
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the children inherit it
+    model_s = MODEL_CALLS * args.delay_s
+    results = []
+    with tempfile.TemporaryDirectory(prefix="ongrid-serve-bench-") as tmp:
+        work = Path(tmp)
+        (work / "script.json").write_text(json.dumps(script(args.delay_s)))
+        fake = subprocess.Popen(cli("ongrid_main", "fake-llm", "--script", str(work / "script.json"),
+                                    "--listen", "127.0.0.1:0"),
+                                env=env(), stdout=subprocess.PIPE, stderr=open(work / "fake-llm.log", "w"),
+                                text=True)
+        try:
+            llm_url = fake.stdout.readline().strip()
+            if not llm_url.startswith("http://"):
+                raise SystemExit("fake-llm did not start: " + (work / "fake-llm.log").read_text()[-2000:])
+            print(f"serve bench: ongridd serve + ongrid fake-llm ({llm_url}), {MODEL_CALLS} model calls per turn "
+                  f"× {args.delay_s} s, SQLite; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+            for n in args.sessions:
+                if n == 1:
+                    results.append(run_one(work, llm_url, args.single_turns, 0, True, model_s))
+                    continue
+                results.append(run_one(work, llm_url, n, rates.get(n, n / 4), False, model_s))
+                if args.burst:
+                    results.append(run_one(work, llm_url, n, 0, False, model_s))
+        finally:
+            fake.send_signal(signal.SIGTERM)
+            try:
+                fake.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                fake.kill()
+    if args.json:
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Start-up times of the two programs (prints measured numbers).
+
+    python benchmarks/startup_bench.py [--runs 10] [--serve-runs 5]
+
+* ``ongrid --help``: the installed entry point (next to this interpreter, else
+  ``python -c``), ``--runs`` times after one warm-up; wall seconds from spawn to
+  exit and the child's CPU (user + system, from ``wait4``), min / median / max.
+  ``python -c pass`` is timed the same way: the interpreter's own floor.
+* ``ongridd serve``: a fresh state dir each run, no model configured; seconds from
+  spawn until ``GET /healthz`` answers 200 (polled every 10 ms), then SIGTERM.
+
+"Warm machine": the warm-up run fills the page cache; the figures are medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def program(name: str, entry: str) -> list[str]:
+    exe = BIN / name
+    return [str(exe)] if exe.exists() else [sys.executable, "-c", f"from ongridd.cli import {entry}; {entry}()"]
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "plugins"), out.get("PYTHONPATH", "")])
+    return out
+
+
+def time_exit(cmd: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one run of ``cmd`` to its exit."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd} exited {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def time_healthz(work: Path, i: int) -> float:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = work / f"state-{i}"
+    t0 = time.monotonic()
+    proc = subprocess.Popen([*program("ongridd", "ongridd_main"), "serve", "--state-dir", str(state),
+                             "--listen", f"127.0.0.1:{port}"], cwd=work, env=env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"ongridd serve exited {proc.returncode}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
+                    if resp.status == 200:
+                        return time.monotonic() - t0
+            except OSError:
+                time.sleep(0.01)
+            if time.monotonic() - t0 > 60:
+                raise RuntimeError("no /healthz in 60 s")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def line(label: str, values: list[float], unit: str = "s") -> str:
+    return (f"  {label:28} median {statistics.median(values):6.3f} {unit}   "
+            f"min {min(values):6.3f}   max {max(values):6.3f}   (n={len(values)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--serve-runs", type=int, default=5)
+    args = parser.parse_args()
+    print(f"start-up bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    for label, cmd in (("python -c pass", [sys.executable, "-c", "pass"]),
+                       ("ongrid --help", [*program("ongrid", "ongrid_main"), "--help"]),
+                       ("ongridd --help", [*program("ongridd", "ongridd_main"), "--help"])):
+        time_exit(cmd)  # warm-up
+        runs = [time_exit(cmd) for _ in range(args.runs)]
+        print(line(f"{label} wall", [w for w, _ in runs]))
+        print(line(f"{label} CPU", [c for _, c in runs]))
+    with tempfile.TemporaryDirectory(prefix="ongrid-startup-bench-") as tmp:
+        time_healthz(Path(tmp), -1)  # warm-up
+        print(line("ongridd serve → /healthz", [time_healthz(Path(tmp), i) for i in range(args.serve_runs)]))
+
+
+if __name__ == "__main__":
+    main()
