@@ -33,7 +33,7 @@ import trio
 from tests.e2e.e2e_helpers import env, free_port, ongrid, ongridd, rows, stop, wait_healthy
 from tests.e2e.test_e2e_no_lost_rows import WORKER
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(1200)]
 
 ITERATIONS = int(os.environ.get("ONGRID_KILL9_ITERATIONS", "50"))
 SESSIONS = int(os.environ.get("ONGRID_KILL9_SESSIONS", "4"))

@@ -39,7 +39,7 @@ import trio
 
 from tests.e2e.e2e_helpers import env, free_port, ongrid, ongridd, stop, wait_healthy
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(1200)]
 
 SESSIONS = int(os.environ.get("ONGRID_LOAD_SESSIONS", "700"))
 RATE = float(os.environ.get("ONGRID_LOAD_RATE", "0"))

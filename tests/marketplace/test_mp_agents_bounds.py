@@ -78,6 +78,7 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.exclusive  # heavy: a timing bound that another worker beside it would break
 def test_bombs_never_stall_the_daemon_nor_reach_the_registry(tmp_path: Path):
     agents = tmp_path / "agents"
     agents.mkdir()

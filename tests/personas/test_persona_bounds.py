@@ -197,6 +197,7 @@ async def test_registry_loads_and_reloads_skip_bombs_with_file_and_line(tmp_path
     assert any(w.startswith(f"{good}:5: invalid YAML in frontmatter: YAML aliases expand") for w in report.warnings)
 
 
+@pytest.mark.exclusive  # heavy: a timing bound that another worker beside it would break
 def test_fuzz_5000_generated_files_each_parse_in_bounded_time_and_memory():
     """Runs in a fresh process, so its peak RSS belongs to the fuzz alone."""
     proc = subprocess.run([sys.executable, "-c", "from tests.bombs import fuzz_main; fuzz_main()", "5000", "20261201"],
