@@ -15,6 +15,7 @@ import os
 import signal
 from functools import partial
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -105,12 +106,31 @@ async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any 
     redaction (:func:`~ongridd.secretset.daemon_secrets`); they are put back
     when it returns."""
     with contextlib.ExitStack() as stack:
+        if handle_signals:
+            # trio re-raises, on leaving the receiver, signals it received but nobody read; a
+            # second SIGTERM that came as the drain ended would then kill the stopped daemon
+            # (exit -15).  Under SIG_IGN while the receiver is open, that re-raise is a no-op.
+            stack.enter_context(_late_signals_ignored(signal.SIGTERM, signal.SIGINT))
         signals = (stack.enter_context(trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT))
                    if handle_signals else None)
         secrets, removed = stack.enter_context(daemon_secrets(config))
         if removed:
             log.info("secrets_removed_from_environment", variables=removed)
         await _run_daemon(config, model=model, signals=signals, secrets=secrets, task_status=task_status)
+
+
+@contextlib.contextmanager
+def _late_signals_ignored(*signums: int) -> Iterator[None]:
+    """Ignore ``signums`` inside the block (the signal receiver opened in it
+    takes them over meanwhile); put the previous handlers back on leaving."""
+    saved = {s: signal.getsignal(s) for s in signums}
+    for s in signums:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def warn_short_tokens(tokens: dict[str, str]) -> None:
