@@ -246,7 +246,13 @@ class _ChatUI:
                 self.out.write("\n")
 
     def user_sent(self) -> None:
-        self.prompted = False  # the user's Enter ended the prompt line
+        """The user's Enter ended the prompt line.  A line typed ahead (echoed
+        before the prompt was drawn) leaves ``you> `` dangling after it: on a
+        terminal, erase the current line (CR + EL; a no-op at column 0)."""
+        if self.show_prompt:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+        self.prompted = False
         self.turn_running = True
 
     def _flush_text(self) -> None:

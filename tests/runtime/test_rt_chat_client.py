@@ -172,7 +172,8 @@ async def test_chat_reconnects_after_the_daemon_restarts(tmp_path):
                 proc.kill()
                 await proc.wait()
             os.close(master)
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode(errors="replace"))
+    screen = re.sub(r"[^\r\n]*\r\x1b\[K", "", shown.decode(errors="replace"))  # a line erased (CR + EL) is gone
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     at = text.index("[the daemon went away; reconnecting…]")
     assert text[:at].endswith("\n"), repr(text[at - 200:at + 40])  # on a line of its own
     assert "re-attached to thread again" in text

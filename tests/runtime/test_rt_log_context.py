@@ -26,6 +26,10 @@ async def test_lines_logged_inside_a_worker_carry_its_context(tmp_path) -> None:
     root.addHandler(handler)
     old_level = root.level
     root.setLevel(logging.DEBUG)
+    # an earlier test in this process may have run logs.configure(), which holds these at WARNING
+    quiet = {name: logging.getLogger(name).level for name in logs._QUIET_LIBRARIES}
+    for name in quiet:
+        logging.getLogger(name).setLevel(logging.NOTSET)
     try:
         async with open_daemon(tmp_path, script) as d:
             async with d.ws("ctx") as c:
@@ -36,6 +40,8 @@ async def test_lines_logged_inside_a_worker_carry_its_context(tmp_path) -> None:
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     inside = [line for line in lines if line.get("session_id") == worker["id"] and line.get("agent") == "rt-worker"]
     # e.g. the model client's own debug lines: bound by the runtime, not passed by the caller
