@@ -31,7 +31,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,8 +43,12 @@ import trio
 from trio_websocket import open_websocket_url
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.e2e_helpers import env, free_port, ongrid, ongridd
+from tests.e2e.load_shape import concurrent_turns, hello, one_turn
+
 MODEL_CALLS = 6
-CONNECT_AT_ONCE = 64
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 WORKER = """---
@@ -78,23 +81,6 @@ def script(delay_s: float) -> dict:
     }
 
 
-def env(**extra: str) -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
-    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "plugins"), out.get("PYTHONPATH", "")])
-    out.update(extra)
-    return out
-
-
-def cli(entry: str, *args: str) -> list[str]:
-    return [sys.executable, "-c", f"from ongridd.cli import {entry}; {entry}()", *args]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cpu_s(pid: int) -> float:
     """utime + stime of one process, seconds (``/proc/<pid>/stat`` fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -109,7 +95,7 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> float:
-    """Poll ``/healthz`` until 200; returns the seconds it took."""
+    """Poll ``/readyz`` (fully up) until 200; returns the seconds it took."""
     import urllib.request
 
     start = time.monotonic()
@@ -117,7 +103,7 @@ def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> 
         if proc.poll() is not None:
             raise RuntimeError(f"daemon exited with {proc.returncode}")
         try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
+            with urllib.request.urlopen(url + "/readyz", timeout=2) as resp:
                 if resp.status == 200:
                     return time.monotonic() - start
         except OSError:
@@ -149,68 +135,23 @@ async def drive(ws_url: str, n: int, rate: float, sequential: bool,
                 prefix: str = "bench-") -> tuple[list[float], int, float]:
     """Run ``n`` turns; returns (end-to-end seconds of the turns that answered, turns that
     ended otherwise, seconds from the first turn sent to the last answer)."""
+    if not sequential:
+        ends, took = await concurrent_turns(ws_url, n, rate, prefix=prefix, connect_timeout_s=600)
+        e2e = [end.ended - end.sent for end in ends.values() if end.frame["type"] == "final"]
+        return e2e, len(ends) - len(e2e), took
     e2e: list[float] = []
     failed = 0
-    if sequential:
-        start = time.monotonic()
-        for i in range(n):
-            async with open_websocket_url(ws_url) as ws:
-                await ws.send_message(json.dumps({"type": "hello", "thread": f"{prefix}{i}"}))
-                assert json.loads(await ws.get_message())["type"] == "session"
-                t0 = time.monotonic()
-                await ws.send_message(json.dumps({"type": "user_message", "text": f"turn {i}"}))
-                while True:
-                    frame = json.loads(await ws.get_message())
-                    if frame["type"] in ("final", "error"):
-                        break
-                if frame["type"] == "final":
-                    e2e.append(time.monotonic() - t0)
-                else:
-                    failed += 1
-        return e2e, failed, time.monotonic() - start
-
-    connected = 0
-    all_connected, go = trio.Event(), trio.Event()
-    slots = trio.CapacityLimiter(CONNECT_AT_ONCE)
-    last_end = 0.0
-
-    async def session(i: int) -> None:
-        nonlocal connected, failed, last_end
-        async with slots:
-            cm = open_websocket_url(ws_url)
-            ws = await cm.__aenter__()
-            await ws.send_message(json.dumps({"type": "hello", "thread": f"{prefix}{i}"}))
-            assert json.loads(await ws.get_message())["type"] == "session"
-        try:
-            connected += 1
-            if connected == n:
-                all_connected.set()
-            await go.wait()
-            if rate > 0:
-                await trio.sleep_until(start + i / rate)
+    start = time.monotonic()
+    for i in range(n):
+        async with open_websocket_url(ws_url) as ws:
+            await hello(ws, f"{prefix}{i}")
             t0 = time.monotonic()
-            await ws.send_message(json.dumps({"type": "user_message", "text": f"turn {i}"}))
-            while True:
-                frame = json.loads(await ws.get_message())
-                if frame["type"] in ("final", "error"):
-                    break
-            last_end = time.monotonic()
+            frame = await one_turn(ws, f"turn {i}")
             if frame["type"] == "final":
-                e2e.append(last_end - t0)
+                e2e.append(time.monotonic() - t0)
             else:
                 failed += 1
-        finally:
-            await cm.__aexit__(None, None, None)
-
-    async with trio.open_nursery() as nursery:
-        for i in range(n):
-            nursery.start_soon(session, i)
-        with trio.fail_after(600):
-            await all_connected.wait()
-        start = trio.current_time()
-        wall0 = time.monotonic()
-        go.set()
-    return e2e, failed, last_end - wall0
+    return e2e, failed, time.monotonic() - start
 
 
 def pct(values: list[float], q: float) -> float:
@@ -234,8 +175,7 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     }))
     port = free_port()
     daemon = subprocess.Popen(
-        cli("ongridd_main", "serve", "--config", str(config), "--state-dir", str(run / "state"),
-            "--listen", f"127.0.0.1:{port}"),
+        ongridd("serve", "--config", str(config), "--state-dir", str(run / "state"), "--listen", f"127.0.0.1:{port}"),
         cwd=run, env=env(ONGRID_LLM_BASE_URL=llm_url, ONGRID_LLM_MODEL="scripted"),
         stdout=subprocess.DEVNULL, stderr=open(run / "daemon.log", "w"))
     try:
@@ -296,8 +236,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ongrid-serve-bench-") as tmp:
         work = Path(tmp)
         (work / "script.json").write_text(json.dumps(script(args.delay_s)))
-        fake = subprocess.Popen(cli("ongrid_main", "fake-llm", "--script", str(work / "script.json"),
-                                    "--listen", "127.0.0.1:0"),
+        fake = subprocess.Popen(ongrid("fake-llm", "--script", str(work / "script.json"), "--listen", "127.0.0.1:0"),
                                 env=env(), stdout=subprocess.PIPE, stderr=open(work / "fake-llm.log", "w"),
                                 text=True)
         try:

@@ -8,8 +8,14 @@
   ``python -c pass`` is timed the same way: the interpreter's own floor.
 * ``ongridd serve``: a fresh state dir each run, no model configured; seconds from
   spawn until ``GET /healthz`` answers 200 (polled every 10 ms), then SIGTERM.
+  "restart": the same, ``--serve-runs`` times on one state dir whose database
+  already exists (no schema migration).
 
 "Warm machine": the warm-up run fills the page cache; the figures are medians.
+The children run without ``PYTHONDONTWRITEBYTECODE`` (removed from their
+environment): an installed daemon has its bytecode caches, so a start-up that
+recompiles every edited module would be measured slow for nothing.  Pass
+``--keep-env`` to time them with the environment as it is.
 """
 
 from __future__ import annotations
@@ -35,8 +41,15 @@ def program(name: str, entry: str) -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-c", f"from ongridd.cli import {entry}; {entry}()"]
 
 
+KEEP_ENV = False  # --keep-env: leave PYTHONDONTWRITEBYTECODE in the children's environment
+
+
 def env() -> dict[str, str]:
+    """The children's environment: no ``ONGRID_*`` variables, the repo on
+    ``PYTHONPATH``, and (unless ``--keep-env``) no ``PYTHONDONTWRITEBYTECODE``."""
     out = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+    if not KEEP_ENV:
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
     out["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "plugins"), out.get("PYTHONPATH", "")])
     return out
 
@@ -53,7 +66,7 @@ def time_exit(cmd: list[str]) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def time_healthz(work: Path, i: int) -> float:
+def time_healthz(work: Path, i: int | str) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -92,9 +105,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--serve-runs", type=int, default=5)
+    parser.add_argument("--keep-env", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE in the children's environment")
     args = parser.parse_args()
+    global KEEP_ENV
+    KEEP_ENV = args.keep_env
+    bytecode = "as set here" if KEEP_ENV or "PYTHONDONTWRITEBYTECODE" not in os.environ else "removed"
     print(f"start-up bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f}")
+          f"load average {os.getloadavg()[0]:.2f}, children's PYTHONDONTWRITEBYTECODE {bytecode}")
     for label, cmd in (("python -c pass", [sys.executable, "-c", "pass"]),
                        ("ongrid --help", [*program("ongrid", "ongrid_main"), "--help"]),
                        ("ongridd --help", [*program("ongridd", "ongridd_main"), "--help"])):
@@ -105,6 +123,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ongrid-startup-bench-") as tmp:
         time_healthz(Path(tmp), -1)  # warm-up
         print(line("ongridd serve → /healthz", [time_healthz(Path(tmp), i) for i in range(args.serve_runs)]))
+        time_healthz(Path(tmp), "restart")  # creates the database
+        print(line("  restart → /healthz", [time_healthz(Path(tmp), "restart") for _ in range(args.serve_runs)]))
 
 
 if __name__ == "__main__":

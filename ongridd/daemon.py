@@ -2,8 +2,10 @@
 
 Start-up order: secrets read and removed from the environment (held for
 redaction while the daemon runs, see :mod:`ongridd.secretset`) → state dir
-check → database + migrations → recovery sweep → plugins and registries →
-runtime service nursery → HTTP/websocket server → ``READY=1``.
+check → database + migrations → recovery sweep → HTTP/websocket server
+(``/healthz`` and ``/metrics`` answer at once; everything else waits) →
+plugins and registries → runtime service nursery → ready (the waiting
+requests run) → ``READY=1``.
 SIGTERM/SIGINT: stop accepting, bounded drain of in-flight turns, every
 open worker row closed ``killed`` ("daemon shutdown"), exit 0.
 """
@@ -22,7 +24,7 @@ import attrs
 import trio
 
 from ongridd.config import Config, parse_listen, parse_tokens, read_secret
-from ongridd.errors import ConfigError, StoreError
+from ongridd.errors import ConfigError, StoreError, leaf_exceptions
 from ongridd.logs import get_logger, redact_url
 from ongridd.secretset import MIN_TOKEN_CHARS, DaemonSecrets, daemon_secrets
 from ongridd.sdnotify import notify, watchdog_interval_s, watchdog_loop
@@ -83,12 +85,12 @@ def make_model(config: Config, api_key: str | None = None) -> Any:
     ``api_key``: the key read at start-up (default: :func:`read_secret` of
     ``llm.api_key_env``, which still finds it after start-up removed the
     variable from the environment)."""
-    from ongridd.llm.openai_provider import OpenAIProvider
-
     if not config.llm.base_url:
         from ongridd.llm.unconfigured import UnconfiguredModel
 
         return UnconfiguredModel()
+    from ongridd.llm.openai_provider import OpenAIProvider
+
     if api_key is None:
         api_key = read_secret(config.llm.api_key_env)
     return OpenAIProvider(base_url=config.llm.base_url, api_key=api_key,
@@ -150,20 +152,22 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     ``model``: a ModelClient to use instead of the configured provider
     (the demo and tests pass the scripted one's client); either way it is
     wrapped so held secrets are redacted from model traffic.  ``secrets``:
-    what :func:`~ongridd.secretset.daemon_secrets` read at start-up.  Raises ConfigError
-    or StoreError before anything is served when start-up cannot complete.
+    what :func:`~ongridd.secretset.daemon_secrets` read at start-up.
+
+    The HTTP server starts listening as soon as the store is open and the
+    recovery sweep has run: ``/healthz`` and ``/metrics`` answer from then
+    on, every other request and the socket wait for ``services.ready``, set
+    once registries, plugins and the runtime are up (then ``daemon_ready``
+    is logged, ``READY=1`` sent and ``task_status.started`` called).
+    Raises ConfigError or StoreError when start-up cannot complete; nothing
+    but those two routes has been served then.
     """
     from hypercorn.config import Config as HyperConfig
     from hypercorn.trio import serve as hypercorn_serve
 
-    from ongridd.plugins.build import RegistryBuilder
-    from ongridd.runtime.core import Runtime
-    from ongridd.runtime.ports import RuntimeStore, RuntimeWriter
-    from ongridd.runtime.registries import RegistryHolder
     from ongridd.server.app import AppServices, create_app
     from ongridd.server.auth import Authenticator
     from ongridd.store import Store
-    from ongridd.store.writer import StoreWriter
 
     host, port = parse_listen(config.server.listen)
     auth = Authenticator(parse_tokens(secrets.tokens_raw))
@@ -181,70 +185,130 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     store = await Store.open(config.database_url, pool_size=config.database.pool_size)
     try:
         await store.recovery_sweep()  # logs its own ``recovery_sweep`` line with the counts
-        import httpx2
+        # recovered: clients may connect now; all but /healthz and /metrics wait for ``ready``
+        ready = trio.Event()
+        services = AppServices(config=config, auth=auth, store=store, ready=ready)
+        app = create_app(services)
+        hconf = HyperConfig()
+        hconf.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+        hconf.graceful_timeout = HTTP_GRACEFUL_S
+        hconf.accesslog = None
+        hconf.errorlog = None
+        hconf.keep_alive_timeout = 30
 
-        async with httpx2.AsyncClient(timeout=30.0) as http:
-            from ongridd.plugins.chat import ChatAPI
-
-            chat = ChatAPI(store=store)
-            builder = RegistryBuilder(config=config, store=store, http=http, chat=chat)
-            registries = await builder.build()
-            holder = RegistryHolder(registries)
-            from ongridd.llm.redacting import RedactingModel
-
-            client = RedactingModel(model if model is not None else partial(make_model, config, secrets.api_key),
-                                    known_agents=lambda: holder.current.agents.snapshot())
-            # typed seams: the type checker holds the Store to the runtime's store and writer protocols
-            runtime_store: RuntimeStore = store
-            writer: RuntimeWriter = StoreWriter(store)
-            runtime = Runtime(config, runtime_store, holder, client, writer=writer)
-            services = AppServices(config=config, auth=auth, store=store, runtime=runtime,
-                                   plugin_routes=lambda: holder.current.routes)
-            from ongridd.marketplace.service import AgentsAPI, MarketplaceService
-
-            services.agents_api = AgentsAPI(config=config, holder=holder, builder=builder, store=store)
-            services.marketplace = MarketplaceService(config=config, holder=holder, builder=builder, store=store)
-            app = create_app(services)
-
-            hconf = HyperConfig()
-            hconf.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-            hconf.graceful_timeout = HTTP_GRACEFUL_S
-            hconf.accesslog = None
-            hconf.errorlog = None
-            hconf.keep_alive_timeout = 30
-
-            shutdown = trio.Event()
+        shutdown = trio.Event()
+        try:
             async with trio.open_nursery() as root:
-                await root.start(runtime.run)
-                chat.bind(runtime, root)
-                start_plugin_services(root, registries.services)
-                root.start_soon(services.agents_api.watch)
-                if config.retention.days is not None:
-                    from ongridd.store.retention import retention_loop
-
-                    root.start_soon(partial(retention_loop, store, config.retention.days,
-                                            busy=lambda: runtime.turns.keys()))
                 binds = await root.start(partial(hypercorn_serve, app, hconf, shutdown_trigger=shutdown.wait))
                 base_url = binds[0] if binds else f"http://{host}:{port}"
-                log.info("daemon_ready", url=base_url)
-                notify("READY=1\nSTATUS=serving on " + base_url)
-                interval = watchdog_interval_s()
-                if interval:
-                    root.start_soon(watchdog_loop, interval)
-                if signals is not None:
-                    root.start_soon(_signal_watch, signals, shutdown)
-                task_status.started(DaemonHandle(base_url=base_url, services=services, shutdown=shutdown,
-                                                 stopped=stopped))
-                await shutdown.wait()
-                log.info("daemon_stopping")
-                notify("STOPPING=1")
-                await runtime.drain(DRAIN_GRACE_S)
+                log.info("daemon_listening", url=base_url)
+                notify("STATUS=starting; /healthz answers on " + base_url)
+                await _run_services(config, model=model, secrets=secrets, store=store, services=services,
+                                    signals=signals, shutdown=shutdown, base_url=base_url,
+                                    on_ready=lambda: task_status.started(DaemonHandle(
+                                        base_url=base_url, services=services, shutdown=shutdown,
+                                        stopped=stopped)))
                 root.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            failure = None if ready.is_set() else _sole_startup_failure(group)
+            if failure is None:
+                raise
+            raise failure from None  # as before the server listened early: the error itself, not a group
     finally:
         with trio.move_on_after(5, shield=True):
             await store.aclose()
         stopped.set()
         log.info("daemon_stopped")
+
+
+async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, store: Any, services: Any,
+                        signals: Any, shutdown: trio.Event, base_url: str, on_ready: Any) -> None:
+    """Build the registries and run the runtime and the plugins' services
+    until ``shutdown``; then drain the turns in flight and return.
+
+    Fills ``services`` (runtime, agents API, marketplace, plugin routes) and
+    sets ``services.ready`` once all is up, then logs ``daemon_ready``,
+    sends ``READY=1`` and calls ``on_ready()``.  Raises what start-up raises
+    (ConfigError, StoreError, ...), with ``ready`` left unset.
+    """
+    # the server already answers /healthz on this (Trio) thread: import in a worker thread
+    await trio.to_thread.run_sync(_import_service_modules)
+    import httpx2
+
+    from ongridd.plugins.build import RegistryBuilder
+    from ongridd.runtime.core import Runtime
+    from ongridd.runtime.ports import RuntimeStore, RuntimeWriter
+    from ongridd.runtime.registries import RegistryHolder
+    from ongridd.store.writer import StoreWriter
+
+    async with httpx2.AsyncClient(timeout=30.0) as http:
+        from ongridd.plugins.chat import ChatAPI
+
+        chat = ChatAPI(store=store)
+        builder = RegistryBuilder(config=config, store=store, http=http, chat=chat)
+        registries = await builder.build()
+        holder = RegistryHolder(registries)
+        from ongridd.llm.redacting import RedactingModel
+
+        client = RedactingModel(model if model is not None else partial(make_model, config, secrets.api_key),
+                                known_agents=lambda: holder.current.agents.snapshot())
+        # typed seams: the type checker holds the Store to the runtime's store and writer protocols
+        runtime_store: RuntimeStore = store
+        writer: RuntimeWriter = StoreWriter(store)
+        runtime = Runtime(config, runtime_store, holder, client, writer=writer)
+        from ongridd.marketplace.service import AgentsAPI, MarketplaceService
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(runtime.run)
+            chat.bind(runtime, nursery)
+            start_plugin_services(nursery, registries.services)
+            agents_api = AgentsAPI(config=config, holder=holder, builder=builder, store=store)
+            services.runtime = runtime
+            services.plugin_routes = lambda: holder.current.routes
+            services.agents_api = agents_api
+            services.marketplace = MarketplaceService(config=config, holder=holder, builder=builder, store=store)
+            nursery.start_soon(agents_api.watch)
+            if config.retention.days is not None:
+                from ongridd.store.retention import retention_loop
+
+                nursery.start_soon(partial(retention_loop, store, config.retention.days,
+                                           busy=lambda: runtime.turns.keys(),
+                                           removed=lambda _report: runtime.forget_cached_threads()))
+            services.ready.set()
+            log.info("daemon_ready", url=base_url)
+            notify("READY=1\nSTATUS=serving on " + base_url)
+            interval = watchdog_interval_s()
+            if interval:
+                nursery.start_soon(watchdog_loop, interval)
+            if signals is not None:
+                nursery.start_soon(_signal_watch, signals, shutdown)
+            on_ready()
+            await shutdown.wait()
+            log.info("daemon_stopping")
+            notify("STOPPING=1")
+            await runtime.drain(DRAIN_GRACE_S)
+            nursery.cancel_scope.cancel()
+
+
+def _import_service_modules() -> None:
+    """Import what :func:`_run_services` needs (run in a worker thread, so
+    the Trio thread keeps serving meanwhile; the imports there are then
+    look-ups).  An ImportError surfaces in the caller."""
+    import httpx2  # noqa: F401
+    import ongridd.llm.redacting  # noqa: F401
+    import ongridd.marketplace.service  # noqa: F401
+    import ongridd.plugins.build  # noqa: F401
+    import ongridd.plugins.chat  # noqa: F401
+    import ongridd.runtime.core  # noqa: F401
+    import ongridd.runtime.ports  # noqa: F401
+    import ongridd.runtime.registries  # noqa: F401
+    import ongridd.store.writer  # noqa: F401
+
+
+def _sole_startup_failure(group: BaseExceptionGroup) -> Exception | None:
+    """The one error (not a cancellation) inside ``group``, else None."""
+    leaves = [exc for exc in leaf_exceptions(group) if not isinstance(exc, trio.Cancelled)]
+    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], Exception) else None
 
 
 def start_plugin_services(nursery: trio.Nursery, plugin_services: Any) -> None:

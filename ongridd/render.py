@@ -17,16 +17,20 @@ Content-Security-Policy forbids inline script.  Input is bounded: text
 longer than :data:`MAX_RENDER_CHARS` is cut (with a note) before rendering,
 so a huge answer costs bounded time; unpaired surrogates (possible in
 model output) become U+FFFD.  Pure, synchronous, no I/O; the
-renderer is built once per process.  Never raises for any ``str``.
+renderer is built (and markdown-it imported) on the first call, once per
+process.  Never raises for any ``str``.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from typing import TYPE_CHECKING
 
 import nh3
-from markdown_it import MarkdownIt
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -43,6 +47,8 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 
 @functools.cache
 def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     # "commonmark" with html off: raw HTML blocks/inline HTML are escaped as text
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])

@@ -32,6 +32,11 @@ a JSON rendering, a deep copy — costs at most ``max_nodes`` steps and
 ``max_chars`` characters, and the constructor's own recursion is at most
 ``max_depth`` deep (never a ``RecursionError``).
 
+Frontmatter goes through :func:`compose_bounded`: when libyaml is installed
+its events are composed by :func:`_compose_events` into the same nodes with
+the same limits (one tight loop instead of ruamel's per-event dispatch), and
+anything it refuses is composed again on the pure path for the error.
+
 :func:`parse_yaml` loads text with those limits and turns every YAML error
 into one message with the line; :func:`read_yaml_file` is the one reader of
 a YAML file (regular files only, size-capped, never blocked by a FIFO).
@@ -53,12 +58,24 @@ from typing import Any
 import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
-from ruamel.yaml.docinfo import DocInfo as _DocInfo
-from ruamel.yaml.docinfo import version as _doc_version
+from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.events import AliasEvent
+from ruamel.yaml.events import (
+    AliasEvent,
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.resolver import BaseResolver, VersionedResolver
 from ruamel.yaml.scanner import Scanner
+from ruamel.yaml.tag import Tag
 
 from ongridd.errors import ConfigError
 from ongridd.typenames import type_name
@@ -276,27 +293,186 @@ except ImportError:  # pragma: no cover - the pure-Python path is used alone
     _CParser = None
 
 
-def compose_bounded(text: str, limits: YamlLimits) -> tuple[YAML, Any]:
+class _Resolver12:
+    """The YAML 1.2 implicit tags of ruamel's ``VersionedResolver``, looked up once.
+
+    ``resolve_scalar`` gives the tag ``VersionedResolver.resolve`` gives a
+    plain scalar of a 1.2 document without path resolvers (collections and
+    quoted scalars get the default tags); ``processing_version`` is what
+    ``SafeConstructor`` reads.  Immutable after construction, so one
+    instance is shared by every document and thread.
+    """
+
+    processing_version = (1, 2)
+
+    def __init__(self) -> None:
+        table = VersionedResolver(version=(1, 2)).versioned_resolver
+        tags: dict[str, Tag] = {}
+
+        def entries(rules: list[tuple[str, Any]]) -> tuple[tuple[Tag, Any], ...]:
+            return tuple((tags.setdefault(tag, Tag(suffix=tag)), regexp) for tag, regexp in rules)
+
+        any_first = list(table.get(None, []))
+        self._by_first: dict[str, tuple[tuple[Tag, Any], ...]] = {
+            first: entries(list(rules) + any_first) for first, rules in table.items() if first is not None}
+        self._any_first = entries(any_first)
+
+    def resolve_scalar(self, value: str) -> Tag:
+        """The tag of a plain scalar: the first implicit rule that matches (for
+        its first character, as ruamel looks them up), else ``str``."""
+        for tag, regexp in self._by_first.get(value[:1], self._any_first):
+            if regexp.match(value):
+                return tag
+        return BaseResolver.DEFAULT_SCALAR_TAG
+
+
+class _FastLoader:
+    """What ``SafeConstructor`` needs of a loader on the fast path (no ``typ``:
+    it reads ``_resolver`` directly).  ``constructor`` builds data from a
+    node composed by :func:`_compose_events`; one instance per document."""
+
+    comment_handling = None
+
+    def __init__(self, resolver: _Resolver12) -> None:
+        self._resolver = resolver
+        self._constructor = None
+        constructor = SafeConstructor(loader=self)
+        constructor.allow_duplicate_keys = False  # as YAML().constructor sets it
+        self.constructor = constructor
+
+
+_RESOLVER_12: _Resolver12 | None = None
+
+
+def _resolver_12() -> _Resolver12:
+    global _RESOLVER_12
+    if _RESOLVER_12 is None:
+        _RESOLVER_12 = _Resolver12()
+    return _RESOLVER_12
+
+
+class _FastPathRefused(Exception):
+    """The fast path cannot (or must not) compose this text; the pure path will."""
+
+
+def _compose_events(parser: Any, limits: YamlLimits, resolver: _Resolver12) -> Any:
+    """Compose the single document of libyaml ``parser``'s events, as
+    ``BoundedComposer.get_single_node`` would, with the same limits.
+
+    Builds the same nodes (tags resolved for YAML 1.2, styles, marks,
+    anchors shared by aliases) without per-event Python dispatch through
+    the loader.  Raises :class:`_FastPathRefused` (or the parser's own
+    error) for anything the pure path must answer: bad YAML, a limit, a
+    ``%YAML``/``%TAG`` directive, more than one document.
+    """
+    get = parser.get_event
+    event = get()
+    if not isinstance(event, StreamStartEvent):
+        raise _FastPathRefused("no stream start")
+    event = get()
+    if isinstance(event, StreamEndEvent):
+        return None
+    if not isinstance(event, DocumentStartEvent) or event.version is not None or event.tags:
+        raise _FastPathRefused("directives")
+    max_aliases, max_nodes, max_depth = limits.max_aliases, limits.max_nodes, limits.max_depth
+    anchors: dict[Any, Node] = {}
+    aliases = nodes = 0
+    # Open collections, innermost last: (node, its value list).
+    stack: list[tuple[Node, list]] = []
+    root: Any = None
+    while True:
+        event = get()
+        cls = type(event)
+        if cls is ScalarEvent or cls is SequenceStartEvent or cls is MappingStartEvent:
+            nodes += 1
+            if nodes > max_nodes or len(stack) >= max_depth:
+                raise _FastPathRefused("limit")
+            tag = event.ctag
+            if cls is ScalarEvent:
+                if tag is None or tag == "!":
+                    if event.implicit[0]:
+                        tag = resolver.resolve_scalar(event.value)
+                    else:
+                        tag = BaseResolver.DEFAULT_SCALAR_TAG
+                node: Node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style,
+                                        anchor=event.anchor)
+                opened = None
+            else:
+                if cls is SequenceStartEvent:
+                    if tag is None or tag == "!":
+                        tag = BaseResolver.DEFAULT_SEQUENCE_TAG
+                    node = SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style,
+                                        anchor=event.anchor)
+                else:
+                    if tag is None or tag == "!":
+                        tag = BaseResolver.DEFAULT_MAPPING_TAG
+                    node = MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style,
+                                       anchor=event.anchor)
+                opened = node
+            if event.anchor is not None:
+                anchors[event.anchor] = node
+        elif cls is AliasEvent:
+            aliases += 1
+            if aliases > max_aliases:
+                raise _FastPathRefused("limit")
+            target = anchors.get(event.anchor)
+            if target is None or (isinstance(target, (SequenceNode, MappingNode)) and target.end_mark is None):
+                raise _FastPathRefused("undefined or recursive alias")
+            node = target
+            opened = None
+        elif cls is SequenceEndEvent or cls is MappingEndEvent:
+            closed, items = stack.pop()
+            if cls is MappingEndEvent:
+                if len(items) % 2:
+                    raise _FastPathRefused("odd mapping")
+                closed.value = list(zip(items[0::2], items[1::2]))
+            closed.end_mark = event.end_mark
+            if not stack:
+                root = closed
+                break
+            continue
+        else:
+            raise _FastPathRefused(f"unexpected {cls.__name__}")
+        if stack:
+            stack[-1][1].append(node)
+        elif opened is None:
+            root = node
+            break
+        if opened is not None:
+            if cls is SequenceStartEvent:
+                stack.append((opened, opened.value))
+            else:
+                stack.append((opened, []))
+    if not isinstance(get(), DocumentEndEvent) or not isinstance(get(), StreamEndEvent):
+        raise _FastPathRefused("more than one document")
+    if aliases:
+        check_expansion(root, limits)
+    return root
+
+
+def compose_bounded(text: str, limits: YamlLimits) -> tuple[YAML | _FastLoader, Any]:
     """Compose one YAML document from ``text`` with ``limits`` enforced; returns ``(yaml, node)``.
 
     Fast path: when ruamel.yaml.clib is installed, libyaml (C) scans and
-    parses, and its events are composed by :class:`BoundedComposer` — the
-    same limits, checked as each event arrives (events are produced lazily,
-    so a deep or huge input stops after at most ``max_depth``/``max_nodes``
-    events).  Any error on the fast path (bad YAML, a limit) is answered by
+    parses, and its events are composed by :func:`_compose_events` into the
+    nodes :class:`BoundedComposer` would build, with the same limits checked
+    as each event arrives (events are produced lazily, so a deep or huge
+    input stops after at most ``max_depth``/``max_nodes`` events), and
+    ``SafeConstructor`` builds the data.  Any error on the fast path (bad
+    YAML, a limit) — and a ``%YAML``/``%TAG`` directive — is answered by
     composing again on the pure-Python path, so the error raised, with its
-    message and line, is exactly the pure path's.  ``yaml.constructor``
-    builds the data from ``node`` (``None`` for an empty document).  Raises
-    ruamel's errors and :class:`YamlBoundsError` like ``yaml.compose``.
+    message and line, is exactly the pure path's.  The first item returned
+    has a ``constructor`` whose ``construct_document(node)`` builds the data
+    (``node`` is ``None`` for an empty document).  Raises ruamel's errors and
+    :class:`YamlBoundsError` like ``yaml.compose``.  Thread-safe (nothing is
+    shared between calls but immutable tag tables).
     """
-    if _CParser is not None:
-        yaml = yaml_loader("safe", limits)
+    if _CParser is not None and not BaseResolver.yaml_path_resolvers:
         try:
-            yaml.doc_infos.append(_DocInfo(requested_version=_doc_version(yaml.version)))
-            yaml.tags = {}
-            parser = yaml._parser = _CParser(text)  # type: ignore[attr-defined]  # private: the composer's ``parser`` reads it
+            parser = _CParser(text)
             try:
-                return yaml, yaml.composer.get_single_node()
+                resolver = _resolver_12()
+                return _FastLoader(resolver), _compose_events(parser, limits, resolver)
             finally:
                 parser.dispose()
         except Exception:  # noqa: BLE001 — the pure path below gives the error with its usual message

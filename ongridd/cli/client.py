@@ -77,9 +77,9 @@ class _AskProgress:
         self.status: dict[str, str] = {}
 
     def _say(self, text: str) -> None:
-        from ongridd.cli.termui import safe_text
+        from ongridd.cli.termui import one_line
 
-        self.err.write(safe_text(" ".join(text.splitlines())) + "\n")
+        self.err.write(one_line(text) + "\n")
         self.err.flush()
 
     def feed(self, frame: dict) -> None:

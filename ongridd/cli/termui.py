@@ -82,12 +82,17 @@ def print_markdown(text: str, out: Any = None) -> None:
     out.flush()
 
 
+def one_line(text: str) -> str:
+    """``text`` as one terminal line: line breaks become spaces, then
+    :func:`safe_text`.  Never raises for any ``str``."""
+    return safe_text(" ".join(text.splitlines()))
+
+
 def tile_line(frame: dict) -> str:
     """One line for an ``agent_tile`` frame: mark, persona, status, description."""
     status = str(frame.get("status", ""))
-    line = (f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}] "
-            f"{frame.get('description', '')}")
-    return safe_text(" ".join(line.splitlines()))  # one line, whatever the model named it
+    return one_line(f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}] "
+                    f"{frame.get('description', '')}")  # one line, whatever the model named it
 
 
 class TileBoard:

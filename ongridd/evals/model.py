@@ -28,9 +28,9 @@ class CountingProvider(OpenAIProvider):
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
 
-    async def _open_stream(self, client: Any, params: dict[str, Any]) -> Any:
+    async def _open_stream(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
         self.requests += 1
-        return await super()._open_stream(client, params)
+        return await super()._open_stream(client, params, headers)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
         async for event in super().stream(request):

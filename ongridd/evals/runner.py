@@ -163,10 +163,12 @@ async def run_one(*, incident: Incident, store: Any, registries: Any, config: An
     """Run one incident on ``provider`` (already pointed at its model) and score it."""
     from ongridd.runtime.core import Runtime
     from ongridd.runtime.registries import RegistryHolder
+    from ongridd.store.writer import StoreWriter
 
     regs = attrs.evolve(registries, tools=fixture_tools(registries.tools, incident.fixtures))
     provider.reset()
-    runtime = Runtime(incident_config(config, incident), store, RegistryHolder(regs), provider, clock=clock)
+    runtime = Runtime(incident_config(config, incident), store, RegistryHolder(regs), provider,
+                      writer=StoreWriter(store), clock=clock)
     started = time.monotonic()
     async with trio.open_nursery() as nursery:
         await nursery.start(runtime.run)

@@ -253,6 +253,9 @@ class FakeLLM:
         # model failure ("server disconnected") to a caller that does not retry
         config.keep_alive_timeout = 75.0
         config.keep_alive_max_requests = 2**31
+        # a burst of hundreds of connections at once (load tests): hypercorn's default backlog of
+        # 100 overflows and the kernel resets connections the client thinks are open
+        config.backlog = 4096
 
         async def run(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
             await serve(self.app, config, task_status=task_status, mode="asgi")

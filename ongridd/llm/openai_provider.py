@@ -43,6 +43,8 @@ SESSION_HEADER = "X-Ongrid-Session"
 PLACEHOLDER_API_KEY = "not-needed"
 _RETRY_STATUSES = frozenset({408, 429})
 _CLOSE_TIMEOUT_S = 2.0
+#: HTTP connections to the provider at most (open and kept idle alike)
+MAX_CONNECTIONS = 1000
 _MESSAGE_MAX_CHARS = 400
 
 # STACK.md trap 6: after a fully read stream (and after an error response),
@@ -54,6 +56,26 @@ warnings.filterwarnings(
     message=r"Async generator '(openai\._streaming|httpx2\._models|httpcore2\._async)\.",
     category=ResourceWarning,
 )
+
+
+async def _post_chat(client: Any, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    """``POST /chat/completions`` through the SDK client (its HTTP stack,
+    auth, timeouts, error classes and SSE decoding), with ``body`` sent as
+    it is and the response (each stream chunk) as the decoded JSON.
+
+    ``body`` is already in wire form (``Message.to_wire``, tool schemas as
+    dicts), so the SDK's request transform — a recursive walk of every
+    message and schema against its TypedDicts, several ms per call on a long
+    history — and its per-chunk pydantic models have nothing to add; the
+    assembler reads mappings.  Raises the SDK's exceptions (APIStatusError,
+    APIConnectionError, APITimeoutError, ...) as ``chat.completions.create``
+    does."""
+    from openai import AsyncStream
+
+    if body.get("stream"):
+        return await client.post("/chat/completions", body=body, options={"headers": headers}, cast_to=object,
+                                 stream=True, stream_cls=AsyncStream[object])
+    return await client.post("/chat/completions", body=body, options={"headers": headers}, cast_to=object)
 
 
 def header_value(value: str) -> str:
@@ -154,7 +176,13 @@ class OpenAIProvider:
         if self._client is None:
             import openai  # lazy: ~0.3 s and its own HTTP stack
 
-            kwargs: dict[str, Any] = {"api_key": self._api_key, "timeout": self.timeout_s, "max_retries": 0}
+            import httpx2  # the SDK's HTTP stack
+
+            # keep as many idle connections as may be open: under a burst of concurrent calls the
+            # SDK's default (100 kept of 1,000) closes and reopens connections by the hundred
+            limits = httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+            kwargs: dict[str, Any] = {"api_key": self._api_key, "timeout": self.timeout_s, "max_retries": 0,
+                                      "http_client": openai.DefaultAsyncHttpxClient(limits=limits)}
             if self.base_url:
                 kwargs["base_url"] = self.base_url
             self._client = openai.AsyncOpenAI(**kwargs)
@@ -177,13 +205,10 @@ class OpenAIProvider:
         params: dict[str, Any] = {
             "model": model,
             "messages": [m.to_wire() for m in request.messages],
-            "extra_headers": {
-                AGENT_HEADER: header_value(request.agent),
-                SESSION_HEADER: header_value(request.session_id),
-            },
         }
         if request.tools:
             params["tools"] = [dict(t) for t in request.tools]
+        headers = {AGENT_HEADER: header_value(request.agent), SESSION_HEADER: header_value(request.session_id)}
         attempt = 0
         while True:
             attempt += 1
@@ -196,7 +221,7 @@ class OpenAIProvider:
                          model=model, waited_s=round(held_s, 3))
             try:
                 if self.streaming:
-                    sdk_stream = await self._open_stream(client, params)
+                    sdk_stream = await self._open_stream(client, params, headers)
                     assembler = StreamAssembler()
                     try:
                         while True:
@@ -212,7 +237,7 @@ class OpenAIProvider:
                             await sdk_stream.close()
                     completion = assembler.finish()
                 else:
-                    response = await client.chat.completions.create(**params)
+                    response = await _post_chat(client, params, headers)
                     completion = completion_from_response(response)
             except Exception as exc:
                 failure = self._classify(exc)
@@ -246,21 +271,20 @@ class OpenAIProvider:
             )
             await trio.sleep(delay_s)
 
-    async def _open_stream(self, client: Any, params: dict[str, Any]) -> Any:
+    async def _open_stream(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
         import openai
 
         if self._stream_options_ok:
             try:
-                return await client.chat.completions.create(
-                    **params, stream=True, stream_options={"include_usage": True}
-                )
+                return await _post_chat(client, {**params, "stream": True,
+                                                 "stream_options": {"include_usage": True}}, headers)
             except openai.BadRequestError as exc:
                 if "stream_options" not in str(exc) and "include_usage" not in str(exc):
                     raise
                 # An older server that rejects stream_options: go without usage.
                 self._stream_options_ok = False
                 log.info("model_stream_options_unsupported", base_url=redact_url(self.base_url))
-        return await client.chat.completions.create(**params, stream=True)
+        return await _post_chat(client, {**params, "stream": True}, headers)
 
     async def _default_model(self, client: Any) -> str:
         if self._discovered_model:

@@ -23,7 +23,7 @@ from ongridd.yamlbounds import FRONTMATTER_LIMITS, compose_bounded, describe, qu
 
 __all__ = [
     "MAX_FILE_BYTES", "Frontmatter", "FrontmatterProblem", "ValueTooLarge", "decode", "describe", "parse",
-    "plain", "quote", "read_file_bytes", "split", "where", "yaml_type",
+    "plain", "quote", "read_file_bytes", "read_file_stat", "split", "where", "yaml_type",
 ]
 
 #: Files (and ``PUT /api/agents`` bodies) larger than this are refused unread
@@ -77,6 +77,16 @@ def read_file_bytes(path: str | os.PathLike) -> bytes | FrontmatterProblem:
     is opened non-blocking and checked with ``fstat`` before reading, so a
     FIFO or device put in an agents folder can never hang a load.
     """
+    got = read_file_stat(path)
+    return got if isinstance(got, FrontmatterProblem) else got[0]
+
+
+def read_file_stat(path: str | os.PathLike) -> tuple[bytes, os.stat_result] | FrontmatterProblem:
+    """Like :func:`read_file_bytes`, and also the ``fstat`` result taken before reading.
+
+    Returns ``(bytes, stat)`` or a problem.  At most ``MAX_FILE_BYTES + 1``
+    bytes are read (a file that grows past the limit while read is refused).
+    """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -88,10 +98,13 @@ def read_file_bytes(path: str | os.PathLike) -> bytes | FrontmatterProblem:
             return FrontmatterProblem("not a regular file")
         if st.st_size > MAX_FILE_BYTES:
             return FrontmatterProblem(f"file too large ({st.st_size} bytes; the limit is {MAX_FILE_BYTES})")
+        # One read of the size fstat gave (plus one byte, to see growth) is
+        # usually all; loop for short reads and files that grew meanwhile.
         chunks = []
         total = 0
+        want = st.st_size + 1
         while total <= MAX_FILE_BYTES:
-            chunk = os.read(fd, 65536)
+            chunk = os.read(fd, min(max(want - total, 65536), MAX_FILE_BYTES + 1 - total))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -102,7 +115,7 @@ def read_file_bytes(path: str | os.PathLike) -> bytes | FrontmatterProblem:
         os.close(fd)
     if total > MAX_FILE_BYTES:
         return FrontmatterProblem(f"file too large (more than {MAX_FILE_BYTES} bytes)")
-    return b"".join(chunks)
+    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), st
 
 
 def decode(raw: str | bytes) -> str | FrontmatterProblem:

@@ -14,6 +14,7 @@ import hashlib
 import importlib.resources
 import os
 import threading
+import time
 import unicodedata
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 
 from ongridd.logs import get_logger
-from ongridd.personas.frontmatter import FrontmatterProblem, read_file_bytes, where
+from ongridd.personas.frontmatter import FrontmatterProblem, read_file_stat, where
 from ongridd.personas.parse import RESERVED_NAMES, Persona, parse_persona_text
 
 __all__ = ["AgentRegistry", "FileRegistry", "LoadReport", "builtin_agents_dir", "markdown_files"]
@@ -96,6 +97,44 @@ def markdown_files(root: Path, warnings: list[str]) -> list[Path]:
     return sorted(found)
 
 
+def _realpath(path: str, real_dirs: dict[str, str]) -> str:
+    """``os.path.realpath(path)``, resolving each folder once (``real_dirs``
+    memoises folder → real folder): a file that is not a symlink is its real
+    folder joined with its name."""
+    folder, base = os.path.split(path)
+    if not base or base in (".", "..") or os.path.islink(path):
+        return os.path.realpath(path)
+    real = real_dirs.get(folder)
+    if real is None:
+        real = real_dirs[folder] = os.path.realpath(folder)
+    return os.path.join(real, base)
+
+
+#: A file is trusted unchanged on a later load from ``stat`` alone (device,
+#: inode, size, mtime, ctime) only if its last change was this long before it
+#: was read: a write after the read then gets a later timestamp even on
+#: file systems whose timestamps are coarse (2 s on FAT).  A file changed
+#: more recently is read again and compared by content digest.
+_SETTLED_NS = 2_000_000_000
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@attrs.frozen
+class _CacheEntry(Generic[T]):
+    """What one file gave when last read: ``signature`` (``None`` when the
+    file had changed too recently to be trusted from ``stat``), the content
+    digest, the parse options, the result and its warnings."""
+
+    signature: tuple[int, int, int, int, int, int] | None
+    digest: bytes
+    opts: tuple
+    obj: T | None
+    warnings: tuple[str, ...]
+
+
 def _nfc(name: str) -> str:
     return name if name.isascii() else unicodedata.normalize("NFC", name)
 
@@ -105,7 +144,10 @@ class FileRegistry(Generic[T]):
 
     Subclasses give ``kind`` (a word for messages) and ``_parse_text(raw,
     path, **options) -> (obj | None, warnings)``.  Parse results are cached by
-    file content and options, so a reload re-parses only changed files.
+    file content and options, so a reload re-parses only changed files; a
+    file whose ``stat`` (device, inode, mode, size, mtime, ctime) is the same
+    as when it was read, and whose last change was well before that read, is
+    not even read again.
     """
 
     kind = "item"
@@ -114,27 +156,38 @@ class FileRegistry(Generic[T]):
         self._state: _State[T] = _empty_state()
         self._write_lock = threading.Lock()
         self._report = LoadReport()
-        # path → (content digest, options, result, warnings); replaced whole on each load.
-        self._cache: dict[str, tuple[bytes, tuple, T | None, tuple[str, ...]]] = {}
+        # path → what the file gave when last read; replaced whole on each load.
+        self._cache: dict[str, _CacheEntry[T]] = {}
 
     # -- subclass hooks --------------------------------------------------------
     def _parse_text(self, raw: bytes, path: str, **options: Any) -> tuple[T | None, list[str]]:
         raise NotImplementedError
 
     def _parse_file(self, path: Path, options: Mapping[str, Any],
-                    cache: dict[str, tuple[bytes, tuple, T | None, tuple[str, ...]]]) -> tuple[T | None, list[str]]:
+                    cache: dict[str, _CacheEntry[T]]) -> tuple[T | None, list[str]]:
         spath = str(path)
-        raw = read_file_bytes(path)
-        if isinstance(raw, FrontmatterProblem):
-            return None, [f"{where(spath, raw.line)}: {raw.message}; file skipped"]
-        digest = hashlib.blake2b(raw, digest_size=20).digest()
         opts = tuple(options.items())
         hit = self._cache.get(spath)
-        if hit is not None and hit[0] == digest and hit[1] == opts:
-            obj, warnings = hit[2], list(hit[3])
+        if hit is not None and hit.signature is not None and hit.opts == opts:
+            try:
+                unchanged = _signature(os.stat(spath)) == hit.signature
+            except OSError:
+                unchanged = False
+            if unchanged:  # same file, size and times as when it was read, long after its last change
+                cache[spath] = hit
+                return hit.obj, list(hit.warnings)
+        started_ns = time.time_ns()
+        got = read_file_stat(path)
+        if isinstance(got, FrontmatterProblem):
+            return None, [f"{where(spath, got.line)}: {got.message}; file skipped"]
+        raw, st = got
+        digest = hashlib.blake2b(raw, digest_size=20).digest()
+        if hit is not None and hit.digest == digest and hit.opts == opts:
+            obj, warnings = hit.obj, list(hit.warnings)
         else:
             obj, warnings = self._parse_text(raw, spath, **options)
-        cache[spath] = (digest, opts, obj, tuple(warnings))
+        settled = max(st.st_mtime_ns, st.st_ctime_ns) < started_ns - _SETTLED_NS
+        cache[spath] = _CacheEntry(_signature(st) if settled else None, digest, opts, obj, tuple(warnings))
         return obj, warnings
 
     # -- reading (lock-free) ---------------------------------------------------
@@ -168,12 +221,13 @@ class FileRegistry(Generic[T]):
         warnings: list[str] = []
         loaded = skipped = 0
         seen_files: set[str] = set()
-        cache: dict[str, tuple[bytes, tuple, T | None, tuple[str, ...]]] = {}
+        cache: dict[str, _CacheEntry[T]] = {}
+        real_dirs: dict[str, str] = {}
         for index, root in enumerate(roots):
             root = Path(root)
             in_root: dict[str, T] = {}
             for path in markdown_files(root, warnings):
-                real = os.path.realpath(path)
+                real = _realpath(str(path), real_dirs)
                 if real in seen_files:  # overlapping roots: a file counts once
                     continue
                 seen_files.add(real)

@@ -157,26 +157,30 @@ class ChatAPI:
         if locale is None:
             locale = getattr(getattr(runtime.config, "server", None), "default_locale", None)
         session_id, _resumed = await runtime.open_thread(user_id=user, thread=thread)
-        interjected = session_id in runtime.turns
-        if not interjected and runtime.admission.refuses(user):  # refused: record no origin either
-            from ongridd.errors import Busy
-
-            raise Busy(f"the daemon is busy: every turn slot runs and the queue is full "
-                       f"(limits.max_queued_turns={runtime.admission.max_queued}); try again in a moment")
-        if not interjected:  # the turn's user message will take the next seq
-            await runtime.writer.flush(session_id, timeout_s=10.0)
-        await runtime.store.channel_store.record_origin(
-            session_id=session_id, platform=origin.platform, im_user=origin.im_user,
-            conversation=origin.conversation, predict_seq=not interjected)
         stack = contextlib.ExitStack()
-        initial, channel = stack.enter_context(runtime.subscribe(session_id))
+        ticket = None
+        handed = False  # submit() owns the ticket once called (it releases it on its own errors)
         try:
+            # subscribed first: the queue position the reservation publishes is this turn's
+            initial, channel = stack.enter_context(runtime.subscribe(session_id))
+            interjected = session_id in runtime.turns
+            # a new turn takes its place in the queue before anything is stored: refused (Busy),
+            # it records no origin either
+            ticket = None if interjected else runtime.reserve_turn(session_id, user_id=user)
+            if not interjected:  # the turn's user message will take the next seq
+                await runtime.writer.flush(session_id, timeout_s=10.0)
+            await runtime.store.channel_store.record_origin(
+                session_id=session_id, platform=origin.platform, im_user=origin.im_user,
+                conversation=origin.conversation, predict_seq=not interjected)
             interjected = session_id in runtime.turns
             if not interjected:  # the end of an earlier turn nobody saw is not this turn's end
                 initial = [f for f in initial if f.get("type") not in END_FRAMES]
-            await runtime.submit(session_id, user_id=user, text=text, locale=self._locale(locale))
+            handed = True
+            await runtime.submit(session_id, user_id=user, text=text, locale=self._locale(locale), ticket=ticket)
         except BaseException:
             stack.close()
+            if ticket is not None and not handed:
+                ticket.release()
             raise
         log.info("channel_turn", platform=origin.platform, user=user, thread=thread, session_id=session_id,
                  interjected=interjected)

@@ -141,6 +141,8 @@ class ThreadState:
     summary: dict[str, Any] | None = None
     last_seq: int = 0
     loaded: bool = False
+    #: created empty by this process and not read since: nothing to read yet
+    fresh: bool = False
 
 
 def cut_points(entries: Sequence[_Entry]) -> list[int]:
@@ -254,11 +256,23 @@ class ThreadHistories:
             state.last_seq = state.summary["through_seq"] if state.summary else 0
             state.entries = []
             state.loaded = True
+        elif state.fresh:  # a thread this process created: its first turn has nothing to read
+            state.fresh = False
+            return
+        elif self.writer.committed_seq(state.session_id) == state.last_seq:  # nothing written since
+            return
         rows = await self.store.load_messages_after(state.session_id, state.last_seq)
         for r in rows:
             state.entries.append(_Entry(r["seq"], message_from_row(r)))
         if rows:
             state.last_seq = rows[-1]["seq"]
+
+    def start_empty(self, session_id: str) -> None:
+        """A thread this process has just created: no summary and no message
+        yet, so its first turn reads nothing."""
+        state = self._state(session_id)
+        state.entries, state.summary, state.last_seq = [], None, 0
+        state.loaded = state.fresh = True
 
     def forget(self, session_id: str) -> None:
         """Drop a thread's in-memory history (it is read again when needed)."""
@@ -378,5 +392,5 @@ class ThreadHistories:
         finally:
             closing = self.writer.close_session(sid, status, reason, owner=session_id)
             with trio.move_on_after(CLOSE_SHIELD_S, shield=True):  # bounds the wait only, not the write
-                await closing.done.wait()
+                await closing.settled()
         return text, sid

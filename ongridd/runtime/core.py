@@ -9,6 +9,7 @@ in the runtime's own service nursery, never in a client's task.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 from datetime import datetime
@@ -31,7 +32,6 @@ from ongridd.runtime.hub import SessionHub
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
-from ongridd.store.writer import StoreWriter
 from ongridd.tools.spec import Tool, ToolCallContext
 
 log = get_logger(__name__)
@@ -49,6 +49,8 @@ AUDIT_PAGE_MAX = 5000
 #: the most messages waiting in one turn's inbox (sent while it is queued or
 #: runs); one more is refused ``busy`` instead of growing memory without bound
 INBOX_MAX = 64
+#: coordinator rows (and their (user, thread) keys) kept in memory at most
+MAX_CACHED_COORDINATORS = 50_000
 
 
 @attrs.define(eq=False)
@@ -91,12 +93,12 @@ class Runtime:
     ``holder``: RegistryHolder; ``model``: a ModelClient (or a zero-argument
     factory returning one, called lazily on the first turn).  ``clock``: the
     current time as an aware datetime for the per-call reminder (default: the
-    system clock).  ``writer``: the queued writer (a RuntimeWriter; default: a
-    StoreWriter of ``store``, which must then be the concrete Store)."""
+    system clock).  ``writer``: the queued writer of ``store`` (a
+    RuntimeWriter, e.g. ``StoreWriter(store)``); :meth:`run` runs it."""
 
     def __init__(self, config: Config, store: RuntimeStore, holder: RegistryHolder,
-                 model: ModelClient | Callable[[], ModelClient], *,
-                 clock: Callable[[], datetime] | None = None, writer: RuntimeWriter | None = None):
+                 model: ModelClient | Callable[[], ModelClient], *, writer: RuntimeWriter,
+                 clock: Callable[[], datetime] | None = None):
         self.config = config
         self.store = store
         self.holder = holder
@@ -108,9 +110,11 @@ class Runtime:
         # threads whose empty row release_thread is deleting right now
         self._holds: dict[str, int] = {}
         self._releasing: dict[str, trio.Event] = {}
-        # ``writer``: the daemon may hand one in; by default the Store's own writer (it needs the
-        # concrete Store's engine, which the RuntimeStore seam does not expose)
-        self.writer: RuntimeWriter = writer if writer is not None else StoreWriter(store)  # type: ignore[arg-type]
+        # coordinator rows seen (id → row; their owner, thread and parent never change) and
+        # (user, thread) → id: an ownership check or a known thread costs no database read
+        self._coordinators: collections.OrderedDict[str, Row] = collections.OrderedDict()
+        self._thread_ids: dict[tuple[str, str], str] = {}
+        self.writer = writer
         self.workers = WorkerManager(store, self._publish, self.writer)
         self.runner = AgentRunner(config=config, store=store, writer=self.writer, workers=self.workers,
                                   model=self._get_model, clock=clock)
@@ -219,12 +223,20 @@ class Runtime:
         calls :meth:`release_thread`, which may then delete a row it created
         and never used.  A thread whose empty row is being deleted right now
         is waited for and then created afresh."""
-        while True:
-            row, created = await self.store.get_or_create_coordinator(user_id, thread)
-            releasing = self._releasing.get(row["id"])
-            if releasing is None:
-                break
-            await releasing.wait()
+        known = self._thread_ids.get((user_id, thread))
+        if known is not None and known not in self._releasing:
+            row, created = self._coordinators[known], False
+        else:
+            while True:
+                row, created = await self.store.get_or_create_coordinator(user_id, thread)
+                releasing = self._releasing.get(row["id"])
+                if releasing is None:
+                    break
+                await releasing.wait()
+            self._remember(row)
+            if created:
+                self.runner.histories.start_empty(row["id"])
+                self.writer.note_empty(row["id"])
         if hold:
             self._holds[row["id"]] = self._holds.get(row["id"], 0) + 1
         return row["id"], not created
@@ -261,6 +273,7 @@ class Runtime:
             del self._releasing[session_id]
             done.set()
         if deleted:
+            self._forget_row(session_id)
             log.info("empty_thread_removed", session_id=session_id)
         return deleted
 
@@ -270,8 +283,36 @@ class Runtime:
         with self._hub(session_id).subscribe() as pair:
             yield pair
 
+    def _remember(self, row: Row) -> None:
+        """Keep a coordinator row (bounded; the oldest seen is dropped first)."""
+        if row.get("parent_session_id") is not None:
+            return
+        sid = row["id"]
+        self._coordinators[sid] = row
+        self._coordinators.move_to_end(sid)
+        if row.get("thread_id") is not None:
+            self._thread_ids[(row["user_id"], row["thread_id"])] = sid
+        while len(self._coordinators) > MAX_CACHED_COORDINATORS:
+            self._forget_row(next(iter(self._coordinators)))
+
+    def _forget_row(self, session_id: str) -> None:
+        row = self._coordinators.pop(session_id, None)
+        if row is not None and row.get("thread_id") is not None:
+            self._thread_ids.pop((row["user_id"], row["thread_id"]), None)
+        self.runner.histories.forget(session_id)
+
+    def forget_cached_threads(self) -> None:
+        """Drop every remembered thread row and history (after rows were
+        deleted behind the runtime, e.g. by the retention sweep)."""
+        for sid in list(self._coordinators):
+            self._forget_row(sid)
+
     async def _owned(self, session_id: str, user_id: str) -> Row:
-        row = await self.store.get_session(session_id)
+        row = self._coordinators.get(session_id)
+        if row is None:
+            row = await self.store.get_session(session_id)
+            if row is not None:
+                self._remember(row)
         if row is None or row.get("user_id") != user_id:
             raise NotFound(f"no session {session_id}")
         return row
@@ -356,20 +397,45 @@ class Runtime:
         return _with_summaries(out, summaries)
 
     # ---- turns -----------------------------------------------------------------
-    async def submit(self, session_id: str, *, user_id: str, text: str, locale: str | None = None) -> None:
+    def reserve_turn(self, session_id: str, *, user_id: str) -> Ticket:
+        """A place in the turn queue for a new turn of ``user_id`` in this
+        thread, taken now: raises Busy (nothing queued) when the queue is
+        full.  Hand it to :meth:`submit` (``ticket=``), or ``release()`` it
+        when the turn will not be submitted.  Lets a caller store what it
+        must before the turn starts (a bridge's turn origin) only once the
+        turn is sure to be admitted."""
+        return self._ticket(session_id, user_id)
+
+    async def submit(self, session_id: str, *, user_id: str, text: str, locale: str | None = None,
+                     ticket: Ticket | None = None) -> None:
         """Start a turn with ``text``, or — while one runs — interject it.
 
         Returns once the turn (or interjection) is started — or queued for a
         slot (§4 Load; a message for a thread whose turn waits joins it);
         raises NotFound for a session of another user, OngridError while
         shutting down and Busy (nothing run or stored) when the queue is full.
+        ``ticket``: a place from :meth:`reserve_turn` (used for a new turn;
+        released when the message joins a running turn or on any error).
         """
+        try:
+            await self._submit(session_id, user_id=user_id, text=text, locale=locale, ticket=ticket)
+        except BaseException:
+            handed = self.turns.get(session_id)
+            if ticket is not None and (handed is None or handed.ticket is not ticket):
+                ticket.release()  # not handed to a turn (that releases it when it ends)
+            raise
+
+    async def _submit(self, session_id: str, *, user_id: str, text: str, locale: str | None,
+                      ticket: Ticket | None) -> None:
         row = await self._owned(session_id, user_id)
         if row.get("parent_session_id") is not None:
             raise NotFound(f"{session_id} is not a chat thread")
         if not self.accepting or self.nursery is None:
             raise OngridError("the daemon is shutting down; try again shortly")
         running = self.turns.get(session_id)
+        if running is not None and ticket is not None:  # joins the running turn: no new turn to hold a place for
+            ticket.release()
+            ticket = None
         if running is not None and len(running.inbox) >= INBOX_MAX:
             raise Busy(f"this thread already has {len(running.inbox)} messages waiting for its turn; "
                        "send again once it has answered")
@@ -385,7 +451,8 @@ class Runtime:
                 running.interjecting = True
                 self.nursery.start_soon(self._interject, running)
             return
-        ticket = self._ticket(session_id, user_id)  # Busy: refused, nothing run or stored
+        if ticket is None:
+            ticket = self._ticket(session_id, user_id)  # Busy: refused, nothing run or stored
         turn = Turn(session_id=session_id, user_id=user_id, locale=locale, thread=row.get("thread_id"),
                     ticket=ticket)
         self.turns[session_id] = turn

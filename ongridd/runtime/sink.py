@@ -12,6 +12,9 @@ the session's clients.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
+
+import trio
 
 from ongridd.kernel import events as ev
 from ongridd.llm.types import Message, Usage
@@ -19,6 +22,12 @@ from ongridd.metrics import TOOL_CALLS, TOOL_SECONDS
 from ongridd.runtime import frames
 from ongridd.runtime.history import tool_calls_to_json
 from ongridd.runtime.ports import Row, RuntimeWriter
+
+if TYPE_CHECKING:
+    from ongridd.store.writer import PendingWrite
+
+#: how long a coordinator run waits for its user message to be committed before the model call
+USER_MESSAGE_WAIT_S = 10.0
 
 
 class PersistSink:
@@ -41,12 +50,13 @@ class PersistSink:
         self.publish = publish
         self.on_text = on_text
 
-    def persist_message(self, message: Message) -> None:
+    def persist_message(self, message: Message) -> PendingWrite:
         """Queue ``message`` for the session's stored history (never blocks; a
         write that finally fails is logged and reported to the owner's turn)."""
-        self.writer.append_message(self.session_id, owner=self.owner, role=message.role, content=message.content,
+        write = self.writer.append_message(self.session_id, owner=self.owner, role=message.role, content=message.content,
                                    tool_calls=tool_calls_to_json(message.tool_calls) if message.tool_calls else None,
                                    tool_call_id=message.tool_call_id, name=message.name)
+        return write
 
     def add_usage(self, usage: Usage | None) -> None:
         """Queue one model call (and its ``usage``, a Usage or None) for the
@@ -67,7 +77,14 @@ class PersistSink:
             if msg.role == "assistant" and msg.content and self.on_text:
                 self.on_text(msg.content)
             if self.persist_messages:
-                self.persist_message(msg)
+                write = self.persist_message(msg)
+                if (isinstance(event, ev.UserMessageEvent) and event.source != "kernel"
+                        and self.owner == self.session_id):
+                    # what a person sent (not a worker's brief, not a kernel note) is committed at once
+                    # and before the model is asked, so a crash of the turn that answers it keeps it;
+                    # bounded: a database outage delays the turn, never blocks it
+                    with trio.move_on_after(USER_MESSAGE_WAIT_S):
+                        await write.settled()
         elif isinstance(event, ev.ModelCallEvent):
             self.add_usage(event.usage)
         elif isinstance(event, ev.ToolStartEvent):

@@ -170,7 +170,7 @@ class WorkerManager:
             task.status, task.close_reason, task.result = status, reason, text
             closing = self.writer.close_session(task.task_id, status, reason, owner=coordinator_id)
             with trio.move_on_after(CLOSE_SHIELD_S, shield=True):  # bounds the wait only, not the write
-                await closing.done.wait()
+                await closing.settled()
             WORKERS.labels(persona, status).inc()
             self._tile(task)
             from ongridd.runtime import frames

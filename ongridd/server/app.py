@@ -3,6 +3,13 @@
 Built by :func:`create_app` from an :class:`AppServices` bundle; the server
 talks to the runtime only through the small API the bundle exposes (start
 turn, subscribe, stop), never the other way round.
+
+Start-up: the daemon serves this app as soon as the store is open and
+recovered, before the registries and the runtime exist.  Until
+``AppServices.ready`` is set only ``/healthz``, ``/metrics`` and the console's
+files are answered at once; every other request waits for it (at most
+``AppServices.startup_wait_s``), then runs, or answers 503
+``{"error": "the daemon is still starting"}``.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from urllib.parse import urlsplit
 
@@ -20,7 +28,6 @@ from quart_trio import QuartTrio
 
 from ongridd.errors import AuthError, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import get_logger
-from ongridd.runtime.core import AUDIT_PAGE_MAX, MESSAGES_PAGE_MAX, THREADS_PAGE_MAX
 from ongridd.server.auth import Authenticator, bearer_token, is_loopback
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
@@ -36,13 +43,23 @@ log = get_logger(__name__)
 #: body limit of a plugin route with ``auth="none"`` (platform webhooks; bytes)
 PLUGIN_OPEN_BODY_MAX = 1024 * 1024
 
+#: how long a request (or a socket) that arrives during start-up waits for the daemon to be ready (seconds)
+STARTUP_WAIT_S = 30.0
+
+#: answered before the daemon is ready: liveness, metrics, the console's files (they need no registry)
+_SERVED_DURING_STARTUP = ("/healthz", "/readyz", "/metrics", "/")
+
 
 @attrs.define(kw_only=True)
 class AppServices:
     """What the server needs.  ``runtime``: the multi-agent runtime (chat
     socket, sessions).  ``store``: the Store.  ``agents_api``: persona
     listing/editing.  ``marketplace``: install/uninstall.  ``plugin_routes``:
-    a callable returning the current ``{(METHOD, path): handler}`` table."""
+    a callable returning the current ``{(METHOD, path): handler}`` table.
+    ``ready``: set by the daemon once registries, plugins and runtime are up
+    (the fields above are filled in by then); None means ready from the
+    start.  ``startup_wait_s``: how long a request or socket that arrives
+    before ``ready`` waits for it (seconds)."""
 
     config: Config
     auth: Authenticator
@@ -51,6 +68,19 @@ class AppServices:
     agents_api: AgentsAPI | None = None
     marketplace: MarketplaceService | None = None
     plugin_routes: Callable[[], Mapping[tuple[str, str], Any]] | None = None
+    ready: trio.Event | None = None
+    startup_wait_s: float = STARTUP_WAIT_S
+
+    async def wait_ready(self) -> bool:
+        """Wait until the daemon is ready, at most ``startup_wait_s``.
+
+        Returns True when it is ready (at once when ``ready`` is None or
+        set), False when the wait ran out.  Cancelled with the caller."""
+        if self.ready is None or self.ready.is_set():
+            return True
+        with trio.move_on_after(self.startup_wait_s):
+            await self.ready.wait()
+        return self.ready.is_set()
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -110,12 +140,20 @@ def create_app(services: AppServices) -> QuartTrio:
         return services.auth.authenticate(bearer_token(request.headers.get("Authorization")),
                                           _client_host(request.scope))
 
+    _add_startup_gate(app, services)  # first: the other checks need the registries
     _add_origin_checks(app, services)
     _add_error_handlers(app)
 
     @app.get("/healthz")
     async def healthz():
         return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz():
+        # readiness (a load balancer's or a script's "can it take turns now?"), answered at once
+        if services.ready is None or services.ready.is_set():
+            return _json({"status": "ready"})
+        return _json({"status": "starting"}, 503)
 
     @app.get("/metrics")
     async def metrics():
@@ -151,6 +189,24 @@ def _plugin_route_of(services: AppServices, method: str, path: str) -> Any:
     """The plugin route registered for ``(method, path)``, or None."""
     table = services.plugin_routes() if services.plugin_routes else {}
     return table.get((method, path))
+
+
+def _add_startup_gate(app: QuartTrio, services: AppServices) -> None:
+    """Hold requests that need the registries or the runtime until the daemon
+    is ready; 503 ``{"error": "the daemon is still starting"}`` (with
+    ``Retry-After``) when ``startup_wait_s`` runs out first.  The socket waits
+    in its own handler (:func:`~ongridd.server.ws.serve_chat_socket`)."""
+
+    @app.before_request
+    async def _wait_until_ready():
+        path = request.path
+        if path in _SERVED_DURING_STARTUP or path.startswith("/static/"):
+            return None
+        if await services.wait_ready():
+            return None
+        resp = _json({"error": "the daemon is still starting"}, 503)
+        resp.headers["Retry-After"] = "1"
+        return resp
 
 
 def _add_origin_checks(app: QuartTrio, services: AppServices) -> None:
@@ -264,6 +320,8 @@ def _add_session_routes(app: QuartTrio, services: AppServices, current_user: Cal
     # ---- sessions -------------------------------------------------------
     @app.get("/api/sessions")
     async def sessions_list():
+        from ongridd.runtime.core import THREADS_PAGE_MAX  # imported once the daemon is up
+
         user = current_user()
         limit = query_int("limit", 50, 1, THREADS_PAGE_MAX)
         before = None
@@ -280,6 +338,8 @@ def _add_session_routes(app: QuartTrio, services: AppServices, current_user: Cal
 
     @app.get("/api/sessions/<session_id>/messages")
     async def session_messages(session_id: str):
+        from ongridd.runtime.core import MESSAGES_PAGE_MAX
+
         user = current_user()
         return _json(await services.runtime.session_messages(
             session_id, user_id=user, after_seq=query_int("after_seq", 0, 0, 2**31 - 1),
@@ -297,6 +357,8 @@ def _add_session_routes(app: QuartTrio, services: AppServices, current_user: Cal
 
     @app.get("/api/sessions/<session_id>/audit")
     async def session_audit(session_id: str):
+        from ongridd.runtime.core import AUDIT_PAGE_MAX
+
         user = current_user()
         return _json(await services.runtime.session_audit(
             session_id, user_id=user, limit=query_int("limit", AUDIT_PAGE_MAX, 1, AUDIT_PAGE_MAX),

@@ -237,15 +237,49 @@ class _Conn:
                 await self.runtime.release_thread(self.session_id, created=self.created)
 
 
+#: close code of a socket refused because the daemon is still starting (RFC 6455 "try again later")
+CLOSE_TRY_AGAIN_LATER = 1013
+
+
 async def serve_chat_socket(ws: Any, services: Any) -> None:
     """Serve one websocket connection until the client goes away.
 
-    Cancellation (client disconnect, server shutdown) ends only this
-    connection's tasks; running turns are untouched.
+    A socket opened during start-up is accepted at once and its frames wait
+    (unread) until the daemon is ready (``services.wait_ready()``, at most
+    ``services.startup_wait_s``); when that runs out it gets one ``error``
+    frame with code ``starting`` and is closed (1013).  Cancellation (client
+    disconnect, server shutdown) ends only this connection's tasks; running
+    turns are untouched.
     """
     try:
+        if not await _ready_or_refused(ws, services):
+            return
         await _Conn(ws, services).run()
     except trio.Cancelled:
         raise
     except Exception:
         log.exception("ws_connection_failed")
+
+
+async def _ready_or_refused(ws: Any, services: Any) -> bool:
+    """True once the daemon is ready (at once when it already is).  Else the
+    socket is accepted, waits, and when the wait runs out gets the
+    ``starting`` error frame and is closed: False."""
+    ready = getattr(services, "ready", None)
+    if ready is None or ready.is_set():
+        return True
+    await ws.accept()  # the client's handshake must not hang on a long start-up
+    if await services.wait_ready():
+        return True
+    log.warning("websocket_refused", peer=_peer(ws.scope), reason="the daemon is still starting")
+    try:
+        await ws.send(dump_frame({"type": "error", "code": "starting",
+                                  "message": "the daemon is still starting; reconnect in a moment"}))
+        await ws.close(CLOSE_TRY_AGAIN_LATER, "the daemon is still starting")
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    except trio.Cancelled:
+        raise
+    except Exception as exc:  # noqa: BLE001 - quart raises its own errors on a closed socket
+        log.debug("ws_send_failed", error=repr(exc))
+    return False

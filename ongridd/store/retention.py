@@ -304,16 +304,21 @@ async def sweep(store: Any, days: float, *, busy: Callable[[], Collection[str]] 
 
 
 async def retention_loop(store: Any, days: float, *, busy: Callable[[], Collection[str]] = frozenset,
-                         first_delay_s: float | None = None, interval_s: float | None = None) -> None:
+                         first_delay_s: float | None = None, interval_s: float | None = None,
+                         removed: Callable[[RetentionReport], None] | None = None) -> None:
     """Run :func:`sweep` ``first_delay_s`` (default ``FIRST_SWEEP_DELAY_S``)
     after start, then every ``interval_s`` (default ``SWEEP_INTERVAL_S``),
     until cancelled (the daemon's root nursery runs it).  A failing sweep is
     logged (``retention_sweep_failed``) and tried again at the next interval.
-    Cancellation stops it at once (see :func:`sweep`)."""
+    ``removed(report)`` is called after a sweep that deleted a thread (the
+    runtime drops what it remembers of threads).  Cancellation stops it at
+    once (see :func:`sweep`)."""
     await trio.sleep(FIRST_SWEEP_DELAY_S if first_delay_s is None else first_delay_s)
     while True:
         try:
-            await sweep(store, days, busy=busy)
+            report = await sweep(store, days, busy=busy)
+            if removed is not None and report.threads:
+                removed(report)
         except Exception:
             log.exception("retention_sweep_failed", days=days)
         await trio.sleep(SWEEP_INTERVAL_S if interval_s is None else interval_s)

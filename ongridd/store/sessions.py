@@ -20,6 +20,7 @@ from ongridd.store.rows import (
     ACTIVE_STATUSES,
     COORDINATOR_STATUS,
     TERMINAL_STATUSES,
+    iso,
     new_id,
     row_dict,
     utcnow,
@@ -27,6 +28,7 @@ from ongridd.store.rows import (
 from ongridd.store.schema import chat_sessions
 
 SESSION_TIME_KEYS = ("created_at", "started_at", "closed_at")
+USAGE_KEYS = ("model_calls", "prompt_tokens", "completion_tokens", "cached_tokens")
 COORDINATOR_AGENT = "default"
 # A tree deeper than this is a corrupted database, not a session tree (real depth: 3).
 _MAX_TREE_DEPTH = 32
@@ -92,37 +94,34 @@ def create_session_in(
     return _get_written(conn, sid)
 
 
+#: built once (bind parameters): the coordinator row of (user, thread), and a new row's insert
+_FIND_COORDINATOR = sa.select(chat_sessions).where(
+    chat_sessions.c.user_id == sa.bindparam("user_id"),
+    chat_sessions.c.thread_id == sa.bindparam("thread_id"),
+    chat_sessions.c.parent_session_id.is_(None),
+)
+_INSERT_SESSION = sa.insert(chat_sessions)
+_USAGE_ZERO = dict.fromkeys(USAGE_KEYS, 0)
+
+
 def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
-    where = sa.and_(
-        chat_sessions.c.user_id == user_id,
-        chat_sessions.c.thread_id == thread_id,
-        chat_sessions.c.parent_session_id.is_(None),
-    )
-    # the usual case, a thread that exists: a read, no write lock
-    with read_tx(engine) as conn:
-        row = conn.execute(sa.select(chat_sessions).where(where)).first()
-    if row is not None:
-        return session_dict(row), False
+    # one write transaction, found or created (the runtime keeps the threads it has seen in
+    # memory, so this runs about once per thread and daemon start)
+    key = {"user_id": user_id, "thread_id": thread_id}
     for _attempt in range(3):
         try:
             with write_tx(engine) as conn:
-                row = conn.execute(sa.select(chat_sessions).where(where)).first()
+                row = conn.execute(_FIND_COORDINATOR, key).first()
                 if row is not None:
                     return session_dict(row), False
-                sid = new_id()
-                conn.execute(
-                    sa.insert(chat_sessions).values(
-                        id=sid,
-                        agent_id=COORDINATOR_AGENT,
-                        parent_session_id=None,
-                        user_id=user_id,
-                        thread_id=thread_id,
-                        description=None,
-                        status=COORDINATOR_STATUS,
-                        created_at=utcnow(),
-                    )
-                )
-                return _get_written(conn, sid), True
+                now = utcnow()
+                values = {"id": new_id(), "agent_id": COORDINATOR_AGENT, "parent_session_id": None,
+                          "user_id": user_id, "thread_id": thread_id, "description": None,
+                          "status": COORDINATOR_STATUS, "created_at": now, "started_at": None,
+                          "closed_at": None, "close_reason": None}
+                conn.execute(_INSERT_SESSION, values)
+                # the row as written (no read-back): the counters start at their server default, 0
+                return {**values, **_USAGE_ZERO, "created_at": iso(now)}, True
         except sa.exc.IntegrityError as exc:
             # Another writer (PostgreSQL: another transaction) created it first: read theirs.
             if not is_unique_violation(exc):
@@ -194,19 +193,27 @@ def close_session_in(conn: Connection, session_id: str, status: str, reason: str
     return res.rowcount == 1
 
 
-USAGE_KEYS = ("model_calls", "prompt_tokens", "completion_tokens", "cached_tokens")
+#: built once: ``x = x + :add_x`` for each usage counter of session ``:sid``
+ADD_USAGE = (sa.update(chat_sessions)
+             .where(chat_sessions.c.id == sa.bindparam("sid"))
+             .values({k: chat_sessions.c[k] + sa.bindparam(f"add_{k}", type_=sa.Integer) for k in USAGE_KEYS}))
+
+
+def usage_params(session_id: str, values: dict[str, int]) -> dict[str, Any]:
+    """The bind parameters of :data:`ADD_USAGE` for one session."""
+    return {"sid": session_id, **{f"add_{k}": int(values.get(k, 0)) for k in USAGE_KEYS}}
 
 
 def add_usage_in(conn: Connection, session_id: str, values: dict[str, int]) -> bool:
     """Add ``values`` (counts by ``USAGE_KEYS``) to the session's usage
     counters inside ``conn``'s transaction, as ``x = x + n`` in the database
     (concurrent writers never lose an increment); whether the row exists."""
-    res = conn.execute(
-        sa.update(chat_sessions)
-        .where(chat_sessions.c.id == session_id)
-        .values({k: chat_sessions.c[k] + int(values.get(k, 0)) for k in USAGE_KEYS})
-    )
-    return res.rowcount == 1
+    return conn.execute(ADD_USAGE, usage_params(session_id, values)).rowcount == 1
+
+
+def session_exists_in(conn: Connection, session_id: str) -> bool:
+    """Whether the session row exists (inside ``conn``'s transaction)."""
+    return conn.execute(sa.select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)).first() is not None
 
 
 def usage_of(row: dict[str, Any]) -> dict[str, int]:

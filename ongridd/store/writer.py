@@ -7,7 +7,15 @@ and friends append to an in-memory queue and return a :class:`PendingWrite`
 at once — so no cancellation of the submitting task can lose it.  The
 writer's own task, started in a long-lived nursery, commits the queue:
 
-* **Batches.**  Everything queued when the writer wakes (up to ``max_batch``
+* **Group commit.**  Writes nobody waits for yet are held for up to
+  ``linger_s`` (default 25 ms) so that the writes of the next steps join
+  them; a waiter — :meth:`PendingWrite.wait`, :meth:`PendingWrite.settled`,
+  :meth:`flush` — or a full batch ends the hold at once.  So durability is
+  awaited only where it is promised (a worker's row before its tile, its
+  close before its result, a turn's writes before its ``final``); a kill -9
+  loses at most the last ``linger_s`` of writes of turns that had not
+  answered yet (the start-up recovery sweep closes their rows).
+* **Batches.**  Everything queued when the writer commits (up to ``max_batch``
   writes) is committed in one transaction in one worker-thread hop, in
   submission order, by :func:`apply_batch_fast`: prebuilt statements with
   bind parameters, one multi-row insert per table, no existence checks and
@@ -81,6 +89,7 @@ from ongridd.store.store import Store, audit_values, message_values, session_val
 log = get_logger(__name__)
 
 DEFAULT_MAX_BATCH = 500
+DEFAULT_LINGER_S = 0.025
 DEFAULT_RETRY_FOR_S = 300.0
 DEFAULT_DRAIN_S = 60.0
 BACKOFF_FIRST_S = 0.05
@@ -113,16 +122,34 @@ class PendingWrite:
     done: trio.Event = attrs.field(factory=trio.Event)
     result: Any = None
     error: BaseException | None = None
+    #: submission order (the writer's counter) and the writer's "someone waits for me" hook
+    number: int = 0
+    urge: Callable[[PendingWrite], None] | None = attrs.field(default=None, repr=False)
 
     @property
     def what(self) -> str:
         return self.kind.replace("_", " ")
 
+    def commit_soon(self) -> None:
+        """End the writer's group-commit hold for this write (and those
+        queued before it) without waiting for it."""
+        if not self.done.is_set() and self.urge is not None:
+            self.urge(self)
+
+    async def settled(self) -> None:
+        """Wait until the write is committed or finally failed (ends the
+        writer's group-commit hold for it); never raises its error.
+        Cancellation: only the wait is cancelled."""
+        if not self.done.is_set():
+            if self.urge is not None:
+                self.urge(self)
+            await self.done.wait()
+
     async def wait(self) -> Any:
         """Wait until the write is committed and return its result; raises
         its error when it finally failed.  Cancellation: only the wait is
         cancelled — the write stays queued and happens anyway."""
-        await self.done.wait()
+        await self.settled()
         if self.error is not None:
             raise self.error
         return self.result
@@ -131,17 +158,24 @@ class PendingWrite:
 class StoreWriter:
     """Commits queued writes of one :class:`Store` (see the module doc).
 
-    ``max_batch``: writes per transaction; ``retry_for_s``: how long
-    transient errors are retried before a write counts as failed.
+    ``max_batch``: writes per transaction; ``linger_s``: how long writes
+    nobody waits for are held for group commit (0: commit as soon as the
+    writer runs); ``retry_for_s``: how long transient errors are retried
+    before a write counts as failed.
     """
 
     def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
-                 retry_for_s: float = DEFAULT_RETRY_FOR_S,
+                 linger_s: float = DEFAULT_LINGER_S, retry_for_s: float = DEFAULT_RETRY_FOR_S,
                  clock: Callable[[], float] = time.monotonic):
         if max_batch < 1:
             raise ValueError(f"max_batch: expected a positive integer, got {max_batch!r}")
+        if not linger_s >= 0:
+            raise ValueError(f"linger_s: expected a number >= 0, got {linger_s!r}")
         self.store = store
         self.max_batch = max_batch
+        self.linger_s = linger_s
+        self._submitted = 0  # PendingWrite.number of the newest write
+        self._urgent_upto = 0  # a waiter waits for the writes numbered up to this
         self.retry_for_s = retry_for_s
         self._clock = clock
         self._queue: deque[PendingWrite] = deque()
@@ -228,7 +262,8 @@ class StoreWriter:
         return self._submit("close_session", session_id, owner, values)
 
     def _submit(self, kind: str, session_id: str, owner: str, build: Callable[[], dict[str, Any]]) -> PendingWrite:
-        write = PendingWrite(kind, session_id, owner, {})
+        self._submitted += 1
+        write = PendingWrite(kind, session_id, owner, {}, number=self._submitted, urge=self._urge)
         try:
             write.values = build()
         except ValueError as exc:  # a bad row is a failed write, reported like any other
@@ -241,9 +276,27 @@ class StoreWriter:
         self._last[session_id] = write
         self._last[owner] = write
         self._last_any = write
-        self._wakeup.set()
+        if len(self._queue) == 1 or len(self._queue) >= self.max_batch:  # idle writer, or a full batch
+            self._wakeup.set()
         STORE_QUEUE.set(len(self._queue))
         return write
+
+    def _urge(self, write: PendingWrite) -> None:
+        """Someone waits for ``write``: end the group-commit hold up to it."""
+        if write.number > self._urgent_upto:
+            self._urgent_upto = write.number
+            self._wakeup.set()
+
+    def committed_seq(self, session_id: str) -> int | None:
+        """The highest message seq this writer has committed for the session,
+        or None when it does not know (nothing written by it yet, or its
+        cache was dropped after a failure)."""
+        return self._seqs.get(session_id)
+
+    def note_empty(self, session_id: str) -> None:
+        """The session has just been created with no message (its first
+        message is seq 1 without reading the top seq)."""
+        self._seqs.setdefault(session_id, 0)
 
     # ---- barriers and failures --------------------------------------------
 
@@ -256,7 +309,7 @@ class StoreWriter:
         if write is None:
             return True
         with trio.move_on_after(timeout_s):
-            await write.done.wait()
+            await write.settled()
             return True
         return False
 
@@ -289,6 +342,7 @@ class StoreWriter:
                         self._wakeup = trio.Event()
                         await self._wakeup.wait()
                         continue
+                    await self._hold()
                     self._inflight = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
                     STORE_QUEUE.set(len(self._queue))
                     await self._commit(self._inflight)
@@ -300,6 +354,18 @@ class StoreWriter:
             for write in left:
                 self._fail(write, StoreError("the store writer stopped before this write was committed "
                                              "(shutdown drain timed out)"))
+
+    async def _hold(self) -> None:
+        """Group commit: while nobody waits for a queued write, the batch is
+        not full and the writer is not closing, wait up to ``linger_s`` for
+        more writes to join (a waiter or a full batch ends the wait)."""
+        if self.linger_s <= 0:
+            return
+        with trio.move_on_after(self.linger_s):
+            while (not self._closing and len(self._queue) < self.max_batch
+                   and self._urgent_upto < self._queue[0].number):
+                self._wakeup = trio.Event()
+                await self._wakeup.wait()
 
     async def aclose(self, timeout_s: float = DEFAULT_DRAIN_S) -> None:
         """Drain the queue, then stop :meth:`run` (idempotent).
@@ -561,11 +627,16 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                 res = conn.execute(_CLOSE, {"sid": write.session_id, "now": now, "new_status": write.values["status"],
                                             "reason": write.values["reason"]})
                 results[i] = res.rowcount == 1
-        for sid, indexes in usage.items():
-            total = {k: sum(int(batch[i].values.get(k, 0)) for i in indexes) for k in sessions.USAGE_KEYS}
-            found = sessions.add_usage_in(conn, sid, total)
-            for i in indexes:
-                results[i] = found
+        if usage:  # one executemany for every session's counters
+            totals = {sid: {k: sum(int(batch[i].values.get(k, 0)) for i in indexes) for k in sessions.USAGE_KEYS}
+                      for sid, indexes in usage.items()}
+            res = conn.execute(sessions.ADD_USAGE, [sessions.usage_params(sid, t) for sid, t in totals.items()])
+            all_found = res.rowcount == len(totals)
+            for sid, indexes in usage.items():
+                # a session row missing (rare): it changed nothing, so asking again per session is safe
+                found = True if all_found else sessions.session_exists_in(conn, sid)
+                for i in indexes:
+                    results[i] = found
     return results, seqs
 
 

@@ -9,10 +9,13 @@ import io
 import json
 import logging
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from ongridd import logs
-from tests.chassis.test_serve import free_port, start, wait_healthy
+from tests.chassis.test_serve import serving
 from tests.plugins.test_plugin_manager import _make_dist
 
 LOGGING_PLUGIN = '''
@@ -32,18 +35,10 @@ def ongrid_register_tools(register, context):
 def test_third_party_plugin_lines_appear_like_builtins(tmp_path: Path) -> None:
     state = tmp_path / "state"
     _make_dist(state / "plugins" / "acme", "acme_plugin", LOGGING_PLUGIN)
-    port = free_port()
-    proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}",
-                 ONGRID_TOKENS="alice:tok-plugin-secret-987")
-    try:
-        wait_healthy(proc, f"http://127.0.0.1:{port}")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    err = proc.stderr.read()
+    with serving(tmp_path, state, ONGRID_TOKENS="alice:tok-plugin-secret-987") as d:
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(timeout=15) == 0
+    err = d.proc.stderr.read()
     lines = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line is JSON
     by_event = {line["event"]: line for line in lines}
     info = by_event["acme loaded with 3 probes"]
@@ -57,30 +52,21 @@ def test_third_party_plugin_lines_appear_like_builtins(tmp_path: Path) -> None:
     assert by_event["plugin_loaded"]["plugin"] == "acme_plugin"
 
 
-def test_console_format_on_a_terminal_and_bound_context(monkeypatch) -> None:
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
+
+@pytest.fixture
+def own_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Not under systemd for the test; the root logger's handlers and level
+    as they were before it afterwards (Ongrid's handlers removed)."""
     monkeypatch.delenv("JOURNAL_STREAM", raising=False)
     monkeypatch.delenv("INVOCATION_ID", raising=False)
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     try:
-        tty = Tty()
-        logs.configure("INFO", tty)
-        with logs.bound_context(session_id="S-1", agent="default", user="alice"):
-            logs.get_logger("ongridd.test").info("turn_started", seq=4)
-            logging.getLogger("acme").warning("disk %s full", "/var")
-        out = tty.getvalue()
-        assert not out.lstrip().startswith("{")
-        assert "turn_started" in out and "seq=4" in out and "session_id=S-1" in out and "user=alice" in out
-        assert "disk /var full" in out and "[acme]" in out
-        monkeypatch.setenv("INVOCATION_ID", "abc")  # under systemd: JSON even on a terminal
-        tty2 = Tty()
-        logs.configure("INFO", tty2)
-        logs.get_logger("ongridd.test").info("turn_started", seq=5)
-        assert json.loads(tty2.getvalue().splitlines()[-1])["seq"] == 5
+        yield
     finally:
         for h in root.handlers[:]:
             if getattr(h, "_ongrid", False):
@@ -89,44 +75,45 @@ def test_console_format_on_a_terminal_and_bound_context(monkeypatch) -> None:
         root.setLevel(saved[1])
 
 
-def test_console_lines_cannot_be_forged_and_show_no_locals(monkeypatch) -> None:
+def test_console_format_on_a_terminal_and_bound_context(monkeypatch, own_logging) -> None:
+    tty = Tty()
+    logs.configure("INFO", tty)
+    with logs.bound_context(session_id="S-1", agent="default", user="alice"):
+        logs.get_logger("ongridd.test").info("turn_started", seq=4)
+        logging.getLogger("acme").warning("disk %s full", "/var")
+    out = tty.getvalue()
+    assert not out.lstrip().startswith("{")
+    assert "turn_started" in out and "seq=4" in out and "session_id=S-1" in out and "user=alice" in out
+    assert "disk /var full" in out and "[acme]" in out
+    monkeypatch.setenv("INVOCATION_ID", "abc")  # under systemd: JSON even on a terminal
+    tty2 = Tty()
+    logs.configure("INFO", tty2)
+    logs.get_logger("ongridd.test").info("turn_started", seq=5)
+    assert json.loads(tty2.getvalue().splitlines()[-1])["seq"] == 5
+
+
+def test_console_lines_cannot_be_forged_and_show_no_locals(own_logging) -> None:
     """A message carrying user text with newlines or escapes stays one line;
     a traceback shows no local variables (they may hold a secret the daemon
     does not know of); JSON mode: one object per line with the text intact."""
-
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
-    monkeypatch.delenv("INVOCATION_ID", raising=False)
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
     forged = "x\n2026-12-01T00:00:00Z [error    ] admin_granted   user=mallory\x1b[2J\r"
+    tty = Tty()
+    logs.configure("INFO", tty)
+    logging.getLogger("acme").warning("user said %s", forged)
+    logs.get_logger("ongridd.test").info("turn_started", text=forged)
+    unknown_token = "local-only-value-3141"  # noqa: F841 - a local a locals dump would print
     try:
-        tty = Tty()
-        logs.configure("INFO", tty)
-        logging.getLogger("acme").warning("user said %s", forged)
-        logs.get_logger("ongridd.test").info("turn_started", text=forged)
-        unknown_token = "local-only-value-3141"  # noqa: F841 - a local a locals dump would print
-        try:
-            raise ValueError("boom")
-        except ValueError:
-            logs.get_logger("ongridd.test").exception("failed")
-        out = tty.getvalue()
-        lines = out.splitlines()
-        assert not any(line.startswith("2026-12-01T00:00:00Z") for line in lines), out
-        assert "\x1b" not in out and "\r" not in out
-        assert "admin_granted" in lines[0] and "admin_granted" in lines[1]
-        assert "local-only-value-3141" not in out and "ValueError: boom" in out
-        tty2 = Tty()
-        logs.configure("INFO", tty2, json_lines=True)
-        logging.getLogger("acme").warning("user said %s", forged)
-        (line,) = tty2.getvalue().splitlines()
-        assert json.loads(line)["event"] == "user said " + forged
-    finally:
-        for h in root.handlers[:]:
-            if getattr(h, "_ongrid", False):
-                root.removeHandler(h)
-        root.handlers[:] = saved[0]
-        root.setLevel(saved[1])
+        raise ValueError("boom")
+    except ValueError:
+        logs.get_logger("ongridd.test").exception("failed")
+    out = tty.getvalue()
+    lines = out.splitlines()
+    assert not any(line.startswith("2026-12-01T00:00:00Z") for line in lines), out
+    assert "\x1b" not in out and "\r" not in out
+    assert "admin_granted" in lines[0] and "admin_granted" in lines[1]
+    assert "local-only-value-3141" not in out and "ValueError: boom" in out
+    tty2 = Tty()
+    logs.configure("INFO", tty2, json_lines=True)
+    logging.getLogger("acme").warning("user said %s", forged)
+    (line,) = tty2.getvalue().splitlines()
+    assert json.loads(line)["event"] == "user said " + forged

@@ -9,8 +9,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"chat_sessions", "chat_messages", "audit_logs", "mutating_proposals", "incidents", "change_events"}
@@ -35,48 +37,70 @@ def start(tmp_path: Path, *args: str, **env: str) -> subprocess.Popen:
                             text=True)
 
 
-def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 30.0) -> dict:
+def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 30.0, *,
+                 stderr_tail: Callable[[], str] | None = None, poll_s: float = 0.1) -> dict:
+    """The first 200 body of ``/healthz``; AssertionError when the daemon
+    exits first (with the end of its stderr: ``stderr_tail()``, default its
+    pipe) or ``timeout_s`` passes."""
     import httpx2
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+            tail = stderr_tail() if stderr_tail is not None else proc.stderr.read()[-2000:]
+            raise AssertionError(f"daemon exited {proc.returncode}: {tail}")
         try:
             resp = httpx2.get(url + "/healthz", timeout=1.0)
             if resp.status_code == 200:
                 return resp.json()
         except httpx2.HTTPError:
             pass
-        time.sleep(0.1)
+        time.sleep(poll_s)
     raise AssertionError("daemon did not answer /healthz in time")
+
+
+@dataclass
+class Serving:
+    proc: subprocess.Popen
+    url: str
+    health: dict  # what /healthz answered
+
+
+@contextmanager
+def serving(tmp_path: Path, state: Path, **env: str) -> Iterator[Serving]:
+    """``ongridd serve --state-dir STATE`` on a free loopback port (``env``:
+    extra environment), healthy for the block (AssertionError if it exits or
+    does not answer /healthz in 30 s); killed on the way out if it still runs.
+    Its stderr stays readable after the block."""
+    port = free_port()
+    proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}", **env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        yield Serving(proc=proc, url=url, health=wait_healthy(proc, url))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_serve_answers_healthz_creates_tables_and_stops_on_sigterm(tmp_path):
     import httpx2
 
-    port = free_port()
     state = tmp_path / "state"
-    proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}")
-    try:
-        url = f"http://127.0.0.1:{port}"
-        assert wait_healthy(proc, url) == {"status": "ok"}
-        metrics = httpx2.get(url + "/metrics", timeout=5).text
+    with serving(tmp_path, state) as d:
+        assert d.health == {"status": "ok"}
+        metrics = httpx2.get(d.url + "/metrics", timeout=5).text
         assert "ongrid_turns_total" in metrics and "ongrid_websocket_clients" in metrics
-        agents = httpx2.get(url + "/api/agents", timeout=5).json()
+        agents = httpx2.get(d.url + "/api/agents", timeout=5).json()
         assert {"default", "reviewer", "specialist-disk"} <= {a["name"] for a in agents}
         db = state / "ongrid.db"
         tables = {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
         assert TABLES <= tables
         started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(timeout=10) == 0
         assert time.monotonic() - started < 10
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    err = proc.stderr.read()
+    err = d.proc.stderr.read()
     assert '"event": "daemon_ready"' in err and '"event": "daemon_stopped"' in err
 
 
@@ -88,25 +112,16 @@ def test_non_loopback_without_tokens_refuses_to_start(tmp_path):
 
 
 def test_tokens_are_not_logged(tmp_path):
-    port = free_port()
-    secret = "tok-very-secret-123"
-    proc = start(tmp_path, "--state-dir", str(tmp_path / "s"), "--listen", f"127.0.0.1:{port}",
-                 ONGRID_TOKENS=f"alice:{secret}")
-    try:
-        import httpx2
+    import httpx2
 
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(proc, url)
-        assert httpx2.get(url + "/api/agents", timeout=5).status_code == 401
-        ok = httpx2.get(url + "/api/agents", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
+    secret = "tok-very-secret-123"
+    with serving(tmp_path, tmp_path / "s", ONGRID_TOKENS=f"alice:{secret}") as d:
+        assert httpx2.get(d.url + "/api/agents", timeout=5).status_code == 401
+        ok = httpx2.get(d.url + "/api/agents", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
         assert ok.status_code == 200
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert secret not in proc.stderr.read()
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(timeout=10) == 0
+    assert secret not in d.proc.stderr.read()
 
 
 def test_bad_config_exits_2_naming_the_field(tmp_path):
@@ -135,15 +150,8 @@ def test_unreachable_database_is_a_clear_error(tmp_path):
 
 
 def test_a_second_sigterm_during_the_drain_is_ignored(tmp_path):
-    port = free_port()
-    proc = start(tmp_path, "--state-dir", str(tmp_path / "s"), "--listen", f"127.0.0.1:{port}")
-    try:
-        wait_healthy(proc, f"http://127.0.0.1:{port}")
-        proc.send_signal(signal.SIGTERM)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert '"event": "daemon_stopped"' in proc.stderr.read()
+    with serving(tmp_path, tmp_path / "s") as d:
+        d.proc.send_signal(signal.SIGTERM)
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(timeout=10) == 0
+    assert '"event": "daemon_stopped"' in d.proc.stderr.read()

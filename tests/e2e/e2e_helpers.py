@@ -68,7 +68,8 @@ def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 60.0) -> N
             tail = proc.stderr.read()[-3000:] if proc.stderr else "(its stderr went to a file)"
             raise AssertionError(f"daemon exited {proc.returncode}: {tail}")
         try:
-            if httpx2.get(url + "/healthz", timeout=1.0).status_code == 200:
+            # /readyz: fully up (bridges, registries); /healthz answers earlier, during start-up
+            if httpx2.get(url + "/readyz", timeout=1.0).status_code == 200:
                 return
         except httpx2.HTTPError:
             pass

@@ -31,6 +31,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ import sqlalchemy as sa
 import trio
 
 from tests.e2e.e2e_helpers import env, free_port, ongrid, ongridd, stop, wait_healthy
+from tests.e2e.load_shape import concurrent_turns
 
 pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(1200)]
 
@@ -45,7 +47,6 @@ SESSIONS = int(os.environ.get("ONGRID_LOAD_SESSIONS", "700"))
 RATE = float(os.environ.get("ONGRID_LOAD_RATE", "0"))
 POOL_SIZE = int(os.environ.get("ONGRID_LOAD_POOL_SIZE", "2"))
 PG = os.environ.get("ONGRID_LOAD_POSTGRES", "") == "1"
-CONNECT_AT_ONCE = 64
 
 WORKER = """---
 name: load-worker
@@ -118,59 +119,6 @@ def database(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
         yield {"ONGRID_DATABASE_URL": url}, url
 
 
-async def drive(ws_url: str, n: int, rate: float) -> tuple[dict[int, dict], float]:
-    """Connect ``n`` sessions (hello → session), then start one turn on each
-    (all at once, or ``rate`` per second spread evenly); returns each
-    session's last frame and the seconds from the first turn to the last
-    answer."""
-    from trio_websocket import open_websocket_url
-
-    ends: dict[int, dict] = {}
-    connected = 0
-    all_connected = trio.Event()
-    go = trio.Event()
-    connect_slots = trio.CapacityLimiter(CONNECT_AT_ONCE)
-    finished = trio.Event()
-
-    async def session(i: int) -> None:
-        nonlocal connected
-        async with connect_slots:
-            ws_cm = open_websocket_url(ws_url)
-            ws = await ws_cm.__aenter__()
-            await ws.send_message(json.dumps({"type": "hello", "thread": f"load-{i}"}))
-            first = json.loads(await ws.get_message())
-            assert first["type"] == "session", first
-        try:
-            connected += 1
-            if connected == n:
-                all_connected.set()
-            await go.wait()
-            if rate > 0:
-                await trio.sleep(i / rate)
-            await ws.send_message(json.dumps({"type": "user_message", "text": f"turn {i}"}))
-            while True:
-                frame = json.loads(await ws.get_message())
-                if frame["type"] in ("final", "error"):
-                    ends[i] = frame
-                    break
-            if len(ends) == n:
-                finished.set()
-        finally:
-            await ws_cm.__aexit__(None, None, None)
-
-    async with trio.open_nursery() as nursery:
-        for i in range(n):
-            nursery.start_soon(session, i)
-        with trio.fail_after(300):
-            await all_connected.wait()
-        start = trio.current_time()
-        go.set()
-        with trio.fail_after(900):
-            await finished.wait()
-        took = trio.current_time() - start
-    return ends, took
-
-
 def metric(url: str, name: str) -> float:
     """The value of an unlabelled metric on ``/metrics``."""
     import httpx2
@@ -222,7 +170,9 @@ def run_load(tmp_path: Path, config: Path, db_env: dict[str, str], db_url: str, 
     try:
         wait_healthy(daemon, f"http://127.0.0.1:{port}")
         wall = time.monotonic()
-        ends, took = trio.run(drive, f"ws://127.0.0.1:{port}/ws", n, RATE)
+        turns, took = trio.run(partial(concurrent_turns, f"ws://127.0.0.1:{port}/ws", n, RATE, prefix="load-",
+                                       connect_timeout_s=300, turns_timeout_s=900))
+        ends = {i: turn.frame for i, turn in turns.items()}  # each session's last frame
         transactions = metric(f"http://127.0.0.1:{port}/metrics", "ongrid_store_write_transactions_total")
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=120) == 0

@@ -26,19 +26,6 @@ def test_catalog_never_exceeds_its_budget_and_counts_every_persona(n, desc_len, 
     assert lines[-1 if not more else -2].startswith("- **")
 
 
-@pytest.mark.parametrize("text", [
-    "name: a\ntools: [x, y]\nmetadata: {k: 1, t: 2024-01-01}\n",
-    "a: &x [1, 2]\nb: *x\n",
-    "when_to_use: >-\n  one\n  two\nn: null\nflag: yes\n",
-])
-def test_fast_and_pure_paths_build_the_same_data(text, monkeypatch):
-    fast_yaml, fast_node = yamlbounds.compose_bounded(text, yamlbounds.FRONTMATTER_LIMITS)
-    fast = fast_yaml.constructor.construct_document(fast_node)
-    monkeypatch.setattr(yamlbounds, "_CParser", None)
-    pure_yaml, pure_node = yamlbounds.compose_bounded(text, yamlbounds.FRONTMATTER_LIMITS)
-    assert fast == pure_yaml.constructor.construct_document(pure_node)
-
-
 @pytest.mark.parametrize("body", [
     "name: a\n\tdescription: tab\n",
     "name: a: b\n",

@@ -6,11 +6,10 @@ leaves no empty thread behind (docs/architecture.md §15.1)."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 
 import trio
+from pty_helpers import on_a_terminal
 from rt_helpers import agent_call, ongrid_cmd, open_daemon, subprocess_env
 from test_rt_cli import run_cli
 
@@ -29,39 +28,24 @@ async def _ask_on_a_terminal(url: str, text: str, until: str, when_seen: object)
     """Run ``ongrid ask`` with stderr on a pseudo-terminal and stdout on a
     pipe; once ``until`` shows on the terminal, ``await when_seen()`` runs.
     Returns (exit code, stdout, what the terminal showed)."""
-    master, slave = os.openpty()
-    proc = await trio.lowlevel.open_process(ongrid_cmd("ask", "--url", url, text), stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.PIPE, stderr=slave,
-                                            env=subprocess_env(ONGRID_TOKEN="", ONGRID_URL="", COLUMNS="120"))
-    os.close(slave)
-    shown, out, called = b"", b"", False
-    try:
+    env = subprocess_env(ONGRID_TOKEN="", ONGRID_URL="", COLUMNS="120")
+    async with on_a_terminal(ongrid_cmd("ask", "--url", url, text), env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE) as term:
+        out, called = b"", False
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
                 async def read_stdout() -> None:
                     nonlocal out
-                    while chunk := await proc.stdout.receive_some(65536):
+                    while chunk := await term.proc.stdout.receive_some(65536):
                         out += chunk
 
                 nursery.start_soon(read_stdout)
-                while True:
-                    try:
-                        chunk = await trio.to_thread.run_sync(os.read, master, 65536)
-                    except OSError:  # the terminal closed with the process
-                        break
-                    if not chunk:
-                        break
-                    shown += chunk
-                    if not called and until.encode() in shown:
+                while await term.read():
+                    if not called and until.encode() in term.shown:
                         called = True
                         await when_seen()
-            code = await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        os.close(master)
-    return code, out.decode(), re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode(errors="replace"))
+            code = await term.proc.wait()
+    return code, out.decode(), term.text
 
 
 def _threads(d) -> list[dict]:

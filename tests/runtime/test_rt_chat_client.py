@@ -6,13 +6,14 @@ docs/architecture.md §15.1."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
 import subprocess
+from contextlib import AsyncExitStack
 
 import trio
+from pty_helpers import on_a_terminal, plain
 from rt_helpers import ongrid_cmd, prepare, subprocess_env
 from test_rt_process import serve, write_config, ws
 
@@ -48,32 +49,14 @@ async def _pipe_chat(url: str, thread: str, until: str) -> str:
 async def _pty_chat(url: str, thread: str, until: str) -> str:
     """Run ``ongrid chat`` on a pseudo-terminal until ``until`` is printed,
     then send Ctrl-D; returns what the terminal showed."""
-    master, slave = os.openpty()
     env = subprocess_env(COLUMNS="100", TERM="xterm-256color")
-    proc = await trio.lowlevel.open_process(ongrid_cmd("chat", "--url", url, "--thread", thread), stdin=slave,
-                                            stdout=slave, stderr=slave, env=env)
-    os.close(slave)
-    out = b""
-    try:
+    async with on_a_terminal(ongrid_cmd("chat", "--url", url, "--thread", thread), env) as term:
         with trio.fail_after(30):
-            while until.encode() not in out:
-                out += await trio.to_thread.run_sync(os.read, master, 65536)
-            os.write(master, b"\x04")  # Ctrl-D on an empty line: EOF
-            while True:
-                try:
-                    chunk = await trio.to_thread.run_sync(os.read, master, 65536)
-                except OSError:  # the terminal closed with the process
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            assert await proc.wait() == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        os.close(master)
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.decode(errors="replace"))  # colours and cursor moves
+            await term.until(until)
+            term.write(b"\x04")  # Ctrl-D on an empty line: EOF
+            await term.read_to_end()
+            assert await term.proc.wait() == 0
+    return term.text  # without colours and cursor moves
 
 
 async def test_chat_reattach_shows_last_exchange_and_the_restart_cut(tmp_path):
@@ -124,56 +107,35 @@ async def test_chat_reconnects_after_the_daemon_restarts(tmp_path):
             s.bind(("127.0.0.1", 0))
             mapping["server"]["listen"] = f"127.0.0.1:{s.getsockname()[1]}"
         config = write_config(tmp_path, mapping)
-        master, slave = os.openpty()
-        async with serve(config) as first:
-            url = first.url
-            proc = await trio.lowlevel.open_process(ongrid_cmd("chat", "--url", url, "--thread", "again"),
-                                                    stdin=slave, stdout=slave, stderr=slave,
-                                                    env=subprocess_env(COLUMNS="100", TERM="xterm-256color"))
-            os.close(slave)
-            shown = b""
-
-            async def until(text: str) -> None:
-                nonlocal shown
-                while text.encode() not in shown:
-                    try:
-                        shown += await trio.to_thread.run_sync(os.read, master, 65536)
-                    except OSError:  # the terminal closed: the chat exited
-                        raise AssertionError(f"chat exited before {text!r}: {shown.decode(errors='replace')}") from None
-
-            try:
+        async with AsyncExitStack() as stack:  # the chat outlives the first daemon
+            async with serve(config) as first:
+                url = first.url
+                chat = await stack.enter_async_context(on_a_terminal(
+                    ongrid_cmd("chat", "--url", url, "--thread", "again"),
+                    subprocess_env(COLUMNS="100", TERM="xterm-256color")))
                 with trio.fail_after(30):
-                    await until("you> ")
-                    os.write(master, b"hello\n")
-                    await until("first answer")
-                    os.write(master, b"a long one\n")
+                    await chat.until("you> ")
+                    chat.write(b"hello\n")
+                    await chat.until("first answer")
+                    chat.write(b"a long one\n")
                     await fake.wait_requests(2)  # the second turn's model call is in flight
                 first.proc.send_signal(signal.SIGKILL)
                 with trio.fail_after(10):
                     await first.proc.wait()
                 with trio.fail_after(30):
-                    await until("reconnecting")
-            except BaseException:
-                proc.kill()
-                raise
-        try:
+                    await chat.until("reconnecting")
             async with serve(config) as second:
                 assert second.url == url
                 with trio.fail_after(45):
-                    await until("cut off by a restart")
-                    await until("you> ")
-                    os.write(master, b"are you back?\n")
-                    await until("answer after the restart")
-                os.write(master, b"\x04")
+                    await chat.until("cut off by a restart")
+                    await chat.until("you> ")
+                    chat.write(b"are you back?\n")
+                    await chat.until("answer after the restart")
+                chat.write(b"\x04")
                 with trio.fail_after(15):
-                    assert await proc.wait() == 0
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-            os.close(master)
-    screen = re.sub(r"[^\r\n]*\r\x1b\[K", "", shown.decode(errors="replace"))  # a line erased (CR + EL) is gone
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+                    assert await chat.proc.wait() == 0
+    screen = re.sub(r"[^\r\n]*\r\x1b\[K", "", chat.shown.decode(errors="replace"))  # a line erased (CR + EL) is gone
+    text = plain(screen)
     at = text.index("[the daemon went away; reconnecting…]")
     assert text[:at].endswith("\n"), repr(text[at - 200:at + 40])  # on a line of its own
     assert "re-attached to thread again" in text

@@ -349,3 +349,50 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         assert sid in d.runtime.hubs  # a client is attached
         assert "an-idle-thread" not in d.runtime.hubs
         assert sid not in d.runtime.dedup  # its only dispatch was killed: nothing to deduplicate
+
+
+class SlowUserMessageWriter:
+    """The real store writer, except that a user message's commit is heard
+    of only after ``release`` (the message itself is queued as usual)."""
+
+    def __init__(self, real):
+        self.real = real
+        self.queued = trio.Event()
+        self.release = trio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def append_message(self, session_id, **kwargs):
+        pending = self.real.append_message(session_id, **kwargs)
+        if kwargs.get("role") != "user":
+            return pending
+        slow = self
+        slow.queued.set()
+
+        class Delayed:
+            async def settled(self):
+                await pending.settled()
+                await slow.release.wait()
+
+        return Delayed()
+
+
+async def test_the_users_message_is_committed_before_the_model_is_asked(tmp_path):
+    """A crash while the model answers must not lose what the person sent:
+    the coordinator's first model call waits for the user message's commit."""
+    async with open_daemon(tmp_path, {"default": [{"content": "stored first"}]}) as d, d.ws("durable") as c:
+        slow = SlowUserMessageWriter(d.runtime.runner.writer)
+        d.runtime.runner.writer = slow
+        try:
+            await c.send({"type": "user_message", "text": "keep me"})
+            with trio.fail_after(15):
+                await slow.queued.wait()
+            await trio.sleep(0.5)
+            assert d.requests("default") == []  # no model call before the commit is confirmed
+            slow.release.set()
+            frame = await c.until_type("final", "error")
+        finally:
+            d.runtime.runner.writer = slow.real
+        assert frame["text"] == "stored first"
+        assert [m["content"] for m in d.rows("SELECT content FROM chat_messages WHERE role = 'user'")] == ["keep me"]

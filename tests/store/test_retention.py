@@ -226,3 +226,19 @@ async def test_the_loop_sweeps_after_start_then_daily(autojump_clock, monkeypatc
         await retention.retention_loop("the-store", 30, first_delay_s=60)
     assert [(round(t - start), s, d) for t, s, d in seen] == [(60, "the-store", 30), (86460, "the-store", 30),
                                                               (172860, "the-store", 30)]
+
+
+async def test_the_loop_tells_the_runtime_when_it_removed_threads(autojump_clock, monkeypatch):
+    """``removed(report)`` runs after a sweep that deleted a thread (the
+    runtime then forgets the thread rows and histories it keeps), and not
+    after one that deleted none."""
+    reports = iter([retention.RetentionReport(threads=0, workers=3), retention.RetentionReport(threads=2)])
+
+    async def fake_sweep(store, days, **kw):
+        return next(reports)
+
+    monkeypatch.setattr(retention, "sweep", fake_sweep)
+    told = []
+    with trio.move_on_after(60 + 86400 + 1):
+        await retention.retention_loop("the-store", 30, first_delay_s=60, removed=told.append)
+    assert [r.threads for r in told] == [2]

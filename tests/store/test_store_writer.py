@@ -279,3 +279,48 @@ async def test_postgres_lock_timeout_is_retried_until_it_commits(pg_url, caplog)
         assert [r["content"] for r in await store.load_messages(sid)] == ["waited"]
     retries = _events(caplog, "store_write_retry")
     assert retries and "lock" in retries[0]["error"].lower()
+
+
+async def test_group_commit_holds_unawaited_writes_and_a_waiter_ends_the_hold(store):
+    """Writes nobody waits for are held (up to ``linger_s``) and then
+    committed together; a waiter, ``commit_soon`` or ``flush`` ends the hold
+    at once, taking everything queued before."""
+    coord, _ = await store.get_or_create_coordinator("u", "group")
+    sid = coord["id"]
+    async with running_writer(store, linger_s=30.0) as writer:
+        first = [writer.append_message(sid, owner=sid, role="user", content=f"held {i}") for i in range(3)]
+        await trio.sleep(0.2)
+        assert not any(w.done.is_set() for w in first) and writer.transactions == 0  # held, not lost
+        last = writer.append_message(sid, owner=sid, role="assistant", content="awaited")
+        with trio.fail_after(10):
+            assert await last.wait() == 4  # the waiter's write and all before it: one transaction
+        assert writer.transactions == 1 and all(w.done.is_set() for w in first)
+        soon = writer.append_message(sid, owner=sid, role="user", content="soon")
+        soon.commit_soon()
+        with trio.fail_after(10):
+            await soon.done.wait()
+        assert writer.transactions == 2
+        writer.append_message(sid, owner=sid, role="assistant", content="flushed")
+        with trio.fail_after(10):
+            assert await writer.flush(sid)
+        assert writer.transactions == 3
+        writer.append_message(sid, owner=sid, role="user", content="left for the drain")
+    # aclose does not wait out the hold: the drain commits what is left
+    assert writer.queued == 0
+    assert [r["content"] for r in await store.load_messages(sid)][-1] == "left for the drain"
+
+
+async def test_group_commit_ends_after_linger_s_with_nobody_waiting(store):
+    coord, _ = await store.get_or_create_coordinator("u", "linger")
+    sid = coord["id"]
+    async with running_writer(store, linger_s=0.05) as writer:
+        pending = [writer.append_message(sid, owner=sid, role="user", content=str(i)) for i in range(5)]
+        with trio.fail_after(10):
+            while not all(w.done.is_set() for w in pending):
+                await trio.sleep(0.01)
+        assert writer.transactions == 1 and [w.result for w in pending] == [1, 2, 3, 4, 5]
+
+
+async def test_linger_must_not_be_negative(store):
+    with pytest.raises(ValueError, match="linger_s"):
+        StoreWriter(store, linger_s=-1)
