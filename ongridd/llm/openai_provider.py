@@ -2,7 +2,7 @@
 DeepSeek, the scripted model, ...) through the official ``openai`` SDK.
 
 The SDK (and its HTTP stack) is imported on first use, not when this module
-is imported (STACK.md traps 5 and 12).  ``AsyncOpenAI`` runs under Trio
+is imported (it costs ~0.3 s of start-up).  ``AsyncOpenAI`` runs under Trio
 through anyio.  The SDK's own retries are off (``max_retries=0``); this
 provider retries itself so the count is exact:
 
@@ -47,7 +47,7 @@ _CLOSE_TIMEOUT_S = 2.0
 MAX_CONNECTIONS = 1000
 _MESSAGE_MAX_CHARS = 400
 
-# STACK.md trap 6: after a fully read stream (and after an error response),
+# After a fully read stream (and after an error response),
 # the SDK leaves its HTTP stack's byte-stream async generators to the garbage
 # collector, and Trio warns about each.  Only those generators' warnings are
 # silenced; the response itself is closed explicitly.

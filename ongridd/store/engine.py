@@ -1,4 +1,4 @@
-"""Engine construction and the thread bridge (STACK.md traps 2–4).
+"""Engine construction and the thread bridge.
 
 * SQLite (``sqlite:///<path>``): WAL, foreign keys on, a busy timeout
   (``connect_args={"timeout": busy_timeout_s}``), ``isolation_level = None``

@@ -1,7 +1,7 @@
 """The Store: the runtime's async persistence API (docs/architecture.md §11, §12).
 
 Every method is async and runs its database work in a worker thread through
-``trio.to_thread.run_sync`` (the sync SQLAlchemy engine; STACK.md trap 4).
+``trio.to_thread.run_sync`` (the sync SQLAlchemy engine never blocks the event loop).
 Results are plain dicts whose times are ISO 8601 UTC strings
 (``2026-01-02T03:04:05.000006Z``) or None.
 

@@ -1,4 +1,4 @@
-"""STACK.md trap 2: concurrent read-modify-writes through the engine lose nothing."""
+"""Concurrent read-modify-writes through the engine lose nothing (SQLite: ``BEGIN IMMEDIATE``)."""
 
 from __future__ import annotations
 
