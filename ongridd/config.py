@@ -55,6 +55,9 @@ class LLMConfig:
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 120.0
     max_retries: int = 3
+    #: model calls in flight to the provider at once (later calls wait their turn, first come
+    #: first served); also the HTTP connections kept to it
+    max_concurrent_calls: int = 64
     #: the model's context window in tokens, when known (None: unknown, only
     #: ``limits.history_max_chars`` bounds a thread's history; see
     #: ongridd/runtime/compaction.py for the token estimate)
@@ -382,6 +385,8 @@ def _validate(cfg: Config, source: str | None) -> None:
         problems.append("must be > 0 @ config.llm.timeout_s")
     if not 0 <= cfg.llm.max_retries <= 20:  # a provider answering 429 forever must end the turn
         problems.append("must be between 0 and 20 @ config.llm.max_retries")
+    if not 1 <= cfg.llm.max_concurrent_calls <= 10_000:
+        problems.append("must be between 1 and 10000 @ config.llm.max_concurrent_calls")
     if cfg.limits.tool_result_max_chars < 200:
         problems.append("must be >= 200 @ config.limits.tool_result_max_chars")
     if cfg.limits.worker_timeout_s <= 0:

@@ -43,8 +43,8 @@ SESSION_HEADER = "X-Ongrid-Session"
 PLACEHOLDER_API_KEY = "not-needed"
 _RETRY_STATUSES = frozenset({408, 429})
 _CLOSE_TIMEOUT_S = 2.0
-#: HTTP connections to the provider at most (open and kept idle alike)
-MAX_CONNECTIONS = 1000
+#: model calls in flight at once, and HTTP connections kept, per provider (``llm.max_concurrent_calls``)
+DEFAULT_CONCURRENT_CALLS = 64
 _MESSAGE_MAX_CHARS = 400
 
 # After a fully read stream (and after an error response),
@@ -129,11 +129,14 @@ class OpenAIProvider:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
         streaming: bool = True,
+        max_concurrent_calls: int = DEFAULT_CONCURRENT_CALLS,
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries!r}")
+        if max_concurrent_calls < 1:
+            raise ValueError(f"max_concurrent_calls must be >= 1, got {max_concurrent_calls!r}")
         self.base_url = base_url
         self.model = model
         self.timeout_s = float(timeout_s)
@@ -151,6 +154,10 @@ class OpenAIProvider:
         self.on_retry: Any = None
         # a 429/503 with Retry-After holds every call of this provider, not only the one told
         self.rate_limit = RateLimitHold()
+        # calls in flight at once (a burst beyond waits here, in arrival order, not in the HTTP
+        # pool, whose request-to-connection matching costs grow with the pool's size)
+        self.max_concurrent_calls = max_concurrent_calls
+        self._slots = trio.CapacityLimiter(max_concurrent_calls)
 
     # -- lifetime ---------------------------------------------------------
 
@@ -178,9 +185,10 @@ class OpenAIProvider:
 
             import httpx2  # the SDK's HTTP stack
 
-            # keep as many idle connections as may be open: under a burst of concurrent calls the
-            # SDK's default (100 kept of 1,000) closes and reopens connections by the hundred
-            limits = httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+            # one connection per call slot, all kept alive: a burst never closes and reopens
+            # connections by the hundred (the SDK's default keeps 100 of 1,000)
+            n = self.max_concurrent_calls
+            limits = httpx2.Limits(max_connections=n, max_keepalive_connections=n)
             kwargs: dict[str, Any] = {"api_key": self._api_key, "timeout": self.timeout_s, "max_retries": 0,
                                       "http_client": openai.DefaultAsyncHttpxClient(limits=limits)}
             if self.base_url:
@@ -192,7 +200,9 @@ class OpenAIProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Call the model: yields :class:`TextDelta` events as text streams,
-        then exactly one :class:`Completion`.
+        then exactly one :class:`Completion`.  Each attempt first waits out
+        the provider's shared ``Retry-After`` hold, then for one of its
+        ``max_concurrent_calls`` slots (held until the response is read).
 
         Raises :class:`ProviderError` when the call fails and may not or can
         no longer be retried.  Cancellation (or closing the iterator, e.g.
@@ -219,30 +229,35 @@ class OpenAIProvider:
             if held_s:
                 log.info("model_call_rate_limited", agent=request.agent, session_id=request.session_id,
                          model=model, waited_s=round(held_s, 3))
+            slot = object()  # released from any task (a generator closed elsewhere)
+            await self._slots.acquire_on_behalf_of(slot)
             try:
-                if self.streaming:
-                    sdk_stream = await self._open_stream(client, params, headers)
-                    assembler = StreamAssembler()
-                    try:
-                        while True:
-                            try:
-                                chunk = await sdk_stream.__anext__()
-                            except StopAsyncIteration:
-                                break
-                            for event in assembler.feed(chunk):
-                                emitted = True
-                                yield event
-                    finally:
-                        with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
-                            await sdk_stream.close()
-                    completion = assembler.finish()
-                else:
-                    response = await _post_chat(client, params, headers)
-                    completion = completion_from_response(response)
-            except Exception as exc:
-                failure = self._classify(exc)
-                if failure is None:
-                    raise
+                try:
+                    if self.streaming:
+                        sdk_stream = await self._open_stream(client, params, headers)
+                        assembler = StreamAssembler()
+                        try:
+                            while True:
+                                try:
+                                    chunk = await sdk_stream.__anext__()
+                                except StopAsyncIteration:
+                                    break
+                                for event in assembler.feed(chunk):
+                                    emitted = True
+                                    yield event
+                        finally:
+                            with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+                                await sdk_stream.close()
+                        completion = assembler.finish()
+                    else:
+                        response = await _post_chat(client, params, headers)
+                        completion = completion_from_response(response)
+                except Exception as exc:
+                    failure = self._classify(exc)
+                    if failure is None:
+                        raise
+            finally:
+                self._slots.release_on_behalf_of(slot)
             if completion is not None:
                 if not self.streaming and completion.message.content:
                     yield TextDelta(completion.message.content)

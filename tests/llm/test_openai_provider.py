@@ -440,3 +440,41 @@ async def test_api_key_never_appears_in_the_error():
             await run(p)
     assert info.value.status == 401
     assert secret not in str(info.value) and "Incorrect API key provided: ***" in str(info.value)
+
+
+async def test_calls_beyond_max_concurrent_calls_wait_for_a_slot():
+    """Six concurrent calls with ``max_concurrent_calls=2`` against a model
+    that takes 0.3 s: never more than two reach the server at once, all six
+    answer, and a cancelled call gives its slot back."""
+    script = {"default": [{"delay_s": 0.3, "content": f"answer {i}"} for i in range(6)]}
+    async with open_fake_llm(script) as fake, provider(fake.base_url, max_concurrent_calls=2) as p:
+        answers: list[str] = []
+        peak = 0
+
+        async def one(i: int) -> None:
+            _deltas, completion = await run(p, session_id="shared")
+            answers.append(completion.message.content)
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                in_flight = sum(1 for r in fake.requests if r.status == 0 and r.session == "shared")  # not answered yet
+                peak = max(peak, in_flight)
+                await trio.sleep(0.01)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            with trio.move_on_after(0.05):  # a call cancelled midway gives its slot back
+                await run(p, session_id="cancelled")
+            async with trio.open_nursery() as calls:
+                for i in range(6):
+                    calls.start_soon(one, i)
+            nursery.cancel_scope.cancel()
+    assert sorted(answers) == sorted(f"answer {i}" for i in range(6))
+    assert peak == 2
+    assert p._slots.borrowed_tokens == 0
+
+
+async def test_max_concurrent_calls_must_be_positive():
+    with pytest.raises(ValueError, match="max_concurrent_calls"):
+        OpenAIProvider("http://127.0.0.1:9/v1", max_concurrent_calls=0)
