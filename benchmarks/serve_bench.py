@@ -161,7 +161,8 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, model_s: float) -> dict:
+def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, model_s: float,
+            fake_pid: int | None = None) -> dict:
     """One daemon, one load; prints its figures and returns them."""
     run = work / f"run-{n}-{'seq' if sequential else rate or 'burst'}"
     (run / "agents").mkdir(parents=True)
@@ -183,8 +184,12 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         # one warm-up turn (first-use imports and caches), not in the figures; its rows are counted
         trio.run(drive, f"ws://127.0.0.1:{port}/ws", 1, 0, True, "bench-warmup-")
         cpu0 = cpu_s(daemon.pid)
+        fake0 = cpu_s(fake_pid) if fake_pid else 0.0
+        me0 = time.process_time()
         e2e, failed, took = trio.run(drive, f"ws://127.0.0.1:{port}/ws", n, rate, sequential)
         cpu = cpu_s(daemon.pid) - cpu0
+        fake_cpu = (cpu_s(fake_pid) - fake0) if fake_pid else float("nan")
+        client_cpu = time.process_time() - me0
         rss = peak_rss_mib(daemon.pid)
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=300)
@@ -204,6 +209,7 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         "overhead_p50_ms": pct(over, 0.5) * 1e3, "overhead_p99_ms": pct(over, 0.99) * 1e3,
         "overhead_mean_ms": statistics.mean(over) * 1e3 if over else float("nan"),
         "cpu_ms_per_turn": cpu / n * 1e3, "peak_rss_mib": rss,
+        "model_cpu_ms_per_turn": fake_cpu / n * 1e3, "client_cpu_ms_per_turn": client_cpu / n * 1e3,
         "rows_expected": sum(expected.values()), "rows_stored": sum(stored.values()),
         "rows_by_kind": {k: [expected[k], stored[k]] for k in expected},
     }
@@ -212,6 +218,8 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     print(f"  overhead    p50 {out['overhead_p50_ms']:8.1f} ms   p99 {out['overhead_p99_ms']:8.1f} ms   "
           f"mean {out['overhead_mean_ms']:8.1f} ms  (end-to-end − {model_s * 1e3:.0f} ms of model time)")
     print(f"  daemon CPU  {out['cpu_ms_per_turn']:8.1f} ms per turn   peak RSS {rss:7.1f} MiB")
+    print(f"  same machine: scripted model {out['model_cpu_ms_per_turn']:.1f} ms, load client "
+          f"{out['client_cpu_ms_per_turn']:.1f} ms CPU per turn (they share the cores with the daemon)")
     mismatch = {k: v for k, v in out["rows_by_kind"].items() if v[0] != v[1]}
     print(f"  rows        stored {out['rows_stored']} of {out['rows_expected']} expected"
           + (f"  MISMATCH {mismatch}" if mismatch else "  (every row; the warm-up turn included)"))
@@ -247,11 +255,11 @@ def main() -> None:
                   f"× {args.delay_s} s, SQLite; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
             for n in args.sessions:
                 if n == 1:
-                    results.append(run_one(work, llm_url, args.single_turns, 0, True, model_s))
+                    results.append(run_one(work, llm_url, args.single_turns, 0, True, model_s, fake.pid))
                     continue
-                results.append(run_one(work, llm_url, n, rates.get(n, n / 4), False, model_s))
+                results.append(run_one(work, llm_url, n, rates.get(n, n / 4), False, model_s, fake.pid))
                 if args.burst:
-                    results.append(run_one(work, llm_url, n, 0, False, model_s))
+                    results.append(run_one(work, llm_url, n, 0, False, model_s, fake.pid))
         finally:
             fake.send_signal(signal.SIGTERM)
             try:

@@ -258,7 +258,8 @@ class Runtime:
         self._holds.pop(session_id, None)
         hub = self.hubs.get(session_id)
         if (not created or session_id in self.turns or session_id in self._releasing
-                or (hub is not None and (hub.subscriber_count or hub.turn_running))):
+                or (hub is not None and (hub.subscriber_count or hub.turn_running))
+                or (self.writer.committed_seq(session_id) or 0) > 0):  # it holds messages: not empty
             return False
         done = self._releasing[session_id] = trio.Event()  # open_thread waits for it from here on
         deleted = False
