@@ -101,8 +101,10 @@ def make_model(config: Config, api_key: str | None = None) -> Any:
 async def run_daemon(config: Config, *, handle_signals: bool = True, model: Any = None,
                      task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """See :func:`_run_daemon`.  With ``handle_signals``, SIGTERM/SIGINT are
-    caught from the very start: one arriving during start-up stops the
-    daemon right after it is up (exit 0), and a second one during the drain
+    caught from the very start: one arriving before the server listens
+    stops the daemon right after it listens, one arriving while plugins
+    and registries load ends the start-up at once (exit 0 both), and a
+    second one during the drain
     is logged and ignored, so the drain always closes its rows.  For the
     daemon's lifetime its secrets are out of ``os.environ`` and held for
     redaction (:func:`~ongridd.secretset.daemon_secrets`); they are put back
@@ -203,6 +205,8 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
                 base_url = binds[0] if binds else f"http://{host}:{port}"
                 log.info("daemon_listening", url=base_url)
                 notify("STATUS=starting; /healthz answers on " + base_url)
+                if signals is not None:  # from now on: a SIGTERM during start-up stops it too
+                    root.start_soon(_signal_watch, signals, shutdown)
                 await _run_services(config, model=model, secrets=secrets, store=store, services=services,
                                     signals=signals, shutdown=shutdown, base_url=base_url,
                                     on_ready=lambda: task_status.started(DaemonHandle(
@@ -231,8 +235,12 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
     sends ``READY=1`` and calls ``on_ready()``.  Raises what start-up raises
     (ConfigError, StoreError, ...), with ``ready`` left unset.
     """
-    # the server already answers /healthz on this (Trio) thread: import in a worker thread
-    await trio.to_thread.run_sync(_import_service_modules)
+    # the server already answers /healthz on this (Trio) thread: import in a worker thread; a stop
+    # asked for meanwhile (SIGTERM) ends the start-up at once, a hung plugin import included
+    if not await _unless_stopped(shutdown, partial(trio.to_thread.run_sync, _import_service_modules,
+                                                   abandon_on_cancel=True)):
+        log.info("daemon_stopped_during_startup")
+        return
     import httpx2
 
     from ongridd.plugins.build import RegistryBuilder
@@ -246,7 +254,15 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
 
         chat = ChatAPI(store=store)
         builder = RegistryBuilder(config=config, store=store, http=http, chat=chat)
-        registries = await builder.build()
+        built: list[Any] = []
+
+        async def build() -> None:
+            built.append(await builder.build(abandon_on_cancel=True))
+
+        if not await _unless_stopped(shutdown, build):
+            log.info("daemon_stopped_during_startup")
+            return
+        registries = built[0]
         holder = RegistryHolder(registries)
         from ongridd.llm.redacting import RedactingModel
 
@@ -280,14 +296,30 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             interval = watchdog_interval_s()
             if interval:
                 nursery.start_soon(watchdog_loop, interval)
-            if signals is not None:
-                nursery.start_soon(_signal_watch, signals, shutdown)
             on_ready()
             await shutdown.wait()
             log.info("daemon_stopping")
             notify("STOPPING=1")
             await runtime.drain(DRAIN_GRACE_S)
             nursery.cancel_scope.cancel()
+
+
+async def _unless_stopped(shutdown: trio.Event, fn: Any, *args: Any) -> bool:
+    """Run ``await fn(*args)`` unless ``shutdown`` is set first (then it is
+    cancelled); True when it ran to its end.  Its exceptions propagate."""
+    if shutdown.is_set():
+        return False
+    finished = False
+    async with trio.open_nursery() as nursery:
+        async def stop() -> None:
+            await shutdown.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(stop)
+        await fn(*args)
+        finished = True
+        nursery.cancel_scope.cancel()
+    return finished
 
 
 def _import_service_modules() -> None:

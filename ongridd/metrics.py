@@ -14,6 +14,8 @@ TOOL_SECONDS = Histogram("ongrid_tool_call_duration_seconds", "Tool call wall ti
 WORKERS = Counter("ongrid_workers_total", "Worker and reviewer sessions ended, by persona and status",
                   ["agent", "status"])
 WORKERS_RUNNING = Gauge("ongrid_workers_running", "Worker and reviewer sessions running now")
+MODEL_CALLS_WAITING = Gauge("ongrid_model_calls_waiting",
+                            "Model calls waiting for a free slot (llm.max_concurrent_calls) now")
 MODEL_CALLS = Counter("ongrid_model_calls_total", "Model calls by persona and outcome (ok|error|cancelled), "
                       "each call once however many attempts it took", ["persona", "outcome"])
 MODEL_RETRIES = Counter("ongrid_model_retries_total", "Failed model-call attempts the provider retried, by persona",

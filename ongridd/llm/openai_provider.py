@@ -35,6 +35,7 @@ from ongridd.llm.assemble import StreamAssembler, completion_from_response
 from ongridd.llm.limiter import RateLimitHold, parse_retry_after
 from ongridd.llm.types import Completion, ModelRequest, StreamEvent, TextDelta
 from ongridd.logs import get_logger, redact_url
+from ongridd.metrics import MODEL_CALLS_WAITING
 
 log = get_logger("ongridd.llm")
 
@@ -45,6 +46,8 @@ _RETRY_STATUSES = frozenset({408, 429})
 _CLOSE_TIMEOUT_S = 2.0
 #: model calls in flight at once, and HTTP connections kept, per provider (``llm.max_concurrent_calls``)
 DEFAULT_CONCURRENT_CALLS = 64
+#: a call that waited this long (seconds) for a slot is logged (``model_call_waited_for_a_slot``)
+SLOT_WAIT_LOGGED_S = 1.0
 _MESSAGE_MAX_CHARS = 400
 
 # After a fully read stream (and after an error response),
@@ -230,7 +233,19 @@ class OpenAIProvider:
                 log.info("model_call_rate_limited", agent=request.agent, session_id=request.session_id,
                          model=model, waited_s=round(held_s, 3))
             slot = object()  # released from any task (a generator closed elsewhere)
-            await self._slots.acquire_on_behalf_of(slot)
+            try:
+                self._slots.acquire_on_behalf_of_nowait(slot)
+            except trio.WouldBlock:
+                waited = trio.current_time()
+                MODEL_CALLS_WAITING.inc()
+                try:
+                    await self._slots.acquire_on_behalf_of(slot)
+                finally:
+                    MODEL_CALLS_WAITING.dec()
+                waited = trio.current_time() - waited
+                if waited >= SLOT_WAIT_LOGGED_S:
+                    log.info("model_call_waited_for_a_slot", agent=request.agent, session_id=request.session_id,
+                             waited_s=round(waited, 3), max_concurrent_calls=self.max_concurrent_calls)
             try:
                 try:
                     if self.streaming:

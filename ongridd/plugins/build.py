@@ -91,9 +91,12 @@ class RegistryBuilder:
                                 plugins=tuple(contributions.report))
         return BuildResult(registries, contributions, agents_report, skills_report, tuple(warnings))
 
-    async def build(self, **kwargs: Any) -> Registries:
-        """:meth:`build_sync` in a worker thread (imports and file reads)."""
-        result = await trio.to_thread.run_sync(lambda: self.build_sync(**kwargs))
+    async def build(self, *, abandon_on_cancel: bool = False, **kwargs: Any) -> Registries:
+        """:meth:`build_sync` in a worker thread (imports and file reads).
+        Cancellation waits for the thread, or with ``abandon_on_cancel``
+        (the daemon's start-up: a hung plugin import must not block a stop)
+        returns at once and leaves the thread to finish unused."""
+        result = await trio.to_thread.run_sync(lambda: self.build_sync(**kwargs), abandon_on_cancel=abandon_on_cancel)
         return result.registries
 
     async def build_full(self, **kwargs: Any) -> BuildResult:

@@ -156,7 +156,8 @@ class ChatAPI:
         text = text[:MAX_TEXT_CHARS]
         if locale is None:
             locale = getattr(getattr(runtime.config, "server", None), "default_locale", None)
-        session_id, _resumed = await runtime.open_thread(user_id=user, thread=thread)
+        # held while the turn is set up: a refused turn (Busy) of a new conversation leaves no row
+        session_id, resumed = await runtime.open_thread(user_id=user, thread=thread, hold=True)
         stack = contextlib.ExitStack()
         ticket = None
         handed = False  # submit() owns the ticket once called (it releases it on its own errors)
@@ -182,6 +183,8 @@ class ChatAPI:
             if ticket is not None and not handed:
                 ticket.release()
             raise
+        finally:  # a started turn (or this subscription) keeps the row; an empty new one goes
+            await runtime.release_thread(session_id, created=not resumed)
         log.info("channel_turn", platform=origin.platform, user=user, thread=thread, session_id=session_id,
                  interjected=interjected)
         return ChatTurn(session_id=session_id, thread=thread, interjected=interjected, stack=stack,

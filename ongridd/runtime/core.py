@@ -596,6 +596,10 @@ class Runtime:
             settled = await self.writer.flush(turn.session_id, timeout_s=wait_s)
         if not settled:
             log.warning("turn_writes_still_queued", session_id=turn.session_id, queued=self.writer.queued)
+            if end.get("type") == "final":  # a final promises stored rows: never before they are
+                return "error", frames.error(
+                    "internal", "the answer was not stored in time (the database is slow or unavailable); its "
+                                "rows stay queued and are written once the database answers — see the daemon log")
         failures = self.writer.take_failures(turn.session_id)
         if failures and end.get("type") == "final":
             more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""

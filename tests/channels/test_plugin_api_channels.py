@@ -252,3 +252,34 @@ async def test_event_claims_and_origins_on_postgres_one_winner_under_a_race():
                                             conversation="oc/om", predict_seq=True)
             assert origin["message_seq"] == 1
             assert [o["id"] for o in await ch.list_origins(row["id"])] == [origin["id"]]
+
+
+async def test_a_busy_bridge_turn_stores_nothing_not_even_its_thread(tmp_path):
+    """With every slot taken and no queue, ``start_turn`` raises Busy and a
+    new conversation leaves no thread row, no origin and no queue place."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+    from rt_helpers import open_daemon
+
+    from ongridd.errors import Busy
+    from ongridd.plugins.chat import ChatAPI
+
+    script = {"default": [{"delay_s": 3, "content": "slow answer"}]}
+    limits = {"max_concurrent_turns": 1, "max_turns_per_user": 1, "max_queued_turns": 0}
+    async with open_daemon(tmp_path, script, limits=limits) as d, d.ws("busy-main") as c:
+        await c.send({"type": "user_message", "text": "first"})
+        with trio.fail_after(10):
+            while not d.fake.requests:
+                await trio.sleep(0.02)
+        chat = ChatAPI(store=d.store)
+        chat.bind(d.runtime, d.runtime.nursery)
+        for i in range(3):
+            with pytest.raises(Busy):
+                await chat.start_turn(user="bob", thread=f"slack-{i}", text="hi",
+                                      origin={"platform": "slack", "im_user": "U1", "conversation": f"C{i}"})
+        assert d.runtime.admission.queued == 0
+        assert d.rows("SELECT id FROM chat_sessions WHERE user_id = 'bob'") == []
+        assert d.rows("SELECT * FROM turn_origins") == []
+        await c.until_type("final", "error", timeout=30)

@@ -197,6 +197,29 @@ async def test_healthz_answers_while_plugins_load_and_the_api_and_socket_are_ser
     assert order == ["recovery_sweep", "daemon_listening", "plugin_loaded", "daemon_ready"], order
 
 
+async def test_a_sigterm_while_plugins_load_stops_the_daemon_at_once(tmp_path):
+    """A plugin that never finishes loading does not hold a stop: SIGTERM
+    during start-up ends it (exit 0) without waiting for the plugin, and
+    the daemon never claims to be ready."""
+    state, release, port = tmp_path / "state", tmp_path / "release", free_port()
+    slow_plugin_folder(state)
+    url = f"http://127.0.0.1:{port}"
+    proc, log = serve(tmp_path, state, port, SLOWSTART_RELEASE_FILE=str(release))
+    try:
+        assert await trio.to_thread.run_sync(healthz, proc, url, log) == {"status": "ok"}
+        proc.send_signal(signal.SIGTERM)
+        assert await trio.to_thread.run_sync(lambda: proc.wait(timeout=10)) == 0
+        assert not release.exists()  # the plugin was still loading
+    finally:
+        release.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    seen = [e["event"] for e in events(log)]
+    assert "daemon_stopped_during_startup" in seen and "daemon_ready" not in seen
+    assert seen[-1] == "daemon_stopped"
+
+
 def test_a_start_up_that_fails_after_listening_still_exits_2_with_its_error(tmp_path):
     hook = tmp_path / "hook"
     hook.mkdir()

@@ -15,6 +15,7 @@ import trio
 from ongridd.errors import ProviderError
 from ongridd.fakellm import open_fake_llm
 from ongridd.llm.openai_provider import OpenAIProvider, _Failure
+from ongridd.metrics import MODEL_CALLS_WAITING
 from ongridd.llm.types import Completion, Message, ModelRequest, TextDelta, ToolCall
 
 USER = (Message(role="user", content="What is filling the disk?"),)
@@ -450,6 +451,7 @@ async def test_calls_beyond_max_concurrent_calls_wait_for_a_slot():
     async with open_fake_llm(script) as fake, provider(fake.base_url, max_concurrent_calls=2) as p:
         answers: list[str] = []
         peak = 0
+        waiting_seen: list[float] = []
 
         async def one(i: int) -> None:
             _deltas, completion = await run(p, session_id="shared")
@@ -460,6 +462,7 @@ async def test_calls_beyond_max_concurrent_calls_wait_for_a_slot():
             while True:
                 in_flight = sum(1 for r in fake.requests if r.status == 0 and r.session == "shared")  # not answered yet
                 peak = max(peak, in_flight)
+                waiting_seen.append(MODEL_CALLS_WAITING._value.get()) if MODEL_CALLS_WAITING._value.get() else None
                 await trio.sleep(0.01)
 
         async with trio.open_nursery() as nursery:
@@ -471,8 +474,8 @@ async def test_calls_beyond_max_concurrent_calls_wait_for_a_slot():
                     calls.start_soon(one, i)
             nursery.cancel_scope.cancel()
     assert sorted(answers) == sorted(f"answer {i}" for i in range(6))
-    assert peak == 2
-    assert p._slots.borrowed_tokens == 0
+    assert peak == 2 and waiting_seen  # the waiting calls showed in ongrid_model_calls_waiting
+    assert p._slots.borrowed_tokens == 0 and MODEL_CALLS_WAITING._value.get() == 0
 
 
 async def test_max_concurrent_calls_must_be_positive():

@@ -396,3 +396,36 @@ async def test_the_users_message_is_committed_before_the_model_is_asked(tmp_path
             d.runtime.runner.writer = slow.real
         assert frame["text"] == "stored first"
         assert [m["content"] for m in d.rows("SELECT content FROM chat_messages WHERE role = 'user'")] == ["keep me"]
+
+
+async def test_a_final_is_never_sent_before_its_rows_are_committed(tmp_path, monkeypatch):
+    """During the shutdown drain a turn waits only a short while for its
+    writes; when the database is still locked then, the turn ends with an
+    ``error`` frame, not a ``final`` (a final promises stored rows)."""
+    import sqlite3
+    import threading
+    import types
+
+    from ongridd.runtime import core, frames
+    from ongridd.runtime.core import Runtime, Turn
+
+    monkeypatch.setattr(core, "STOPPED_TURN_WRITE_WAIT_S", 0.3)
+    async with open_store(f"sqlite:///{tmp_path / 'ongrid.db'}") as store:
+        coord, _ = await store.get_or_create_coordinator("u", "t")
+        sid = coord["id"]
+        async with running_writer(store, retry_for_s=30) as writer:
+            con = sqlite3.connect(str(tmp_path / "ongrid.db"), timeout=0, isolation_level=None,
+                                  check_same_thread=False)
+            con.execute("BEGIN EXCLUSIVE")  # another process (or a slow disk) holds the lock
+            release = threading.Timer(1.5, lambda: (con.execute("ROLLBACK"), con.close()))
+            release.start()
+            answer = writer.append_message(sid, owner=sid, role="assistant", content="the answer")
+            draining = types.SimpleNamespace(writer=writer, accepting=False)  # as Runtime.drain() leaves it
+            status, end = await Runtime._settle_writes(draining, Turn(session_id=sid, user_id="u", locale=None),
+                                                       "ok", frames.final("the answer"))
+            assert not answer.done.is_set()
+            assert (status, end["type"], end["code"]) == ("error", "error", "internal")
+            assert "not stored" in end["message"]
+            assert await writer.flush(timeout_s=20)  # still written, once the lock is gone
+            release.join()
+        assert [m["content"] for m in await store.load_messages(sid)] == ["the answer"]
