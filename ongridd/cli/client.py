@@ -285,8 +285,8 @@ class _ChatUI:
             self._end_prompt()
             print_markdown(answer.get("content", ""), self.out)
         if last_turn == "interrupted":
-            self._line("[the last turn was cut off by a restart (or a stop) before it answered; "
-                       "send a message to go on]")
+            self._line("[the last turn was cut off by a restart or a stop, or it failed, before it answered "
+                       "(the daemon log says which); send a message to go on]")
         elif last_turn == "running":
             self._line("[its turn is still running; its progress and answer follow]")
         self._line("—")
