@@ -39,7 +39,7 @@ def test_running_serve_does_not_import_fakellm(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=env_for(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_healthy(proc, f"http://127.0.0.1:{port}")
+        wait_healthy(proc, f"http://127.0.0.1:{port}", path="/readyz")
         import httpx2
 
         assert httpx2.get(f"http://127.0.0.1:{port}/api/agents", timeout=5).status_code == 200

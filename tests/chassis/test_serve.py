@@ -38,10 +38,10 @@ def start(tmp_path: Path, *args: str, **env: str) -> subprocess.Popen:
 
 
 def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 30.0, *,
-                 stderr_tail: Callable[[], str] | None = None, poll_s: float = 0.1) -> dict:
-    """The first 200 body of ``/healthz``; AssertionError when the daemon
-    exits first (with the end of its stderr: ``stderr_tail()``, default its
-    pipe) or ``timeout_s`` passes."""
+                 stderr_tail: Callable[[], str] | None = None, poll_s: float = 0.1, path: str = "/healthz") -> dict:
+    """The first 200 body of ``path`` (``/healthz``: live; ``/readyz``: fully
+    up); AssertionError when the daemon exits first (with the end of its
+    stderr: ``stderr_tail()``, default its pipe) or ``timeout_s`` passes."""
     import httpx2
 
     deadline = time.monotonic() + timeout_s
@@ -50,13 +50,13 @@ def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 30.0, *,
             tail = stderr_tail() if stderr_tail is not None else proc.stderr.read()[-2000:]
             raise AssertionError(f"daemon exited {proc.returncode}: {tail}")
         try:
-            resp = httpx2.get(url + "/healthz", timeout=1.0)
+            resp = httpx2.get(url + path, timeout=1.0)
             if resp.status_code == 200:
                 return resp.json()
         except httpx2.HTTPError:
             pass
         time.sleep(poll_s)
-    raise AssertionError("daemon did not answer /healthz in time")
+    raise AssertionError(f"daemon did not answer {path} in time")
 
 
 @dataclass
@@ -69,14 +69,16 @@ class Serving:
 @contextmanager
 def serving(tmp_path: Path, state: Path, **env: str) -> Iterator[Serving]:
     """``ongridd serve --state-dir STATE`` on a free loopback port (``env``:
-    extra environment), healthy for the block (AssertionError if it exits or
-    does not answer /healthz in 30 s); killed on the way out if it still runs.
-    Its stderr stays readable after the block."""
+    extra environment), healthy and ready for the block (AssertionError if
+    it exits or does not answer /healthz and /readyz in 30 s); killed on the
+    way out if it still runs.  Its stderr stays readable after the block."""
     port = free_port()
     proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}", **env)
     try:
         url = f"http://127.0.0.1:{port}"
-        yield Serving(proc=proc, url=url, health=wait_healthy(proc, url))
+        health = wait_healthy(proc, url)
+        wait_healthy(proc, url, path="/readyz")  # plugins and registries loaded
+        yield Serving(proc=proc, url=url, health=health)
     finally:
         if proc.poll() is None:
             proc.kill()
