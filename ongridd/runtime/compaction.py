@@ -141,8 +141,6 @@ class ThreadState:
     summary: dict[str, Any] | None = None
     last_seq: int = 0
     loaded: bool = False
-    #: created empty by this process and not read since: nothing to read yet
-    fresh: bool = False
 
 
 def cut_points(entries: Sequence[_Entry]) -> list[int]:
@@ -256,10 +254,9 @@ class ThreadHistories:
             state.last_seq = state.summary["through_seq"] if state.summary else 0
             state.entries = []
             state.loaded = True
-        elif state.fresh:  # a thread this process created: its first turn has nothing to read
-            state.fresh = False
-            return
-        elif self.writer.committed_seq(state.session_id) == state.last_seq:  # nothing written since
+        elif self.writer.committed_seq(state.session_id) == state.last_seq:
+            # nothing written since (a thread this process created starts at 0: its writer knows
+            # it empty); unknown to the writer (None, e.g. after a failed batch): read
             return
         rows = await self.store.load_messages_after(state.session_id, state.last_seq)
         for r in rows:
@@ -269,10 +266,11 @@ class ThreadHistories:
 
     def start_empty(self, session_id: str) -> None:
         """A thread this process has just created: no summary and no message
-        yet, so its first turn reads nothing."""
+        yet, so its first turn reads nothing (call with the writer's
+        ``note_empty``; a message written before that turn is still read)."""
         state = self._state(session_id)
         state.entries, state.summary, state.last_seq = [], None, 0
-        state.loaded = state.fresh = True
+        state.loaded = True
 
     def forget(self, session_id: str) -> None:
         """Drop a thread's in-memory history (it is read again when needed)."""

@@ -169,6 +169,9 @@ async def test_a_429_storm_holds_every_turn(tmp_path: Path) -> None:
             with trio.fail_after(15):
                 while not any(r.status == 429 for r in fake.requests):
                     await fake.wait_requests(len(fake.requests) + 1)
+                # the daemon has read the 429 (its hold is set before it logs the retry)
+                while not any(e.get("event") == "model_call_retry" for e in sp.logs):
+                    await trio.sleep(0.01)
             # new sessions get one good step; a's session goes on with its two last steps
             fake.script = coerce_script({"default": [{"content": "b done"}, {"http_status": 429, "retry_after": 1},
                                                      {"content": "a done"}], "probe": script["probe"]})
