@@ -237,8 +237,9 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
     """
     # the server already answers /healthz on this (Trio) thread: import in a worker thread; a stop
     # asked for meanwhile (SIGTERM) ends the start-up at once, a hung plugin import included
-    if not await _unless_stopped(shutdown, partial(trio.to_thread.run_sync, _import_service_modules,
-                                                   abandon_on_cancel=True)):
+    finished, _ = await _unless_stopped(shutdown, partial(trio.to_thread.run_sync, _import_service_modules,
+                                                          abandon_on_cancel=True))
+    if not finished:
         log.info("daemon_stopped_during_startup")
         return
     import httpx2
@@ -254,15 +255,10 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
 
         chat = ChatAPI(store=store)
         builder = RegistryBuilder(config=config, store=store, http=http, chat=chat)
-        built: list[Any] = []
-
-        async def build() -> None:
-            built.append(await builder.build(abandon_on_cancel=True))
-
-        if not await _unless_stopped(shutdown, build):
+        finished, registries = await _unless_stopped(shutdown, partial(builder.build, abandon_on_cancel=True))
+        if not finished:
             log.info("daemon_stopped_during_startup")
             return
-        registries = built[0]
         holder = RegistryHolder(registries)
         from ongridd.llm.redacting import RedactingModel
 
@@ -304,22 +300,23 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             nursery.cancel_scope.cancel()
 
 
-async def _unless_stopped(shutdown: trio.Event, fn: Any, *args: Any) -> bool:
-    """Run ``await fn(*args)`` unless ``shutdown`` is set first (then it is
-    cancelled); True when it ran to its end.  Its exceptions propagate."""
+async def _unless_stopped(shutdown: trio.Event, fn: Any, *args: Any) -> tuple[bool, Any]:
+    """``await fn(*args)`` unless ``shutdown`` is set first (then it is
+    cancelled): ``(True, its result)`` when it ran to its end, else
+    ``(False, None)``.  Its exceptions propagate."""
     if shutdown.is_set():
-        return False
-    finished = False
+        return False, None
+    finished, result = False, None
     async with trio.open_nursery() as nursery:
         async def stop() -> None:
             await shutdown.wait()
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(stop)
-        await fn(*args)
+        result = await fn(*args)
         finished = True
         nursery.cancel_scope.cancel()
-    return finished
+    return finished, result
 
 
 def _import_service_modules() -> None:

@@ -100,8 +100,9 @@ _FIND_COORDINATOR = sa.select(chat_sessions).where(
     chat_sessions.c.thread_id == sa.bindparam("thread_id"),
     chat_sessions.c.parent_session_id.is_(None),
 )
-_INSERT_SESSION = sa.insert(chat_sessions)
-_USAGE_ZERO = dict.fromkeys(USAGE_KEYS, 0)
+INSERT_SESSION = sa.insert(chat_sessions)
+#: a new row's usage counters (their server default)
+USAGE_ZERO = dict.fromkeys(USAGE_KEYS, 0)
 
 
 def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
@@ -119,9 +120,9 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> t
                           "user_id": user_id, "thread_id": thread_id, "description": None,
                           "status": COORDINATOR_STATUS, "created_at": now, "started_at": None,
                           "closed_at": None, "close_reason": None}
-                conn.execute(_INSERT_SESSION, values)
+                conn.execute(INSERT_SESSION, values)
                 # the row as written (no read-back): the counters start at their server default, 0
-                return {**values, **_USAGE_ZERO, "created_at": iso(now)}, True
+                return {**values, **USAGE_ZERO, "created_at": iso(now)}, True
         except sa.exc.IntegrityError as exc:
             # Another writer (PostgreSQL: another transaction) created it first: read theirs.
             if not is_unique_violation(exc):

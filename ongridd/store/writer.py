@@ -520,7 +520,6 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
 # executemany / insertmanyvalues call), no existence checks (the foreign keys
 # refuse a row of an unknown session; the checked path then names it) and no
 # read-back (the new session row is known from its values).
-_INSERT_SESSION = sa.insert(chat_sessions)
 _INSERT_MESSAGE = sa.insert(chat_messages)
 _INSERT_AUDIT = sa.insert(audit_logs)
 _MAX_SEQ = (sa.select(chat_messages.c.session_id, sa.func.max(chat_messages.c.seq))
@@ -537,9 +536,6 @@ _CLOSE = (sa.update(chat_sessions)
                  chat_sessions.c.status.not_in(TERMINAL_STATUSES))
           .values(status=sa.bindparam("new_status"), closed_at=sa.bindparam("now"),
                   close_reason=sa.bindparam("reason")))
-_USAGE_DEFAULTS = {c.name: 0 for c in chat_sessions.c if c.name in ("model_calls", "prompt_tokens",
-                                                                     "completion_tokens", "cached_tokens")}
-
 
 def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                      known_seqs: dict[str, int]) -> tuple[list[Any], dict[str, int]]:
@@ -581,7 +577,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                        closed_at=now if status in TERMINAL_STATUSES else None, close_reason=None)
             session_rows.append(row)
             created.add(sid)
-            results[i] = {**row, **_USAGE_DEFAULTS, "created_at": iso(now), "started_at": iso(row["started_at"]),
+            results[i] = {**row, **sessions.USAGE_ZERO, "created_at": iso(now), "started_at": iso(row["started_at"]),
                           "closed_at": iso(row["closed_at"])}
         elif kind == "usage":  # increments commute: one update per session and batch
             usage.setdefault(write.session_id, []).append(i)
@@ -592,7 +588,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
     seqs: dict[str, int] = {}
     with write_tx(engine) as conn:
         if session_rows:
-            conn.execute(_INSERT_SESSION, session_rows)
+            conn.execute(sessions.INSERT_SESSION, session_rows)
         if message_writes:
             targets = {w.session_id for _i, w, _now in message_writes}
             unknown = sorted(sid for sid in targets if sid not in known_seqs and sid not in created)
