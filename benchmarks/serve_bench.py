@@ -170,8 +170,9 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     config = run / "ongrid.yaml"
     config.write_text(json.dumps({  # JSON is YAML 1.2
         "agents": {"user_dirs": [str(run / "agents")]},
-        "llm": {"max_retries": 0, "timeout_s": 600},
-        # every client is user "local" (no tokens): let all N turns run at once
+        # every client is user "local" (no tokens): let all N turns run at once; and as many model calls
+        # as N turns make at once (at 100 turns/s × 0.6 s of model time, ~60 are in flight on average)
+        "llm": {"max_retries": 0, "timeout_s": 600, "max_concurrent_calls": max(64, 2 * n)},
         "limits": {"worker_timeout_s": 900, "max_concurrent_turns": 2 * n, "max_turns_per_user": 2 * n},
     }))
     port = free_port()

@@ -7,9 +7,9 @@ command: ``ongrid fake-llm`` serves it for demos, evaluation runs
 never imports it: ``ongridd.daemon`` and ``ongridd serve`` stay free of it
 (tests/test_fakellm_isolation.py checks ``sys.modules`` in a fresh process).
 
-``script`` (load/validate, no web imports) is cheap to import; the server
-(quart-trio + hypercorn) is imported on first use of :func:`open_fake_llm`,
-:func:`serve_fake_llm` or :class:`FakeLLM`.
+``script`` (load/validate, no HTTP imports) is cheap to import; the server
+(a small HTTP/1.1 server on Trio and ``h11``) is imported on first use of
+:func:`open_fake_llm`, :func:`serve_fake_llm` or :class:`FakeLLM`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,20 @@ Endpoints (base URL ``http://HOST:PORT/v1``):
   a step.
 * ``GET /v1/models`` — one model, ``ongrid-scripted-model``.
 
+Any other path answers 404, another method on these paths 405 (with
+``Allow``), a body over 256 MiB 413 and a request head over 16 KiB 431, each
+with an OpenAI-shaped JSON error body.
+
+HTTP: a small HTTP/1.1 server on :func:`trio.serve_listeners` with the
+``h11`` protocol library (no web framework: the server shares test machines
+with the daemon, so each call should cost little CPU).  Connections are kept
+alive between requests (75 s idle at most, no request-count limit).  An
+answer goes out in one socket write — a streamed answer too (chunked
+transfer encoding, every SSE event of it at once, since no script step
+delays between chunks).  A client that disconnects during a step's
+``delay_s`` ends that call unanswered (its record keeps status 0 and is not
+written to the ``record`` file).
+
 In-process use: ``async with open_fake_llm(script) as fake:`` gives a
 :class:`FakeLLM` with ``fake.base_url`` (ends with ``/v1``) and
 ``fake.requests`` (a :class:`RecordedRequest` per chat-completion call, in
@@ -29,18 +43,19 @@ import functools
 import itertools
 import json
 import os
+import socket
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from email.utils import formatdate
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
 import attrs
+import h11
 import trio
-from quart import Response, request
-from quart_trio import QuartTrio
 
-from ongridd.errors import leaf_exceptions
 from ongridd.fakellm.replies import (
     completion_body,
     estimate_usage,
@@ -54,6 +69,36 @@ MODEL_ID = "ongrid-scripted-model"
 AGENT_HEADER = "X-Ongrid-Agent"
 SESSION_HEADER = "X-Ongrid-Session"
 _SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
+
+#: the largest request body accepted (long histories are fine for a test double); more answers 413
+MAX_BODY_BYTES = 256 * 1024 * 1024
+#: the largest request line + headers accepted; more answers 431
+MAX_HEAD_BYTES = 16 * 1024
+#: how long a connection may wait for (the rest of) a request before it is closed: longer than
+#: any client keeps an idle pooled connection, so a server-side close never races a client's
+#: reuse of it (that looks like a model failure, "server disconnected", to a caller)
+KEEP_ALIVE_S = 75.0
+#: the listen backlog: a burst of hundreds of connections at once (load tests) must not overflow
+#: it, or the kernel resets connections the client thinks are open
+BACKLOG = 4096
+#: how long a connection closed after an error answer keeps reading what the client still sends
+LINGER_S = 2.0
+_RECEIVE_BYTES = 64 * 1024
+
+_AGENT_KEY = AGENT_HEADER.lower().encode()
+_SESSION_KEY = SESSION_HEADER.lower().encode()
+_CHAT_PATH = b"/v1/chat/completions"
+_MODELS_PATH = b"/v1/models"
+_CHAT_ALLOW = b"OPTIONS, POST"
+_MODELS_ALLOW = b"GET, HEAD, OPTIONS"
+_JSON = b"application/json"
+_SERVER = (b"server", b"ongrid-scripted-model")
+_SSE_HEADERS = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+)
+_SSE_DONE = b"data: [DONE]\n\n"
 
 log = get_logger("ongridd.fakellm")
 
@@ -79,13 +124,81 @@ class RecordedRequest:
     status: int = 0
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> tuple[dict[str, Any], int]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": "ongrid_scripted_model"}}, status
+@attrs.frozen
+class _Answer:
+    """A whole HTTP answer: status, extra headers, body bytes; ``stream``:
+    sent with chunked transfer encoding (an SSE stream) rather than a
+    Content-Length."""
+
+    status: int
+    body: bytes
+    headers: tuple[tuple[bytes, bytes], ...] = ((b"content-type", _JSON),)
+    stream: bool = False
+
+
+class _Gone(Exception):
+    """The client closed the connection, or kept it idle too long."""
+
+
+def _json_bytes(value: Any) -> bytes:
+    try:
+        return json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate (e.g. echoed from a request's "\ud800"): escape it
+        return json.dumps(value).encode()
+
+
+def _error_body(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": "ongrid_scripted_model"}}
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error",
+           headers: tuple[tuple[bytes, bytes], ...] = ()) -> _Answer:
+    return _Answer(status, _json_bytes(_error_body(message, kind)), ((b"content-type", _JSON), *headers))
+
+
+@functools.cache
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:  # a scripted status with no name, e.g. 599
+        return b""
+
+
+_date_cache: tuple[int, bytes] = (0, b"")
+
+
+def _date() -> bytes:
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, formatdate(now, usegmt=True).encode())
+    return _date_cache[1]
+
+
+def _render(conn: h11.Connection, answer: _Answer, *, close: bool = False, head_only: bool = False) -> bytes:
+    """The bytes of ``answer`` on ``conn`` (head, body and end in one buffer).
+    ``close``: tell the client the connection closes after it; ``head_only``:
+    the answer to a HEAD request (no body bytes)."""
+    headers = [(b"date", _date()), _SERVER, *answer.headers]
+    if not answer.stream:
+        headers.append((b"content-length", str(len(answer.body)).encode()))
+    if close:
+        headers.append((b"connection", b"close"))
+    try:
+        head = h11.Response(status_code=answer.status, headers=headers, reason=_reason(answer.status))
+    except h11.LocalProtocolError as exc:  # e.g. a scripted Retry-After no header can carry
+        return _render(conn, _error(500, f"the scripted answer cannot be sent as HTTP: {exc}", "server_error"),
+                       close=close, head_only=head_only)
+    parts = [conn.send(head)]
+    if answer.body and not head_only:
+        parts.append(conn.send(h11.Data(data=answer.body)))
+    parts.append(conn.send(h11.EndOfMessage()))
+    return b"".join(p for p in parts if p)
 
 
 class FakeLLM:
     """The scripted model: script, per-session cursors, request log and the
-    quart-trio app.  ``env``: where ``${NAME}`` is looked up (default: the
+    HTTP server.  ``env``: where ``${NAME}`` is looked up (default: the
     process environment, read when each step is answered).  ``record``: a
     file to which every chat-completion request is appended once answered,
     as one JSON line ``{agent, session, headers, body, step, status}``
@@ -101,7 +214,6 @@ class FakeLLM:
         self._cursors: dict[tuple[str, str], int] = {}
         self._arrivals = trio.lowlevel.ParkingLot()
         self._ids = itertools.count(1)
-        self.app = self._build_app()
 
     # -- state ------------------------------------------------------------
 
@@ -131,43 +243,6 @@ class FakeLLM:
         self._cursors[(persona, session)] = taken + 1
         return steps[taken]
 
-    # -- HTTP -------------------------------------------------------------
-
-    def _build_app(self) -> Any:
-        app = QuartTrio("ongrid-fake-llm")
-        app.config["RESPONSE_TIMEOUT"] = None
-        app.config["BODY_TIMEOUT"] = None
-        app.config["MAX_CONTENT_LENGTH"] = 256 * 1024 * 1024  # long histories are fine for a test double
-
-        @app.get("/v1/models")
-        async def models() -> Any:
-            return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "ongrid"}]}
-
-        @app.post("/v1/chat/completions")
-        async def chat_completions() -> Any:
-            raw = await request.get_data()
-            agent_h, session_h = request.headers.get(AGENT_HEADER), request.headers.get(SESSION_HEADER)
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = None
-            record = RecordedRequest(
-                agent=unquote(agent_h) if agent_h is not None else None,
-                session=unquote(session_h) if session_h is not None else None,
-                headers={k.lower(): ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in request.headers.items()},
-                body=body,
-            )
-            self.requests.append(record)
-            self._arrivals.unpark_all()
-            answer = await self._answer(record)
-            status = answer[1] if isinstance(answer, tuple) else answer.status_code
-            record.status = status
-            log.info("fake_llm_call", agent=record.agent, session=record.session, step=record.step, status=status)
-            self._write_record(record)
-            return answer
-
-        return app
-
     def _write_record(self, record: RecordedRequest) -> None:
         if self._record is None:
             return
@@ -181,7 +256,119 @@ class FakeLLM:
             self._record.close()
             self._record = None
 
-    async def _answer(self, record: RecordedRequest) -> Any:
+    # -- HTTP: one connection ---------------------------------------------
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        """Serve the requests of one connection in turn until the client
+        closes it, goes idle for :data:`KEEP_ALIVE_S`, or either side asks
+        for a close."""
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        try:
+            while True:
+                try:
+                    event = await _next_event(conn, stream)
+                    if type(event) is not h11.Request:  # ConnectionClosed: a clean end between requests
+                        return
+                    answer = await self._route(conn, stream, event)
+                except h11.RemoteProtocolError as exc:  # a malformed head or body, or EOF inside one
+                    if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                        status = exc.error_status_hint
+                        message = ("the request head is too large" if status == 431
+                                   else f"malformed HTTP request: {exc}")
+                        await stream.send_all(_render(conn, _error(status, message), close=True))
+                        await _linger(stream)
+                    return
+                if answer is None:  # the client left while the answer was pending
+                    return
+                unread = conn.their_state is h11.SEND_BODY  # a body too large (413): the connection ends
+                await stream.send_all(_render(conn, answer, close=unread or conn.their_state is not h11.DONE,
+                                              head_only=event.method == b"HEAD"))
+                if unread:
+                    await _linger(stream)
+                    return
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return  # either side asked for a close (Connection: close, HTTP/1.0)
+                conn.start_next_cycle()
+        except (_Gone, trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        except Exception:  # a bug must cost this connection only, never the server
+            log.exception("fake_llm_connection_error")
+            return
+
+    async def _route(self, conn: h11.Connection, stream: trio.SocketStream, request: h11.Request) -> _Answer | None:
+        method = request.method
+        path = request.target.partition(b"?")[0]
+        # h11 bounds a head that arrives in pieces; one read can bring a whole larger one
+        head_size = len(method) + len(request.target) + sum(len(k) + len(v) + 4 for k, v in request.headers)
+        if head_size > MAX_HEAD_BYTES:
+            return _error(431, "the request head is too large")  # its body is left unread: the connection ends
+        answer: _Answer | None = None
+        if path == _CHAT_PATH:
+            allow = _CHAT_ALLOW
+            if method == b"POST":
+                body = await _read_body(conn, stream, request)
+                if isinstance(body, _Answer):
+                    return body
+                return await self._chat_completions(conn, stream, request, body)
+        elif path == _MODELS_PATH:
+            allow = _MODELS_ALLOW
+            if method in (b"GET", b"HEAD"):
+                payload = {"object": "list",
+                           "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "ongrid"}]}
+                answer = _Answer(200, _json_bytes(payload))
+        else:
+            answer = _error(404, f"no such endpoint: {method.decode('latin-1')} {path.decode('latin-1')} "
+                                 "(the scripted model serves POST /v1/chat/completions and GET /v1/models)",
+                            "not_found_error")
+            allow = b""
+        # any other request's body is read and dropped, so the connection stays usable
+        drained = await _read_body(conn, stream, request)
+        if isinstance(drained, _Answer):
+            return drained
+        if answer is not None:
+            return answer
+        if method == b"OPTIONS":
+            return _Answer(200, b"", ((b"allow", allow),))
+        return _error(405, f"method {method.decode('latin-1')} is not allowed on {path.decode('latin-1')} "
+                           f"(allowed: {allow.decode()})", headers=((b"allow", allow),))
+
+    async def _chat_completions(self, conn: h11.Connection, stream: trio.SocketStream, request: h11.Request,
+                                raw: bytes) -> _Answer | None:
+        agent_h = session_h = None
+        headers: dict[str, str] = {}
+        for key, value in request.headers:
+            name = key.decode("latin-1")
+            text = value.decode("latin-1")
+            headers[name] = "***" if name in _SECRET_HEADERS else text
+            if key == _AGENT_KEY and agent_h is None:
+                agent_h = text
+            elif key == _SESSION_KEY and session_h is None:
+                session_h = text
+        try:
+            body = json.loads(raw)
+        except ValueError:  # UnicodeDecodeError included
+            body = None
+        record = RecordedRequest(
+            agent=unquote(agent_h) if agent_h is not None else None,
+            session=unquote(session_h) if session_h is not None else None,
+            headers=headers,
+            body=body,
+        )
+        self.requests.append(record)
+        self._arrivals.unpark_all()
+        try:
+            answer = await self._answer(record, conn, stream)
+        except (_Gone, trio.BrokenResourceError, trio.ClosedResourceError):
+            return None  # unanswered: as a handler cancelled by the client's disconnect
+        except Exception as exc:  # a bug here must not take the server down: answer it
+            log.exception("fake_llm_error", agent=record.agent, session=record.session, step=record.step)
+            answer = _error(500, f"the scripted model failed: {type(exc).__name__}: {exc}", "server_error")
+        record.status = answer.status
+        log.info("fake_llm_call", agent=record.agent, session=record.session, step=record.step, status=answer.status)
+        self._write_record(record)
+        return answer
+
+    async def _answer(self, record: RecordedRequest, conn: h11.Connection, stream: trio.SocketStream) -> _Answer:
         body = record.body
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the body must be a JSON object with a 'messages' list (no step was taken)")
@@ -191,15 +378,14 @@ class FakeLLM:
             return _error(400, step)
         record.step = step.index
         if step.delay_s:
-            await trio.sleep(step.delay_s)
+            await _wait_unless_gone(conn, stream, step.delay_s)
         if step.http_status is not None:
             kind = "rate_limit_error" if step.http_status == 429 else (
                 "server_error" if step.http_status >= 500 else "invalid_request_error"
             )
-            body, status = _error(step.http_status, f"scripted HTTP {step.http_status} ({step.where})", kind)
-            if step.retry_after is not None:
-                return body, status, {"Retry-After": step.retry_after}
-            return body, status
+            extra = ((b"retry-after", step.retry_after.encode("latin-1", "replace")),) \
+                if step.retry_after is not None else ()
+            return _error(step.http_status, f"scripted HTTP {step.http_status} ({step.where})", kind, extra)
         env = self.env if self.env is not None else os.environ
         try:
             reply = make_reply(step, body["messages"], env)
@@ -211,25 +397,18 @@ class FakeLLM:
         created = int(time.time())
         usage = estimate_usage(body["messages"], reply, step.usage)
         if not body.get("stream"):
-            return completion_body(reply, completion_id=completion_id, model=model, created=created, usage=usage), 200
+            return _Answer(200, _json_bytes(
+                completion_body(reply, completion_id=completion_id, model=model, created=created, usage=usage)))
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        chunks = list(
-            stream_bodies(
-                reply, completion_id=completion_id, model=model, created=created,
-                usage=usage if include_usage else None,
-            )
-        )
-
-        async def events() -> AsyncIterator[bytes]:
-            for chunk in chunks:
-                yield b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
-            yield b"data: [DONE]\n\n"
-
-        return Response(
-            events(), status=200, content_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        events = [
+            b"data: " + _json_bytes(chunk) + b"\n\n"
+            for chunk in stream_bodies(reply, completion_id=completion_id, model=model, created=created,
+                                       usage=usage if include_usage else None)
+        ]
+        events.append(_SSE_DONE)
+        # no delay separates the events: the whole stream goes out in one write
+        return _Answer(200, b"".join(events), _SSE_HEADERS, stream=True)
 
     # -- serving ----------------------------------------------------------
 
@@ -238,51 +417,88 @@ class FakeLLM:
     ) -> None:
         """Serve until cancelled.  Calls ``task_status.started(base_url)``
         once listening, with the real bound port (``http://HOST:PORT/v1``).
+        Listens on one address: ``host`` (IPv6 when it has a ``:``).
         Raises ``OSError`` if the address cannot be bound.  Cancellation
-        stops the server at once (open streams are cut)."""
-        from hypercorn.config import Config as HypercornConfig
-        from hypercorn.trio import serve
-
-        config = HypercornConfig()
-        config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-        config.accesslog = None
-        config.loglevel = "WARNING"
-        config.graceful_timeout = 1.0
-        # keep idle connections longer than any client's pool does, and never close one after N
-        # requests: a server-side close racing a client's reuse of that connection looks like a
-        # model failure ("server disconnected") to a caller that does not retry
-        config.keep_alive_timeout = 75.0
-        config.keep_alive_max_requests = 2**31
-        # a burst of hundreds of connections at once (load tests): hypercorn's default backlog of
-        # 100 overflows and the kernel resets connections the client thinks are open
-        config.backlog = 4096
-
-        async def run(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-            await serve(self.app, config, task_status=task_status, mode="asgi")
-
-        bind_error: OSError | None = None
+        stops the server at once (open connections and streams are cut)."""
+        sock = trio.socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            await sock.bind((host, port))
+            sock.listen(BACKLOG)
+            bound_host, bound_port = sock.getsockname()[:2]
+        except BaseException:
+            sock.close()
+            raise
+        where = f"[{bound_host}]:{bound_port}" if sock.family == socket.AF_INET6 else f"{bound_host}:{bound_port}"
         async with trio.open_nursery() as nursery:
-            try:
-                binds = await nursery.start(run)
-            except BaseExceptionGroup as group:
-                # hypercorn binds inside its own nurseries: unwrap a plain
-                # "cannot bind" so callers can catch OSError.
-                bind_error = _sole_os_error(group)
-                if bind_error is None:
-                    raise
-            else:
-                self.base_url = binds[0].rstrip("/") + "/v1"
-                log.info("fake_llm_listening", base_url=self.base_url, personas=sorted(self.script.personas))
-                task_status.started(self.base_url)
-        if bind_error is not None:
-            raise bind_error
+            await nursery.start(trio.serve_listeners, self._connection, [trio.SocketListener(sock)])
+            self.base_url = f"http://{where}/v1"
+            log.info("fake_llm_listening", base_url=self.base_url, personas=sorted(self.script.personas))
+            task_status.started(self.base_url)
 
 
-def _sole_os_error(group: BaseExceptionGroup) -> OSError | None:
-    leaves = leaf_exceptions(group)
-    if len(leaves) == 1 and isinstance(leaves[0], OSError):
-        return leaves[0]
-    return None
+async def _next_event(conn: h11.Connection, stream: trio.SocketStream) -> Any:
+    """The next h11 event of the client, reading as needed.  Raises
+    :class:`_Gone` when the client stays silent for :data:`KEEP_ALIVE_S`."""
+    while True:
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        if conn.they_are_waiting_for_100_continue:
+            go_on = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+            await stream.send_all(conn.send(go_on) or b"")
+        with trio.move_on_after(KEEP_ALIVE_S):
+            conn.receive_data(await stream.receive_some(_RECEIVE_BYTES))
+            continue
+        raise _Gone
+
+
+async def _read_body(conn: h11.Connection, stream: trio.SocketStream, request: h11.Request) -> bytes | _Answer:
+    """The whole body of ``request``, or a 413 answer when it is over
+    :data:`MAX_BODY_BYTES` (the rest is left unread: the connection ends)."""
+    for key, value in request.headers:
+        if key == b"content-length" and int(value) > MAX_BODY_BYTES:  # h11 checked it is a number
+            return _too_large()
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        event = await _next_event(conn, stream)
+        if type(event) is h11.Data:
+            size += len(event.data)
+            if size > MAX_BODY_BYTES:
+                return _too_large()
+            parts.append(event.data)
+        elif type(event) is h11.EndOfMessage:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        else:  # ConnectionClosed cannot come mid-body (h11 raises), but be safe
+            raise _Gone
+
+
+def _too_large() -> _Answer:
+    return _error(413, f"the request body is larger than {MAX_BODY_BYTES} bytes (the scripted model's limit)")
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    """Before closing a connection whose client may still be sending (a body
+    too large, a malformed request): end our side and read what comes for a
+    moment, so the close does not reset the connection before the client
+    has read the error answer."""
+    await stream.send_eof()
+    with trio.move_on_after(LINGER_S):
+        while await stream.receive_some(_RECEIVE_BYTES):
+            pass
+
+
+async def _wait_unless_gone(conn: h11.Connection, stream: trio.SocketStream, seconds: float) -> None:
+    """Sleep ``seconds`` while watching the connection: raises :class:`_Gone`
+    as soon as the client closes it.  Bytes it sends meanwhile (a pipelined
+    request) are kept for later."""
+    with trio.move_on_after(seconds):
+        while True:
+            data = await stream.receive_some(_RECEIVE_BYTES)
+            if not data:
+                raise _Gone
+            conn.receive_data(data)
 
 
 async def serve_fake_llm(

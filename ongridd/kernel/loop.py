@@ -204,7 +204,7 @@ class _Run:
             messages.append(Message(role="user", content=reminder))
         return ModelRequest(
             messages=tuple(messages),
-            tools=tuple(self.bag.schemas()) if tools else (),
+            tools=self.bag.schemas() if tools else (),
             model=getattr(self.persona, "model", None) or None,
             agent=self.persona.name,
             session_id=self.context.session_id,

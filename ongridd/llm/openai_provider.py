@@ -1,30 +1,36 @@
 """OpenAI-compatible model provider (OpenAI, vLLM, Ollama, llama.cpp server,
-DeepSeek, the scripted model, ...) through the official ``openai`` SDK.
+DeepSeek, the scripted model, ...): ``POST {base_url}/chat/completions``
+over :mod:`ongridd.llm.http` (keep-alive HTTP/1.1 on Trio), streamed as
+server-sent events or read whole.
 
-The SDK (and its HTTP stack) is imported on first use, not when this module
-is imported (it costs ~0.3 s of start-up).  ``AsyncOpenAI`` runs under Trio
-through anyio.  The SDK's own retries are off (``max_retries=0``); this
-provider retries itself so the count is exact:
+The request body is written here in wire form (``Message.to_wire``, tool
+schemas as dicts; a run's tool list is serialised once and reused while the
+same tuple is sent), and each stream chunk is handed to the assembler as
+decoded JSON.  This provider retries itself so the count is exact:
 
 * retried, with exponential backoff and jitter (``trio.sleep``): HTTP 429,
   408, 5xx, timeouts (no byte for ``timeout_s``) and connection errors —
   only while nothing of the attempt has been handed to the caller;
 * not retried: every other status (400, 401, 403, 404, 422, ...), a
-  malformed response, a failure after text was already streamed;
+  malformed response, an error object in the stream, a failure after text
+  was already streamed;
 * then :class:`ongridd.errors.ProviderError` saying what failed, the status,
   the persona, the model and how many attempts were made.  The API key never
   appears in a message or a log.
 
 Every call carries ``X-Ongrid-Agent`` (persona) and ``X-Ongrid-Session``
-(session id), percent-encoded when not plain ASCII.
+(session id), percent-encoded when not plain ASCII.  ``base_url`` ``None``
+means ``$OPENAI_BASE_URL`` or ``https://api.openai.com/v1``.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
+import os
 import random
-import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Self
 from urllib.parse import quote
 
@@ -32,7 +38,9 @@ import trio
 
 from ongridd.errors import ProviderError
 from ongridd.llm.assemble import StreamAssembler, completion_from_response
+from ongridd.llm.http import HTTPClient, HTTPConnectionError, HTTPTimeout, Response
 from ongridd.llm.limiter import RateLimitHold, parse_retry_after
+from ongridd.llm.sse import SSEDecoder, SSEError
 from ongridd.llm.types import Completion, ModelRequest, StreamEvent, TextDelta
 from ongridd.logs import get_logger, redact_url
 from ongridd.metrics import MODEL_CALLS_WAITING
@@ -42,43 +50,20 @@ log = get_logger("ongridd.llm")
 AGENT_HEADER = "X-Ongrid-Agent"
 SESSION_HEADER = "X-Ongrid-Session"
 PLACEHOLDER_API_KEY = "not-needed"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUSES = frozenset({408, 429})
-_CLOSE_TIMEOUT_S = 2.0
 #: model calls in flight at once, and HTTP connections kept, per provider (``llm.max_concurrent_calls``)
 DEFAULT_CONCURRENT_CALLS = 64
 #: a call that waited this long (seconds) for a slot is logged (``model_call_waited_for_a_slot``)
 SLOT_WAIT_LOGGED_S = 1.0
 _MESSAGE_MAX_CHARS = 400
-
-# After a fully read stream (and after an error response),
-# the SDK leaves its HTTP stack's byte-stream async generators to the garbage
-# collector, and Trio warns about each.  Only those generators' warnings are
-# silenced; the response itself is closed explicitly.
-warnings.filterwarnings(
-    "ignore",
-    message=r"Async generator '(openai\._streaming|httpx2\._models|httpcore2\._async)\.",
-    category=ResourceWarning,
-)
-
-
-async def _post_chat(client: Any, body: dict[str, Any], headers: dict[str, str]) -> Any:
-    """``POST /chat/completions`` through the SDK client (its HTTP stack,
-    auth, timeouts, error classes and SSE decoding), with ``body`` sent as
-    it is and the response (each stream chunk) as the decoded JSON.
-
-    ``body`` is already in wire form (``Message.to_wire``, tool schemas as
-    dicts), so the SDK's request transform — a recursive walk of every
-    message and schema against its TypedDicts, several ms per call on a long
-    history — and its per-chunk pydantic models have nothing to add; the
-    assembler reads mappings.  Raises the SDK's exceptions (APIStatusError,
-    APIConnectionError, APITimeoutError, ...) as ``chat.completions.create``
-    does."""
-    from openai import AsyncStream
-
-    if body.get("stream"):
-        return await client.post("/chat/completions", body=body, options={"headers": headers}, cast_to=object,
-                                 stream=True, stream_cls=AsyncStream[object])
-    return await client.post("/chat/completions", body=body, options={"headers": headers}, cast_to=object)
+#: the largest non-streamed response body read, bytes; an error body is read up to ERROR_BODY_BYTES
+MAX_BODY_BYTES = 64 * 1024 * 1024
+ERROR_BODY_BYTES = 1024 * 1024
+#: after ``[DONE]``, how long the rest of a body is read (to keep the connection), seconds
+_DRAIN_S = 1.0
+#: tool lists kept serialised (a run sends the same tuple on every call)
+_TOOLS_CACHE_SIZE = 256
 
 
 def header_value(value: str) -> str:
@@ -86,6 +71,43 @@ def header_value(value: str) -> str:
     (non-ASCII persona names, control characters, ``%``) percent-encoded as
     UTF-8.  The scripted model server decodes it with ``unquote``."""
     return quote(value, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+class _StatusError(Exception):
+    """An HTTP error status with its (bounded) body and headers."""
+
+    def __init__(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.body = body
+        self.headers = headers
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def message(self) -> str:
+        """The server's own message (``error.message`` or ``message`` of a JSON body), else the body text."""
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            data = None
+        message = None
+        if isinstance(data, dict):
+            error = data.get("error")
+            inner = error if isinstance(error, dict) else data
+            message = inner.get("message") if isinstance(inner, dict) else None
+            if message is None and isinstance(error, str):
+                message = error
+        text = " ".join(str(message if message is not None else (self.text() or "(no body)")).split())
+        return text if len(text) <= _MESSAGE_MAX_CHARS else text[:_MESSAGE_MAX_CHARS] + "…"
+
+
+class _Malformed(Exception):
+    """A response that is not what a chat completion looks like."""
+
+
+class _ServerError(Exception):
+    """An error object the server sent inside a successful (streamed) response."""
 
 
 class _Failure:
@@ -101,8 +123,8 @@ class _Failure:
 class OpenAIProvider:
     """A :class:`~ongridd.llm.types.ModelClient` for OpenAI-compatible servers.
 
-    ``base_url``: e.g. ``http://127.0.0.1:8000/v1`` (``None``: the SDK's
-    default, api.openai.com).  ``api_key``: ``None``/empty is fine for local
+    ``base_url``: e.g. ``http://127.0.0.1:8000/v1`` (``None``:
+    ``$OPENAI_BASE_URL`` or api.openai.com).  ``api_key``: ``None``/empty is fine for local
     servers (a placeholder is sent).  ``model``: default model name; a
     request's ``model`` overrides it; when both are missing the first model
     of ``GET /models`` is used (once looked up, remembered).  ``timeout_s``:
@@ -148,7 +170,8 @@ class OpenAIProvider:
         self.backoff_max_s = float(backoff_max_s)
         self.streaming = streaming
         self._api_key = api_key or PLACEHOLDER_API_KEY
-        self._client: Any = None
+        self._client: HTTPClient | None = None
+        self._tools_json: collections.OrderedDict[int, tuple[Sequence[Any], str]] = collections.OrderedDict()
         self._closed = False
         self._discovered_model: str | None = None
         self._stream_options_ok = True
@@ -171,33 +194,58 @@ class OpenAIProvider:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP client (idempotent).  Later calls raise
-        :class:`ProviderError`.  Shielded for a short bound so it also works
-        in a ``finally:`` of a cancelled task."""
+        """Close the HTTP client's kept connections (idempotent).  Later
+        calls raise :class:`ProviderError`.  Never blocks (safe in a
+        ``finally:`` of a cancelled task)."""
         self._closed = True
         client, self._client = self._client, None
         if client is not None:
-            with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
-                await client.close()
+            await client.aclose()
 
-    def _sdk_client(self) -> Any:
+    def _http(self) -> HTTPClient:
         if self._closed:
             raise ProviderError("the model provider is closed")
         if self._client is None:
-            import openai  # lazy: ~0.3 s and its own HTTP stack
-
-            import httpx2  # the SDK's HTTP stack
-
-            # one connection per call slot, all kept alive: a burst never closes and reopens
-            # connections by the hundred (the SDK's default keeps 100 of 1,000)
-            n = self.max_concurrent_calls
-            limits = httpx2.Limits(max_connections=n, max_keepalive_connections=n)
-            kwargs: dict[str, Any] = {"api_key": self._api_key, "timeout": self.timeout_s, "max_retries": 0,
-                                      "http_client": openai.DefaultAsyncHttpxClient(limits=limits)}
-            if self.base_url:
-                kwargs["base_url"] = self.base_url
-            self._client = openai.AsyncOpenAI(**kwargs)
+            url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+            try:
+                # one kept connection per call slot: a burst never closes and reopens them by the hundred
+                self._client = HTTPClient(url, timeout_s=self.timeout_s, max_idle=self.max_concurrent_calls,
+                                          user_agent="ongrid")
+            except ValueError as exc:
+                raise ProviderError(f"llm.base_url: {exc}") from None
         return self._client
+
+    def _headers(self, request: ModelRequest, accept: str) -> list[tuple[str, str]]:
+        return [("Authorization", f"Bearer {self._api_key}"), ("Content-Type", "application/json"),
+                ("Accept", accept), (AGENT_HEADER, header_value(request.agent)),
+                (SESSION_HEADER, header_value(request.session_id))]
+
+    def _tools_wire(self, tools: Sequence[Any]) -> str:
+        """``tools`` as JSON, serialised once per tuple (keyed by identity, the tuple kept alive)."""
+        key = id(tools)
+        hit = self._tools_json.get(key)
+        if hit is not None and hit[0] is tools:
+            self._tools_json.move_to_end(key)
+            return hit[1]
+        text = json.dumps([dict(t) for t in tools], default=str)
+        if isinstance(tools, tuple):
+            self._tools_json[key] = (tools, text)
+            while len(self._tools_json) > _TOOLS_CACHE_SIZE:
+                self._tools_json.popitem(last=False)
+        return text
+
+    def _body(self, model: str, request: ModelRequest, *, stream: bool) -> bytes:
+        """The request body: model, messages, tools, and for a stream ``stream`` / ``stream_options``."""
+        head = json.dumps({"model": model, "messages": [m.to_wire() for m in request.messages]}, default=str)
+        parts = [head[:-1]]
+        if request.tools:
+            parts.append(', "tools": ' + self._tools_wire(request.tools))
+        if stream:
+            parts.append(', "stream": true')
+            if self._stream_options_ok:
+                parts.append(', "stream_options": {"include_usage": true}')
+        parts.append("}")
+        return "".join(parts).encode()
 
     # -- the model call ---------------------------------------------------
 
@@ -213,15 +261,8 @@ class OpenAIProvider:
         retry follows.  A failure after a ``TextDelta`` was yielded is not
         retried (the caller has shown the text already).
         """
-        client = self._sdk_client()
+        client = self._http()
         model = request.model or self.model or await self._default_model(client)
-        params: dict[str, Any] = {
-            "model": model,
-            "messages": [m.to_wire() for m in request.messages],
-        }
-        if request.tools:
-            params["tools"] = [dict(t) for t in request.tools]
-        headers = {AGENT_HEADER: header_value(request.agent), SESSION_HEADER: header_value(request.session_id)}
         attempt = 0
         while True:
             attempt += 1
@@ -249,24 +290,31 @@ class OpenAIProvider:
             try:
                 try:
                     if self.streaming:
-                        sdk_stream = await self._open_stream(client, params, headers)
-                        assembler = StreamAssembler()
+                        response = await self._open_stream(client, model, request)
                         try:
-                            while True:
-                                try:
-                                    chunk = await sdk_stream.__anext__()
-                                except StopAsyncIteration:
-                                    break
-                                for event in assembler.feed(chunk):
+                            if response.headers.get("content-type", "").startswith("application/json"):
+                                # a server that ignores ``stream``: the whole completion at once
+                                completion = completion_from_response(_json(await response.read(MAX_BODY_BYTES)))
+                                if completion.message.content:
                                     emitted = True
-                                    yield event
+                                    yield TextDelta(completion.message.content)
+                            else:
+                                assembler = StreamAssembler()
+                                async with contextlib.aclosing(_chunks(response)) as chunks:
+                                    async for chunk in chunks:
+                                        for event in assembler.feed(chunk):
+                                            emitted = True
+                                            yield event
+                                completion = assembler.finish()
                         finally:
-                            with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
-                                await sdk_stream.close()
-                        completion = assembler.finish()
+                            await response.aclose()
                     else:
-                        response = await _post_chat(client, params, headers)
-                        completion = completion_from_response(response)
+                        response = await self._post(client, request, self._body(model, request, stream=False),
+                                                    accept="application/json")
+                        try:
+                            completion = completion_from_response(_json(await response.read(MAX_BODY_BYTES)))
+                        finally:
+                            await response.aclose()
                 except Exception as exc:
                     failure = self._classify(exc)
                     if failure is None:
@@ -274,7 +322,8 @@ class OpenAIProvider:
             finally:
                 self._slots.release_on_behalf_of(slot)
             if completion is not None:
-                if not self.streaming and completion.message.content:
+                log.debug("model_call_answered", model=model, attempts=attempt)
+                if not emitted and not self.streaming and completion.message.content:
                     yield TextDelta(completion.message.content)
                 yield completion
                 return
@@ -301,27 +350,49 @@ class OpenAIProvider:
             )
             await trio.sleep(delay_s)
 
-    async def _open_stream(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
-        import openai
+    async def _post(self, client: HTTPClient, request: ModelRequest, body: bytes, *, accept: str) -> Response:
+        """``POST /chat/completions``: the response whose head arrived with a
+        2xx status (closed and raised as ``_StatusError`` otherwise)."""
+        response = await client.request("POST", "/chat/completions", headers=self._headers(request, accept),
+                                        body=body)
+        if 200 <= response.status < 300:
+            return response
+        try:
+            raw = await response.read(ERROR_BODY_BYTES)
+        except (HTTPTimeout, HTTPConnectionError):
+            raw = b""
+        finally:
+            await response.aclose()
+        raise _StatusError(response.status, raw, response.headers)
 
+    async def _open_stream(self, client: HTTPClient, model: str, request: ModelRequest) -> Response:
         if self._stream_options_ok:
             try:
-                return await _post_chat(client, {**params, "stream": True,
-                                                 "stream_options": {"include_usage": True}}, headers)
-            except openai.BadRequestError as exc:
-                if "stream_options" not in str(exc) and "include_usage" not in str(exc):
+                return await self._post(client, request, self._body(model, request, stream=True),
+                                        accept="text/event-stream")
+            except _StatusError as exc:
+                if exc.status != 400 or ("stream_options" not in exc.text() and "include_usage" not in exc.text()):
                     raise
                 # An older server that rejects stream_options: go without usage.
                 self._stream_options_ok = False
                 log.info("model_stream_options_unsupported", base_url=redact_url(self.base_url))
-        return await _post_chat(client, {**params, "stream": True}, headers)
+        return await self._post(client, request, self._body(model, request, stream=True), accept="text/event-stream")
 
-    async def _default_model(self, client: Any) -> str:
+    async def _default_model(self, client: HTTPClient) -> str:
         if self._discovered_model:
             return self._discovered_model
         try:
-            page = await client.models.list()
-            ids = [m.id for m in page.data if getattr(m, "id", None)]
+            response = await client.request("GET", "/models", headers=[
+                ("Authorization", f"Bearer {self._api_key}"), ("Accept", "application/json")])
+            try:
+                raw = await response.read(MAX_BODY_BYTES if response.status < 300 else ERROR_BODY_BYTES)
+            finally:
+                await response.aclose()
+            if response.status >= 300:
+                raise _StatusError(response.status, raw, response.headers)
+            page = _json(raw)
+            data = page.get("data") if isinstance(page, dict) else None
+            ids = [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
         except Exception as exc:
             failure = self._classify(exc)
             if failure is None:
@@ -342,43 +413,26 @@ class OpenAIProvider:
     # -- failures ---------------------------------------------------------
 
     def _classify(self, exc: Exception) -> _Failure | None:
-        """Map an SDK exception to a failure; ``None`` for exceptions that
+        """Map a failed attempt to a failure; ``None`` for exceptions that
         are not about the provider (bugs: re-raised as they are)."""
-        import openai
-
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, HTTPTimeout):
             return _Failure(f"no response within timeout_s={self.timeout_s:g}", status=None, retryable=True)
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            detail = f": {type(cause).__name__}: {cause}" if cause else ""
-            return _Failure(f"connection error{detail}", status=None, retryable=True)
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
+        if isinstance(exc, HTTPConnectionError):
+            return _Failure(f"connection error: {exc}", status=None, retryable=True)
+        if isinstance(exc, _StatusError):
+            status = exc.status
             retryable = status in _RETRY_STATUSES or status >= 500
             return _Failure(
-                f"HTTP {status}: {self._status_message(exc)}",
+                f"HTTP {status}: {exc.message()}",
                 status=status,
                 retryable=retryable,
-                retry_after_s=_retry_after(exc) if retryable else None,
+                retry_after_s=parse_retry_after(exc.headers.get("retry-after")) if retryable else None,
             )
-        if isinstance(exc, openai.APIResponseValidationError):
-            return _Failure(f"malformed response: {exc.message}", status=exc.status_code, retryable=False)
-        if isinstance(exc, openai.APIError):
-            return _Failure(f"error from the server: {exc.message}", status=None, retryable=False)
-        if isinstance(exc, json.JSONDecodeError):
-            return _Failure(f"malformed response (not JSON): {exc}", status=None, retryable=False)
+        if isinstance(exc, _ServerError):
+            return _Failure(f"error from the server: {exc}", status=None, retryable=False)
+        if isinstance(exc, (_Malformed, SSEError)):
+            return _Failure(f"malformed response: {exc}", status=None, retryable=False)
         return None
-
-    @staticmethod
-    def _status_message(exc: Any) -> str:
-        body = exc.body
-        message = None
-        if isinstance(body, dict):
-            error = body.get("error")
-            inner = error if isinstance(error, dict) else body
-            message = inner.get("message")
-        text = " ".join(str(message or exc.message).split())
-        return text if len(text) <= _MESSAGE_MAX_CHARS else text[:_MESSAGE_MAX_CHARS] + "…"
 
     def _backoff_s(self, attempt: int, failure: _Failure) -> float:
         if failure.retry_after_s is not None and failure.status in (429, 503):
@@ -423,12 +477,48 @@ class OpenAIProvider:
         return text
 
 
-def _retry_after(exc: Any) -> float | None:
+def _json(raw: bytes) -> Any:
     try:
-        value = exc.response.headers.get("retry-after")
-    except AttributeError:
-        return None
-    return parse_retry_after(value)
+        return json.loads(raw)
+    except ValueError as exc:
+        raise _Malformed(f"not JSON: {exc}") from None
+
+
+async def _chunks(response: Response) -> AsyncGenerator[Any, None]:
+    """The decoded JSON of each ``data:`` event up to ``[DONE]`` (or the end
+    of the body; what follows ``[DONE]`` is read and dropped, up to 64 KiB
+    and 1 s, so the connection can be kept).  An event whose JSON holds ``error``
+    raises _ServerError."""
+    decoder = SSEDecoder()
+    async with contextlib.aclosing(response.aiter_bytes()) as body:
+        async for data in body:
+            for sse in decoder.feed(data):
+                if sse.data.startswith("[DONE]"):
+                    # the answer is complete: what follows is only read to keep the connection,
+                    # briefly; a failure or a body held open just closes it (in Response.aclose)
+                    drained = 0
+                    with trio.move_on_after(_DRAIN_S):
+                        try:
+                            async for rest in body:
+                                drained += len(rest)
+                                if drained > 65536:
+                                    break
+                        except (HTTPTimeout, HTTPConnectionError):
+                            pass
+                    return
+                yield _chunk(sse.data)
+    for sse in decoder.close():
+        if not sse.data.startswith("[DONE]"):
+            yield _chunk(sse.data)
+
+
+def _chunk(data: str) -> Any:
+    chunk = _json(data.encode())
+    if isinstance(chunk, dict) and chunk.get("error"):
+        error = chunk["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise _ServerError(" ".join(str(message).split())[:_MESSAGE_MAX_CHARS])
+    return chunk
 
 
 __all__ = ["AGENT_HEADER", "SESSION_HEADER", "OpenAIProvider", "header_value"]

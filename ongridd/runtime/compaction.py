@@ -249,6 +249,11 @@ class ThreadHistories:
     async def _refresh(self, state: ThreadState) -> None:
         """Read what was written since the last read (the whole uncovered
         history the first time)."""
+        if not state.loaded and self.writer.committed_seq(state.session_id) == 0:
+            # created empty by this process and nothing written since (its state may have been
+            # evicted from the cache before its first turn): nothing to read
+            state.entries, state.summary, state.last_seq, state.loaded = [], None, 0, True
+            return
         if not state.loaded:
             state.summary = await self.store.latest_summary(state.session_id)
             state.last_seq = state.summary["through_seq"] if state.summary else 0

@@ -39,15 +39,22 @@ class ToolBag:
     agent: str
     tools: Mapping[str, Tool] = attrs.field(factory=dict, converter=_frozen_map)
     stubs: Mapping[str, RedirectStub] = attrs.field(factory=dict, converter=_frozen_map)
+    _schemas: tuple[dict[str, Any], ...] | None = attrs.field(init=False, default=None, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         hidden = sorted(set(self.tools) & set(self.stubs))
         if hidden:
             raise ValueError(f"redirect stubs would hide real tools: {', '.join(hidden)}")
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """The OpenAI ``tools`` list: real tools, then stubs (permissive object schema)."""
-        return [t.schema() for t in self.tools.values()] + [stub_schema(s) for s in self.stubs.values()]
+    def schemas(self) -> tuple[dict[str, Any], ...]:
+        """The OpenAI ``tools`` list: real tools, then stubs (permissive object
+        schema).  Built on the first call and then the same tuple every time
+        (each model call of a run sends it; callers must not mutate it)."""
+        if self._schemas is None:
+            built = tuple(t.schema() for t in self.tools.values()) + tuple(stub_schema(s) for s in self.stubs.values())
+            object.__setattr__(self, "_schemas", built)
+            return built
+        return self._schemas
 
     def names(self) -> tuple[str, ...]:
         """Names of the real tools (stubs excluded), in bag order."""

@@ -481,3 +481,24 @@ async def test_calls_beyond_max_concurrent_calls_wait_for_a_slot():
 async def test_max_concurrent_calls_must_be_positive():
     with pytest.raises(ValueError, match="max_concurrent_calls"):
         OpenAIProvider("http://127.0.0.1:9/v1", max_concurrent_calls=0)
+
+
+@pytest.mark.parametrize("after_done", ["close", "hold open"])
+async def test_an_answer_complete_at_done_survives_what_the_body_does_after(after_done):
+    """After ``[DONE]`` the answer is whole: a connection cut before the body's
+    last chunk, or a body held open, neither fails it nor waits out timeout_s."""
+
+    async def handler(stream):
+        await read_request(stream)
+        done = b"data: [DONE]\n\n"
+        await stream.send_all(STREAM_HEAD + sse(chunk({"role": "assistant", "content": "whole"}, "stop"))
+                              + b"%x\r\n%s\r\n" % (len(done), done))
+        if after_done == "close":
+            await stream.aclose()  # no terminating 0-length chunk
+        else:
+            await wait_eof(stream)
+
+    async with raw_server(handler) as url, provider(url, timeout_s=60, max_retries=0) as p:
+        with trio.fail_after(10):
+            deltas, completion = await run(p)
+    assert completion.message.content == "whole" and deltas == [TextDelta("whole")]

@@ -44,7 +44,7 @@ async def test_lines_logged_inside_a_worker_carry_its_context(tmp_path) -> None:
             logging.getLogger(name).setLevel(level)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     inside = [line for line in lines if line.get("session_id") == worker["id"] and line.get("agent") == "rt-worker"]
-    # e.g. the model client's own debug lines: bound by the runtime, not passed by the caller
+    # e.g. the model provider's own debug line (model_call_answered): bound by the runtime, not passed by the caller
     assert inside, [line["event"] for line in lines]
     assert all(line.get("user") for line in inside)
     [outside] = [line for line in lines if line["event"] == "outside_any_turn"]
