@@ -6,7 +6,8 @@ SQLAlchemy errors, which :class:`ongridd.store.engine.Database` turns into
 StoreError.
 
 Alembic (and the template engine it pulls in) is imported only when a
-migration has to run: a database already at the head revision is recognised
+migration has to run: an empty database is created at the head from
+``schema.py`` and stamped; a database already at the head revision is recognised
 by reading ``alembic_version`` with one query and comparing it with the head
 found by reading the revision files' ``revision`` / ``down_revision`` lines
 (:func:`head_from_files`).
@@ -109,6 +110,23 @@ def _current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
+def create_at_head(conn: Connection, head: str) -> None:
+    """An empty database: create the schema of ``schema.py`` at once and
+    record it at ``head`` in Alembic's version table, as Alembic's own
+    "create from scratch, then stamp" recipe does (the migration chain and
+    ``schema.py`` describe the same schema, checked by the test suite).
+    Skips importing Alembic and replaying every revision (~0.1 s of a
+    first start-up)."""
+    from ongridd.store.schema import metadata
+
+    metadata.create_all(conn)
+    version = sa.Table(VERSION_TABLE, sa.MetaData(),
+                       sa.Column("version_num", sa.String(32), nullable=False),
+                       sa.PrimaryKeyConstraint("version_num", name=f"{VERSION_TABLE}_pkc"))
+    version.create(conn)
+    conn.execute(version.insert().values(version_num=head))
+
+
 def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     """Bring the schema to the head revision in one transaction.
 
@@ -116,7 +134,8 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     there, so a failure leaves no half-made schema); on PostgreSQL an
     advisory lock serialises daemons migrating the same database.  A
     database already at the head is recognised without Alembic and left
-    as it is.  Returns ``(revision before, revision after)``.
+    as it is; an empty one is created at the head (:func:`create_at_head`).
+    Returns ``(revision before, revision after)``.
     """
     with write_tx(engine) as conn:
         if conn.dialect.name == "postgresql":
@@ -124,6 +143,10 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
         quick = _at_head_quick(conn)
         if quick is not None:
             return quick, quick
+        head = head_from_files()
+        if head is not None and not sa.inspect(conn).get_table_names():
+            create_at_head(conn, head)
+            return None, head
         from alembic import command
         from alembic.util import CommandError
 
