@@ -16,7 +16,8 @@ two sessions, 12 messages, 4 audit rows per flow.
 Figures: sequential mean/p50/p99 ms per flow and CPU ms per flow (process
 CPU time over the measured flows), concurrent flows per second (batches of
 ``--concurrent`` flows at once), SQL statements and commits per flow
-(counted with SQLAlchemy engine events), writer transactions per flow, and
+(SQLAlchemy engine events plus the store's prebuilt DBAPI statements and
+transactions; BEGIN and COMMIT not counted as statements), writer transactions per flow, and
 with ``--profile cprofile`` the 25 functions with the most cumulative time
 over the sequential flows.
 """
@@ -48,6 +49,7 @@ from ongridd import logs
 from ongridd.config import structure
 from ongridd.daemon import run_daemon
 from ongridd.llm.types import Completion, Message, ModelRequest, ToolCall
+from ongridd.store import fastsql
 
 WORKER = "rt-worker"
 ECHO_CALLS = 3
@@ -86,19 +88,30 @@ class InstantModel:
 
 
 class SqlCounter:
-    """Counts statements and commits on an engine (SQLAlchemy events)."""
+    """Counts statements and commits on an engine: SQLAlchemy's statement and
+    commit events, plus the store's prebuilt statements and transactions on
+    the DBAPI connection (ongridd/store/fastsql.py), which those events do
+    not see.  BEGIN and COMMIT are not counted as statements."""
 
     def __init__(self, engine: Any) -> None:
-        self.statements = 0
-        self.commits = 0
+        self._statements = 0
+        self._commits = 0
         sa.event.listen(engine, "before_cursor_execute", self._stmt)
         sa.event.listen(engine, "commit", self._commit)
 
+    @property
+    def statements(self) -> int:
+        return self._statements + fastsql.Counter.statements
+
+    @property
+    def commits(self) -> int:
+        return self._commits + fastsql.Counter.commits
+
     def _stmt(self, *_args: Any) -> None:
-        self.statements += 1
+        self._statements += 1
 
     def _commit(self, *_args: Any) -> None:
-        self.commits += 1
+        self._commits += 1
 
 
 async def one_flow(rt: Any, i: int, tag: str) -> float:
@@ -151,7 +164,7 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  flow            mean {statistics.mean(ms):6.2f} ms   p50 {statistics.median(ms):6.2f} ms"
               f"   p99 {q[98]:6.2f} ms")
         print(f"  CPU per flow    {cpu_ms:6.2f} ms{'  (profiled: inflated)' if prof else ''}")
-        print(f"  SQL per flow    {(counter.statements - s0) / n:6.1f} statements, "
+        print(f"  SQL per flow    {(counter.statements - s0) / n:6.1f} statements (besides BEGIN), "
               f"{(counter.commits - c0) / n:5.1f} commits, {(rt.writer.transactions - tx0) / n:5.1f} "
               "writer transactions")
         rates = []

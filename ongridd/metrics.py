@@ -6,7 +6,12 @@ event sinks update them.  Names follow Prometheus conventions.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 TURNS = Counter("ongrid_turns_total", "Coordinator turns finished, by final status", ["status"])
 TOOL_CALLS = Counter("ongrid_tool_calls_total", "Tool calls by tool and audit status", ["tool", "status"])
@@ -32,3 +37,22 @@ STORE_WRITES = Counter("ongrid_store_writes_total", "Queued store writes settled
 STORE_TRANSACTIONS = Counter("ongrid_store_write_transactions_total",
                              "Transactions (one thread hop each) the store writer committed")
 STORE_QUEUE = Gauge("ongrid_store_write_queue", "Store writes waiting for the store writer")
+
+
+#: labelled children handed out by :func:`labelled` (bounded: past it, labels() every time)
+_CHILDREN: dict[tuple[int, tuple[str, ...]], Any] = {}
+_CHILDREN_MAX = 10_000
+
+
+def labelled(metric: M, *values: str) -> M:
+    """``metric.labels(*values)``, kept: the hot paths (every store write,
+    tool call, worker) look the child up in a dict instead of paying for
+    ``labels()``'s checks and lock each time.  Values must be strings.
+    Metrics whose children are removed must not go through here."""
+    key = (id(metric), values)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = metric.labels(*values)
+        if len(_CHILDREN) < _CHILDREN_MAX:
+            _CHILDREN[key] = child
+    return child

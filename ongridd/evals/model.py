@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ongridd.llm.http import HTTPClient, Response
 from ongridd.llm.openai_provider import OpenAIProvider
 from ongridd.llm.types import Completion, ModelRequest
 
@@ -28,9 +29,9 @@ class CountingProvider(OpenAIProvider):
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
 
-    async def _open_stream(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
+    async def _post(self, client: HTTPClient, request: ModelRequest, body: bytes, *, accept: str) -> Response:
         self.requests += 1
-        return await super()._open_stream(client, params, headers)
+        return await super()._post(client, request, body, accept=accept)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
         async for event in super().stream(request):

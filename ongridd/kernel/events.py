@@ -165,7 +165,15 @@ class Emitter:
         if self._sink is None:
             self._mark(event)
             return
-        async with self._lock:
+        # The lock without its schedule point when nobody holds it (a run emits
+        # a score of events per model call; each trip through the scheduler
+        # costs more than the sink): a cancelled caller still stops here.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
             self._mark(event)
             try:
                 await self._sink(event)
@@ -173,6 +181,8 @@ class Emitter:
                 self.failures += 1
                 log.exception("kernel_sink_failed", event_type=type(event).__name__,
                               session_id=self._session_id, agent=self._agent)
+        finally:
+            self._lock.release()
 
     async def shielded(self, events: list[KernelEvent], timeout_s: float = 5.0) -> None:
         """Deliver ``events`` even inside a cancelled scope, giving up after ``timeout_s``."""

@@ -1,9 +1,10 @@
 """Answer the tool calls of one assistant message (docs/architecture.md §8).
 
-All calls of a message run concurrently in one nursery; each gets exactly
-one result, and the ``role: tool`` messages are emitted (and returned) in
-the calls' order.  Calls past the run's tool budget, or all calls of an
-output cut at the length limit, are answered "not run" without executing.
+All calls of a message run concurrently in one nursery (a message with one
+call runs it in the calling task); each gets exactly one result, and the
+``role: tool`` messages are emitted (and returned) in the calls' order.
+Calls past the run's tool budget, or all calls of an output cut at the
+length limit, are answered "not run" without executing.
 
 If the step is interrupted (cancellation), :meth:`ToolStep.recover` gives
 every call that still lacks one its audit event (status ``cancelled``) and
@@ -66,9 +67,12 @@ class ToolStep:
         n = len(self.calls)
         limit = n if budget_left is None else max(0, min(n, budget_left))
         try:
-            async with trio.open_nursery() as nursery:
-                for i in range(limit):
-                    nursery.start_soon(self._one, i)
+            if limit == 1:  # the common case: nothing to run concurrently, no nursery and task to pay for
+                await self._one(0)
+            else:
+                async with trio.open_nursery() as nursery:
+                    for i in range(limit):
+                        nursery.start_soon(self._one, i)
         except BaseExceptionGroup as group:
             # A cancelled run leaves the nursery as a group of Cancelled under
             # strict exception groups; callers are promised a plain Cancelled.

@@ -220,10 +220,29 @@ class TurnAdmission:
         after every user's first k turns and after turn k of the users
         ahead of it in the rotation."""
         lengths = [len(self._queues[u]) for u in self._rotation]
-        for r, user in enumerate(self._rotation):
-            for k, ticket in enumerate(self._queues[user]):
-                ahead = sum(min(n, k) for n in lengths) + sum(1 for n in lengths[:r] if n > k)
-                ticket._show(ahead + 1)
+        if not lengths:
+            return
+        # in time linear in the queue (this runs on every admission): with
+        # at_least[j] the users with j or more waiting turns, every user's
+        # first k turns are sum(min(n, k)) = before[k] = at_least[1] + … +
+        # at_least[k]; ahead[k] counts the users earlier in the rotation with
+        # more than k turns
+        longest = max(lengths)
+        at_least = [0] * (longest + 1)
+        for n in lengths:
+            at_least[n] += 1
+        for j in range(longest - 1, -1, -1):
+            at_least[j] += at_least[j + 1]
+        before = [0] * longest
+        for k in range(1, longest):
+            before[k] = before[k - 1] + at_least[k]
+        ahead = [0] * longest
+        for user in self._rotation:
+            queue = self._queues[user]
+            for k, ticket in enumerate(queue):
+                ticket._show(before[k] + ahead[k] + 1)
+            for k in range(len(queue)):
+                ahead[k] += 1
 
 
 __all__ = ["Ticket", "TurnAdmission"]

@@ -95,7 +95,7 @@ class AgentRunner:
     def _worker_reminder(self, profile: Persona) -> Callable[[], str | None]:
         """A worker's per-call reminder: the time line and its critical reminder."""
         tz_name = host_time_zone()
-        return lambda: system_reminder(persona=profile, now=self.clock(), tz_name=tz_name)
+        return _per_second(self.clock, lambda now: system_reminder(persona=profile, now=now, tz_name=tz_name))
 
     # ---- the coordinator ----------------------------------------------------
     def _coordinator_prompt(self, snap: Registries, agents: Mapping[str, Persona], persona: Persona) -> tuple[str, list[str]]:
@@ -132,9 +132,11 @@ class AgentRunner:
         turn.system_prompt = system
         inventory, backends, tz_name = config_inventory(self.config), config_backends(self.config), host_time_zone()
 
-        def reminder() -> str | None:
-            return system_reminder(persona=persona, now=self.clock(), tz_name=tz_name, subagent_types=names,
+        def render_reminder(now: datetime) -> str | None:
+            return system_reminder(persona=persona, now=now, tz_name=tz_name, subagent_types=names,
                                    inventory=inventory, backends=backends, locale=turn.locale)
+
+        reminder = _per_second(self.clock, render_reminder)
         bag = coordinator_bag(persona, snap.tools, turn.control_tools, snap.stubs, personas=agents)
         bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id).wrap)
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
@@ -248,6 +250,24 @@ class AgentRunner:
                                   call_id=call.id)
             result = await runner.run(call, ctx)
             await sink(ToolEndEvent(call_id=call.id, name=call.name, arguments=call.arguments, result=result))
+
+
+def _per_second(clock: Callable[[], datetime], render: Callable[[datetime], str | None]) -> Callable[[], str | None]:
+    """``render(clock())``, rendered again only when the clock has moved to
+    another second (the reminder's time line shows seconds; the rest of it is
+    fixed for the run): a run's model calls mostly reuse the text."""
+    shown: datetime | None = None
+    text: str | None = None
+
+    def reminder() -> str | None:
+        nonlocal shown, text
+        now = clock()
+        second = now.replace(microsecond=0)
+        if shown is None or shown != second:
+            shown, text = second, render(now)
+        return text
+
+    return reminder
 
 
 def _known(bag: ToolBag) -> frozenset[str]:

@@ -22,7 +22,7 @@ from ongridd.config import Config
 from ongridd.errors import Busy, NotFound, OngridError, ProviderError, TaskStateError
 from ongridd.llm.types import Message, ModelClient
 from ongridd.logs import get_logger
-from ongridd.metrics import TURNS
+from ongridd.metrics import TURNS, labelled
 from ongridd.render import markdown_html
 from ongridd.runtime import frames
 from ongridd.runtime.admission import Ticket, TurnAdmission
@@ -542,7 +542,7 @@ class Runtime:
             self.turns.pop(turn.session_id, None)
             if turn.ticket is not None:
                 turn.ticket.release()
-            TURNS.labels(status).inc()
+            labelled(TURNS, status).inc()
             if not turn.admitted:
                 log.info("turn_unqueued", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
             else:

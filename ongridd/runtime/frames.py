@@ -6,6 +6,7 @@ markdown rendered and sanitised on the server (:mod:`ongridd.render`).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ongridd.render import markdown_html
@@ -22,8 +23,16 @@ def interim(text: str) -> dict[str, Any]:
 def queued(position: int) -> dict[str, Any]:
     """An ``interim`` about turn admission: ``queue_position`` ≥ 1 is the
     turn's place in the queue; 0 says it left the queue and starts now."""
+    text, html = _queued_text(position)
+    return {"type": "interim", "text": text, "html": html, "queue_position": position}
+
+
+@functools.lru_cache(maxsize=1024)
+def _queued_text(position: int) -> tuple[str, str]:
+    # every waiting turn is told its place again and again as the queue moves:
+    # the same few texts, rendered once
     text = f"queued (position {position})" if position > 0 else "the turn is starting (it waited in the queue)"
-    return interim(text) | {"queue_position": position}
+    return text, markdown_html(text)
 
 
 def tool(name: str, status: str) -> dict[str, Any]:

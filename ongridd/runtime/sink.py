@@ -18,7 +18,7 @@ import trio
 
 from ongridd.kernel import events as ev
 from ongridd.llm.types import Message, Usage
-from ongridd.metrics import TOOL_CALLS, TOOL_SECONDS
+from ongridd.metrics import TOOL_CALLS, TOOL_SECONDS, labelled
 from ongridd.runtime import frames
 from ongridd.runtime.history import tool_calls_to_json
 from ongridd.runtime.ports import Row, RuntimeWriter
@@ -95,8 +95,8 @@ class PersistSink:
             # metric labels only for tools the agent has: model-invented names
             # would grow /metrics without bound
             label = res.name if self.known_tools is None or res.name in self.known_tools else "(unknown)"
-            TOOL_CALLS.labels(label, res.status).inc()
-            TOOL_SECONDS.labels(label).observe(res.duration_ms / 1000.0)
+            labelled(TOOL_CALLS, label, res.status).inc()
+            labelled(TOOL_SECONDS, label).observe(res.duration_ms / 1000.0)
             self.writer.add_audit(session_id=self.session_id, owner=self.owner, tool_name=res.name,
                                   arguments=event.arguments or "", result=res.content, status=res.status,
                                   duration_ms=res.duration_ms, tool_call_id=event.call_id or None)

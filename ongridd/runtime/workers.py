@@ -19,7 +19,7 @@ import trio
 
 from ongridd.errors import NotFound, TaskStateError
 from ongridd.logs import get_logger
-from ongridd.metrics import WORKERS, WORKERS_RUNNING
+from ongridd.metrics import WORKERS, WORKERS_RUNNING, labelled
 from ongridd.runtime.ports import RuntimeStore, RuntimeWriter
 
 log = get_logger(__name__)
@@ -171,7 +171,7 @@ class WorkerManager:
             closing = self.writer.close_session(task.task_id, status, reason, owner=coordinator_id)
             with trio.move_on_after(CLOSE_SHIELD_S, shield=True):  # bounds the wait only, not the write
                 await closing.settled()
-            WORKERS.labels(persona, status).inc()
+            labelled(WORKERS, persona, status).inc()
             self._tile(task)
             from ongridd.runtime import frames
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 import trio
@@ -126,7 +126,13 @@ def _install_sqlite_hooks(engine: Engine) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_BEGIN_OPTION, "IMMEDIATE")
-        conn.exec_driver_sql("BEGIN" if mode == "DEFERRED" else "BEGIN IMMEDIATE")
+        sql = "BEGIN" if mode == "DEFERRED" else "BEGIN IMMEDIATE"
+        # on the driver connection itself: every transaction pays for this, and
+        # SQLAlchemy's statement machinery costs more than the BEGIN does
+        try:
+            conn.connection.dbapi_connection.execute(sql)  # type: ignore[union-attr]
+        except sqlite3.Error as exc:  # raised as conn.exec_driver_sql would ("database is locked": transient)
+            raise DBAPIError.instance(sql, (), exc, sqlite3.Error, dialect=conn.dialect) from exc
 
 
 @contextlib.contextmanager
@@ -192,6 +198,26 @@ def describe_error(exc: BaseException, url: URL) -> str:
     return f"{type(detail).__name__}: {text}"
 
 
+class _Slots:
+    """The pool's thread slots for ``trio.to_thread.run_sync`` (a
+    CapacityLimiter-like object): a free slot is taken without the
+    limiter's extra schedule point (each database call pays for one trip
+    through the scheduler less); a call waits in FIFO order when none is
+    free.  (The caller has just checked for cancellation.)"""
+
+    def __init__(self, size: int):
+        self.limiter = trio.CapacityLimiter(size)
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        try:
+            self.limiter.acquire_on_behalf_of_nowait(borrower)
+        except trio.WouldBlock:
+            await self.limiter.acquire_on_behalf_of(borrower)
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        self.limiter.release_on_behalf_of(borrower)
+
+
 class Database:
     """An engine plus the bridge that runs blocking database work off the Trio loop.
 
@@ -212,7 +238,7 @@ class Database:
     def __init__(self, engine: Engine, url: URL, pool_size: int):
         self.engine = engine
         self.url = url
-        self._limiter = trio.CapacityLimiter(pool_size)
+        self._limiter = cast(trio.CapacityLimiter, _Slots(pool_size))
         self._closed = False
 
     @property

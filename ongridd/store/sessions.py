@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ongridd.errors import NotFound, StoreError
 from ongridd.store.engine import is_unique_violation, read_tx, write_tx
+from ongridd.store.fastsql import Prepared, raw_write_tx
 from ongridd.store.rows import (
     ACTIVE_STATUSES,
     COORDINATOR_STATUS,
@@ -94,13 +95,17 @@ def create_session_in(
     return _get_written(conn, sid)
 
 
-#: built once (bind parameters): the coordinator row of (user, thread), and a new row's insert
-_FIND_COORDINATOR = sa.select(chat_sessions).where(
+#: built once (bind parameters; run on the DBAPI cursor, ongridd/store/fastsql.py): the
+#: coordinator row of (user, thread), and a new row's insert
+_FIND_COORDINATOR = Prepared(sa.select(chat_sessions).where(
     chat_sessions.c.user_id == sa.bindparam("user_id"),
     chat_sessions.c.thread_id == sa.bindparam("thread_id"),
     chat_sessions.c.parent_session_id.is_(None),
-)
+))
 INSERT_SESSION = sa.insert(chat_sessions)
+_INSERT_COORDINATOR = Prepared(INSERT_SESSION, ("id", "agent_id", "parent_session_id", "user_id", "thread_id",
+                                                "description", "status", "created_at", "started_at", "closed_at",
+                                                "close_reason"))
 #: a new row's usage counters (their server default)
 USAGE_ZERO = dict.fromkeys(USAGE_KEYS, 0)
 
@@ -111,16 +116,16 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> t
     key = {"user_id": user_id, "thread_id": thread_id}
     for _attempt in range(3):
         try:
-            with write_tx(engine) as conn:
-                row = conn.execute(_FIND_COORDINATOR, key).first()
-                if row is not None:
-                    return session_dict(row), False
+            with raw_write_tx(engine) as conn:
+                found = _FIND_COORDINATOR.fetchall(conn, key)
+                if found:
+                    return session_dict(found[0]), False
                 now = utcnow()
                 values = {"id": new_id(), "agent_id": COORDINATOR_AGENT, "parent_session_id": None,
                           "user_id": user_id, "thread_id": thread_id, "description": None,
                           "status": COORDINATOR_STATUS, "created_at": now, "started_at": None,
                           "closed_at": None, "close_reason": None}
-                conn.execute(INSERT_SESSION, values)
+                _INSERT_COORDINATOR.execute(conn, values)
                 # the row as written (no read-back): the counters start at their server default, 0
                 return {**values, **USAGE_ZERO, "created_at": iso(now)}, True
         except sa.exc.IntegrityError as exc:

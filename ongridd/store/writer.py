@@ -18,8 +18,8 @@ writer's own task, started in a long-lived nursery, commits the queue:
 * **Batches.**  Everything queued when the writer commits (up to ``max_batch``
   writes) is committed in one transaction in one worker-thread hop, in
   submission order, by :func:`apply_batch_fast`: prebuilt statements with
-  bind parameters, one multi-row insert per table, no existence checks and
-  no read-back.  Seqs are still 1, 2, 3, … per session without gaps: the
+  bind parameters run on the DBAPI connection (:mod:`ongridd.store.fastsql`),
+  one multi-row insert per table, no existence checks and no read-back.  Seqs are still 1, 2, 3, … per session without gaps: the
   writer keeps the last seq it committed per session; for a session it has
   not written yet the top seq is read (under the session row's lock on
   PostgreSQL).  Any failure drops that cache, and the batch is retried one
@@ -67,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import datetime, timedelta
@@ -75,13 +76,15 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 import trio
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Engine
 
 from ongridd.errors import OngridError, StoreError
 from ongridd.logs import get_logger
-from ongridd.metrics import STORE_QUEUE, STORE_TRANSACTIONS, STORE_WRITES
+from ongridd.metrics import STORE_QUEUE, STORE_TRANSACTIONS, STORE_WRITES, labelled
 from ongridd.store import audit, messages, sessions
 from ongridd.store.engine import describe_error, is_transient, write_tx
+from ongridd.store.fastsql import Prepared, raw_write_tx
 from ongridd.store.rows import TERMINAL_STATUSES, check_choice, clean_text, iso, new_id, utcnow
 from ongridd.store.schema import audit_logs, chat_messages, chat_sessions
 from ongridd.store.store import Store, audit_values, message_values, session_values
@@ -109,22 +112,39 @@ class PendingWrite:
 
     ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage``;
     ``session_id``: the row's session; ``owner``: the coordinator session
-    whose turn made it (failures are reported there).  ``done`` is set once
-    the write was committed (``result``: the new session row, the message's
-    seq, the audit row id, or the bool/row of a status change) or finally
-    failed (``error``: a StoreError/NotFound/ValueError, already logged).
+    whose turn made it (failures are reported there).  ``done`` (an event)
+    is set and ``is_done`` true once the write was committed (``result``:
+    the new session row, the message's seq, the audit row id, or the
+    bool/row of a status change) or finally failed (``error``: a
+    StoreError/NotFound/ValueError, already logged).
     """
 
     kind: str
     session_id: str
     owner: str
     values: dict[str, Any]
-    done: trio.Event = attrs.field(factory=trio.Event)
     result: Any = None
     error: BaseException | None = None
     #: submission order (the writer's counter) and the writer's "someone waits for me" hook
     number: int = 0
     urge: Callable[[PendingWrite], None] | None = attrs.field(default=None, repr=False)
+    #: the event behind ``done`` is made only for a waiter (most writes have none)
+    is_done: bool = attrs.field(default=False, init=False)
+    _event: trio.Event | None = attrs.field(default=None, init=False, repr=False)
+
+    @property
+    def done(self) -> trio.Event:
+        """Set once the write is committed or finally failed."""
+        if self._event is None:
+            self._event = trio.Event()
+            if self.is_done:
+                self._event.set()
+        return self._event
+
+    def _set_done(self) -> None:
+        self.is_done = True
+        if self._event is not None:
+            self._event.set()
 
     @property
     def what(self) -> str:
@@ -133,14 +153,14 @@ class PendingWrite:
     def commit_soon(self) -> None:
         """End the writer's group-commit hold for this write (and those
         queued before it) without waiting for it."""
-        if not self.done.is_set() and self.urge is not None:
+        if not self.is_done and self.urge is not None:
             self.urge(self)
 
     async def settled(self) -> None:
         """Wait until the write is committed or finally failed (ends the
         writer's group-commit hold for it); never raises its error.
         Cancellation: only the wait is cancelled."""
-        if not self.done.is_set():
+        if not self.is_done:
             if self.urge is not None:
                 self.urge(self)
             await self.done.wait()
@@ -153,6 +173,12 @@ class PendingWrite:
         if self.error is not None:
             raise self.error
         return self.result
+
+
+#: the writers running now; the queue gauge adds up their queues when /metrics is read
+#: (nothing to update on every write)
+_RUNNING: weakref.WeakSet[StoreWriter] = weakref.WeakSet()
+STORE_QUEUE.set_function(lambda: sum(len(w._queue) for w in list(_RUNNING)))
 
 
 class StoreWriter:
@@ -200,7 +226,7 @@ class StoreWriter:
     @property
     def queued(self) -> int:
         """Writes not committed (nor failed) yet."""
-        return len(self._queue) + sum(not w.done.is_set() for w in self._inflight)
+        return len(self._queue) + sum(not w.is_done for w in self._inflight)
 
     def create_session(self, *, owner: str, agent_id: str, user_id: str, parent_session_id: str | None,
                        description: str | None = None, status: str = "pending",
@@ -278,7 +304,6 @@ class StoreWriter:
         self._last_any = write
         if len(self._queue) == 1 or len(self._queue) >= self.max_batch:  # idle writer, or a full batch
             self._wakeup.set()
-        STORE_QUEUE.set(len(self._queue))
         return write
 
     def _urge(self, write: PendingWrite) -> None:
@@ -308,6 +333,9 @@ class StoreWriter:
         write = self._last_any if key is None else self._last.get(key)
         if write is None:
             return True
+        if timeout_s == math.inf:
+            await write.settled()
+            return True
         with trio.move_on_after(timeout_s):
             await write.settled()
             return True
@@ -331,6 +359,7 @@ class StoreWriter:
         if self._started:
             raise RuntimeError("this StoreWriter is already running")
         self._started = True
+        _RUNNING.add(self)
         try:
             with trio.CancelScope(shield=True) as scope:
                 self._scope = scope
@@ -344,12 +373,12 @@ class StoreWriter:
                         continue
                     await self._hold()
                     self._inflight = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
-                    STORE_QUEUE.set(len(self._queue))
                     await self._commit(self._inflight)
                     self._inflight = []
         finally:
+            _RUNNING.discard(self)
             self._stopped.set()
-            left = [w for w in self._inflight if not w.done.is_set()] + list(self._queue)
+            left = [w for w in self._inflight if not w.is_done] + list(self._queue)
             self._inflight, self._queue = [], deque()
             for write in left:
                 self._fail(write, StoreError("the store writer stopped before this write was committed "
@@ -359,13 +388,16 @@ class StoreWriter:
         """Group commit: while nobody waits for a queued write, the batch is
         not full and the writer is not closing, wait up to ``linger_s`` for
         more writes to join (a waiter or a full batch ends the wait)."""
-        if self.linger_s <= 0:
+        if self.linger_s <= 0 or not self._holding():  # most often someone already waits
             return
         with trio.move_on_after(self.linger_s):
-            while (not self._closing and len(self._queue) < self.max_batch
-                   and self._urgent_upto < self._queue[0].number):
+            while self._holding():
                 self._wakeup = trio.Event()
                 await self._wakeup.wait()
+
+    def _holding(self) -> bool:
+        return (not self._closing and len(self._queue) < self.max_batch
+                and self._urgent_upto < self._queue[0].number)
 
     async def aclose(self, timeout_s: float = DEFAULT_DRAIN_S) -> None:
         """Drain the queue, then stop :meth:`run` (idempotent).
@@ -415,8 +447,12 @@ class StoreWriter:
                 else:
                     self._succeed(write, result)
             return
+        kinds: dict[str, int] = {}
         for write, result in zip(batch, results, strict=True):
-            self._succeed(write, result)
+            self._succeed(write, result, count=False)
+            kinds[write.kind] = kinds.get(write.kind, 0) + 1
+        for kind, n in kinds.items():  # one increment per kind and batch
+            labelled(STORE_WRITES, kind, "committed").inc(n)
 
     async def _with_retries(self, batch: list[PendingWrite], *, checked: bool) -> list[Any]:
         """Apply ``batch`` in one transaction, retrying transient errors with
@@ -452,10 +488,11 @@ class StoreWriter:
             return str(exc)
         return describe_error(exc, self.store._db.url)
 
-    def _succeed(self, write: PendingWrite, result: Any) -> None:
+    def _succeed(self, write: PendingWrite, result: Any, *, count: bool = True) -> None:
         write.result = result
         self.committed += 1
-        STORE_WRITES.labels(write.kind, "committed").inc()
+        if count:
+            labelled(STORE_WRITES, write.kind, "committed").inc()
         self._settle(write)
 
     def _fail(self, write: PendingWrite, exc: BaseException) -> None:
@@ -464,7 +501,7 @@ class StoreWriter:
             exc = StoreError(f"database {self.store.url}: {write.what} failed: {self._describe(exc)}")
         write.error = exc
         self.failed += 1
-        STORE_WRITES.labels(write.kind, "failed").inc()
+        labelled(STORE_WRITES, write.kind, "failed").inc()
         log.error("store_write_failed", what=write.what, session_id=write.session_id, owner=write.owner,
                   error=str(exc))
         kept = self._failures.setdefault(write.owner, [])
@@ -473,7 +510,7 @@ class StoreWriter:
         self._settle(write)
 
     def _settle(self, write: PendingWrite) -> None:
-        write.done.set()
+        write._set_done()
         for key in (write.session_id, write.owner):
             if self._last.get(key) is write:
                 del self._last[key]
@@ -516,32 +553,52 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
     return results
 
 
-# Statements built once: executed with bind parameters (a list of rows is one
-# executemany / insertmanyvalues call), no existence checks (the foreign keys
-# refuse a row of an unknown session; the checked path then names it) and no
-# read-back (the new session row is known from its values).
-_INSERT_MESSAGE = sa.insert(chat_messages)
-_INSERT_AUDIT = sa.insert(audit_logs)
-_MAX_SEQ = (sa.select(chat_messages.c.session_id, sa.func.max(chat_messages.c.seq))
-            .where(chat_messages.c.session_id.in_(sa.bindparam("ids", expanding=True)))
-            .group_by(chat_messages.c.session_id))
-_LOCK_SESSIONS = (sa.select(chat_sessions.c.id).where(chat_sessions.c.id.in_(sa.bindparam("ids", expanding=True)))
-                  .with_for_update())
-_MARK_RUNNING = (sa.update(chat_sessions)
-                 .where(chat_sessions.c.id == sa.bindparam("sid"), chat_sessions.c.status == "pending")
-                 .values(status="running", started_at=sa.bindparam("now"))
-                 .returning(*chat_sessions.c))
-_CLOSE = (sa.update(chat_sessions)
-          .where(chat_sessions.c.id == sa.bindparam("sid"), chat_sessions.c.closed_at.is_(None),
-                 chat_sessions.c.status.not_in(TERMINAL_STATUSES))
-          .values(status=sa.bindparam("new_status"), closed_at=sa.bindparam("now"),
-                  close_reason=sa.bindparam("reason")))
+# Statements built once and compiled once per dialect (ongridd/store/fastsql.py):
+# executed with bind parameters on the DBAPI cursor (a list of rows is one
+# executemany call), no existence checks (the foreign keys refuse a row of an
+# unknown session; the checked path then names it) and no read-back (the new
+# session row is known from its values).
+_MESSAGE_KEYS = ("session_id", "seq", "role", "content", "tool_calls", "tool_call_id", "name", "created_at")
+_AUDIT_KEYS = ("id", "session_id", "tool_name", "arguments", "result", "status", "duration_ms", "created_at",
+               "tool_call_id")
+_SESSION_KEYS = ("id", "agent_id", "parent_session_id", "user_id", "thread_id", "description", "status",
+                 "created_at", "started_at", "closed_at", "close_reason")
+_INSERT_MESSAGE = Prepared(sa.insert(chat_messages), _MESSAGE_KEYS)
+_INSERT_AUDIT = Prepared(sa.insert(audit_logs), _AUDIT_KEYS)
+_INSERT_SESSION = Prepared(sa.insert(chat_sessions), _SESSION_KEYS)
+_ADD_USAGE = Prepared(sessions.ADD_USAGE)
+_MARK_RUNNING = Prepared(sa.update(chat_sessions)
+                         .where(chat_sessions.c.id == sa.bindparam("sid"), chat_sessions.c.status == "pending")
+                         .values(status="running", started_at=sa.bindparam("now"))
+                         .returning(*chat_sessions.c))
+_CLOSE = Prepared(sa.update(chat_sessions)
+                  .where(chat_sessions.c.id == sa.bindparam("sid"), chat_sessions.c.closed_at.is_(None),
+                         *(chat_sessions.c.status != s for s in TERMINAL_STATUSES))
+                  .values(status=sa.bindparam("new_status"), closed_at=sa.bindparam("now"),
+                          close_reason=sa.bindparam("reason")))
+# PostgreSQL: the session rows a batch appends to, locked (ids sorted: rows are locked in key
+# order), and the top seq of sessions this writer has not written yet; SQLite: one session at a time
+_ID_ARRAY = postgresql.ARRAY(sa.String)
+_LOCK_SESSIONS = Prepared(sa.select(chat_sessions.c.id)
+                          .where(chat_sessions.c.id == sa.any_(sa.bindparam("ids", type_=_ID_ARRAY)))
+                          .with_for_update())
+_MAX_SEQS = Prepared(sa.select(chat_messages.c.session_id, sa.func.max(chat_messages.c.seq).label("top"))
+                     .where(chat_messages.c.session_id == sa.any_(sa.bindparam("ids", type_=_ID_ARRAY)))
+                     .group_by(chat_messages.c.session_id))
+_MAX_SEQ = Prepared(sa.select(sa.func.max(chat_messages.c.seq).label("top"))
+                    .where(chat_messages.c.session_id == sa.bindparam("sid")))
+_SESSION_EXISTS = Prepared(sa.select(chat_sessions.c.id).where(chat_sessions.c.id == sa.bindparam("sid")))
+
 
 def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                      known_seqs: dict[str, int]) -> tuple[list[Any], dict[str, int]]:
     """Apply ``batch`` in one transaction with few statements: new sessions,
     then messages, then audit rows as one multi-row insert each, then the
     status changes in submission order; ``(results, new last seqs)``.
+
+    A worker marked running in the batch that creates it is inserted
+    ``running`` (the update could only have succeeded: nothing else sees
+    the row before the commit).
 
     ``known_seqs``: the last committed seq of sessions this writer appended
     to (read only; the top seq is read, under the session row's lock on
@@ -554,7 +611,8 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
     audit_rows: list[dict[str, Any]] = []
     updates: list[tuple[int, PendingWrite, datetime]] = []
     message_writes: list[tuple[int, PendingWrite, datetime]] = []
-    created: set[str] = set()
+    created: dict[str, dict[str, Any]] = {}  # session id → its row (as inserted) while still pending
+    closed: set[str] = set()  # sessions created in this batch and closed after
     usage: dict[str, list[int]] = {}
     last: datetime | None = None
     for i, write in enumerate(batch):
@@ -576,33 +634,45 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
             row.update(id=sid, created_at=now, started_at=now if status == "running" else None,
                        closed_at=now if status in TERMINAL_STATUSES else None, close_reason=None)
             session_rows.append(row)
-            created.add(sid)
-            results[i] = {**row, **sessions.USAGE_ZERO, "created_at": iso(now), "started_at": iso(row["started_at"]),
-                          "closed_at": iso(row["closed_at"])}
+            created[sid] = row
+            results[i] = _session_result(row)
+        elif kind == "mark_running" and write.session_id in created and write.session_id not in closed:
+            row = created[write.session_id]
+            if row["status"] == "pending":  # the update's condition, decided here
+                row.update(status="running", started_at=now)
+                results[i] = _session_result(row)
         elif kind == "usage":  # increments commute: one update per session and batch
             usage.setdefault(write.session_id, []).append(i)
         elif kind in ("mark_running", "close_session"):
+            if kind == "close_session" and write.session_id in created:
+                closed.add(write.session_id)
             updates.append((i, write, now))
         else:
             raise ValueError(f"unknown write kind {kind!r}; expected one of {', '.join(KINDS)}")
     seqs: dict[str, int] = {}
-    with write_tx(engine) as conn:
+    with raw_write_tx(engine) as conn:
+        postgres = conn.dialect.name == "postgresql"
         if session_rows:
-            conn.execute(sessions.INSERT_SESSION, session_rows)
+            _INSERT_SESSION.executemany(conn, session_rows)
         if message_writes:
             targets = {w.session_id for _i, w, _now in message_writes}
             unknown = sorted(sid for sid in targets if sid not in known_seqs and sid not in created)
-            if conn.dialect.name == "postgresql":  # SQLite: BEGIN IMMEDIATE already serialises writers
-                locked = sorted(targets - created)
+            if postgres:  # SQLite: BEGIN IMMEDIATE already serialises writers
+                locked = sorted(targets.difference(created))
                 if locked:
-                    conn.execute(_LOCK_SESSIONS, {"ids": locked}).all()
+                    _LOCK_SESSIONS.fetchall(conn, {"ids": locked})
             for sid in created:
                 seqs[sid] = 0
             if unknown:
                 for sid in unknown:
                     seqs[sid] = 0
-                for sid, top in conn.execute(_MAX_SEQ, {"ids": unknown}).all():
-                    seqs[sid] = int(top or 0)
+                if postgres:
+                    for row in _MAX_SEQS.fetchall(conn, {"ids": unknown}):
+                        seqs[row["session_id"]] = int(row["top"] or 0)
+                else:
+                    for sid in unknown:
+                        (row,) = _MAX_SEQ.fetchall(conn, {"sid": sid})
+                        seqs[sid] = int(row["top"] or 0)
             for i, write, now in message_writes:
                 sid = write.session_id
                 seq = seqs.get(sid, known_seqs.get(sid, 0)) + 1
@@ -612,28 +682,35 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                                      "tool_calls": v.get("tool_calls"), "tool_call_id": v.get("tool_call_id"),
                                      "name": v.get("name"), "created_at": now})
                 results[i] = seq
-            conn.execute(_INSERT_MESSAGE, message_rows)
+            _INSERT_MESSAGE.executemany(conn, message_rows)
         if audit_rows:
-            conn.execute(_INSERT_AUDIT, audit_rows)
+            _INSERT_AUDIT.executemany(conn, audit_rows)
         for i, write, now in updates:
             if write.kind == "mark_running":
-                running = conn.execute(_MARK_RUNNING, {"sid": write.session_id, "now": now}).first()
-                results[i] = sessions.session_dict(running) if running is not None else None
+                running = _MARK_RUNNING.fetchall(conn, {"sid": write.session_id, "now": now})
+                results[i] = sessions.session_dict(running[0]) if running else None
             else:
-                res = conn.execute(_CLOSE, {"sid": write.session_id, "now": now, "new_status": write.values["status"],
-                                            "reason": write.values["reason"]})
-                results[i] = res.rowcount == 1
+                changed = _CLOSE.execute(conn, {"sid": write.session_id, "now": now,
+                                                "new_status": write.values["status"],
+                                                "reason": write.values["reason"]})
+                results[i] = changed == 1
         if usage:  # one executemany for every session's counters
             totals = {sid: {k: sum(int(batch[i].values.get(k, 0)) for i in indexes) for k in sessions.USAGE_KEYS}
                       for sid, indexes in usage.items()}
-            res = conn.execute(sessions.ADD_USAGE, [sessions.usage_params(sid, t) for sid, t in totals.items()])
-            all_found = res.rowcount == len(totals)
+            changed = _ADD_USAGE.executemany(conn, [sessions.usage_params(sid, t) for sid, t in totals.items()])
+            all_found = changed == len(totals)
             for sid, indexes in usage.items():
                 # a session row missing (rare): it changed nothing, so asking again per session is safe
-                found = True if all_found else sessions.session_exists_in(conn, sid)
+                found = True if all_found else bool(_SESSION_EXISTS.fetchall(conn, {"sid": sid}))
                 for i in indexes:
                     results[i] = found
     return results, seqs
+
+
+def _session_result(row: dict[str, Any]) -> dict[str, Any]:
+    """A session write's result (the row as :meth:`Store.get_session` shows it) from its inserted values."""
+    return {**row, **sessions.USAGE_ZERO, "created_at": iso(row["created_at"]), "started_at": iso(row["started_at"]),
+            "closed_at": iso(row["closed_at"])}
 
 
 @contextlib.asynccontextmanager

@@ -53,7 +53,7 @@ def test_head_from_files_gives_up_on_what_it_cannot_read(tmp_path):
     assert (MIGRATIONS_DIR / "versions").is_dir()
 
 
-def test_database_at_head_opens_without_alembic(tmp_path):
+def test_a_new_or_current_database_opens_without_alembic(tmp_path):
     db = tmp_path / "ongrid.db"
     code = f"""
         import sys, trio
@@ -68,7 +68,7 @@ def test_database_at_head_opens_without_alembic(tmp_path):
     """
     first = _python(code)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert first.stdout.strip() == "True"  # an empty database: Alembic creates the schema
+    assert first.stdout.strip() == "False"  # an empty database: created from schema.py and stamped
     again = _python(code)
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.strip() == "False"  # at the head: one query, no Alembic

@@ -4,6 +4,7 @@ cancellation; and the provider's shared rate-limit hold
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -69,6 +70,25 @@ def test_positions_follow_round_robin_and_are_bounded() -> None:
     assert last[0] == 200 and last[-1] == 1  # b joining moved it to 201: too small a change to show
     assert last == sorted(last, reverse=True)
     assert len(last) < 60  # not one update per admission (200)
+
+
+def test_positions_are_the_round_robin_places_for_any_queue() -> None:
+    """The k-th waiting turn (from 0) of the user at rotation place r comes
+    after every user's first k turns and after turn k of the users ahead of
+    it: checked against that rule for queues of many shapes."""
+    rng = random.Random(7)
+    for _ in range(300):
+        adm = TurnAdmission(max_running=1, max_per_user=1, max_queued=1000)
+        adm.enqueue("running")
+        users = [f"u{i}" for i in range(rng.randint(1, 6))]
+        for _ in range(rng.randint(1, 30)):
+            adm.enqueue(rng.choice(users))
+        rotation = list(adm._rotation)
+        lengths = [len(adm._queues[u]) for u in rotation]
+        for r, user in enumerate(rotation):
+            for k, ticket in enumerate(adm._queues[user]):
+                ahead = sum(min(n, k) for n in lengths) + sum(1 for n in lengths[:r] if n > k)
+                assert ticket.position == ahead + 1, (lengths, r, k)
 
 
 async def test_cancel_while_queued_never_runs() -> None:

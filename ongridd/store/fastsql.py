@@ -1,0 +1,230 @@
+"""Prebuilt statements executed on the DBAPI cursor, and write transactions
+on a pooled DBAPI connection.
+
+The store writer's hot statements (multi-row inserts, status updates, usage
+increments, the coordinator row's lookup and insert) are SQLAlchemy Core
+statements compiled **once per dialect** into their SQL text, parameter
+order and bind processors (the same processors SQLAlchemy would apply: UTC
+times, JSON, PostgreSQL casts; results get SQLAlchemy's result processors),
+then executed straight on the DBAPI cursor.  :func:`raw_write_tx` runs them
+in a transaction on a connection checked out of the engine's pool (pool
+events, PostgreSQL pre-ping and the reset on check-in as for any
+connection; SQLite: ``BEGIN IMMEDIATE`` as :func:`ongridd.store.engine.write_tx`).
+That skips SQLAlchemy's per-call machinery (connection and transaction
+objects, statement cache lookup, execution context, result set-up), which
+costs several times the database work for small statements.  Schema,
+migrations and every other query keep going through SQLAlchemy.
+
+``Counter`` counts the statements (an ``executemany`` once; BEGIN and
+COMMIT not) and the commits.  Errors are raised as SQLAlchemy would raise
+them (``sqlalchemy.exc.DBAPIError`` subclasses wrapping the driver's error,
+``connection_invalidated`` set for a lost connection, which is then
+invalidated), so callers sort them the same way.  SQLAlchemy's statement
+and transaction events do not see any of this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect, Engine
+
+
+class Conn(Protocol):
+    """What statements run on: a SQLAlchemy ``Connection`` or a :class:`RawTx`."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def connection(self) -> Any: ...  # .dbapi_connection
+
+    def invalidate(self, exception: BaseException | None = None) -> None: ...
+
+
+class Counter:
+    """Statements and commits that went this way (benchmarks read them; no
+    lock: figures, not invariants)."""
+
+    statements = 0
+    commits = 0
+
+
+class RawTx:
+    """A transaction on a pooled DBAPI connection (see :func:`raw_write_tx`)."""
+
+    __slots__ = ("dialect", "connection")
+
+    def __init__(self, dialect: Dialect, connection: Any):
+        self.dialect = dialect
+        self.connection = connection  # the pool's proxy: .dbapi_connection, .invalidate(), .close()
+
+    def invalidate(self, exception: BaseException | None = None) -> None:
+        self.connection.invalidate(exception)
+
+
+@contextlib.contextmanager
+def raw_write_tx(engine: Engine) -> Iterator[RawTx]:
+    """A write transaction (SQLite: ``BEGIN IMMEDIATE``) on a connection of
+    ``engine``'s pool, committed when the block ends, rolled back when it
+    raises; for :class:`Prepared` statements only."""
+    dialect = engine.dialect
+    error = dialect.loaded_dbapi.Error
+    try:
+        proxy = engine.raw_connection()
+    except error as exc:  # could not connect (sorted as SQLAlchemy's engine.connect() would)
+        raise _wrapped(dialect, None, None, exc, lost=bool(dialect.is_disconnect(exc, None, None))) from exc
+    tx = RawTx(dialect, proxy)
+    try:
+        dbapi_conn = proxy.dbapi_connection
+        assert dbapi_conn is not None  # checked out
+        if dialect.name == "sqlite":  # sqlite3 runs with isolation_level None (engine.py): we begin
+            _call(tx, "BEGIN IMMEDIATE", lambda: _begin_immediate(dbapi_conn))
+        try:
+            yield tx
+            _call(tx, "COMMIT", dbapi_conn.commit)
+            Counter.commits += 1
+        except BaseException:
+            with contextlib.suppress(Exception):  # a lost connection: invalidated below or by the pool
+                dbapi_conn.rollback()
+            raise
+    finally:
+        proxy.close()  # back to the pool (reset there; an invalidated one is discarded)
+
+
+def _begin_immediate(dbapi_conn: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    try:
+        cursor.execute("BEGIN IMMEDIATE")
+    finally:
+        cursor.close()
+
+
+def _call(tx: RawTx, what: str, fn: Callable[[], Any]) -> Any:
+    error = tx.dialect.loaded_dbapi.Error
+    try:
+        return fn()
+    except error as exc:
+        lost = bool(tx.dialect.is_disconnect(exc, tx.connection.dbapi_connection, None))
+        if lost:
+            tx.invalidate(exc)
+        raise _wrapped(tx.dialect, what, (), exc, lost=lost) from exc
+
+
+def _wrapped(dialect: Dialect, sql: str | None, params: Any, exc: Exception, *, lost: bool) -> BaseException:
+    return sa.exc.DBAPIError.instance(sql, params, exc, dialect.loaded_dbapi.Error, dialect=dialect,
+                                      connection_invalidated=lost)
+
+
+class _Compiled:
+    """One statement compiled for one dialect."""
+
+    __slots__ = ("sql", "positional", "names", "procs", "processed", "consts", "result_keys", "result_procs")
+
+    def __init__(self, stmt: Any, dialect: Dialect, keys: Sequence[str] | None):
+        # for_executemany: no implicit RETURNING of an INSERT's key (nothing reads it back)
+        compiled = stmt.compile(dialect=dialect, column_keys=list(keys) if keys is not None else None,
+                                for_executemany=True)
+        if compiled.literal_execute_params or compiled.post_compile_params:
+            raise ValueError("fastsql: statements with expanding or literal-execute parameters are not supported")
+        self.sql: str = compiled.string
+        self.positional: bool = bool(compiled.positional)
+        binds = {name: bind for bind, name in compiled.bind_names.items()}
+        names: list[str] = list(compiled.positiontup or ()) if self.positional else list(binds)
+        self.names = tuple(names)
+        procs: list[Callable[[Any], Any] | None] = []
+        #: the values of binds the statement itself fixes (``status == "pending"``)
+        self.consts: dict[str, Any] = {}
+        for name in names:
+            bind = binds[name]
+            procs.append(bind.type.dialect_impl(dialect).bind_processor(dialect))
+            if not bind.required:
+                self.consts[name] = bind.effective_value
+        self.procs = tuple(procs)
+        self.processed = tuple((i, p) for i, p in enumerate(procs) if p is not None)
+        # the columns a SELECT or a RETURNING hands back, with the result processors SQLAlchemy would apply
+        columns = list(getattr(stmt, "exported_columns", ()) or ())
+        self.result_keys = tuple(col.key for col in columns)
+        self.result_procs = tuple(col.type.dialect_impl(dialect).result_processor(dialect, None) for col in columns)
+
+    def params(self, values: Mapping[str, Any]) -> Any:
+        if self.consts:
+            values = {**self.consts, **values}
+        row = list(map(values.__getitem__, self.names))
+        for i, proc in self.processed:
+            row[i] = proc(row[i])
+        return row if self.positional else dict(zip(self.names, row))
+
+
+class Prepared:
+    """A Core statement run on the DBAPI cursor (see the module doc).
+
+    ``keys``: for an INSERT, the columns given (the others take their
+    defaults), in any order; None for statements whose bind parameters are
+    all named (``sa.bindparam``).  Each call passes every bind parameter
+    by name.
+    """
+
+    def __init__(self, stmt: Any, keys: Iterable[str] | None = None):
+        self.stmt = stmt
+        self.keys = tuple(keys) if keys is not None else None
+        self._by_dialect: dict[tuple[str, str, int], _Compiled] = {}
+
+    def compiled(self, dialect: Dialect) -> _Compiled:
+        key = (dialect.name, dialect.driver, id(dialect))
+        found = self._by_dialect.get(key)
+        if found is None:
+            found = self._by_dialect[key] = _Compiled(self.stmt, dialect, self.keys)
+        return found
+
+    def execute(self, conn: Conn, values: Mapping[str, Any]) -> int:
+        """Execute once; the row count."""
+        c = self.compiled(conn.dialect)
+        return _run(conn, c.sql, c.params(values), many=False)
+
+    def fetchall(self, conn: Conn, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Execute a SELECT (or a statement with RETURNING) once; its rows as
+        dicts by column key, values as SQLAlchemy would return them."""
+        c = self.compiled(conn.dialect)
+        rows: list[Any] = []
+        _run(conn, c.sql, c.params(values), many=False, into=rows)
+        keys, procs = c.result_keys, c.result_procs
+        return [dict(zip(keys, [v if p is None else p(v) for v, p in zip(row, procs)])) for row in rows]
+
+    def executemany(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Execute for every row (one DBAPI ``executemany``); the row count
+        (-1 when the driver does not say)."""
+        c = self.compiled(conn.dialect)
+        return _run(conn, c.sql, [c.params(r) for r in rows], many=True)
+
+
+def _run(conn: Conn, sql: str, params: Any, *, many: bool, into: list[Any] | None = None) -> int:
+    Counter.statements += 1
+    dialect = conn.dialect
+    dbapi_conn = conn.connection.dbapi_connection
+    assert dbapi_conn is not None  # an open connection inside a transaction
+    cursor = dbapi_conn.cursor()
+    try:
+        if many:
+            cursor.executemany(sql, params)
+        else:
+            cursor.execute(sql, params)
+        if into is not None:
+            into.extend(cursor.fetchall())
+        return int(cursor.rowcount)
+    except dialect.loaded_dbapi.Error as exc:
+        lost = bool(dialect.is_disconnect(exc, dbapi_conn, cursor))
+        if lost:
+            conn.invalidate(exc)
+        raise _wrapped(dialect, sql, params, exc, lost=lost) from exc
+    finally:
+        try:
+            cursor.close()
+        except dialect.loaded_dbapi.Error:  # a cursor of a lost connection
+            pass
+
+
+__all__ = ["Conn", "Counter", "Prepared", "RawTx", "raw_write_tx"]
