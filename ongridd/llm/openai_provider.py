@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import random
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Self
 from urllib.parse import quote
@@ -43,7 +44,7 @@ from ongridd.llm.limiter import RateLimitHold, parse_retry_after
 from ongridd.llm.sse import SSEDecoder, SSEError
 from ongridd.llm.types import Completion, ModelRequest, StreamEvent, TextDelta
 from ongridd.logs import get_logger, redact_url
-from ongridd.metrics import MODEL_CALLS_WAITING
+from ongridd.metrics import MODEL_CALLS_WAITING, MODEL_RESPONSE_SECONDS
 
 log = get_logger("ongridd.llm")
 
@@ -353,8 +354,10 @@ class OpenAIProvider:
     async def _post(self, client: HTTPClient, request: ModelRequest, body: bytes, *, accept: str) -> Response:
         """``POST /chat/completions``: the response whose head arrived with a
         2xx status (closed and raised as ``_StatusError`` otherwise)."""
+        started = time.perf_counter()
         response = await client.request("POST", "/chat/completions", headers=self._headers(request, accept),
                                         body=body)
+        MODEL_RESPONSE_SECONDS.observe(time.perf_counter() - started)
         if 200 <= response.status < 300:
             return response
         try:

@@ -502,3 +502,19 @@ async def test_an_answer_complete_at_done_survives_what_the_body_does_after(afte
         with trio.fail_after(10):
             deltas, completion = await run(p)
     assert completion.message.content == "whole" and deltas == [TextDelta("whole")]
+
+
+async def test_every_attempt_is_timed_in_the_response_histogram():
+    from ongridd.metrics import MODEL_RESPONSE_SECONDS
+
+    def observed() -> tuple[float, float]:
+        samples = {s.name: s.value for s in MODEL_RESPONSE_SECONDS.collect()[0].samples}
+        return samples["ongrid_model_response_seconds_count"], samples["ongrid_model_response_seconds_sum"]
+
+    count0, sum0 = observed()
+    script = {"default": [{"http_status": 503}, {"content": "late", "delay_s": 0.2}]}
+    async with open_fake_llm(script) as fake, provider(fake.base_url) as p:
+        await run(p)
+    count1, sum1 = observed()
+    assert count1 - count0 == 2  # the failed attempt and the answered one
+    assert sum1 - sum0 >= 0.2  # the answer came after its delay
