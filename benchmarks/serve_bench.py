@@ -259,7 +259,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 200, 1000])
     parser.add_argument("--single-turns", type=int, default=20, help="turns of the N=1 run")
     parser.add_argument("--rate", nargs="*", default=["200=50", "1000=100"],
-                        help="N=TURNS_PER_S arrival rates (others: N/4 per second); 0 = burst")
+                        help="N=TURNS_PER_S arrival rates (default 200=50 1000=100; a session count not named: N/4 per second); 0 = burst")
     parser.add_argument("--burst", action="store_true", help="also run every N > 1 with all turns at once")
     parser.add_argument("--delay-s", type=float, default=0.1, help="the scripted model's delay per call")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")

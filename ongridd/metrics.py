@@ -27,7 +27,7 @@ MODEL_RESPONSE_SECONDS = Histogram(
     "ongrid_model_response_seconds",
     "Time from a model request sent to its response head arriving (the provider's own latency to the first "
     "byte; every attempt, whatever its status)",
-    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0))
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0))
 MODEL_RETRIES = Counter("ongrid_model_retries_total", "Failed model-call attempts the provider retried, by persona",
                         ["persona"])
 MODEL_TOKENS = Counter("ongrid_model_tokens_total", "Tokens the model provider reported, by persona and kind "

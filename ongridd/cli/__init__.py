@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # (sub-command, module that registers it, one-line help), in the order ``--help`` lists them.
@@ -82,6 +83,11 @@ def _run(prog: str, commands: tuple[tuple[str, str, str], ...], argv: list[str] 
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # the reader of our output went away (`| head`): nothing more to say, and nothing to flush at exit
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
         return 1
 
 

@@ -152,6 +152,8 @@ async def _ask(args: argparse.Namespace) -> int:
         print(f"ongrid: the daemon at {url} closed the connection ({_why(exc)}); is it shutting down? "
               f"The turn's transcript is in thread {thread}.", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise  # our own output was closed (`| head`), not the daemon's connection
     except (OSError, HandshakeError, trio.BrokenResourceError) as exc:
         print(f"ongrid: cannot talk to the daemon at {url}: {_why(exc)} "
               "(point at the right daemon with --url or ONGRID_URL)", file=sys.stderr)
@@ -215,6 +217,15 @@ class _ChatUI:
         self.turn_running = False
         self.show_prompt = is_tty(sys.stdin) if prompt is None else prompt
         self.prompted = False
+        #: lines sent, and how many of them have had their turn end (every turn so far, once idle);
+        #: ``changed`` is set (and replaced) whenever either moves
+        self.sent = 0
+        self.ended = 0
+        self.changed = trio.Event()
+
+    def _moved(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
 
     def _line(self, text: str) -> None:
         from ongridd.cli.termui import safe_text
@@ -229,6 +240,8 @@ class _ChatUI:
         self.board.close()
         self.pending_text = ""
         self.turn_running = False
+        self.ended = self.sent
+        self._moved()
         self._line(text)
 
     def _end_prompt(self) -> None:
@@ -254,6 +267,8 @@ class _ChatUI:
             self.out.flush()
         self.prompted = False
         self.turn_running = True
+        self.sent += 1
+        self._moved()
 
     def _flush_text(self) -> None:
         text, self.pending_text = self.pending_text.strip(), ""
@@ -265,6 +280,8 @@ class _ChatUI:
         self.board.close()
         self.pending_text = ""
         self.turn_running = False
+        self.ended = self.sent
+        self._moved()
         self.prompt()
 
     def last_exchange(self, info: dict | None, messages: list[dict]) -> None:
@@ -367,7 +384,7 @@ async def _chat(args: argparse.Namespace) -> int:
     exchange are shown as on start).  2 when it cannot (re)connect."""
     from trio_websocket import ConnectionClosed, HandshakeError
 
-    from ongridd.cli.termui import safe_frame
+    from ongridd.cli.termui import is_tty, safe_frame
 
     url = ws_url(getattr(args, "url", None))
     ui = _ChatUI()
@@ -458,14 +475,29 @@ async def _chat(args: argparse.Namespace) -> int:
                     current["ws"] = None
             ui.notice("[the daemon went away; reconnecting…]")
 
+    # Input from a pipe or a file (not a terminal) is a script: each line is sent once the
+    # previous line's turn has ended, and the end of the input quits after the last answer.
+    piped = not is_tty(sys.stdin)
+
+    async def answered() -> None:
+        while ui.ended < ui.sent:
+            await ui.changed.wait()
+
     async def stdin_reader(outer: trio.Nursery) -> None:
         while True:
             line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
             if not line:  # EOF
+                if piped:
+                    await answered()
                 outer.cancel_scope.cancel()
                 return
             if line.strip():
+                sent = ui.sent
                 await lines_send.send(line.rstrip("\n"))
+                if piped:
+                    while ui.sent == sent:  # the writer has taken it; then wait for its turn to end
+                        await ui.changed.wait()
+                    await answered()
 
     async def interrupts(outer: trio.Nursery) -> None:
         last = -10.0

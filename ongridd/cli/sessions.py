@@ -156,7 +156,7 @@ def format_audit(rows: list[dict]) -> list[str]:
 
 def format_threads(rows: list[dict]) -> list[str]:
     """A header row, then one line per thread: last activity, running marker, thread name, id, last user text."""
-    out = [f"{'LAST ACTIVITY':<32}  {'STATE':<11} {'THREAD':<24} {'ID':<36}  LAST QUESTION"] if rows else []
+    out = [f"{'LAST ACTIVITY':<32}  {'LAST TURN':<11} {'THREAD':<24} {'ID':<36}  LAST QUESTION"] if rows else []
     for r in rows:
         mark = "running" if r.get("running") else (r.get("last_turn") or "empty")
         text = r.get("last_user_text") or ""

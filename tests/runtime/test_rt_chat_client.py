@@ -140,3 +140,45 @@ async def test_chat_reconnects_after_the_daemon_restarts(tmp_path):
     assert text[:at].endswith("\n"), repr(text[at - 200:at + 40])  # on a line of its own
     assert "re-attached to thread again" in text
     assert "never answered" not in text
+
+
+async def test_piped_chat_sends_each_line_as_its_own_turn_and_waits_for_the_last_answer(tmp_path):
+    """``printf 'q1\\nq2\\n' | ongrid chat``: both questions asked one after the
+    other, both answers printed, exit 0 (the end of the input waits for them)."""
+    script = {"default": [{"content": "first answer", "delay_s": 0.3}, {"content": "second answer", "delay_s": 0.3}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        async with serve(write_config(tmp_path, mapping)) as daemon:
+            done = await trio.run_process(ongrid_cmd("chat", "--url", daemon.url, "--thread", "piped"),
+                                          stdin=b"what is up?\n\nand now?\n", capture_stdout=True,
+                                          capture_stderr=True, env=subprocess_env(), check=False)
+        out = done.stdout.decode()
+        assert done.returncode == 0, out + done.stderr.decode()
+        assert out.index("first answer") < out.index("second answer"), out
+        users = [[m["content"] for m in r.body["messages"] if m["role"] == "user"] for r in fake.requests]
+        assert len(fake.requests) == 2  # two turns, one model call each (no follow-up merged in)
+        assert "what is up?" in users[0] and "and now?" not in users[0]
+        assert "and now?" in users[1]
+
+
+async def test_ask_into_a_closed_pipe_is_not_called_a_daemon_failure(tmp_path):
+    """``ongrid ask --json … | head -1``: the reader goes away after the first
+    line; the client must not blame the daemon connection for its own stdout."""
+    script = {"default": [{"content": "late answer", "delay_s": 0.5}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        async with serve(write_config(tmp_path, mapping)) as daemon:
+            proc = await trio.lowlevel.open_process(ongrid_cmd("ask", "--url", daemon.url, "--json", "hello?"),
+                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                    env=subprocess_env())
+            with trio.fail_after(30):
+                first = await proc.stdout.receive_some(65536)  # the session frame
+                assert b'"session"' in first
+                await proc.stdout.aclose()  # like `head -1` exiting
+                err = b""
+                while chunk := await proc.stderr.receive_some(65536):
+                    err += chunk
+                code = await proc.wait()
+    assert code == 1 and b"cannot talk to the daemon" not in err and b"Traceback" not in err, err.decode()
