@@ -17,8 +17,9 @@ the connection kept for the next call.
   user and password in the proxy URL become ``Proxy-Authorization: Basic``.
   Only ``http://`` proxy URLs (port 80 when none is given); another scheme
   (``https://``, ``socks5://``) makes each request fail naming it.
-* ``timeout_s`` bounds the connection (TCP, TLS, tunnel), each write and
-  each read: a peer silent that long raises :class:`HTTPTimeout`.
+* ``timeout_s`` bounds the connection (TCP, TLS, tunnel), each write, each
+  read, and the whole response head (1xx included): a peer silent that long,
+  or trickling a head, raises :class:`HTTPTimeout`.
 * A kept connection the server has closed meanwhile is noticed before the
   next request is sent on it (its socket is readable: the server's EOF) and
   dropped.  When the server closes or resets it just after the request was
@@ -175,11 +176,14 @@ class Response:
 
     async def aclose(self) -> None:
         """Give the connection back (body fully read, both sides willing to
-        keep it) or close it.  Idempotent; safe in a cancelled task."""
+        keep it, and not a byte sent beyond this response: bytes nobody asked
+        for must never pass for the next request's answer) or close it.
+        Idempotent; safe in a cancelled task."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._done and conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
+        if (self._done and conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE
+                and not conn.h11.trailing_data[0]):
             try:
                 conn.h11.start_next_cycle()
             except h11.LocalProtocolError:
@@ -271,15 +275,20 @@ class HTTPClient:
             data += conn.h11.send(h11.Data(data=body)) or b""
         data += conn.h11.send(h11.EndOfMessage()) or b""
         conn.received = conn.head_bytes = 0
-        try:
-            await self._send(conn, data)
-            event = await self._next_event(conn)
-        except HTTPConnectionError:
-            if conn.reused and conn.received == 0:  # not a byte of an answer: the server dropped it
-                raise _StaleConnection() from None
-            raise
-        while isinstance(event, h11.InformationalResponse):
-            event = await self._next_event(conn)
+        await self._send(conn, data)
+        # the whole head (1xx included) within timeout_s of the request: a head trickled a byte
+        # per read is no way round the per-read timeout
+        with trio.move_on_after(self.timeout_s) as head_time:
+            try:
+                event = await self._next_event(conn)
+            except HTTPConnectionError:
+                if conn.reused and conn.received == 0:  # not a byte of an answer: the server dropped it
+                    raise _StaleConnection() from None
+                raise
+            while isinstance(event, h11.InformationalResponse):
+                event = await self._next_event(conn)
+        if head_time.cancelled_caught:
+            raise HTTPTimeout(f"no response within {self.timeout_s:g} s (its head did not arrive whole)")
         if not isinstance(event, h11.Response):  # pragma: no cover - h11 guarantees a Response next
             raise HTTPConnectionError(f"unexpected HTTP event {type(event).__name__}")
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}

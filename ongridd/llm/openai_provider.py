@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import math
 import os
 import random
 import time
@@ -87,10 +88,11 @@ class _StatusError(Exception):
         return self.body.decode("utf-8", errors="replace")
 
     def message(self) -> str:
-        """The server's own message (``error.message`` or ``message`` of a JSON body), else the body text."""
+        """The server's own message (``error.message`` or ``message`` of a JSON body), else the body
+        text; whitespace folded, not cut (the caller masks the key first, then cuts)."""
         try:
             data = json.loads(self.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
         message = None
         if isinstance(data, dict):
@@ -99,8 +101,7 @@ class _StatusError(Exception):
             message = inner.get("message") if isinstance(inner, dict) else None
             if message is None and isinstance(error, str):
                 message = error
-        text = " ".join(str(message if message is not None else (self.text() or "(no body)")).split())
-        return text if len(text) <= _MESSAGE_MAX_CHARS else text[:_MESSAGE_MAX_CHARS] + "…"
+        return " ".join(str(message if message is not None else (self.text() or "(no body)")).split())
 
 
 class _Malformed(Exception):
@@ -295,25 +296,29 @@ class OpenAIProvider:
                         try:
                             if response.headers.get("content-type", "").startswith("application/json"):
                                 # a server that ignores ``stream``: the whole completion at once
-                                completion = completion_from_response(_json(await response.read(MAX_BODY_BYTES)))
+                                completion = _assembled(completion_from_response,
+                                                        _json(await response.read(MAX_BODY_BYTES)))
                                 if completion.message.content:
                                     emitted = True
                                     yield TextDelta(completion.message.content)
                             else:
+                                _check_event_stream(response)
                                 assembler = StreamAssembler()
-                                async with contextlib.aclosing(_chunks(response)) as chunks:
+                                async with contextlib.aclosing(_chunks(response, self.timeout_s)) as chunks:
                                     async for chunk in chunks:
-                                        for event in assembler.feed(chunk):
+                                        for event in _assembled(assembler.feed, chunk):
                                             emitted = True
                                             yield event
-                                completion = assembler.finish()
+                                completion = _assembled(assembler.finish)
                         finally:
                             await response.aclose()
                     else:
                         response = await self._post(client, request, self._body(model, request, stream=False),
                                                     accept="application/json")
                         try:
-                            completion = completion_from_response(_json(await response.read(MAX_BODY_BYTES)))
+                            _check_encoding(response)
+                            completion = _assembled(completion_from_response,
+                                                    _json(await response.read(MAX_BODY_BYTES)))
                         finally:
                             await response.aclose()
                 except Exception as exc:
@@ -400,9 +405,9 @@ class OpenAIProvider:
             failure = self._classify(exc)
             if failure is None:
                 raise
-            raise ProviderError(
+            raise ProviderError(self._scrub(
                 f"no model name configured (set llm.model or the persona's model) and listing the models of "
-                f"{self._where()} failed: {failure.what}",
+                f"{self._where()} failed: {failure.what}"),
                 status=failure.status,
             ) from None
         if not ids:
@@ -426,13 +431,14 @@ class OpenAIProvider:
             status = exc.status
             retryable = status in _RETRY_STATUSES or status >= 500
             return _Failure(
-                f"HTTP {status}: {exc.message()}",
+                f"HTTP {status}: {self._cut(self._scrub(exc.message()))}",
                 status=status,
                 retryable=retryable,
                 retry_after_s=parse_retry_after(exc.headers.get("retry-after")) if retryable else None,
             )
         if isinstance(exc, _ServerError):
-            return _Failure(f"error from the server: {exc}", status=None, retryable=False)
+            return _Failure(f"error from the server: {self._cut(self._scrub(str(exc)))}", status=None,
+                            retryable=False)
         if isinstance(exc, (_Malformed, SSEError)):
             return _Failure(f"malformed response: {exc}", status=None, retryable=False)
         return None
@@ -472,6 +478,10 @@ class OpenAIProvider:
         )
         return ProviderError(self._scrub(message), status=failure.status, retryable=failure.retryable)
 
+    @staticmethod
+    def _cut(text: str) -> str:
+        return text if len(text) <= _MESSAGE_MAX_CHARS else text[:_MESSAGE_MAX_CHARS] + "…"
+
     def _scrub(self, text: str) -> str:
         if len(text) > 2000:
             text = text[:2000] + "…"
@@ -485,17 +495,56 @@ def _json(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise _Malformed(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise _Malformed("JSON nested too deeply") from None
 
 
-async def _chunks(response: Response) -> AsyncGenerator[Any, None]:
+def _assembled(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` of the assembler on data from the server: a shape it
+    cannot read (a number where a list belongs, parts nested without end) is
+    a malformed response, not a crash."""
+    try:
+        return fn(*args)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        raise _Malformed(f"an answer of an unexpected shape ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _check_encoding(response: Response) -> None:
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise _Malformed(f"a compressed answer (Content-Encoding: {encoding}) that was not asked for")
+
+
+def _check_event_stream(response: Response) -> None:
+    """A streamed answer is ``text/event-stream`` (or says no type at all)."""
+    _check_encoding(response)
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in ("", "text/event-stream"):
+        raise _Malformed(f"a streamed answer of type {kind!r} (expected text/event-stream)")
+
+
+async def _chunks(response: Response, silent_s: float = math.inf) -> AsyncGenerator[Any, None]:
     """The decoded JSON of each ``data:`` event up to ``[DONE]`` (or the end
     of the body; what follows ``[DONE]`` is read and dropped, up to 64 KiB
     and 1 s, so the connection can be kept).  An event whose JSON holds ``error``
-    raises _ServerError."""
+    raises _ServerError; a stream past MAX_BODY_BYTES, or one that sends no
+    ``data:`` event for ``silent_s`` however many other bytes it sends
+    (comments, unfinished lines), is refused."""
     decoder = SSEDecoder()
+    size = 0
+    last_event = trio.current_time()
     async with contextlib.aclosing(response.aiter_bytes()) as body:
         async for data in body:
-            for sse in decoder.feed(data):
+            size += len(data)
+            if size > MAX_BODY_BYTES:
+                raise _Malformed(f"a streamed answer larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB")
+            events = decoder.feed(data)
+            now = trio.current_time()
+            if events:
+                last_event = now
+            elif now - last_event > silent_s:
+                raise HTTPTimeout(f"no event within {silent_s:g} s")
+            for sse in events:
                 if sse.data.startswith("[DONE]"):
                     # the answer is complete: what follows is only read to keep the connection,
                     # briefly; a failure or a body held open just closes it (in Response.aclose)
@@ -520,7 +569,7 @@ def _chunk(data: str) -> Any:
     if isinstance(chunk, dict) and chunk.get("error"):
         error = chunk["error"]
         message = error.get("message") if isinstance(error, dict) else error
-        raise _ServerError(" ".join(str(message).split())[:_MESSAGE_MAX_CHARS])
+        raise _ServerError(" ".join(str(message).split())[:ERROR_BODY_BYTES])
     return chunk
 
 

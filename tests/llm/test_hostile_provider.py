@@ -1,0 +1,273 @@
+"""OpenAIProvider against a broken or hostile model server: whatever the
+server sends, a call ends in a ProviderError (or a completion that really is
+one), never another exception; the API key never appears in an error; a
+response the client did not ask for never answers a later request."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gzip
+import json
+from typing import Any, cast
+
+import pytest
+import trio
+
+from ongridd.errors import ProviderError
+from ongridd.llm.openai_provider import MAX_BODY_BYTES, OpenAIProvider
+from ongridd.llm.types import Completion, Message, ModelRequest, TextDelta
+
+KEY = "sk-hostile-0123456789abcdefghijABCDEFGHIJ"
+USER = (Message(role="user", content="hi"),)
+
+
+async def read_request(stream) -> bytes:
+    """One request's head (its body read and dropped); b"" at EOF."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = await stream.receive_some(65536)
+        if not piece:
+            return b""
+        data += piece
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        body += await stream.receive_some(65536)
+    return head
+
+
+def chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def sse_event(data: bytes) -> bytes:
+    return chunked(b"data: " + data + b"\n\n")
+
+
+def delta(content: str) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}).encode()
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+END = chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+def sse_answer(text: str) -> bytes:
+    return SSE_HEAD + sse_event(delta(text)) + END
+
+
+def json_answer(body: bytes, status: bytes = b"200 OK") -> bytes:
+    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+            + body)
+
+
+def completion_json(text: str) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": "stop"}]}).encode()
+
+
+@contextlib.asynccontextmanager
+async def raw_server(handler):
+    async def guarded(stream):
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await handler(stream)
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, guarded, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+def answering(payload: bytes):
+    async def handler(stream):
+        while await read_request(stream):
+            await stream.send_all(payload)
+    return handler
+
+
+def provider(url: str, **kw) -> OpenAIProvider:
+    return OpenAIProvider(url, kw.pop("api_key", KEY), kw.pop("model", "m"), timeout_s=10, max_retries=1,
+                          backoff_base_s=0.001, backoff_max_s=0.01, **kw)
+
+
+def open_call(p: OpenAIProvider) -> contextlib.aclosing[Any]:
+    """The call's event stream, closed on leaving the block."""
+    return contextlib.aclosing(cast(Any, p.stream(ModelRequest(messages=USER, agent="default", session_id="s"))))
+
+
+async def call(p: OpenAIProvider) -> list:
+    events = []
+    async with open_call(p) as it:
+        async for event in it:
+            events.append(event)
+    return events
+
+
+BOMB = b"[" * 100_000
+
+# every answer here is broken; the only acceptable outcome is a ProviderError
+BROKEN_ANSWERS = {
+    "json nesting bomb in a stream chunk": (True, SSE_HEAD + sse_event(BOMB) + END),
+    "json nesting bomb as the whole body": (False, json_answer(BOMB)),
+    "json nesting bomb in an error body": (True, json_answer(BOMB, b"500 Internal Server Error")),
+    "json nesting bomb in a 400 body": (True, json_answer(BOMB, b"400 Bad Request")),
+    "choices is a number (stream)": (True, SSE_HEAD + sse_event(b'{"choices": 5}') + END),
+    "tool_calls is a number (stream)": (
+        True, SSE_HEAD + sse_event(b'{"choices": [{"index": 0, "delta": {"tool_calls": 7}}]}') + END),
+    "choices is a number (whole body)": (False, json_answer(b'{"choices": 5}')),
+    "tool_calls is true (whole body)": (
+        False, json_answer(b'{"choices": [{"index": 0, "message": {"tool_calls": true}}]}')),
+    "content parts nested 450 deep": (
+        True, SSE_HEAD + sse_event(
+            b'{"choices":[{"index":0,"delta":{"content":' + b'[{"text":' * 450 + b'"x"' + b"}]" * 450 + b"}}]}")
+        + END),
+}
+
+
+@pytest.mark.parametrize("name", list(BROKEN_ANSWERS))
+async def test_a_malformed_answer_ends_in_a_provider_error_not_another_exception(name):
+    streaming, payload = BROKEN_ANSWERS[name]
+    async with raw_server(answering(payload)) as url, provider(url, streaming=streaming) as p:
+        with pytest.raises(ProviderError):
+            await call(p)
+
+
+async def test_a_nesting_bomb_from_the_model_list_ends_in_a_provider_error():
+    async with raw_server(answering(json_answer(BOMB))) as url, provider(url, model=None) as p:
+        with pytest.raises(ProviderError):
+            await call(p)
+
+
+@pytest.mark.parametrize("answer", [
+    (lambda body: b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n" % len(body) + body)(
+        b"<html>captive portal: log in</html>"),
+    (lambda body: b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+                  b"content-length: %d\r\n\r\n" % len(body) + body)(
+        gzip.compress(b"data: " + delta("zipped") + b"\n\ndata: [DONE]\n\n")),
+], ids=["text/html page", "gzip-encoded stream (never asked for)"])
+async def test_a_200_that_is_not_an_event_stream_is_an_error_not_an_empty_answer(answer):
+    async with raw_server(answering(answer)) as url, provider(url) as p:
+        with pytest.raises(ProviderError):
+            await call(p)
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_an_unrequested_response_never_answers_the_next_request(streaming):
+    """A server that writes a second, unrequested response right behind the
+    first: it must not be taken as the answer to the next call."""
+    if streaming:
+        first, smuggled, genuine = sse_answer("first"), sse_answer("SMUGGLED"), sse_answer("second")
+    else:
+        first, smuggled, genuine = (json_answer(completion_json(t)) for t in ("first", "SMUGGLED", "second"))
+
+    async def handler(stream):
+        await read_request(stream)
+        await stream.send_all(first + smuggled)  # one write: both arrive in the client's first read
+        while await read_request(stream):
+            await stream.send_all(genuine)
+
+    async with raw_server(handler) as url, provider(url, streaming=streaming) as p:
+        texts = []
+        for _ in range(2):
+            try:
+                completion = (await call(p))[-1]
+            except ProviderError:
+                texts.append(None)
+            else:
+                texts.append(completion.message.content)
+    assert texts[0] == "first"
+    assert texts[1] != "SMUGGLED"
+
+
+async def test_the_key_echoed_by_the_model_list_is_not_in_the_error():
+    async def handler(stream):
+        head = await read_request(stream)
+        echo = head.replace(b"\r\n", b" ").replace(b'"', b"")
+        await stream.send_all(json_answer(b'{"error": {"message": "bad auth: ' + echo + b'"}}', b"401 Unauthorized"))
+
+    async with raw_server(handler) as url, provider(url, model=None) as p:
+        with pytest.raises(ProviderError) as info:
+            await call(p)
+    assert KEY not in str(info.value)
+
+
+async def test_no_piece_of_the_key_survives_the_message_cut():
+    """The server's message is cut at 400 characters; a key straddling the
+    cut must not leave its first characters in the error."""
+    message = "p" * 390 + " " + KEY
+
+    async def handler(stream):
+        await read_request(stream)
+        await stream.send_all(json_answer(json.dumps({"error": {"message": message}}).encode(), b"401 Unauthorized"))
+
+    async with raw_server(handler) as url, provider(url) as p:
+        with pytest.raises(ProviderError) as info:
+            await call(p)
+    assert KEY[:9] not in str(info.value)
+
+
+async def test_a_streamed_answer_larger_than_a_whole_body_may_be_is_refused():
+    """A non-streamed answer is read up to MAX_BODY_BYTES; a stream of text
+    deltas must be bounded too (a server streaming without end would
+    otherwise grow the process without limit)."""
+    piece = sse_event(delta("x" * 60_000))
+    pieces = MAX_BODY_BYTES // 60_000 + 16
+
+    async def handler(stream):
+        await read_request(stream)
+        await stream.send_all(SSE_HEAD)
+        for _ in range(pieces):
+            await stream.send_all(piece)
+        await stream.send_all(END)
+
+    async with raw_server(handler) as url, provider(url) as p:
+        size = 0
+        with pytest.raises(ProviderError):
+            async with open_call(p) as it:
+                async for event in it:
+                    if isinstance(event, TextDelta):
+                        size += len(event.text)
+                    assert not isinstance(event, Completion), f"a {size}-character answer was accepted"
+
+
+@pytest.mark.parametrize("trickle", ["the head a byte at a time", "1xx heads without end",
+                                     "comments only in the stream", "one event never finished"])
+async def test_a_trickle_never_keeps_a_call_past_its_timeout(trickle):
+    """``timeout_s`` bounds each read; a server that sends a byte (or a comment)
+    just often enough must still not hold the call: the head must arrive whole
+    within timeout_s, and a stream must bring a ``data:`` event within it."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+    async def handler(stream):
+        await read_request(stream)
+        while True:
+            if trickle == "the head a byte at a time":
+                for byte in head:
+                    await stream.send_all(bytes([byte]))
+                    await trio.sleep(0.05)
+            elif trickle == "1xx heads without end":
+                await stream.send_all(b"HTTP/1.1 102 Processing\r\n\r\n")
+            elif trickle == "comments only in the stream":
+                await stream.send_all(head)
+                while True:
+                    await stream.send_all(chunked(b": still thinking\n"))
+                    await trio.sleep(0.05)
+            else:
+                await stream.send_all(head + chunked(b"data: {\"choices\""))
+                while True:
+                    await stream.send_all(chunked(b" "))
+                    await trio.sleep(0.05)
+            await trio.sleep(0.05)
+
+    async with raw_server(handler) as url, OpenAIProvider(url, KEY, "m", timeout_s=0.5, max_retries=0) as p:
+        with trio.fail_after(10), pytest.raises(ProviderError, match="no response within") as info:
+            await call(p)
+    assert info.value.retryable
