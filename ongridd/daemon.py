@@ -183,7 +183,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
 
     stopped = trio.Event()
     log.info("daemon_starting", listen=config.server.listen, state_dir=str(config.state_path),
-             database=redact_url(config.database_url), config=config.source)
+             database=redact_url(config.database_url), config=config.source, open_files=raise_open_files_limit())
     store = await Store.open(config.database_url, pool_size=config.database.pool_size)
     try:
         await store.recovery_sweep()  # logs its own ``recovery_sweep`` line with the counts
@@ -299,6 +299,26 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             notify("STOPPING=1")
             await runtime.drain(DRAIN_GRACE_S)
             nursery.cancel_scope.cancel()
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft limit on open files (``RLIMIT_NOFILE``) to the hard
+    limit, as Go programs do on start: each chat client, model connection and
+    database connection is a file descriptor, and the usual soft limit of
+    1,024 is reached below a thousand sessions.  Returns the soft limit now
+    in force (unchanged when it cannot be raised)."""
+    import resource
+
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = 1 << 20
+        if soft != resource.RLIM_INFINITY and soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        return int(soft)
+    except (OSError, ValueError):
+        return -1
 
 
 #: the cyclic garbage collector's thresholds once the daemon is up (Python's defaults: 700, 10, 10)
