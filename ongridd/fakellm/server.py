@@ -18,7 +18,8 @@ Endpoints (base URL ``http://HOST:PORT/v1``):
 
 Any other path answers 404, another method on these paths 405 (with
 ``Allow``), a body over 256 MiB 413 and a request head over 16 KiB 431, each
-with an OpenAI-shaped JSON error body.
+with an OpenAI-shaped JSON error body.  A body that is not usable JSON —
+nested too deeply to parse included — is a malformed body (400).
 
 HTTP: a small HTTP/1.1 server on :func:`trio.serve_listeners` with the
 ``h11`` protocol library (no web framework: the server shares test machines
@@ -28,21 +29,34 @@ answer goes out in one socket write — a streamed answer too (chunked
 transfer encoding, every SSE event of it at once, since no script step
 delays between chunks).  A client that disconnects during a step's
 ``delay_s`` ends that call unanswered (its record keeps status 0 and is not
-written to the ``record`` file).
+written to the ``record`` file).  While a call is pending (its ``delay_s``) the
+server reads at most :data:`PIPELINE_BYTES` more of that connection (a
+pipelined next request waits in the client's socket); past that it only
+watches for the client's close or reset (Linux: ``EPOLLRDHUP``).  When
+accepting fails for want of file descriptors (``EMFILE``/``ENFILE``) it
+retries every :data:`ACCEPT_RETRY_S`, logging at most once per
+:data:`ACCEPT_LOG_EVERY_S`; :func:`serve_fake_llm` first raises the process's
+open-file soft limit to its hard limit.
 
 In-process use: ``async with open_fake_llm(script) as fake:`` gives a
 :class:`FakeLLM` with ``fake.base_url`` (ends with ``/v1``) and
 ``fake.requests`` (a :class:`RecordedRequest` per chat-completion call, in
-arrival order); ``await fake.wait_requests(n)`` waits until ``n`` have
-arrived.  Or run :func:`serve_fake_llm` in a nursery with ``nursery.start``.
+arrival order — every one of them); ``await fake.wait_requests(n)`` waits
+until ``n`` have arrived.  Or run :func:`serve_fake_llm` in a nursery with
+``nursery.start``.  A :class:`FakeLLM` built directly (as ``ongrid fake-llm``
+does) keeps only the most recent records (``keep_requests``): a long-running
+server's memory does not grow with the calls it answers.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import json
+import math
 import os
+import select
 import socket
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -83,6 +97,18 @@ KEEP_ALIVE_S = 75.0
 BACKLOG = 4096
 #: how long a connection closed after an error answer keeps reading what the client still sends
 LINGER_S = 2.0
+#: while a call is pending (a step's ``delay_s``), at most this many bytes of the client's next
+#: request(s) are read and kept; the rest waits in the socket until the answer is sent
+PIPELINE_BYTES = 64 * 1024
+#: how many records a :class:`FakeLLM` keeps by default (``keep_requests``; open_fake_llm keeps all)
+KEEP_REQUESTS = 100
+#: and at most this many bytes of request bodies in all (the newest record is always kept)
+KEEP_REQUEST_BYTES = 32 * 1024 * 1024
+#: how long accepting pauses when the process is out of file descriptors (EMFILE, ENFILE, ...)
+ACCEPT_RETRY_S = 0.1
+#: while accepting keeps failing that way, one log line at most per this many seconds
+ACCEPT_LOG_EVERY_S = 5.0
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _RECEIVE_BYTES = 64 * 1024
 
 _AGENT_KEY = AGENT_HEADER.lower().encode()
@@ -113,7 +139,8 @@ class RecordedRequest:
     ``body``: the parsed JSON body (``None`` if it was not JSON).  ``step``:
     the index of the step it took (``None`` when it took none).  ``status``:
     the HTTP status answered (0 while the answer is pending, e.g. during a
-    ``delay_s``).
+    ``delay_s``).  ``body_bytes``: the size of the raw body (not written to
+    the ``record`` file).
     """
 
     agent: str | None
@@ -122,6 +149,7 @@ class RecordedRequest:
     body: Any
     step: int | None = None
     status: int = 0
+    body_bytes: int = attrs.field(default=0, repr=False)
 
 
 @attrs.frozen
@@ -202,14 +230,26 @@ class FakeLLM:
     process environment, read when each step is answered).  ``record``: a
     file to which every chat-completion request is appended once answered,
     as one JSON line ``{agent, session, headers, body, step, status}``
-    (credential headers as ``***``); opening it raises OSError."""
+    (credential headers as ``***``); opening it raises OSError.
+
+    ``requests``: the :class:`RecordedRequest` of the chat-completion calls,
+    in arrival order.  ``keep_requests``: how many of them it keeps — the
+    most recent :data:`KEEP_REQUESTS` by default, and fewer when their bodies
+    exceed :data:`KEEP_REQUEST_BYTES` in all (the newest is always kept);
+    ``None`` keeps every one (what :func:`open_fake_llm` asks for), 0 none.
+    ``received`` counts every call, kept or not."""
 
     def __init__(self, script: Script, *, env: Mapping[str, str] | None = None,
-                 record: str | os.PathLike[str] | None = None) -> None:
+                 record: str | os.PathLike[str] | None = None,
+                 keep_requests: int | None = KEEP_REQUESTS) -> None:
+        if keep_requests is not None and keep_requests < 0:
+            raise ValueError(f"keep_requests must be >= 0 or None, not {keep_requests}")
         self.script = script
         self.env = env
+        self.keep_requests = keep_requests
         self._record = open(record, "a", encoding="utf-8") if record is not None else None  # noqa: SIM115
         self.requests: list[RecordedRequest] = []
+        self.received = 0
         self.base_url: str | None = None
         self._cursors: dict[tuple[str, str], int] = {}
         self._arrivals = trio.lowlevel.ParkingLot()
@@ -222,10 +262,30 @@ class FakeLLM:
         return self._cursors.get((persona, session), 0)
 
     async def wait_requests(self, count: int) -> None:
-        """Wait until at least ``count`` chat-completion requests arrived.
+        """Wait until at least ``count`` chat-completion requests arrived
+        (:attr:`received`, whether their records are kept or not).
         Cancellation: just stops waiting."""
-        while len(self.requests) < count:
+        while self.received < count:
             await self._arrivals.park()
+
+    def _remember(self, record: RecordedRequest) -> None:
+        """Add ``record`` to :attr:`requests`, then drop the oldest beyond
+        ``keep_requests`` and :data:`KEEP_REQUEST_BYTES`."""
+        self.received += 1
+        kept = self.requests
+        kept.append(record)
+        keep = self.keep_requests
+        if keep is None:
+            return
+        if len(kept) > keep:
+            del kept[:len(kept) - keep]
+        size = sum(r.body_bytes for r in kept)
+        drop = 0
+        while size > KEEP_REQUEST_BYTES and drop < len(kept) - 1:
+            size -= kept[drop].body_bytes
+            drop += 1
+        if drop:
+            del kept[:drop]
 
     def take_step(self, persona: str, session: str) -> Step | str:
         """Advance the cursor of (persona, session): the step, or an error
@@ -246,7 +306,11 @@ class FakeLLM:
     def _write_record(self, record: RecordedRequest) -> None:
         if self._record is None:
             return
-        line = json.dumps(attrs.asdict(record), ensure_ascii=False, default=str)
+        fields = attrs.asdict(record, recurse=False, filter=lambda a, _v: a.name != "body_bytes")
+        try:
+            line = json.dumps(fields, ensure_ascii=False, default=str)
+        except RecursionError:  # a body parsed at the edge of the depth limit: recorded as not JSON
+            line = json.dumps({**fields, "body": None}, ensure_ascii=False, default=str)
         self._record.write(line + "\n")
         self._record.flush()
 
@@ -346,15 +410,16 @@ class FakeLLM:
                 session_h = text
         try:
             body = json.loads(raw)
-        except ValueError:  # UnicodeDecodeError included
+        except (ValueError, RecursionError):  # UnicodeDecodeError included; RecursionError: nested too deeply
             body = None
         record = RecordedRequest(
             agent=unquote(agent_h) if agent_h is not None else None,
             session=unquote(session_h) if session_h is not None else None,
             headers=headers,
             body=body,
+            body_bytes=len(raw),
         )
-        self.requests.append(record)
+        self._remember(record)
         self._arrivals.unpark_all()
         try:
             answer = await self._answer(record, conn, stream)
@@ -431,10 +496,43 @@ class FakeLLM:
             raise
         where = f"[{bound_host}]:{bound_port}" if sock.family == socket.AF_INET6 else f"{bound_host}:{bound_port}"
         async with trio.open_nursery() as nursery:
-            await nursery.start(trio.serve_listeners, self._connection, [trio.SocketListener(sock)])
+            nursery.start_soon(self._accept, trio.SocketListener(sock), nursery)
             self.base_url = f"http://{where}/v1"
             log.info("fake_llm_listening", base_url=self.base_url, personas=sorted(self.script.personas))
             task_status.started(self.base_url)
+
+    async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        """Accept connections until cancelled, each served in ``nursery``.
+        Out of file descriptors (or kernel memory), accepting pauses
+        :data:`ACCEPT_RETRY_S` and retries — the pending connections wait in
+        the backlog until connections close — with one log line per
+        :data:`ACCEPT_LOG_EVERY_S` at most.  Any other accept error ends the
+        server (raised)."""
+        failures = 0
+        logged_at = -math.inf
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    failures += 1
+                    now = trio.current_time()
+                    if now - logged_at >= ACCEPT_LOG_EVERY_S:
+                        log.warning("fake_llm_accept_failed", error=errno.errorcode.get(exc.errno, str(exc.errno)),
+                                    failures=failures, retry_every_s=ACCEPT_RETRY_S,
+                                    open_files_limit=_open_files_limit())
+                        logged_at, failures = now, 0
+                    await trio.sleep(ACCEPT_RETRY_S)
+                    continue
+                nursery.start_soon(self._serve_stream, stream)
+
+    async def _serve_stream(self, stream: trio.SocketStream) -> None:
+        try:
+            await self._connection(stream)
+        finally:
+            await trio.aclose_forcefully(stream)
 
 
 async def _next_event(conn: h11.Connection, stream: trio.SocketStream) -> Any:
@@ -492,13 +590,66 @@ async def _linger(stream: trio.SocketStream) -> None:
 async def _wait_unless_gone(conn: h11.Connection, stream: trio.SocketStream, seconds: float) -> None:
     """Sleep ``seconds`` while watching the connection: raises :class:`_Gone`
     as soon as the client closes it.  Bytes it sends meanwhile (a pipelined
-    request) are kept for later."""
+    request) are kept for later, up to :data:`PIPELINE_BYTES` buffered in
+    all; beyond that nothing more is read (the client's sends block) and
+    only a close or reset is watched for."""
+    buffered = len(conn.trailing_data[0])
     with trio.move_on_after(seconds):
-        while True:
-            data = await stream.receive_some(_RECEIVE_BYTES)
+        while buffered < PIPELINE_BYTES:
+            data = await stream.receive_some(min(_RECEIVE_BYTES, PIPELINE_BYTES - buffered))
             if not data:
                 raise _Gone
             conn.receive_data(data)
+            buffered += len(data)
+        await _wait_hangup(stream)
+        raise _Gone
+
+
+async def _wait_hangup(stream: trio.SocketStream) -> None:
+    """Return once the peer of ``stream`` has closed its side or reset the
+    connection, without reading what it sent: ``EPOLLRDHUP`` on a private
+    epoll set (itself readable once that happens).  Without epoll (not
+    Linux): never returns, so a close behind unread bytes goes unnoticed
+    until the answer is sent."""
+    rdhup = getattr(select, "EPOLLRDHUP", None)
+    if rdhup is None or not hasattr(select, "epoll"):
+        await trio.sleep_forever()
+    watch = select.epoll()
+    try:
+        watch.register(stream.socket.fileno(), rdhup)
+        await trio.lowlevel.wait_readable(watch.fileno())
+    finally:
+        trio.lowlevel.notify_closing(watch.fileno())
+        watch.close()
+
+
+def _open_files_limit() -> int:
+    """The soft limit on open files (-1 when unknown)."""
+    try:
+        import resource
+
+        return int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    except (ImportError, OSError, ValueError):
+        return -1
+
+
+def raise_open_files_limit() -> int:
+    """Raise the process's soft limit on open files (``RLIMIT_NOFILE``) to its
+    hard limit: each connection is a file descriptor, and the usual soft limit
+    of 1,024 is reached by a load test's idle connections.  Returns the soft
+    limit now in force (-1 when unknown; unchanged when it cannot be raised)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = 1 << 20
+        if soft == resource.RLIM_INFINITY or soft >= hard:
+            return int(soft)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return int(hard)
+    except (ImportError, OSError, ValueError):
+        return _open_files_limit()
 
 
 async def serve_fake_llm(
@@ -511,13 +662,17 @@ async def serve_fake_llm(
     """Serve the scripted model until cancelled.
 
     ``script``: a :class:`Script`, a mapping, a YAML path, or a ready
-    :class:`FakeLLM` (to keep access to its ``requests``).  Use with
+    :class:`FakeLLM` (to keep access to its ``requests``; built here from a
+    script, it keeps no records).  Use with
     ``base_url = await nursery.start(serve_fake_llm, script)``; the base URL
     ends with ``/v1`` and carries the real port when ``port`` is 0.  Raises
     :class:`~ongridd.fakellm.script.ScriptError` for a bad script before
-    listening, ``OSError`` when the address cannot be bound.
+    listening, ``OSError`` when the address cannot be bound.  First raises
+    the process's open-file soft limit to its hard limit (logged as
+    ``fake_llm_open_files_limit``).
     """
-    fake = script if isinstance(script, FakeLLM) else FakeLLM(coerce_script(script))
+    fake = script if isinstance(script, FakeLLM) else FakeLLM(coerce_script(script), keep_requests=0)
+    log.info("fake_llm_open_files_limit", soft_limit=raise_open_files_limit())
     await fake.serve(host=host, port=port, task_status=task_status)
 
 
@@ -532,13 +687,14 @@ async def open_fake_llm(
     """Run the scripted model for the duration of the block.
 
     Yields the :class:`FakeLLM` once it listens: ``.base_url`` (``.../v1``),
-    ``.requests`` (every chat-completion call received), ``.wait_requests``.
+    ``.requests`` (every chat-completion call received: ``keep_requests=None``),
+    ``.wait_requests``.
     ``env`` overrides where ``${NAME}`` is looked up (default: the process
     environment).  Leaving the block stops the server.  Raises
     :class:`~ongridd.fakellm.script.ScriptError` for a bad script and
     ``OSError`` when the address cannot be bound.
     """
-    fake = FakeLLM(coerce_script(script_or_path), env=env)
+    fake = FakeLLM(coerce_script(script_or_path), env=env, keep_requests=None)
     bind_error: OSError | None = None
     async with trio.open_nursery() as nursery:
         try:
