@@ -26,6 +26,7 @@ import trio
 from ongridd.config import Config, parse_listen, parse_tokens, read_secret
 from ongridd.errors import ConfigError, StoreError, leaf_exceptions
 from ongridd.logs import get_logger, redact_url
+from ongridd.oslimits import raise_open_files_limit
 from ongridd.secretset import MIN_TOKEN_CHARS, DaemonSecrets, daemon_secrets
 from ongridd.sdnotify import notify, watchdog_interval_s, watchdog_loop
 
@@ -299,26 +300,6 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             notify("STOPPING=1")
             await runtime.drain(DRAIN_GRACE_S)
             nursery.cancel_scope.cancel()
-
-
-def raise_open_files_limit() -> int:
-    """Raise the soft limit on open files (``RLIMIT_NOFILE``) to the hard
-    limit, as Go programs do on start: each chat client, model connection and
-    database connection is a file descriptor, and the usual soft limit of
-    1,024 is reached below a thousand sessions.  Returns the soft limit now
-    in force (unchanged when it cannot be raised)."""
-    import resource
-
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY:
-            hard = 1 << 20
-        if soft != resource.RLIM_INFINITY and soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-        return int(soft)
-    except (OSError, ValueError):
-        return -1
 
 
 #: the cyclic garbage collector's thresholds once the daemon is up (Python's defaults: 700, 10, 10)

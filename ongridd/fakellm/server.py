@@ -78,6 +78,7 @@ from ongridd.fakellm.replies import (
 )
 from ongridd.fakellm.script import MissingVariable, Script, Step, coerce_script
 from ongridd.logs import get_logger
+from ongridd.oslimits import open_files_limit, raise_open_files_limit
 
 MODEL_ID = "ongrid-scripted-model"
 AGENT_HEADER = "X-Ongrid-Agent"
@@ -522,7 +523,7 @@ class FakeLLM:
                     if now - logged_at >= ACCEPT_LOG_EVERY_S:
                         log.warning("fake_llm_accept_failed", error=errno.errorcode.get(exc.errno, str(exc.errno)),
                                     failures=failures, retry_every_s=ACCEPT_RETRY_S,
-                                    open_files_limit=_open_files_limit())
+                                    open_files_limit=open_files_limit())
                         logged_at, failures = now, 0
                     await trio.sleep(ACCEPT_RETRY_S)
                     continue
@@ -621,35 +622,6 @@ async def _wait_hangup(stream: trio.SocketStream) -> None:
     finally:
         trio.lowlevel.notify_closing(watch.fileno())
         watch.close()
-
-
-def _open_files_limit() -> int:
-    """The soft limit on open files (-1 when unknown)."""
-    try:
-        import resource
-
-        return int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    except (ImportError, OSError, ValueError):
-        return -1
-
-
-def raise_open_files_limit() -> int:
-    """Raise the process's soft limit on open files (``RLIMIT_NOFILE``) to its
-    hard limit: each connection is a file descriptor, and the usual soft limit
-    of 1,024 is reached by a load test's idle connections.  Returns the soft
-    limit now in force (-1 when unknown; unchanged when it cannot be raised)."""
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY:
-            hard = 1 << 20
-        if soft == resource.RLIM_INFINITY or soft >= hard:
-            return int(soft)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        return int(hard)
-    except (ImportError, OSError, ValueError):
-        return _open_files_limit()
 
 
 async def serve_fake_llm(

@@ -268,7 +268,8 @@ class OpenAIProvider:
         attempt = 0
         while True:
             attempt += 1
-            emitted = False
+            emitted = False  # text handed to the caller: no retry after that
+            whole = False  # the answer came in one piece: its text is yielded before the completion
             failure: _Failure | None = None
             completion: Completion | None = None
             held_s = await self.rate_limit.wait()
@@ -296,11 +297,7 @@ class OpenAIProvider:
                         try:
                             if response.headers.get("content-type", "").startswith("application/json"):
                                 # a server that ignores ``stream``: the whole completion at once
-                                completion = _assembled(completion_from_response,
-                                                        _json(await response.read(MAX_BODY_BYTES)))
-                                if completion.message.content:
-                                    emitted = True
-                                    yield TextDelta(completion.message.content)
+                                completion, whole = await _whole_completion(response), True
                             else:
                                 _check_event_stream(response)
                                 assembler = StreamAssembler()
@@ -316,9 +313,7 @@ class OpenAIProvider:
                         response = await self._post(client, request, self._body(model, request, stream=False),
                                                     accept="application/json")
                         try:
-                            _check_encoding(response)
-                            completion = _assembled(completion_from_response,
-                                                    _json(await response.read(MAX_BODY_BYTES)))
+                            completion, whole = await _whole_completion(response), True
                         finally:
                             await response.aclose()
                 except Exception as exc:
@@ -329,7 +324,7 @@ class OpenAIProvider:
                 self._slots.release_on_behalf_of(slot)
             if completion is not None:
                 log.debug("model_call_answered", model=model, attempts=attempt)
-                if not emitted and not self.streaming and completion.message.content:
+                if whole and completion.message.content:
                     yield TextDelta(completion.message.content)
                 yield completion
                 return
@@ -507,6 +502,12 @@ def _assembled(fn: Any, *args: Any) -> Any:
         return fn(*args)
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
         raise _Malformed(f"an answer of an unexpected shape ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+async def _whole_completion(response: Response) -> Completion:
+    """A non-streamed ``chat.completion`` body, read (up to MAX_BODY_BYTES) and assembled."""
+    _check_encoding(response)
+    return _assembled(completion_from_response, _json(await response.read(MAX_BODY_BYTES)))
 
 
 def _check_encoding(response: Response) -> None:

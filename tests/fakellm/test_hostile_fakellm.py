@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import select
 import subprocess
 import sys
@@ -21,11 +20,11 @@ import h11
 import httpx2
 import pytest
 import trio
+from test_fakellm_cli import _env, _read_line
 
 from ongridd.fakellm import open_fake_llm
 from ongridd.fakellm import server as fake_server
 
-REPO = Path(__file__).resolve().parents[2]
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -243,22 +242,6 @@ def _cli(script: Path, soft: int, hard: int) -> list[str]:
     entry = (f"import resource; resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard})); "
              "from ongridd.cli import ongrid_main; ongrid_main()")
     return [sys.executable, "-c", entry, "fake-llm", "--script", str(script), "--listen", "127.0.0.1:0"]
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), str(REPO / "plugins"), env.get("PYTHONPATH")]))
-    return env
-
-
-async def _read_line(stream: Any) -> bytes:
-    buf = b""
-    while not buf.endswith(b"\n"):
-        piece = await stream.receive_some(1)
-        if not piece:
-            break
-        buf += piece
-    return buf
 
 
 async def test_the_cli_raises_the_open_files_limit_and_backs_off_when_out_of_them(tmp_path):

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pytest
 import trio
+from test_openai_provider import read_request
 
 from ongridd.errors import ProviderError
 from ongridd.llm.openai_provider import MAX_BODY_BYTES, OpenAIProvider
@@ -20,25 +21,6 @@ from ongridd.llm.types import Completion, Message, ModelRequest, TextDelta
 
 KEY = "sk-hostile-0123456789abcdefghijABCDEFGHIJ"
 USER = (Message(role="user", content="hi"),)
-
-
-async def read_request(stream) -> bytes:
-    """One request's head (its body read and dropped); b"" at EOF."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        piece = await stream.receive_some(65536)
-        if not piece:
-            return b""
-        data += piece
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip())
-    while len(body) < length:
-        body += await stream.receive_some(65536)
-    return head
 
 
 def chunked(data: bytes) -> bytes:
