@@ -7,7 +7,7 @@ here, in one place, so no persona field or delegation path can skip it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -73,11 +73,14 @@ class AgentRunner:
                 out.append(skill)
         return out
 
-    def _gate(self, snap: Registries, agents: Mapping[str, Persona], coordinator_id: str) -> ReviewGate:
+    def _gate(self, snap: Registries, agents: Mapping[str, Persona], coordinator_id: str,
+              turn_seq: Callable[[], Awaitable[int | None]]) -> ReviewGate:
+        """The review gate of one run; its reviewers are rows of the turn ``turn_seq()`` names."""
+
         async def spawn_reviewer(ctx: ToolCallContext, brief: str, description: str, timeout_s: float) -> WorkerOutcome:
             return await self.spawn_worker(snap=snap, agents=agents, persona=REVIEWER, description=description,
                                            brief=brief, parent_id=ctx.session_id, coordinator_id=coordinator_id,
-                                           user_id=ctx.user_id, timeout_s=timeout_s)
+                                           user_id=ctx.user_id, timeout_s=timeout_s, turn_seq=await turn_seq())
 
         return ReviewGate(store=self.store, spawn_reviewer=spawn_reviewer,
                           reviewer_timeout_s=self.config.limits.reviewer_timeout_s)
@@ -138,10 +141,11 @@ class AgentRunner:
 
         reminder = _per_second(self.clock, render_reminder)
         bag = coordinator_bag(persona, snap.tools, turn.control_tools, snap.stubs, personas=agents)
-        bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id).wrap)
+        bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id, turn.turn_seq).wrap)
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                               read_only=persona.read_only)
-        sink = PersistSink(self.writer, turn.session_id, publish=publish, known_tools=_known(bag))
+        sink = PersistSink(self.writer, turn.session_id, publish=publish, known_tools=_known(bag),
+                           on_user_message=turn.keep_user_write)
         # the system prompt (with the catalog), the tool schemas and the reminder are outside the
         # history's share of the budget but inside what the model receives (counted when the context is known)
         fixed = 0
@@ -162,8 +166,13 @@ class AgentRunner:
     # ---- workers and the reviewer ----------------------------------------------
     async def spawn_worker(self, *, snap: Registries, agents: Mapping[str, Persona], persona: str, description: str, brief: str,
                            parent_id: str, coordinator_id: str, user_id: str,
-                           timeout_s: float | None = None) -> WorkerOutcome:
-        """Run ``persona`` as a child session of ``parent_id`` (see WorkerManager.spawn)."""
+                           timeout_s: float | None = None, turn_seq: int | None = None) -> WorkerOutcome:
+        """Run ``persona`` as a child session of ``parent_id`` (see WorkerManager.spawn);
+        ``turn_seq``: the seq of the user message whose turn this is (stored on the row)."""
+
+        async def this_turn() -> int | None:
+            return turn_seq
+
         profile = agents.get(persona)
         if profile is None:
             raise RuntimeError(f"persona {persona!r} is not loaded")
@@ -175,7 +184,7 @@ class AgentRunner:
                 bag = ToolBag(agent=bag.agent, tools={n: t for n, t in bag.tools.items() if not t.may_mutate},
                               stubs={})
             else:
-                bag = wrap_tools(bag, self._gate(snap, agents, coordinator_id).wrap)
+                bag = wrap_tools(bag, self._gate(snap, agents, coordinator_id, this_turn).wrap)
             system = compose_system_prompt(base=self.config.prompt.base, persona=profile,
                                            skills=self._skills(snap, profile))
             ctx = ToolCallContext(session_id=task.task_id, agent=persona, user_id=user_id,
@@ -201,7 +210,7 @@ class AgentRunner:
 
         return await self.workers.spawn(persona=persona, description=description, brief=brief,
                                         parent_id=parent_id, coordinator_id=coordinator_id, user_id=user_id,
-                                        timeout_s=limit, run=run)
+                                        timeout_s=limit, run=run, turn_seq=turn_seq)
 
     # ---- interjection -----------------------------------------------------------
     async def run_interjection(self, *, turn: Turn, text: str, running: Sequence[WorkerTask],

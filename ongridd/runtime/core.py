@@ -14,6 +14,7 @@ import contextlib
 import time
 from datetime import datetime
 from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -34,6 +35,9 @@ from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.tools.spec import Tool, ToolCallContext
 
+if TYPE_CHECKING:
+    from ongridd.store.writer import PendingWrite
+
 log = get_logger(__name__)
 
 INTERJECTION_DEBOUNCE_S = 0.3
@@ -42,6 +46,9 @@ INTERJECTION_DEBOUNCE_S = 0.3
 STOPPED_TURN_WRITE_WAIT_S = 5.0
 #: how long the store writer may take to drain at shutdown
 WRITER_DRAIN_S = 60.0
+#: how long a worker's start waits for its turn's user message to be committed (its ``turn_seq``;
+#: the model was asked after that commit, or after this long when the database was out)
+USER_MESSAGE_WAIT_S = 10.0
 #: the most rows one thread-list, transcript or audit read returns
 THREADS_PAGE_MAX = 200
 MESSAGES_PAGE_MAX = 2000
@@ -81,6 +88,26 @@ class Turn:
     #: its slot (ongridd/runtime/admission.py); ``admitted`` once it may run
     ticket: Ticket | None = None
     admitted: bool = False
+    #: the queued write of the user message that started it (its seq is the workers' ``turn_seq``)
+    user_write: PendingWrite | None = None
+
+    def keep_user_write(self, write: PendingWrite) -> None:
+        """The sink's ``on_user_message``: the first message a person sent in this turn starts it."""
+        if self.user_write is None:
+            self.user_write = write
+
+    async def turn_seq(self) -> int | None:
+        """The seq of the user message that started this turn, once committed
+        (None: no such message, its write failed, or it was not committed
+        within :data:`USER_MESSAGE_WAIT_S` — a database outage delays a
+        worker's start by that much at most).  Cancellation: only the wait
+        is cancelled."""
+        write = self.user_write
+        if write is None:
+            return None
+        with trio.move_on_after(USER_MESSAGE_WAIT_S):
+            await write.settled()
+        return write.result if write.is_done and write.error is None else None
 
     @property
     def queued(self) -> bool:
@@ -505,7 +532,8 @@ class Runtime:
                     turn.workers += 1
                     return await self.runner.spawn_worker(
                         snap=snap, agents=agents, persona=persona, description=description, brief=prompt,
-                        parent_id=turn.session_id, coordinator_id=turn.session_id, user_id=turn.user_id)
+                        parent_id=turn.session_id, coordinator_id=turn.session_id, user_id=turn.user_id,
+                        turn_seq=await turn.turn_seq())
 
                 spawnable = [p.name for p in snap.agents.spawnable(agents)]
                 turn.control_tools = build_control_tools(self._control_deps(turn, spawnable, spawn))

@@ -29,20 +29,23 @@ if TYPE_CHECKING:
 #: how long a coordinator run waits for its user message to be committed before the model call
 USER_MESSAGE_WAIT_S = 10.0
 
-
 class PersistSink:
     """``writer``: the StoreWriter; ``session_id``: the run's session;
     ``owner``: the coordinator session whose turn this run belongs to
     (default ``session_id``); ``publish``: a frame callback for coordinator
     runs (None for workers); ``on_text``: called with each assistant text
-    (workers keep partial output with it).
+    (workers keep partial output with it); ``on_user_message``: called with
+    the write of each message a person sent (not a worker's brief, not a
+    kernel note) on the coordinator's own session.
     """
 
     def __init__(self, writer: RuntimeWriter, session_id: str, *, owner: str | None = None,
                  publish: Callable[[Row], None] | None = None,
                  on_text: Callable[[str], None] | None = None, persist_messages: bool = True,
-                 known_tools: Collection[str] | None = None):
+                 known_tools: Collection[str] | None = None,
+                 on_user_message: Callable[[PendingWrite], None] | None = None):
         self.known_tools = known_tools
+        self.on_user_message = on_user_message
         self.persist_messages = persist_messages
         self.writer = writer
         self.session_id = session_id
@@ -83,6 +86,8 @@ class PersistSink:
                     # what a person sent (not a worker's brief, not a kernel note) is committed at once
                     # and before the model is asked, so a crash of the turn that answers it keeps it;
                     # bounded: a database outage delays the turn, never blocks it
+                    if self.on_user_message is not None:
+                        self.on_user_message(write)
                     with trio.move_on_after(USER_MESSAGE_WAIT_S):
                         await write.settled()
         elif isinstance(event, ev.ModelCallEvent):

@@ -107,8 +107,9 @@ class WorkerManager:
                                                             task.status))
 
     async def spawn(self, *, persona: str, description: str, brief: str, parent_id: str, coordinator_id: str,
-                    user_id: str, timeout_s: float, run: RunFn) -> WorkerOutcome:
-        """Create the row (pending), run ``run(task)`` under the time limit,
+                    user_id: str, timeout_s: float, run: RunFn, turn_seq: int | None = None) -> WorkerOutcome:
+        """Create the row (pending; ``turn_seq``: the seq of the user message
+        whose turn this is), run ``run(task)`` under the time limit,
         close the row on every path.  Returns the outcome; raises only
         ``trio.Cancelled`` (after closing the row ``killed``) and StoreError
         (NotFound for an unknown parent) when the row cannot even be created.
@@ -120,7 +121,8 @@ class WorkerManager:
         Cancelled propagates.
         """
         created = self.writer.create_session(owner=coordinator_id, agent_id=persona, user_id=user_id,
-                                             parent_session_id=parent_id, description=description)
+                                             parent_session_id=parent_id, description=description,
+                                             turn_seq=turn_seq)
         try:
             row = await created.wait()
         except BaseException as exc:

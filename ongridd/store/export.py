@@ -9,6 +9,7 @@ The document::
 
     NODE = {id, agent_id, user_id, thread_id, parent_session_id, status,
             description, created_at, started_at, closed_at, close_reason,
+            turn_seq,                       # workers and reviewers: the seq of their turn's user message
             tokens: {prompt, completion, cached, model_calls},
             messages: [{seq, role, content, tool_calls, tool_call_id, name, created_at}],   # seq order
             audit: [{id, tool_name, tool_call_id, arguments, result, status,
@@ -37,7 +38,7 @@ from ongridd.store.sessions import subtree_rows, usage_of
 FORMAT = "ongrid-session-export"
 VERSION = 1
 SESSION_KEYS = ("id", "agent_id", "user_id", "thread_id", "parent_session_id", "status", "description",
-                "created_at", "started_at", "closed_at", "close_reason")
+                "created_at", "started_at", "closed_at", "close_reason", "turn_seq")
 MESSAGE_KEYS = ("seq", "role", "content", "tool_calls", "tool_call_id", "name", "created_at")
 AUDIT_KEYS = ("id", "tool_name", "tool_call_id", "arguments", "result", "status", "duration_ms", "created_at")
 PROPOSAL_KEYS = ("id", "tool_call_id", "action", "target", "reason", "blast_radius", "operator", "decision",

@@ -79,6 +79,8 @@ chat_sessions = sa.Table(
     sa.Column("prompt_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("completion_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cached_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    # a worker's or reviewer's turn: the seq of the coordinator's user message that started it (revision 0006)
+    sa.Column("turn_seq", sa.Integer, nullable=True),
     sa.Index("ix_chat_sessions_parent_session_id", "parent_session_id"),
     sa.Index("ix_chat_sessions_status", "status"),
     # One long-lived coordinator row per (user, thread).

@@ -69,6 +69,7 @@ def create_session_in(
     status: str,
     session_id: str | None,
     now: datetime,
+    turn_seq: int | None = None,
 ) -> dict[str, Any]:
     """Insert a session row inside ``conn``'s transaction and return it.
 
@@ -88,6 +89,7 @@ def create_session_in(
         "started_at": now if status == "running" else None,
         "closed_at": now if status in TERMINAL_STATUSES else None,
         "close_reason": None,
+        "turn_seq": turn_seq,
     }
     if parent_session_id is not None and _get(conn, parent_session_id) is None:
         raise NotFound(f"parent session {parent_session_id} does not exist")
@@ -105,7 +107,7 @@ _FIND_COORDINATOR = Prepared(sa.select(chat_sessions).where(
 INSERT_SESSION = sa.insert(chat_sessions)
 _INSERT_COORDINATOR = Prepared(INSERT_SESSION, ("id", "agent_id", "parent_session_id", "user_id", "thread_id",
                                                 "description", "status", "created_at", "started_at", "closed_at",
-                                                "close_reason"))
+                                                "close_reason", "turn_seq"))
 #: a new row's usage counters (their server default)
 USAGE_ZERO = dict.fromkeys(USAGE_KEYS, 0)
 
@@ -124,7 +126,7 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> t
                 values = {"id": new_id(), "agent_id": COORDINATOR_AGENT, "parent_session_id": None,
                           "user_id": user_id, "thread_id": thread_id, "description": None,
                           "status": COORDINATOR_STATUS, "created_at": now, "started_at": None,
-                          "closed_at": None, "close_reason": None}
+                          "closed_at": None, "close_reason": None, "turn_seq": None}
                 _INSERT_COORDINATOR.execute(conn, values)
                 # the row as written (no read-back): the counters start at their server default, 0
                 return {**values, **USAGE_ZERO, "created_at": iso(now)}, True

@@ -197,6 +197,7 @@ class Store:
         thread_id: str | None = None,
         description: str | None = None,
         status: str,
+        turn_seq: int | None = None,
     ) -> dict[str, Any]:
         """Insert a session row and return it.
 
@@ -204,12 +205,14 @@ class Store:
         usual start), ``running`` (sets ``started_at``) or a terminal status
         (sets ``closed_at``) for a worker/reviewer.  The dict has keys ``id,
         agent_id, parent_session_id, user_id, thread_id, description, status,
-        created_at, started_at, closed_at, close_reason``.  NotFound when the
+        created_at, started_at, closed_at, close_reason, turn_seq`` and the
+        usage counters.  ``turn_seq``: for a worker or reviewer, the seq of the
+        coordinator's user message whose turn started it (None otherwise).  NotFound when the
         parent does not exist; StoreError when a coordinator row for
         (user, thread) already exists (use :meth:`get_or_create_coordinator`).
         """
         values = session_values(agent_id=agent_id, user_id=user_id, parent_session_id=parent_session_id,
-                                thread_id=thread_id, description=description, status=status)
+                                thread_id=thread_id, description=description, status=status, turn_seq=turn_seq)
         return await self._db.run("create session", _kw(sessions.create_session), values)
 
     async def get_or_create_coordinator(self, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
@@ -425,10 +428,14 @@ class Store:
 
 
 def session_values(*, agent_id: str, user_id: str, parent_session_id: str | None, thread_id: str | None,
-                   description: str | None, status: str) -> dict[str, Any]:
+                   description: str | None, status: str, turn_seq: int | None = None) -> dict[str, Any]:
     """The checked column values of a new session row (see :meth:`Store.create_session`);
     ValueError naming the argument."""
     check_text(agent_id, "agent_id")
+    if turn_seq is not None and (isinstance(turn_seq, bool) or not isinstance(turn_seq, int) or turn_seq < 1):
+        raise ValueError(f"turn_seq: expected a message seq (an integer >= 1) or None, got {turn_seq!r}")
+    if turn_seq is not None and parent_session_id is None:
+        raise ValueError("turn_seq: only a worker or reviewer row (with a parent) belongs to a turn")
     check_text(user_id, "user_id")
     check_choice(status, SESSION_STATUSES, "status")
     if parent_session_id is None and status != COORDINATOR_STATUS:
@@ -442,6 +449,7 @@ def session_values(*, agent_id: str, user_id: str, parent_session_id: str | None
         "thread_id": thread_id,
         "description": clean_text(description),
         "status": status,
+        "turn_seq": turn_seq,
     }
 
 

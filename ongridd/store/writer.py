@@ -230,7 +230,7 @@ class StoreWriter:
 
     def create_session(self, *, owner: str, agent_id: str, user_id: str, parent_session_id: str | None,
                        description: str | None = None, status: str = "pending",
-                       thread_id: str | None = None) -> PendingWrite:
+                       thread_id: str | None = None, turn_seq: int | None = None) -> PendingWrite:
         """Queue a new session row (arguments as :meth:`Store.create_session`).
 
         The id is chosen now (``pending.session_id``), so a close queued
@@ -240,7 +240,7 @@ class StoreWriter:
         session_id = new_id()
         return self._submit("create_session", session_id, owner, lambda: {
             **session_values(agent_id=agent_id, user_id=user_id, parent_session_id=parent_session_id,
-                             thread_id=thread_id, description=description, status=status),
+                             thread_id=thread_id, description=description, status=status, turn_seq=turn_seq),
             "session_id": session_id})
 
     def mark_running(self, session_id: str, *, owner: str) -> PendingWrite:
@@ -562,7 +562,7 @@ _MESSAGE_KEYS = ("session_id", "seq", "role", "content", "tool_calls", "tool_cal
 _AUDIT_KEYS = ("id", "session_id", "tool_name", "arguments", "result", "status", "duration_ms", "created_at",
                "tool_call_id")
 _SESSION_KEYS = ("id", "agent_id", "parent_session_id", "user_id", "thread_id", "description", "status",
-                 "created_at", "started_at", "closed_at", "close_reason")
+                 "created_at", "started_at", "closed_at", "close_reason", "turn_seq")
 _INSERT_MESSAGE = Prepared(sa.insert(chat_messages), _MESSAGE_KEYS)
 _INSERT_AUDIT = Prepared(sa.insert(audit_logs), _AUDIT_KEYS)
 _INSERT_SESSION = Prepared(sa.insert(chat_sessions), _SESSION_KEYS)

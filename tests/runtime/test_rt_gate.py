@@ -65,6 +65,8 @@ async def test_gate_decisions(tmp_path):
             (reviewer,) = d.workers("reviewer")[-1:]
             assert reviewer["parent_session_id"] == worker["id"], variant  # a child of the calling session
             assert reviewer["status"] == "completed" and reviewer["closed_at"], variant
+            # both rows belong to the turn of the one user message of this thread
+            assert (worker["turn_seq"], reviewer["turn_seq"]) == (1, 1), variant
             (proposal,) = d.rows("SELECT * FROM mutating_proposals WHERE session_id = ?", (worker["id"],))
             assert proposal["decision"] == decision, variant
             assert reason in proposal["decision_reason"], variant

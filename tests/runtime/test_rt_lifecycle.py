@@ -429,3 +429,25 @@ async def test_a_final_is_never_sent_before_its_rows_are_committed(tmp_path, mon
             assert await writer.flush(timeout_s=20)  # still written, once the lock is gone
             release.join()
         assert [m["content"] for m in await store.load_messages(sid)] == ["the answer"]
+
+
+async def test_worker_rows_carry_the_seq_of_the_user_message_of_their_turn(tmp_path):
+    """``turn_seq``: each worker row names the coordinator's user message whose turn started it."""
+    script = {"default": [{"tool_calls": [agent_call("rt-worker", "first")]}, {"content": "one"},
+                          {"tool_calls": [agent_call("rt-worker", "second"), agent_call("rt-other", "third")]},
+                          {"content": "two"}],
+              "rt-worker": [{"content": "done"}, {"content": "done"}], "rt-other": [{"content": "done"}]}
+    async with open_daemon(tmp_path, script) as d, d.ws("turns") as c:
+        assert (await c.ask("turn one"))["text"] == "one"
+        assert (await c.ask("turn two"))["text"] == "two"
+        users = d.rows("SELECT seq, content FROM chat_messages WHERE session_id = ? AND role = 'user' ORDER BY seq",
+                       (c.session_id,))
+        assert [u["content"] for u in users] == ["turn one", "turn two"]
+        first, second = users[0]["seq"], users[1]["seq"]
+        assert first == 1 and second > first
+        by_brief = {}
+        for w in d.workers():
+            brief = d.rows("SELECT content FROM chat_messages WHERE session_id = ? AND seq = 1", (w["id"],))
+            by_brief[brief[0]["content"]] = w["turn_seq"]
+        assert by_brief == {"first": first, "second": second, "third": second}
+        assert d.row(c.session_id)["turn_seq"] is None  # the coordinator row belongs to no single turn

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
@@ -69,9 +71,8 @@ async def test_migrations_create_every_table(db_url):
         assert journal == "wal"
 
 
-def test_the_migration_chain_from_empty_builds_the_schema_of_schema_py(db_url):
-    """A new database is created from schema.py and stamped (no Alembic run);
-    an old one is upgraded through the revisions: both must give one schema."""
+def _upgrade_with_alembic(db_url: str, target: str, then: Callable[[sa.Connection], None] | None = None) -> None:
+    """Run the migration chain up to ``target`` with Alembic itself (then ``then(conn)``, same transaction)."""
     from alembic import command
 
     from ongridd.store.migrate import alembic_config
@@ -81,9 +82,17 @@ def test_the_migration_chain_from_empty_builds_the_schema_of_schema_py(db_url):
         with engine.begin() as conn:
             cfg = alembic_config()
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, target)
+            if then is not None:
+                then(conn)
     finally:
         engine.dispose()
+
+
+def test_the_migration_chain_from_empty_builds_the_schema_of_schema_py(db_url):
+    """A new database is created from schema.py and stamped (no Alembic run);
+    an old one is upgraded through the revisions: both must give one schema."""
+    _upgrade_with_alembic(db_url, "head")
     tables, _, _, _, revision, diffs, _ = _inspect(db_url)
     assert set(TABLE_NAMES) <= tables and revision == head_revision()
     assert diffs == []
@@ -130,7 +139,7 @@ async def test_reopen_is_idempotent_and_keeps_rows(db_url):
 
 
 async def test_migrate_false_on_empty_database_is_refused(db_url):
-    with pytest.raises(StoreError, match="needs 0005_usage_summaries"):
+    with pytest.raises(StoreError, match=f"needs {head_revision()}"):
         await Store.open(db_url, migrate=False)
 
 
@@ -156,3 +165,21 @@ async def test_migrations_ship_inside_the_package():
     assert (MIGRATIONS_DIR / "env.py").is_file()
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
     assert list((MIGRATIONS_DIR / "versions").glob("0001_*.py"))
+
+
+async def test_a_0005_database_gains_turn_seq_and_keeps_its_rows(db_url):
+    """Upgrading from the revision before: worker rows read turn_seq NULL, new ones carry it."""
+
+    def old_row(conn: sa.Connection) -> None:
+        conn.execute(sa.text(
+                "INSERT INTO chat_sessions (id, agent_id, parent_session_id, user_id, thread_id, status, created_at) "
+                "VALUES ('00000000-0000-4000-8000-000000000001', 'default', NULL, 'alice', 'main', 'open', "
+                "CURRENT_TIMESTAMP)"))
+
+    _upgrade_with_alembic(db_url, "0005_usage_summaries", then=old_row)
+    async with open_store(db_url) as store:
+        old = await store.get_session("00000000-0000-4000-8000-000000000001")
+        assert old is not None and old["turn_seq"] is None
+        worker = await store.create_session(agent_id="disk", user_id="alice", status="pending", turn_seq=3,
+                                            parent_session_id=old["id"])
+        assert (await store.get_session(worker["id"]))["turn_seq"] == 3
