@@ -112,19 +112,22 @@ def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> 
     raise RuntimeError("daemon not healthy in time")
 
 
-def model_response_s(url: str) -> tuple[float, int]:
-    """``ongrid_model_response_seconds`` sum and count from the daemon's ``/metrics``."""
+def model_response_s(url: str) -> tuple[float, int, int]:
+    """``ongrid_model_response_seconds`` sum and count, and the store writer's
+    transactions (``ongrid_store_write_transactions_total``), from the daemon's ``/metrics``."""
     import urllib.request
 
     with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
         text = resp.read().decode()
-    total, count = 0.0, 0
+    total, count, transactions = 0.0, 0, 0
     for line in text.splitlines():
         if line.startswith("ongrid_model_response_seconds_sum"):
             total = float(line.split()[-1])
         elif line.startswith("ongrid_model_response_seconds_count"):
             count = int(float(line.split()[-1]))
-    return total, count
+        elif line.startswith("ongrid_store_write_transactions_total"):
+            transactions = int(float(line.split()[-1]))
+    return total, count, transactions
 
 
 def count_rows(db: Path) -> dict[str, int]:
@@ -233,6 +236,7 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         # left of the mean overhead once the double's latency beyond delay_s is taken out
         "model_seen_ms_per_turn": (model1[0] - model0[0]) / n * 1e3 if n else float("nan"),
         "model_calls": model1[1] - model0[1],
+        "store_transactions_per_turn": (model1[2] - model0[2]) / n if n else float("nan"),
         "rows_expected": sum(expected.values()), "rows_stored": sum(stored.values()),
         "rows_by_kind": {k: [expected[k], stored[k]] for k in expected},
     }
@@ -245,7 +249,8 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     print(f"  model time  {out['model_seen_ms_per_turn']:8.1f} ms per turn as the daemon saw it "
           f"({out['model_calls']} calls, request sent → response head): the double took {beyond:.1f} ms "
           f"beyond delay_s; mean overhead without it {out['overhead_net_mean_ms']:.1f} ms")
-    print(f"  daemon CPU  {out['cpu_ms_per_turn']:8.1f} ms per turn   peak RSS {rss:7.1f} MiB")
+    print(f"  daemon CPU  {out['cpu_ms_per_turn']:8.1f} ms per turn   peak RSS {rss:7.1f} MiB   "
+          f"store writer: {out['store_transactions_per_turn']:.1f} transactions per turn")
     print(f"  same machine: scripted model {out['model_cpu_ms_per_turn']:.1f} ms, load client "
           f"{out['client_cpu_ms_per_turn']:.1f} ms CPU per turn (they share the cores with the daemon)")
     mismatch = {k: v for k, v in out["rows_by_kind"].items() if v[0] != v[1]}

@@ -145,7 +145,7 @@ class AgentRunner:
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                               read_only=persona.read_only)
         sink = PersistSink(self.writer, turn.session_id, publish=publish, known_tools=_known(bag),
-                           on_user_message=turn.keep_user_write)
+                           on_user_message=turn.keep_user_write, mutating_tools=_mutating(bag))
         # the system prompt (with the catalog), the tool schemas and the reminder are outside the
         # history's share of the budget but inside what the model receives (counted when the context is known)
         fixed = 0
@@ -194,7 +194,7 @@ class AgentRunner:
                 task.partial = text
 
             sink = PersistSink(self.writer, task.task_id, owner=coordinator_id, on_text=keep_partial,
-                               known_tools=_known(bag))
+                               known_tools=_known(bag), mutating_tools=_mutating(bag))
             result = await self._run(persona=profile, system_prompt=system, history=(),
                                      user_message=Message(role="user", content=brief), bag=bag,
                                      reminder=self._worker_reminder(profile), ctx=ctx, sink=sink)
@@ -281,3 +281,7 @@ def _per_second(clock: Callable[[], datetime], render: Callable[[datetime], str 
 
 def _known(bag: ToolBag) -> frozenset[str]:
     return frozenset(bag.tools) | frozenset(bag.stubs)
+
+
+def _mutating(bag: ToolBag) -> frozenset[str]:
+    return frozenset(name for name, tool in bag.tools.items() if tool.may_mutate)

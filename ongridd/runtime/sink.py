@@ -36,15 +36,19 @@ class PersistSink:
     runs (None for workers); ``on_text``: called with each assistant text
     (workers keep partial output with it); ``on_user_message``: called with
     the write of each message a person sent (not a worker's brief, not a
-    kernel note) on the coordinator's own session.
+    kernel note) on the coordinator's own session; ``mutating_tools``: the
+    names of the run's tools that may change something — their audit rows
+    are committed at once instead of waiting for group commit.
     """
 
     def __init__(self, writer: RuntimeWriter, session_id: str, *, owner: str | None = None,
                  publish: Callable[[Row], None] | None = None,
                  on_text: Callable[[str], None] | None = None, persist_messages: bool = True,
                  known_tools: Collection[str] | None = None,
-                 on_user_message: Callable[[PendingWrite], None] | None = None):
+                 on_user_message: Callable[[PendingWrite], None] | None = None,
+                 mutating_tools: Collection[str] = ()):
         self.known_tools = known_tools
+        self.mutating_tools = mutating_tools
         self.on_user_message = on_user_message
         self.persist_messages = persist_messages
         self.writer = writer
@@ -102,8 +106,10 @@ class PersistSink:
             label = res.name if self.known_tools is None or res.name in self.known_tools else "(unknown)"
             labelled(TOOL_CALLS, label, res.status).inc()
             labelled(TOOL_SECONDS, label).observe(res.duration_ms / 1000.0)
-            self.writer.add_audit(session_id=self.session_id, owner=self.owner, tool_name=res.name,
-                                  arguments=event.arguments or "", result=res.content, status=res.status,
-                                  duration_ms=res.duration_ms, tool_call_id=event.call_id or None)
+            audit = self.writer.add_audit(session_id=self.session_id, owner=self.owner, tool_name=res.name,
+                                          arguments=event.arguments or "", result=res.content, status=res.status,
+                                          duration_ms=res.duration_ms, tool_call_id=event.call_id or None)
+            if res.name in self.mutating_tools:  # what changed something is on record at once
+                audit.commit_soon()
             if self.publish:
                 self.publish(frames.tool(res.name, res.status))

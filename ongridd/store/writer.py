@@ -8,8 +8,8 @@ at once — so no cancellation of the submitting task can lose it.  The
 writer's own task, started in a long-lived nursery, commits the queue:
 
 * **Group commit.**  Writes nobody waits for yet are held for up to
-  ``linger_s`` (default 25 ms) so that the writes of the next steps join
-  them; a waiter — :meth:`PendingWrite.wait`, :meth:`PendingWrite.settled`,
+  ``linger_s`` (default 250 ms, longer than a typical model step) so that
+  the writes of the next steps join them; a waiter — :meth:`PendingWrite.wait`, :meth:`PendingWrite.settled`,
   :meth:`flush` — or a full batch ends the hold at once.  So durability is
   awaited only where it is promised (a worker's row before its tile, its
   close before its result, a turn's writes before its ``final``); a kill -9
@@ -92,7 +92,7 @@ from ongridd.store.store import Store, audit_values, message_values, session_val
 log = get_logger(__name__)
 
 DEFAULT_MAX_BATCH = 500
-DEFAULT_LINGER_S = 0.025
+DEFAULT_LINGER_S = 0.25
 DEFAULT_RETRY_FOR_S = 300.0
 DEFAULT_DRAIN_S = 60.0
 BACKOFF_FIRST_S = 0.05
