@@ -27,16 +27,20 @@ with the daemon, so each call should cost little CPU).  Connections are kept
 alive between requests (75 s idle at most, no request-count limit).  An
 answer goes out in one socket write — a streamed answer too (chunked
 transfer encoding, every SSE event of it at once, since no script step
-delays between chunks).  A client that disconnects during a step's
-``delay_s`` ends that call unanswered (its record keeps status 0 and is not
-written to the ``record`` file).  While a call is pending (its ``delay_s``) the
-server reads at most :data:`PIPELINE_BYTES` more of that connection (a
-pipelined next request waits in the client's socket); past that it only
-watches for the client's close or reset (Linux: ``EPOLLRDHUP``).  When
-accepting fails for want of file descriptors (``EMFILE``/``ENFILE``) it
-retries every :data:`ACCEPT_RETRY_S`, logging at most once per
-:data:`ACCEPT_LOG_EVERY_S`; :func:`serve_fake_llm` first raises the process's
-open-file soft limit to its hard limit.
+delays between chunks).  A step's ``delay_s`` counts from when the request
+head was parsed (the time its body takes to arrive is part of it); the whole
+answer is prepared before the delay, so only the send follows it, and the
+call's log line and ``record`` line come after the send.  A client that
+disconnects during a step's ``delay_s`` ends that call unanswered (its
+record keeps status 0 and is not written to the ``record`` file).  While a
+call is pending (its ``delay_s``) the server reads at most
+:data:`PIPELINE_BYTES` more of that connection (a pipelined next request
+waits in the client's socket); past that it only watches for the client's
+close or reset (Linux: ``EPOLLRDHUP``).  When accepting fails for want of
+file descriptors (``EMFILE``/``ENFILE``) it retries every
+:data:`ACCEPT_RETRY_S`, logging at most once per :data:`ACCEPT_LOG_EVERY_S`;
+:func:`serve_fake_llm` first raises the process's open-file soft limit to
+its hard limit.
 
 In-process use: ``async with open_fake_llm(script) as fake:`` gives a
 :class:`FakeLLM` with ``fake.base_url`` (ends with ``/v1``) and
@@ -196,19 +200,24 @@ def _reason(status: int) -> bytes:
 _date_cache: tuple[int, bytes] = (0, b"")
 
 
-def _date() -> bytes:
+def _date(at: float | None = None) -> bytes:
+    """The HTTP ``Date`` value of wall-clock time ``at`` (seconds since the
+    epoch; default: now)."""
     global _date_cache
-    now = int(time.time())
+    now = int(time.time() if at is None else at)
     if _date_cache[0] != now:
         _date_cache = (now, formatdate(now, usegmt=True).encode())
     return _date_cache[1]
 
 
-def _render(conn: h11.Connection, answer: _Answer, *, close: bool = False, head_only: bool = False) -> bytes:
-    """The bytes of ``answer`` on ``conn`` (head, body and end in one buffer).
-    ``close``: tell the client the connection closes after it; ``head_only``:
-    the answer to a HEAD request (no body bytes)."""
-    headers = [(b"date", _date()), _SERVER, *answer.headers]
+def _render(conn: h11.Connection, answer: _Answer, *, close: bool = False, head_only: bool = False,
+            sent_at: float | None = None) -> bytes:
+    """The bytes of ``answer`` on ``conn`` (head, body and end in one buffer);
+    advances ``conn`` to the end of our side of the exchange.  ``close``:
+    tell the client the connection closes after it; ``head_only``: the answer
+    to a HEAD request (no body bytes); ``sent_at``: the wall-clock time
+    (seconds since the epoch) its ``Date`` header states (default: now)."""
+    headers = [(b"date", _date(sent_at)), _SERVER, *answer.headers]
     if not answer.stream:
         headers.append((b"content-length", str(len(answer.body)).encode()))
     if close:
@@ -217,7 +226,7 @@ def _render(conn: h11.Connection, answer: _Answer, *, close: bool = False, head_
         head = h11.Response(status_code=answer.status, headers=headers, reason=_reason(answer.status))
     except h11.LocalProtocolError as exc:  # e.g. a scripted Retry-After no header can carry
         return _render(conn, _error(500, f"the scripted answer cannot be sent as HTTP: {exc}", "server_error"),
-                       close=close, head_only=head_only)
+                       close=close, head_only=head_only, sent_at=sent_at)
     parts = [conn.send(head)]
     if answer.body and not head_only:
         parts.append(conn.send(h11.Data(data=answer.body)))
@@ -326,7 +335,8 @@ class FakeLLM:
     async def _connection(self, stream: trio.SocketStream) -> None:
         """Serve the requests of one connection in turn until the client
         closes it, goes idle for :data:`KEEP_ALIVE_S`, or either side asks
-        for a close."""
+        for a close.  A chat completion's step delay counts from when its
+        request head was parsed (:func:`trio.current_time`)."""
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         try:
             while True:
@@ -334,7 +344,7 @@ class FakeLLM:
                     event = await _next_event(conn, stream)
                     if type(event) is not h11.Request:  # ConnectionClosed: a clean end between requests
                         return
-                    answer = await self._route(conn, stream, event)
+                    answer = await self._route(conn, stream, event, trio.current_time())
                 except h11.RemoteProtocolError as exc:  # a malformed head or body, or EOF inside one
                     if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                         status = exc.error_status_hint
@@ -343,14 +353,13 @@ class FakeLLM:
                         await stream.send_all(_render(conn, _error(status, message), close=True))
                         await _linger(stream)
                     return
-                if answer is None:  # the client left while the answer was pending
-                    return
-                unread = conn.their_state is h11.SEND_BODY  # a body too large (413): the connection ends
-                await stream.send_all(_render(conn, answer, close=unread or conn.their_state is not h11.DONE,
-                                              head_only=event.method == b"HEAD"))
-                if unread:
-                    await _linger(stream)
-                    return
+                if answer is not None:  # None: a chat completion, already answered
+                    unread = conn.their_state is h11.SEND_BODY  # a body too large (413): the connection ends
+                    await stream.send_all(_render(conn, answer, close=unread or conn.their_state is not h11.DONE,
+                                                  head_only=event.method == b"HEAD"))
+                    if unread:
+                        await _linger(stream)
+                        return
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return  # either side asked for a close (Connection: close, HTTP/1.0)
                 conn.start_next_cycle()
@@ -360,7 +369,12 @@ class FakeLLM:
             log.exception("fake_llm_connection_error")
             return
 
-    async def _route(self, conn: h11.Connection, stream: trio.SocketStream, request: h11.Request) -> _Answer | None:
+    async def _route(self, conn: h11.Connection, stream: trio.SocketStream, request: h11.Request,
+                     arrived: float) -> _Answer | None:
+        """The answer to ``request`` (whose head was parsed at trio time
+        ``arrived``), to be sent by the caller; ``None`` when it was sent here
+        (a chat completion).  Raises :class:`_Gone` (or trio's broken/closed
+        stream errors) when the client left before its answer went out."""
         method = request.method
         path = request.target.partition(b"?")[0]
         # h11 bounds a head that arrives in pieces; one read can bring a whole larger one
@@ -374,7 +388,8 @@ class FakeLLM:
                 body = await _read_body(conn, stream, request)
                 if isinstance(body, _Answer):
                     return body
-                return await self._chat_completions(conn, stream, request, body)
+                await self._chat_completions(conn, stream, request, body, arrived)
+                return None
         elif path == _MODELS_PATH:
             allow = _MODELS_ALLOW
             if method in (b"GET", b"HEAD"):
@@ -398,7 +413,18 @@ class FakeLLM:
                            f"(allowed: {allow.decode()})", headers=((b"allow", allow),))
 
     async def _chat_completions(self, conn: h11.Connection, stream: trio.SocketStream, request: h11.Request,
-                                raw: bytes) -> _Answer | None:
+                                raw: bytes, arrived: float) -> None:
+        """Record the call, take its step and answer it on ``stream``, the
+        step's ``delay_s`` after ``arrived`` (trio time: when the request head
+        was parsed; a body slower than that is answered at once).  The whole
+        answer is rendered before the delay, so only the send remains after
+        it; the ``fake_llm_call`` log line and the ``record`` file line follow
+        the send (also when the send fails).  Raises :class:`_Gone` when the
+        client leaves during the delay (the call stays unanswered: status 0,
+        not written to the ``record`` file), trio's broken/closed stream
+        errors when the send fails.  Cancellation: during the delay, as a
+        client gone (nothing logged or written); during the send, the call
+        is still logged and written."""
         agent_h = session_h = None
         headers: dict[str, str] = {}
         for key, value in request.headers:
@@ -422,19 +448,38 @@ class FakeLLM:
         )
         self._remember(record)
         self._arrivals.unpark_all()
+        deadline: float | None = None  # trio time
+        sent_at = time.time()  # wall-clock time, for "created" and the Date header: when the answer goes out
         try:
-            answer = await self._answer(record, conn, stream)
-        except (_Gone, trio.BrokenResourceError, trio.ClosedResourceError):
-            return None  # unanswered: as a handler cancelled by the client's disconnect
+            step = self._take(record)
+            if isinstance(step, Step):
+                if step.delay_s:
+                    deadline = arrived + step.delay_s
+                    sent_at += max(0.0, deadline - trio.current_time())
+                answer = self._answer(record, step, int(sent_at))
+            else:
+                answer = step
         except Exception as exc:  # a bug here must not take the server down: answer it
             log.exception("fake_llm_error", agent=record.agent, session=record.session, step=record.step)
             answer = _error(500, f"the scripted model failed: {type(exc).__name__}: {exc}", "server_error")
+        wire = _render(conn, answer, close=conn.their_state is not h11.DONE, sent_at=sent_at)
+        if deadline is not None and deadline > trio.current_time():
+            await _wait_unless_gone(conn, stream, deadline)
         record.status = answer.status
-        log.info("fake_llm_call", agent=record.agent, session=record.session, step=record.step, status=answer.status)
-        self._write_record(record)
-        return answer
+        try:
+            await stream.send_all(wire)
+            # the client's wake-up often lands on this CPU (a socket wake-up hints that the sender sleeps
+            # next): let it read the answer before the bookkeeping below, which is slow after an idle delay
+            os.sched_yield()
+        finally:
+            log.info("fake_llm_call", agent=record.agent, session=record.session, step=record.step,
+                     status=answer.status)
+            self._write_record(record)
 
-    async def _answer(self, record: RecordedRequest, conn: h11.Connection, stream: trio.SocketStream) -> _Answer:
+    def _take(self, record: RecordedRequest) -> Step | _Answer:
+        """The step ``record`` takes (its index set on ``record.step``), or
+        the 400 answer of a malformed body (no step taken), a persona missing
+        from the script or a list used up."""
         body = record.body
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the body must be a JSON object with a 'messages' list (no step was taken)")
@@ -443,8 +488,14 @@ class FakeLLM:
         if isinstance(step, str):
             return _error(400, step)
         record.step = step.index
-        if step.delay_s:
-            await _wait_unless_gone(conn, stream, step.delay_s)
+        return step
+
+    def _answer(self, record: RecordedRequest, step: Step, created: int) -> _Answer:
+        """The whole answer of ``step`` to ``record`` (whose body :meth:`_take`
+        checked): its scripted HTTP error, a 400 naming an unset ``${NAME}``,
+        or the completion — an SSE stream when the body asks ``stream``.
+        ``created``: the completion's timestamp (seconds since the epoch)."""
+        body = record.body
         if step.http_status is not None:
             kind = "rate_limit_error" if step.http_status == 429 else (
                 "server_error" if step.http_status >= 500 else "invalid_request_error"
@@ -460,7 +511,6 @@ class FakeLLM:
         requested = body.get("model")
         model = requested if isinstance(requested, str) and requested else MODEL_ID
         completion_id = f"chatcmpl-scripted-{next(self._ids)}"
-        created = int(time.time())
         usage = estimate_usage(body["messages"], reply, step.usage)
         if not body.get("stream"):
             return _Answer(200, _json_bytes(
@@ -588,14 +638,14 @@ async def _linger(stream: trio.SocketStream) -> None:
             pass
 
 
-async def _wait_unless_gone(conn: h11.Connection, stream: trio.SocketStream, seconds: float) -> None:
-    """Sleep ``seconds`` while watching the connection: raises :class:`_Gone`
-    as soon as the client closes it.  Bytes it sends meanwhile (a pipelined
+async def _wait_unless_gone(conn: h11.Connection, stream: trio.SocketStream, deadline: float) -> None:
+    """Sleep until ``deadline`` (trio time) while watching the connection:
+    raises :class:`_Gone` as soon as the client closes it.  Bytes it sends meanwhile (a pipelined
     request) are kept for later, up to :data:`PIPELINE_BYTES` buffered in
     all; beyond that nothing more is read (the client's sends block) and
     only a close or reset is watched for."""
     buffered = len(conn.trailing_data[0])
-    with trio.move_on_after(seconds):
+    with trio.move_on_at(deadline):
         while buffered < PIPELINE_BYTES:
             data = await stream.receive_some(min(_RECEIVE_BYTES, PIPELINE_BYTES - buffered))
             if not data:
@@ -610,14 +660,21 @@ async def _wait_hangup(stream: trio.SocketStream) -> None:
     """Return once the peer of ``stream`` has closed its side or reset the
     connection, without reading what it sent: ``EPOLLRDHUP`` on a private
     epoll set (itself readable once that happens).  Without epoll (not
-    Linux): never returns, so a close behind unread bytes goes unnoticed
-    until the answer is sent."""
+    Linux), or when no epoll set can be made (out of file descriptors or
+    kernel memory): never returns, so a close behind unread bytes goes
+    unnoticed until the answer is sent."""
     rdhup = getattr(select, "EPOLLRDHUP", None)
     if rdhup is None or not hasattr(select, "epoll"):
         await trio.sleep_forever()
-    watch = select.epoll()
     try:
-        watch.register(stream.socket.fileno(), rdhup)
+        watch = select.epoll()
+    except OSError:  # EMFILE, ENFILE, ENOMEM: the answer is already rendered, so wait without watching
+        await trio.sleep_forever()
+    try:
+        try:
+            watch.register(stream.socket.fileno(), rdhup)
+        except OSError:  # ENOMEM, ENOSPC (the user's epoll watch limit)
+            await trio.sleep_forever()
         await trio.lowlevel.wait_readable(watch.fileno())
     finally:
         trio.lowlevel.notify_closing(watch.fileno())

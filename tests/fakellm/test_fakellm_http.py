@@ -1,6 +1,8 @@
 """The scripted model's HTTP layer (an h11 server on Trio): keep-alive and
 pipelining, framing of both answer forms, 404/405/413/431/400 answers,
-a client leaving during a step's delay, IPv6, and curl as a client."""
+a client leaving during a step's delay, the delay counted from the request
+head, the log and record lines following the send, IPv6, and curl as a
+client."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import h11
 import httpx2
 import pytest
 import trio
+import trio.testing
 
 from ongridd.fakellm import open_fake_llm
 from ongridd.fakellm import server as fake_server
@@ -220,6 +223,62 @@ async def test_a_client_that_leaves_during_the_delay_gets_no_answer_recorded(tmp
     fake.close()
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [(x["step"], x["status"]) for x in lines] == [(1, 200)]
+
+
+async def test_the_delay_counts_from_the_request_head_not_from_the_end_of_its_body(mock_clock):
+    # the clock only moves when the test jumps it: no real time is measured
+    script = {"default": [{"delay_s": 0.5, "content": "late"}]}
+    body = json.dumps(CHAT).encode()
+    async with open_fake_llm(script) as fake:
+        client = await raw_client(fake.base_url)
+        async with client.stream:
+            await client.stream.send_all(client.conn.send(h11.Request(
+                method="POST", target="/v1/chat/completions",
+                headers=[("host", "test"), ("content-length", str(len(body))), ("expect", "100-continue")])) or b"")
+            while type(event := client.conn.next_event()) is not h11.InformationalResponse:  # the head was parsed
+                assert event is h11.NEED_DATA
+                client.conn.receive_data(await client.stream.receive_some(65536))
+            mock_clock.jump(0.3)  # the body comes 0.3 s after the head
+            await client.stream.send_all(b"".join(client.conn.send(e) or b""
+                                                  for e in (h11.Data(data=body), h11.EndOfMessage())))
+            await fake.wait_requests(1)
+            mock_clock.jump(0.3)  # 0.6 s after the head: past the 0.5 s delay, short of 0.3 + 0.5 s
+            await trio.testing.wait_all_tasks_blocked()
+            assert fake.requests[0].status == 200  # answered (0: still delaying)
+            head, answer = await client.response()
+    assert head.status_code == 200 and json.loads(answer)["choices"][0]["message"]["content"] == "late"
+
+
+@pytest.mark.parametrize("delay_s", [0, 0.05])
+async def test_the_call_is_logged_and_recorded_after_its_answer_was_sent(monkeypatch, tmp_path, delay_s):
+    happened: list[str] = []
+    send_all = trio.SocketStream.send_all
+
+    async def sending(self: trio.SocketStream, data: bytes) -> None:
+        await send_all(self, data)
+        if bytes(data).startswith(b"HTTP/1.1 200 "):
+            happened.append("sent")
+
+    write_record = fake_server.FakeLLM._write_record
+    monkeypatch.setattr(trio.SocketStream, "send_all", sending)
+    monkeypatch.setattr(fake_server.log, "info", lambda event, **fields: happened.append(event))
+    monkeypatch.setattr(fake_server.FakeLLM, "_write_record",
+                        lambda self, record: (happened.append("record"), write_record(self, record)))
+    record = tmp_path / "requests.jsonl"
+    fake = fake_server.FakeLLM(fake_server.coerce_script({"default": [{"delay_s": delay_s, "content": "x"}]}),
+                               record=record)
+    async with trio.open_nursery() as nursery:
+        base_url = await nursery.start(fake.serve)
+        happened.clear()  # the "listening" line
+        client = await raw_client(base_url)
+        async with client.stream:
+            head, _ = await client.request("POST", "/v1/chat/completions", json.dumps(CHAT).encode())
+            await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    fake.close()
+    assert head.status_code == 200
+    assert happened == ["sent", "fake_llm_call", "record"]
+    assert [(x["step"], x["status"]) for x in map(json.loads, record.read_text().splitlines())] == [(0, 200)]
 
 
 def _ipv6_loopback() -> bool:
