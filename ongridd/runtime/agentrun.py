@@ -6,6 +6,7 @@ here, in one place, so no persona field or delegation path can skip it.
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -43,6 +44,8 @@ if TYPE_CHECKING:  # core imports this module
     from ongridd.runtime.core import Turn
 
 REVIEWER = "reviewer"
+#: workers' system prompts kept composed (one per persona; the least recently made dropped first)
+WORKER_PROMPTS_KEPT = 256
 COORDINATOR = "default"
 
 
@@ -63,6 +66,10 @@ class AgentRunner:
         self.model = model
         #: coordinator threads' in-memory histories and their budget (ongridd/runtime/compaction.py)
         self.histories = ThreadHistories(store=store, writer=writer, model=model, config=config)
+        #: workers' system prompts by persona name: (the persona and skills snapshot they were made from,
+        #: the base prompt, the prompt); at most WORKER_PROMPTS_KEPT, the oldest dropped first
+        self._worker_prompts: collections.OrderedDict[str, tuple[Persona, object, str, str]] = \
+            collections.OrderedDict()
 
     # ---- helpers ------------------------------------------------------------
     def _skills(self, snap: Registries, persona: Persona) -> list[Skill]:
@@ -94,6 +101,21 @@ class AgentRunner:
                                    history=history, user_message=user_message, bag=bag, reminder=reminder,
                                    limits=self.config.limits, context=ctx, sink=sink,
                                    pending_user_messages=inbox)
+
+    def _worker_prompt(self, snap: Registries, profile: Persona) -> str:
+        """A worker's system prompt, composed once per persona file, skills
+        snapshot and base prompt (a reload or a live edit makes a new one)."""
+        base = self.config.prompt.base
+        skills_now = snap.skills.snapshot() if snap.skills is not None else None
+        cached = self._worker_prompts.get(profile.name)
+        if cached is not None and cached[0] is profile and cached[1] is skills_now and cached[2] == base:
+            return cached[3]
+        system = compose_system_prompt(base=base, persona=profile, skills=self._skills(snap, profile))
+        self._worker_prompts[profile.name] = (profile, skills_now, base, system)
+        self._worker_prompts.move_to_end(profile.name)
+        while len(self._worker_prompts) > WORKER_PROMPTS_KEPT:
+            self._worker_prompts.popitem(last=False)
+        return system
 
     def _worker_reminder(self, profile: Persona) -> Callable[[], str | None]:
         """A worker's per-call reminder: the time line and its critical reminder."""
@@ -185,8 +207,7 @@ class AgentRunner:
                               stubs={})
             else:
                 bag = wrap_tools(bag, self._gate(snap, agents, coordinator_id, this_turn).wrap)
-            system = compose_system_prompt(base=self.config.prompt.base, persona=profile,
-                                           skills=self._skills(snap, profile))
+            system = self._worker_prompt(snap, profile)
             ctx = ToolCallContext(session_id=task.task_id, agent=persona, user_id=user_id,
                                   read_only=profile.read_only)
 

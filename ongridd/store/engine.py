@@ -304,6 +304,22 @@ class Database:
             raise StoreError(f"database {shown_url(self.url)}: write after the store was closed")
         return await run_in_thread(fn, self.engine, *args, slots=self._slots)
 
+    def run_raw_now(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(engine, *args)`` on the calling thread (the event loop's),
+        holding one pool slot; the database's exceptions as they are (as
+        :meth:`run_raw`).  Raises ``trio.WouldBlock`` — nothing ran — when
+        no slot is free, StoreError after :meth:`aclose`.  Blocks the caller
+        for as long as ``fn`` runs: only for short work that never waits for
+        a lock (see ``raw_write_tx(nowait=True)``)."""
+        if self._closed:
+            raise StoreError(f"database {shown_url(self.url)}: write after the store was closed")
+        borrower = object()
+        self._slots.limiter.acquire_on_behalf_of_nowait(borrower)
+        try:
+            return fn(self.engine, *args)
+        finally:
+            self._slots.limiter.release_on_behalf_of(borrower)
+
     async def aclose(self) -> None:
         """Dispose of the pool (idempotent)."""
         if self._closed:

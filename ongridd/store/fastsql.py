@@ -67,10 +67,17 @@ class RawTx:
 
 
 @contextlib.contextmanager
-def raw_write_tx(engine: Engine) -> Iterator[RawTx]:
+def raw_write_tx(engine: Engine, *, nowait: bool = False) -> Iterator[RawTx]:
     """A write transaction (SQLite: ``BEGIN IMMEDIATE``) on a connection of
     ``engine``'s pool, committed when the block ends, rolled back when it
-    raises; for :class:`Prepared` statements only."""
+    raises; for :class:`Prepared` statements only.
+
+    ``nowait`` (SQLite only): never wait — the write lock is taken with a
+    busy timeout of 0 (held elsewhere: the transient "database is locked"
+    StoreError-to-be, at once) and the commit runs no automatic WAL
+    checkpoint (a later ordinary commit does); both settings are put back
+    before the connection returns to the pool, or the connection is
+    discarded.  For work on the event loop's own thread."""
     dialect = engine.dialect
     error = dialect.loaded_dbapi.Error
     try:
@@ -78,10 +85,13 @@ def raw_write_tx(engine: Engine) -> Iterator[RawTx]:
     except error as exc:  # could not connect (sorted as SQLAlchemy's engine.connect() would)
         raise _wrapped(dialect, None, None, exc, lost=bool(dialect.is_disconnect(exc, None, None))) from exc
     tx = RawTx(dialect, proxy)
+    restore: list[str] = []
     try:
         dbapi_conn = proxy.dbapi_connection
         assert dbapi_conn is not None  # checked out
         if dialect.name == "sqlite":  # sqlite3 runs with isolation_level None (engine.py): we begin
+            if nowait:
+                restore = _call(tx, "PRAGMA", lambda: _sqlite_nowait(dbapi_conn))
             _call(tx, "BEGIN IMMEDIATE", lambda: _begin_immediate(dbapi_conn))
         try:
             yield tx
@@ -92,7 +102,34 @@ def raw_write_tx(engine: Engine) -> Iterator[RawTx]:
                 dbapi_conn.rollback()
             raise
     finally:
+        if restore:
+            try:
+                _run_all(dbapi_conn, restore)
+            except Exception as exc:  # noqa: BLE001 - a connection that kept "never wait" must not be reused
+                proxy.invalidate(exc)
         proxy.close()  # back to the pool (reset there; an invalidated one is discarded)
+
+
+def _sqlite_nowait(dbapi_conn: Any) -> list[str]:
+    """Set busy timeout 0 and no automatic checkpoint; the statements that put both back."""
+    cursor = dbapi_conn.cursor()
+    try:
+        busy_ms = int(cursor.execute("PRAGMA busy_timeout").fetchone()[0])
+        pages = int(cursor.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        cursor.execute("PRAGMA busy_timeout = 0")
+        cursor.execute("PRAGMA wal_autocheckpoint = 0")
+    finally:
+        cursor.close()
+    return [f"PRAGMA busy_timeout = {busy_ms}", f"PRAGMA wal_autocheckpoint = {pages}"]
+
+
+def _run_all(dbapi_conn: Any, statements: list[str]) -> None:
+    cursor = dbapi_conn.cursor()
+    try:
+        for statement in statements:
+            cursor.execute(statement)
+    finally:
+        cursor.close()
 
 
 def _begin_immediate(dbapi_conn: Any) -> None:

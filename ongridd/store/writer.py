@@ -16,8 +16,10 @@ writer's own task, started in a long-lived nursery, commits the queue:
   loses at most the last ``linger_s`` of writes of turns that had not
   answered yet (the start-up recovery sweep closes their rows).
 * **Batches.**  Everything queued when the writer commits (up to ``max_batch``
-  writes) is committed in one transaction in one worker-thread hop, in
-  submission order, by :func:`apply_batch_fast`: prebuilt statements with
+  writes) is committed in one transaction in one worker-thread hop — on
+  SQLite a batch of at most ``inline_max`` writes with nothing queued behind
+  it on the event loop's thread instead, never waiting for the lock there
+  (see :meth:`StoreWriter._commit_inline`) — in submission order, by :func:`apply_batch_fast`: prebuilt statements with
   bind parameters run on the DBAPI connection (:mod:`ongridd.store.fastsql`),
   one multi-row insert per table, no existence checks and no read-back.  Seqs are still 1, 2, 3, … per session without gaps: the
   writer keeps the last seq it committed per session; for a session it has
@@ -93,6 +95,11 @@ log = get_logger(__name__)
 
 DEFAULT_MAX_BATCH = 500
 DEFAULT_LINGER_S = 0.25
+#: SQLite: a batch of at most this many writes, with nothing queued behind it, is committed on the
+#: event loop's thread (no thread hop; the lock is never waited for there); 0: always in a thread
+DEFAULT_INLINE_MAX = 16
+#: every so many commits on the loop's thread, one goes through a thread (where the WAL checkpoint runs)
+INLINE_CHECKPOINT_EVERY = 64
 DEFAULT_RETRY_FOR_S = 300.0
 DEFAULT_DRAIN_S = 60.0
 BACKOFF_FIRST_S = 0.05
@@ -187,12 +194,15 @@ class StoreWriter:
     ``max_batch``: writes per transaction; ``linger_s``: how long writes
     nobody waits for are held for group commit (0: commit as soon as the
     writer runs); ``retry_for_s``: how long transient errors are retried
-    before a write counts as failed.
+    before a write counts as failed; ``inline_max``: on SQLite, the largest
+    batch committed on the event loop's own thread when nothing else is
+    queued (0: never) — no thread hop, and the write lock is never waited
+    for there (held elsewhere: the batch goes to a thread, which waits).
     """
 
     def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
                  linger_s: float = DEFAULT_LINGER_S, retry_for_s: float = DEFAULT_RETRY_FOR_S,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, inline_max: int = DEFAULT_INLINE_MAX):
         if max_batch < 1:
             raise ValueError(f"max_batch: expected a positive integer, got {max_batch!r}")
         if not linger_s >= 0:
@@ -200,6 +210,10 @@ class StoreWriter:
         self.store = store
         self.max_batch = max_batch
         self.linger_s = linger_s
+        self.inline_max = inline_max if store._db.engine.dialect.name == "sqlite" else 0
+        #: commits on the event loop's thread (of ``transactions``), and the eligible batches seen
+        self.inline_commits = 0
+        self._inline_seen = 0
         self._submitted = 0  # PendingWrite.number of the newest write
         self._urgent_upto = 0  # a waiter waits for the writes numbered up to this
         self.retry_for_s = retry_for_s
@@ -459,6 +473,10 @@ class StoreWriter:
         backoff for up to ``retry_for_s``; raises the last error.  ``checked``:
         the one-write path with existence checks and seqs read from the
         database; otherwise the batched path (:func:`apply_batch_fast`)."""
+        if not checked and self._inline_eligible(batch):
+            inline = self._commit_inline(batch)
+            if inline is not None:
+                return inline
         start = self._clock()
         delay = BACKOFF_FIRST_S
         attempt = 0
@@ -482,6 +500,33 @@ class StoreWriter:
                             error=self._describe(exc))
                 await trio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
+
+    def _inline_eligible(self, batch: list[PendingWrite]) -> bool:
+        if not 0 < len(batch) <= self.inline_max or self._queue:
+            return False
+        self._inline_seen += 1
+        return self._inline_seen % INLINE_CHECKPOINT_EVERY != 0  # this one goes to a thread: checkpoint there
+
+    def _commit_inline(self, batch: list[PendingWrite]) -> list[Any] | None:
+        """Commit ``batch`` on this thread without waiting for anything; its
+        results, or None when that was not possible (no free pool slot, the
+        write lock held elsewhere: nothing was committed, the caller goes
+        through a thread).  Other errors are raised as from a thread."""
+        try:
+            results, seqs = self.store._db.run_raw_now(_apply_batch_nowait, batch, self._seqs)
+        except trio.WouldBlock:
+            return None
+        except Exception as exc:
+            if is_transient(exc):  # "database is locked": a thread may wait for the lock, this thread may not
+                return None
+            raise
+        if len(self._seqs) + len(seqs) > SEQ_CACHE_MAX:
+            self._seqs.clear()
+        self._seqs.update(seqs)
+        self.transactions += 1
+        self.inline_commits += 1
+        STORE_TRANSACTIONS.inc()
+        return results
 
     def _describe(self, exc: BaseException) -> str:
         if isinstance(exc, OngridError | ValueError) or not isinstance(exc, Exception):
@@ -591,7 +636,7 @@ _SESSION_EXISTS = Prepared(sa.select(chat_sessions.c.id).where(chat_sessions.c.i
 
 
 def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
-                     known_seqs: dict[str, int]) -> tuple[list[Any], dict[str, int]]:
+                     known_seqs: dict[str, int], *, nowait: bool = False) -> tuple[list[Any], dict[str, int]]:
     """Apply ``batch`` in one transaction with few statements: new sessions,
     then messages, then audit rows as one multi-row insert each, then the
     status changes in submission order; ``(results, new last seqs)``.
@@ -604,7 +649,9 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
     to (read only; the top seq is read, under the session row's lock on
     PostgreSQL, for the others).  Raises the database's error — a foreign
     key or unique violation included — and nothing of the batch is then
-    committed (the caller retries it one checked write at a time)."""
+    committed (the caller retries it one checked write at a time).
+    ``nowait``: as :func:`ongridd.store.fastsql.raw_write_tx` (SQLite, on the
+    event loop's thread: "database is locked" at once instead of waiting)."""
     results: list[Any] = [None] * len(batch)
     session_rows: list[dict[str, Any]] = []
     message_rows: list[dict[str, Any]] = []
@@ -650,7 +697,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
         else:
             raise ValueError(f"unknown write kind {kind!r}; expected one of {', '.join(KINDS)}")
     seqs: dict[str, int] = {}
-    with raw_write_tx(engine) as conn:
+    with raw_write_tx(engine, nowait=nowait) as conn:
         postgres = conn.dialect.name == "postgresql"
         if session_rows:
             _INSERT_SESSION.executemany(conn, session_rows)
@@ -705,6 +752,11 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                 for i in indexes:
                     results[i] = found
     return results, seqs
+
+
+def _apply_batch_nowait(engine: Engine, batch: list[PendingWrite],
+                        known_seqs: dict[str, int]) -> tuple[list[Any], dict[str, int]]:
+    return apply_batch_fast(engine, batch, known_seqs, nowait=True)
 
 
 def _session_result(row: dict[str, Any]) -> dict[str, Any]:

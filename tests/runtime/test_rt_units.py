@@ -181,3 +181,27 @@ async def test_kernel_cancellation_leaves_as_plain_cancelled():
         await started.wait()
         n.cancel_scope.cancel()
     assert type(caught[0]) is trio.Cancelled, repr(caught[0])
+
+
+def test_a_workers_system_prompt_is_composed_once_per_persona_file():
+    """Spawns of an unchanged persona reuse its prompt; an edited persona (a
+    new object after a reload) or a new base prompt gets a new one; the cache is bounded."""
+    import types
+
+    from ongridd.config import Config
+    from ongridd.personas.parse import Persona
+    from ongridd.runtime import agentrun
+
+    config = Config()
+    runner = agentrun.AgentRunner(config=config, store=None, writer=None, workers=None, model=lambda: None)
+    snap = types.SimpleNamespace(skills=None)
+    disk = Persona(name="disk", description="Disk work", body="You look at disks.")
+    first = runner._worker_prompt(snap, disk)
+    assert "You look at disks." in first
+    assert runner._worker_prompt(snap, disk) is first  # composed once
+    edited = Persona(name="disk", description="Disk work", body="You look at disks, carefully.")
+    second = runner._worker_prompt(snap, edited)
+    assert second is not first and "carefully" in second
+    for i in range(agentrun.WORKER_PROMPTS_KEPT + 10):
+        runner._worker_prompt(snap, Persona(name=f"p{i}", description="d", body="b"))
+    assert len(runner._worker_prompts) == agentrun.WORKER_PROMPTS_KEPT

@@ -324,3 +324,54 @@ async def test_group_commit_ends_after_linger_s_with_nobody_waiting(store):
 async def test_linger_must_not_be_negative(store):
     with pytest.raises(ValueError, match="linger_s"):
         StoreWriter(store, linger_s=-1)
+
+
+async def test_sqlite_small_batches_commit_on_the_loops_thread_and_never_wait_there(sqlite_url):
+    """SQLite: a small batch with nothing queued behind it is committed on the
+    event loop's thread; when another connection holds the write lock it goes
+    to a thread instead (which waits), so the loop keeps running meanwhile;
+    the pool's connections keep their busy timeout and WAL checkpointing."""
+    import sqlite3
+
+    async with open_store(sqlite_url) as store:
+        coord, _ = await store.get_or_create_coordinator("u", "inline")
+        sid = coord["id"]
+        async with running_writer(store, linger_s=0) as writer:
+            assert await writer.append_message(sid, owner=sid, role="user", content="one").wait() == 1
+            assert writer.inline_commits == 1 and writer.transactions == 1
+            other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None,
+                                    check_same_thread=False)
+            try:
+                other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+                pending = writer.append_message(sid, owner=sid, role="assistant", content="two")
+                ticks = 0
+                with trio.move_on_after(0.5):
+                    while True:  # the loop is not blocked by the waiting commit
+                        await trio.sleep(0.01)
+                        ticks += 1
+                assert ticks >= 10 and not pending.is_done
+                other.execute("ROLLBACK")
+                with trio.fail_after(30):
+                    assert await pending.wait() == 2
+                assert writer.inline_commits == 1 and writer.transactions == 2  # that one went to a thread
+            finally:
+                other.close()
+
+            def settings(engine):
+                with engine.connect() as conn:
+                    return (conn.exec_driver_sql("PRAGMA busy_timeout").scalar(),
+                            conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar())
+
+            for _ in range(3):  # every pooled connection the inline path used is back to normal
+                assert await store._db.run_raw(settings) == (60_000, 1000)
+
+
+async def test_inline_max_zero_and_postgres_always_use_a_thread(db_url):
+    async with open_store(db_url) as store:
+        coord, _ = await store.get_or_create_coordinator("u", "threaded")
+        sid = coord["id"]
+        for kwargs in ({"inline_max": 0}, {}):
+            async with running_writer(store, linger_s=0, **kwargs) as writer:
+                await writer.append_message(sid, owner=sid, role="user", content="x").wait()
+                sqlite_default = "sqlite" in db_url and not kwargs
+                assert writer.inline_commits == (1 if sqlite_default else 0)
