@@ -87,6 +87,24 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def thread_cpu_ns(pid: int) -> dict[str, int]:
+    """Each thread's time on a CPU, ns (``/proc/<pid>/task/<tid>/schedstat``, first field: exact,
+    where ``/proc/<pid>/stat`` counts in clock ticks)."""
+    out: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[task.name] = int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def cpu_between(before: dict[str, int], after: dict[str, int]) -> float:
+    """CPU seconds between two :func:`thread_cpu_ns` readings (a thread that ended in between
+    is left out; one that started counts from 0)."""
+    return sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e9
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -150,26 +168,33 @@ def count_rows(db: Path) -> dict[str, int]:
 
 
 async def drive(ws_url: str, n: int, rate: float, sequential: bool,
-                prefix: str = "bench-") -> tuple[list[float], int, float]:
+                prefix: str = "bench-", daemon_pid: int | None = None) -> tuple[list[float], int, float, float]:
     """Run ``n`` turns; returns (end-to-end seconds of the turns that answered, turns that
-    ended otherwise, seconds from the first turn sent to the last answer)."""
+    ended otherwise, seconds from the first turn sent to the last answer, and — sequential
+    turns with ``daemon_pid`` only, else NaN — the daemon's CPU seconds spent inside the
+    turns: from before each ``user_message`` to its answer, so without the connection's
+    set-up and close)."""
     if not sequential:
         ends, took = await concurrent_turns(ws_url, n, rate, prefix=prefix, connect_timeout_s=600)
         e2e = [end.ended - end.sent for end in ends.values() if end.frame["type"] == "final"]
-        return e2e, len(ends) - len(e2e), took
+        return e2e, len(ends) - len(e2e), took, float("nan")
     e2e: list[float] = []
     failed = 0
+    in_turns = 0.0
     start = time.monotonic()
     for i in range(n):
         async with open_websocket_url(ws_url) as ws:
             await hello(ws, f"{prefix}{i}")
+            cpu0 = thread_cpu_ns(daemon_pid) if daemon_pid else {}
             t0 = time.monotonic()
             frame = await one_turn(ws, f"turn {i}")
             if frame["type"] == "final":
                 e2e.append(time.monotonic() - t0)
             else:
                 failed += 1
-    return e2e, failed, time.monotonic() - start
+            if daemon_pid:
+                in_turns += cpu_between(cpu0, thread_cpu_ns(daemon_pid))
+    return e2e, failed, time.monotonic() - start, in_turns if daemon_pid else float("nan")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -207,7 +232,8 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         cpu0 = cpu_s(daemon.pid)
         fake0 = cpu_s(fake_pid) if fake_pid else 0.0
         me0 = time.process_time()
-        e2e, failed, took = trio.run(drive, f"ws://127.0.0.1:{port}/ws", n, rate, sequential)
+        e2e, failed, took, in_turns = trio.run(drive, f"ws://127.0.0.1:{port}/ws", n, rate, sequential,
+                                               "bench-", daemon.pid)
         cpu = cpu_s(daemon.pid) - cpu0
         fake_cpu = (cpu_s(fake_pid) - fake0) if fake_pid else float("nan")
         client_cpu = time.process_time() - me0
@@ -231,6 +257,7 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         "overhead_p50_ms": pct(over, 0.5) * 1e3, "overhead_p99_ms": pct(over, 0.99) * 1e3,
         "overhead_mean_ms": statistics.mean(over) * 1e3 if over else float("nan"),
         "cpu_ms_per_turn": cpu / n * 1e3, "peak_rss_mib": rss,
+        "cpu_ms_per_turn_in_turns": in_turns / n * 1e3,
         "model_cpu_ms_per_turn": fake_cpu / n * 1e3, "client_cpu_ms_per_turn": client_cpu / n * 1e3,
         # the model's own time as the daemon saw it (request sent → response head, per turn), and what is
         # left of the mean overhead once the double's latency beyond delay_s is taken out
@@ -251,6 +278,9 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
           f"beyond delay_s; mean overhead without it {out['overhead_net_mean_ms']:.1f} ms")
     print(f"  daemon CPU  {out['cpu_ms_per_turn']:8.1f} ms per turn   peak RSS {rss:7.1f} MiB   "
           f"store writer: {out['store_transactions_per_turn']:.1f} transactions per turn")
+    if sequential:
+        print(f"              {out['cpu_ms_per_turn_in_turns']:8.1f} ms per turn inside the turns (user_message → "
+              "final; the rest is each turn's own connection: handshake, hello, close)")
     print(f"  same machine: scripted model {out['model_cpu_ms_per_turn']:.1f} ms, load client "
           f"{out['client_cpu_ms_per_turn']:.1f} ms CPU per turn (they share the cores with the daemon)")
     mismatch = {k: v for k, v in out["rows_by_kind"].items() if v[0] != v[1]}
