@@ -32,7 +32,9 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from ongridd.errors import StoreError
-from ongridd.logs import redact_url
+from ongridd.logs import get_logger, redact_url
+
+log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -273,6 +275,9 @@ class Database:
         self.url = url
         self._slots = _Slots(pool_size)
         self._closed = False
+        self._checkpointing = False
+        #: background WAL checkpoints finished (tests and benchmarks read it)
+        self.checkpoints = 0
 
     @property
     def closed(self) -> bool:
@@ -319,6 +324,54 @@ class Database:
             return fn(self.engine, *args)
         finally:
             self._slots.limiter.release_on_behalf_of(borrower)
+
+    async def run_write_soon(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """:meth:`run` for a short write transaction ``fn(engine, *args,
+        nowait=...)``: on SQLite first tried on this thread with
+        ``nowait=True`` (no thread hop), and only when that could not go
+        ahead at once — no free pool slot, the write lock held elsewhere —
+        run in a thread as :meth:`run` does.  Errors and cancellation as
+        :meth:`run`."""
+        if self.engine.dialect.name == "sqlite" and not self._closed:
+            try:
+                return self.run_raw_now(functools.partial(fn, nowait=True), *args)
+            except trio.WouldBlock:
+                pass
+            except (SQLAlchemyError, sqlite3.Error) as exc:
+                if not is_transient(exc):
+                    raise StoreError(f"database {shown_url(self.url)}: {what} failed: "
+                                     f"{describe_error(exc, self.url)}") from None
+        return await self.run(what, functools.partial(fn, nowait=False), *args)
+
+    def checkpoint_soon(self) -> bool:
+        """SQLite: start a WAL checkpoint in a background thread, on a
+        connection of its own, and return at once (False: not SQLite, closed,
+        or one is still running).  ``PASSIVE``: it copies what it can without
+        waiting for readers or writers, who go on meanwhile — for commits
+        that skipped the automatic checkpoint (``raw_write_tx(nowait=True)``).
+        A failure is logged, never raised."""
+        database = self.engine.url.database
+        if self._closed or self._checkpointing or self.engine.dialect.name != "sqlite" or not database:
+            return False
+        self._checkpointing = True
+
+        def checkpoint() -> None:
+            # PASSIVE never invokes the busy handler: the timeout only bounds opening the file
+            con = sqlite3.connect(database, timeout=1.0, isolation_level=None)
+            try:
+                con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                con.close()
+
+        def done(result: outcome.Outcome[None]) -> None:  # in the worker thread
+            self._checkpointing = False
+            if isinstance(result, outcome.Error):
+                log.warning("store_checkpoint_failed", error=describe_error(result.error, self.url))
+            else:
+                self.checkpoints += 1
+
+        trio.lowlevel.start_thread_soon(checkpoint, done)
+        return True
 
     async def aclose(self) -> None:
         """Dispose of the pool (idempotent)."""

@@ -112,13 +112,14 @@ _INSERT_COORDINATOR = Prepared(INSERT_SESSION, ("id", "agent_id", "parent_sessio
 USAGE_ZERO = dict.fromkeys(USAGE_KEYS, 0)
 
 
-def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str) -> tuple[dict[str, Any], bool]:
+def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str, *,
+                              nowait: bool = False) -> tuple[dict[str, Any], bool]:
     # one write transaction, found or created (the runtime keeps the threads it has seen in
-    # memory, so this runs about once per thread and daemon start)
+    # memory, so this runs about once per thread and daemon start); nowait: as raw_write_tx
     key = {"user_id": user_id, "thread_id": thread_id}
     for _attempt in range(3):
         try:
-            with raw_write_tx(engine) as conn:
+            with raw_write_tx(engine, nowait=nowait) as conn:
                 found = _FIND_COORDINATOR.fetchall(conn, key)
                 if found:
                     return session_dict(found[0]), False

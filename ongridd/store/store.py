@@ -223,7 +223,8 @@ class Store:
         """
         check_text(user_id, "user_id")
         check_text(thread_id, "thread_id")
-        return await self._db.run("get or create coordinator", sessions.get_or_create_coordinator, user_id, thread_id)
+        return await self._db.run_write_soon("get or create coordinator", sessions.get_or_create_coordinator,
+                                             user_id, thread_id)
 
     async def delete_empty_coordinator(self, session_id: str) -> bool:
         """Delete a coordinator (thread) row that is still empty — no

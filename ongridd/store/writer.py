@@ -98,7 +98,8 @@ DEFAULT_LINGER_S = 0.25
 #: SQLite: a batch of at most this many writes, with nothing queued behind it, is committed on the
 #: event loop's thread (no thread hop; the lock is never waited for there); 0: always in a thread
 DEFAULT_INLINE_MAX = 16
-#: every so many commits on the loop's thread, one goes through a thread (where the WAL checkpoint runs)
+#: after every so many commits on the loop's thread (which skip SQLite's automatic checkpoint),
+#: a WAL checkpoint is started in the background
 INLINE_CHECKPOINT_EVERY = 64
 DEFAULT_RETRY_FOR_S = 300.0
 DEFAULT_DRAIN_S = 60.0
@@ -213,7 +214,7 @@ class StoreWriter:
         self.inline_max = inline_max if store._db.engine.dialect.name == "sqlite" else 0
         #: commits on the event loop's thread (of ``transactions``), and the eligible batches seen
         self.inline_commits = 0
-        self._inline_seen = 0
+        self._since_checkpoint = 0  # inline commits since the last background checkpoint began
         self._submitted = 0  # PendingWrite.number of the newest write
         self._urgent_upto = 0  # a waiter waits for the writes numbered up to this
         self.retry_for_s = retry_for_s
@@ -502,10 +503,7 @@ class StoreWriter:
                 delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _inline_eligible(self, batch: list[PendingWrite]) -> bool:
-        if not 0 < len(batch) <= self.inline_max or self._queue:
-            return False
-        self._inline_seen += 1
-        return self._inline_seen % INLINE_CHECKPOINT_EVERY != 0  # this one goes to a thread: checkpoint there
+        return 0 < len(batch) <= self.inline_max and not self._queue
 
     def _commit_inline(self, batch: list[PendingWrite]) -> list[Any] | None:
         """Commit ``batch`` on this thread without waiting for anything; its
@@ -526,6 +524,9 @@ class StoreWriter:
         self.transactions += 1
         self.inline_commits += 1
         STORE_TRANSACTIONS.inc()
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= INLINE_CHECKPOINT_EVERY and self.store._db.checkpoint_soon():
+            self._since_checkpoint = 0
         return results
 
     def _describe(self, exc: BaseException) -> str:

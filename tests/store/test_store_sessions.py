@@ -245,3 +245,39 @@ async def test_delete_empty_coordinator_only_while_it_is_empty(store):
     assert await store.get_session(parent["id"]) is not None and await store.get_session(child["id"]) is not None
     _again, created = await store.get_or_create_coordinator("alice", "empty")
     assert created  # a deleted empty thread is simply created afresh
+
+
+async def test_sqlite_new_thread_row_never_blocks_the_loop_on_a_held_lock(sqlite_url):
+    """SQLite: get_or_create_coordinator runs on the loop's thread when it can
+    go ahead at once; with the write lock held elsewhere it goes to a thread
+    (which waits for the lock) and the loop keeps running."""
+    import sqlite3
+
+    from ongridd.store import open_store
+
+    async with open_store(sqlite_url) as store:
+        first, created = await store.get_or_create_coordinator("u", "quick")
+        assert created
+        other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None,
+                                check_same_thread=False)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            got: list[tuple[dict, bool]] = []
+            ticks = 0
+            async with trio.open_nursery() as nursery:
+                async def make() -> None:
+                    got.append(await store.get_or_create_coordinator("u", "waited"))
+
+                nursery.start_soon(make)
+                with trio.move_on_after(0.5):
+                    while True:
+                        await trio.sleep(0.01)
+                        ticks += 1
+                assert ticks >= 10 and not got  # the loop ran; the row waits for the lock
+                other.execute("ROLLBACK")
+            (row, created), = got
+            assert created and row["thread_id"] == "waited"
+        finally:
+            other.close()
+        again, created = await store.get_or_create_coordinator("u", "quick")
+        assert not created and again["id"] == first["id"]

@@ -375,3 +375,20 @@ async def test_inline_max_zero_and_postgres_always_use_a_thread(db_url):
                 await writer.append_message(sid, owner=sid, role="user", content="x").wait()
                 sqlite_default = "sqlite" in db_url and not kwargs
                 assert writer.inline_commits == (1 if sqlite_default else 0)
+
+
+async def test_commits_on_the_loops_thread_get_their_wal_checkpoints_in_the_background(sqlite_url):
+    from ongridd.store import writer as writer_module
+
+    async with open_store(sqlite_url) as store:
+        coord, _ = await store.get_or_create_coordinator("u", "checkpoint")
+        sid = coord["id"]
+        async with running_writer(store, linger_s=0) as writer:
+            for i in range(writer_module.INLINE_CHECKPOINT_EVERY + 5):
+                await writer.append_message(sid, owner=sid, role="user", content=f"m{i}").wait()
+            assert writer.inline_commits == writer.transactions == writer_module.INLINE_CHECKPOINT_EVERY + 5
+            with trio.fail_after(10):
+                while store._db.checkpoints < 1:
+                    await trio.sleep(0.01)
+        assert len(await store.load_messages(sid)) == writer_module.INLINE_CHECKPOINT_EVERY + 5
+    assert not store._db.checkpoint_soon()  # closed: nothing starts
