@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: one line of plain words and punctuation that no markdown rule touches (no emphasis, code,
+#: link, HTML, entity, list, heading, quote or table character): its HTML is one paragraph of
+#: the text itself, exactly what the renderer and the sanitiser make of it (checked by the tests)
+_PLAIN_LINE = re.compile(r"[A-Za-z][A-Za-z0-9 .,;:!?'\"()%/-]*(?<! )")
 
 #: the longest text rendered; the rest is dropped with a visible note
 MAX_RENDER_CHARS = 200_000
@@ -78,6 +82,13 @@ def markdown_html(text: str | None) -> str:
     """The sanitised HTML of markdown ``text`` ("" for None or empty text)."""
     if not text:
         return ""
+    if len(text) <= 2000 and _PLAIN_LINE.fullmatch(text):  # a short plain answer: nothing to render
+        return f"<p>{text}</p>\n"
+    return _render(text)
+
+
+def _render(text: str) -> str:
+    """:func:`markdown_html` through markdown-it and nh3 (the general path)."""
     text = _LONE_SURROGATE.sub("\ufffd", text)  # model output may hold them; the sanitiser needs UTF-8
     note = ""
     if len(text) > MAX_RENDER_CHARS:

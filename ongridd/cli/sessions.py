@@ -120,7 +120,8 @@ def format_markdown(doc: dict) -> str:
 
 
 def format_tree(node: dict, indent: str = "") -> list[str]:
-    """Lines of a session tree: ``agent [status] closed… id — description · usage`` (usage: format_tokens)."""
+    """Lines of a session tree: ``agent [status] closed… id (turn N) — description · usage``
+    (``turn N``: a worker's ``turn_seq``; usage: format_tokens)."""
     if node.get("closed_at"):
         closed = f" closed {node['closed_at']}"
     else:
@@ -128,7 +129,8 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
     reason = f" ({node['close_reason']})" if node.get("close_reason") else ""
     desc = f" — {node['description']}" if node.get("description") else ""
     usage = format_tokens(node.get("tokens"))
-    lines = [f"{indent}{node['agent_id']} [{node['status']}{reason}]{closed} {node['id']}{desc}{usage}"]
+    turn = f" (turn {node['turn_seq']})" if node.get("turn_seq") is not None else ""
+    lines = [f"{indent}{node['agent_id']} [{node['status']}{reason}]{closed} {node['id']}{turn}{desc}{usage}"]
     for child in node.get("children", []):
         lines.extend(format_tree(child, indent + "  "))
     return lines
@@ -160,7 +162,7 @@ def format_threads(rows: list[dict]) -> list[str]:
     for r in rows:
         mark = "running" if r.get("running") else (r.get("last_turn") or "empty")
         text = r.get("last_user_text") or ""
-        out.append(f"{r.get('updated_at', '')}  {mark:<11} {r.get('thread') or '':<24} {r['id']}  {text[:80]}")
+        out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {r.get('thread') or '':<24} {r['id']}  {text[:80]}")
     return out
 
 

@@ -279,6 +279,7 @@ TREE_KEYS = (
     "started_at",
     "closed_at",
     "close_reason",
+    "turn_seq",
 )
 
 

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ongridd.render import ALLOWED_TAGS, MAX_RENDER_CHARS, markdown_html
+from ongridd.render import _PLAIN_LINE, ALLOWED_TAGS, MAX_RENDER_CHARS, _render, markdown_html
 from ongridd.runtime import frames
 
 
@@ -76,3 +76,18 @@ def test_frames_carry_html():
                max_size=200))
 def test_any_text_renders_inert(text):
     assert_inert(markdown_html(text))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="abcXYZ019 .,;:!?'\"()%/-", min_size=1, max_size=40))
+def test_the_plain_line_shortcut_gives_what_the_renderer_gives(text):
+    """A plain one-line answer skips markdown-it and nh3: the HTML must be the same."""
+    if _PLAIN_LINE.fullmatch(text):
+        assert markdown_html(text) == _render(text)
+
+
+def test_the_plain_line_shortcut_leaves_markdown_to_the_renderer():
+    for text in ("- item", "1. first", "# title", "> quote", "a *b*", "x_y_", "`code`", "[a](http://x)",
+                 "a & b", "<b>x</b>", "a | b", "é accent", "two\nlines", "line  "):
+        assert not _PLAIN_LINE.fullmatch(text), text
+    assert markdown_html("done, 3 files removed (40 GiB).") == "<p>done, 3 files removed (40 GiB).</p>\n"

@@ -451,3 +451,8 @@ async def test_worker_rows_carry_the_seq_of_the_user_message_of_their_turn(tmp_p
             by_brief[brief[0]["content"]] = w["turn_seq"]
         assert by_brief == {"first": first, "second": second, "third": second}
         assert d.row(c.session_id)["turn_seq"] is None  # the coordinator row belongs to no single turn
+        tree = await d.runtime.session_tree(c.session_id, user_id="local")  # also in the tree (API, CLI)
+        assert tree["turn_seq"] is None and sorted(n["turn_seq"] for n in tree["children"]) == [first, second, second]
+        from ongridd.cli.sessions import format_tree
+
+        assert sum(f"(turn {second})" in line for line in format_tree(tree)) == 2
