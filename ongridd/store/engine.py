@@ -21,7 +21,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
 import sqlite3
+import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -35,6 +38,12 @@ from ongridd.errors import StoreError
 from ongridd.logs import get_logger, redact_url
 
 log = get_logger(__name__)
+
+#: frames a background checkpoint may leave behind in the WAL before the store writer commits once
+#: through a thread to let SQLite check it in full (1,000 frames: SQLite's own checkpoint threshold)
+WAL_BEHIND_FRAMES = 1000
+#: how long closing the store waits for a background checkpoint to end
+CHECKPOINT_CLOSE_WAIT_S = 5.0
 
 T = TypeVar("T")
 
@@ -276,8 +285,15 @@ class Database:
         self._slots = _Slots(pool_size)
         self._closed = False
         self._checkpointing = False
+        self._checkpoint_idle = threading.Event()
+        self._checkpoint_idle.set()
         #: background WAL checkpoints finished (tests and benchmarks read it)
         self.checkpoints = 0
+        #: set by a background checkpoint that found the WAL longer than WAL_BEHIND_FRAMES (commits
+        #: kept coming while it copied, so the WAL was never reset): the store writer then commits once
+        #: in a thread, where SQLite's own checkpoint runs with no commit racing it and the next
+        #: writer resets the WAL, which so stays bounded
+        self.wal_behind = False
 
     @property
     def closed(self) -> bool:
@@ -349,33 +365,52 @@ class Database:
         or one is still running).  ``PASSIVE``: it copies what it can without
         waiting for readers or writers, who go on meanwhile — for commits
         that skipped the automatic checkpoint (``raw_write_tx(nowait=True)``).
-        A failure is logged, never raised."""
+        A failure is logged, never raised.  A database file that is gone is
+        not created again (the file is opened read-write, never created).
+        When the WAL still holds more than :data:`WAL_BEHIND_FRAMES` frames
+        afterwards, :attr:`wal_behind` is set."""
         database = self.engine.url.database
         if self._closed or self._checkpointing or self.engine.dialect.name != "sqlite" or not database:
             return False
         self._checkpointing = True
+        self._checkpoint_idle.clear()
+        uri = f"file:{urllib.parse.quote(os.path.abspath(database))}?mode=rw"
 
-        def checkpoint() -> None:
+        def checkpoint() -> int | None:
             # PASSIVE never invokes the busy handler: the timeout only bounds opening the file
-            con = sqlite3.connect(database, timeout=1.0, isolation_level=None)
+            con = sqlite3.connect(uri, uri=True, timeout=1.0, isolation_level=None)
             try:
-                con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                if self._closed:  # the store closed while this opened the file: leave it alone
+                    return None
+                row = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             finally:
                 con.close()
+            # the WAL's size in frames: a WAL copied in full is reset by the next writer, one that is
+            # copied while commits keep coming never is, and only grows
+            return int(row[1]) if row and row[1] >= 0 else 0
 
-        def done(result: outcome.Outcome[None]) -> None:  # in the worker thread
-            self._checkpointing = False
-            if isinstance(result, outcome.Error):
-                log.warning("store_checkpoint_failed", error=describe_error(result.error, self.url))
-            else:
-                self.checkpoints += 1
+        def done(result: outcome.Outcome[int | None]) -> None:  # in the worker thread
+            try:
+                if isinstance(result, outcome.Error):
+                    log.warning("store_checkpoint_failed", error=describe_error(result.error, self.url))
+                elif isinstance(result, outcome.Value) and result.value is not None:
+                    self.checkpoints += 1
+                    if result.value > WAL_BEHIND_FRAMES:
+                        self.wal_behind = True
+            finally:
+                self._checkpointing = False
+                self._checkpoint_idle.set()
 
         trio.lowlevel.start_thread_soon(checkpoint, done)
         return True
 
     async def aclose(self) -> None:
-        """Dispose of the pool (idempotent)."""
+        """Dispose of the pool (idempotent), once a background checkpoint
+        still running has ended (waited for up to :data:`CHECKPOINT_CLOSE_WAIT_S`
+        in a thread; one still opening the file after that does nothing)."""
         if self._closed:
             return
         self._closed = True
+        if not self._checkpoint_idle.is_set():
+            await trio.to_thread.run_sync(self._checkpoint_idle.wait, CHECKPOINT_CLOSE_WAIT_S)
         await trio.to_thread.run_sync(self.engine.dispose)

@@ -503,7 +503,12 @@ class StoreWriter:
                 delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _inline_eligible(self, batch: list[PendingWrite]) -> bool:
-        return 0 < len(batch) <= self.inline_max and not self._queue
+        if not 0 < len(batch) <= self.inline_max or self._queue:
+            return False
+        if self.store._db.wal_behind:  # background checkpoints fall behind: one commit with SQLite's own
+            self.store._db.wal_behind = False
+            return False
+        return True
 
     def _commit_inline(self, batch: list[PendingWrite]) -> list[Any] | None:
         """Commit ``batch`` on this thread without waiting for anything; its
