@@ -8,6 +8,7 @@ with the reason; in CI (``CI=true``) a missing server is a failure.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -20,6 +21,18 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 for p in (str(ROOT), str(ROOT / "plugins")):
     if p not in sys.path:
         sys.path.insert(0, p)
+
+
+def ipv6_loopback() -> bool:
+    """Whether this machine can bind ``::1`` (IPv6 tests skip without it)."""
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
 
 
 def need(condition: bool, reason: str) -> None:

@@ -262,6 +262,13 @@ async def run_in_thread(fn: Callable[..., T], *args: Any, slots: _Slots) -> T:
     return result
 
 
+class NotNow:
+    """The type of :data:`NOT_NOW`: :meth:`Database.try_now` could not go ahead at once."""
+
+
+NOT_NOW = NotNow()
+
+
 class Database:
     """An engine plus the bridge that runs blocking database work off the Trio loop.
 
@@ -306,7 +313,10 @@ class Database:
         try:
             return fn(self.engine, *args)
         except (SQLAlchemyError, sqlite3.Error) as exc:
-            raise StoreError(f"database {shown_url(self.url)}: {what} failed: {describe_error(exc, self.url)}") from None
+            raise self._failed(what, exc) from None
+
+    def _failed(self, what: str, exc: BaseException) -> StoreError:
+        return StoreError(f"database {shown_url(self.url)}: {what} failed: {describe_error(exc, self.url)}")
 
     async def run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """Async twin of :meth:`call` for work that writes (see the class doc)."""
@@ -325,38 +335,42 @@ class Database:
             raise StoreError(f"database {shown_url(self.url)}: write after the store was closed")
         return await run_in_thread(fn, self.engine, *args, slots=self._slots)
 
-    def run_raw_now(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(engine, *args)`` on the calling thread (the event loop's),
-        holding one pool slot; the database's exceptions as they are (as
-        :meth:`run_raw`).  Raises ``trio.WouldBlock`` — nothing ran — when
-        no slot is free, StoreError after :meth:`aclose`.  Blocks the caller
-        for as long as ``fn`` runs: only for short work that never waits for
-        a lock (see ``raw_write_tx(nowait=True)``)."""
-        if self._closed:
-            raise StoreError(f"database {shown_url(self.url)}: write after the store was closed")
+    def try_now(self, fn: Callable[..., T], *args: Any) -> T | NotNow:
+        """SQLite: ``fn(engine, *args)`` on the calling thread (the event
+        loop's), holding one pool slot — for short work that never waits for
+        a lock (see ``raw_write_tx(nowait=True)``); it blocks the caller for
+        as long as it runs.  :data:`NOT_NOW` — nothing was done — when it
+        cannot go ahead at once: not SQLite, the store closed, no free slot,
+        or a transient error ("database is locked": the write lock is held
+        elsewhere); the caller then goes through a thread, which may wait.
+        Other database errors are raised as they are (as :meth:`run_raw`)."""
+        if self._closed or self.engine.dialect.name != "sqlite":
+            return NOT_NOW
         borrower = object()
-        self._slots.limiter.acquire_on_behalf_of_nowait(borrower)
+        try:
+            self._slots.limiter.acquire_on_behalf_of_nowait(borrower)
+        except trio.WouldBlock:
+            return NOT_NOW
         try:
             return fn(self.engine, *args)
+        except Exception as exc:
+            if is_transient(exc):
+                return NOT_NOW
+            raise
         finally:
             self._slots.limiter.release_on_behalf_of(borrower)
 
     async def run_write_soon(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """:meth:`run` for a short write transaction ``fn(engine, *args,
-        nowait=...)``: on SQLite first tried on this thread with
-        ``nowait=True`` (no thread hop), and only when that could not go
-        ahead at once — no free pool slot, the write lock held elsewhere —
-        run in a thread as :meth:`run` does.  Errors and cancellation as
-        :meth:`run`."""
-        if self.engine.dialect.name == "sqlite" and not self._closed:
-            try:
-                return self.run_raw_now(functools.partial(fn, nowait=True), *args)
-            except trio.WouldBlock:
-                pass
-            except (SQLAlchemyError, sqlite3.Error) as exc:
-                if not is_transient(exc):
-                    raise StoreError(f"database {shown_url(self.url)}: {what} failed: "
-                                     f"{describe_error(exc, self.url)}") from None
+        nowait=...)``: first tried with ``nowait=True`` by :meth:`try_now`
+        (no thread hop), else run in a thread as :meth:`run` does.  Errors
+        and cancellation as :meth:`run`."""
+        try:
+            done = self.try_now(functools.partial(fn, nowait=True), *args)
+        except (SQLAlchemyError, sqlite3.Error) as exc:
+            raise self._failed(what, exc) from None
+        if not isinstance(done, NotNow):
+            return done
         return await self.run(what, functools.partial(fn, nowait=False), *args)
 
     def checkpoint_soon(self) -> bool:

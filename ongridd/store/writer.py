@@ -85,7 +85,7 @@ from ongridd.errors import OngridError, StoreError
 from ongridd.logs import get_logger
 from ongridd.metrics import STORE_QUEUE, STORE_TRANSACTIONS, STORE_WRITES, labelled
 from ongridd.store import audit, messages, sessions
-from ongridd.store.engine import describe_error, is_transient, write_tx
+from ongridd.store.engine import NotNow, describe_error, is_transient, write_tx
 from ongridd.store.fastsql import Prepared, raw_write_tx
 from ongridd.store.rows import TERMINAL_STATUSES, check_choice, clean_text, iso, new_id, utcnow
 from ongridd.store.schema import audit_logs, chat_messages, chat_sessions
@@ -488,11 +488,8 @@ class StoreWriter:
                     results = await self.store._db.run_raw(apply_batch, batch)
                 else:
                     results, seqs = await self.store._db.run_raw(apply_batch_fast, batch, self._seqs)
-                    if len(self._seqs) + len(seqs) > SEQ_CACHE_MAX:
-                        self._seqs.clear()
-                    self._seqs.update(seqs)
-                self.transactions += 1
-                STORE_TRANSACTIONS.inc()
+                    self._note_seqs(seqs)
+                self._count_transaction()
                 return results
             except Exception as exc:
                 if not is_transient(exc) or self._clock() - start + delay > self.retry_for_s:
@@ -511,28 +508,31 @@ class StoreWriter:
         return True
 
     def _commit_inline(self, batch: list[PendingWrite]) -> list[Any] | None:
-        """Commit ``batch`` on this thread without waiting for anything; its
-        results, or None when that was not possible (no free pool slot, the
-        write lock held elsewhere: nothing was committed, the caller goes
-        through a thread).  Other errors are raised as from a thread."""
-        try:
-            results, seqs = self.store._db.run_raw_now(_apply_batch_nowait, batch, self._seqs)
-        except trio.WouldBlock:
+        """Commit ``batch`` on this thread without waiting for anything
+        (:meth:`Database.try_now`); its results, or None when that could not
+        go ahead (nothing was committed: the caller goes through a thread).
+        Other errors are raised as from a thread."""
+        done = self.store._db.try_now(_apply_batch_nowait, batch, self._seqs)
+        if isinstance(done, NotNow):
             return None
-        except Exception as exc:
-            if is_transient(exc):  # "database is locked": a thread may wait for the lock, this thread may not
-                return None
-            raise
-        if len(self._seqs) + len(seqs) > SEQ_CACHE_MAX:
-            self._seqs.clear()
-        self._seqs.update(seqs)
-        self.transactions += 1
+        results, seqs = done
+        self._note_seqs(seqs)
+        self._count_transaction()
         self.inline_commits += 1
-        STORE_TRANSACTIONS.inc()
         self._since_checkpoint += 1
         if self._since_checkpoint >= INLINE_CHECKPOINT_EVERY and self.store._db.checkpoint_soon():
             self._since_checkpoint = 0
         return results
+
+    def _note_seqs(self, seqs: dict[str, int]) -> None:
+        """Keep the last seqs a batch committed (the cache is dropped past SEQ_CACHE_MAX)."""
+        if len(self._seqs) + len(seqs) > SEQ_CACHE_MAX:
+            self._seqs.clear()
+        self._seqs.update(seqs)
+
+    def _count_transaction(self) -> None:
+        self.transactions += 1
+        STORE_TRANSACTIONS.inc()
 
     def _describe(self, exc: BaseException) -> str:
         if isinstance(exc, OngridError | ValueError) or not isinstance(exc, Exception):
@@ -762,6 +762,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
 
 def _apply_batch_nowait(engine: Engine, batch: list[PendingWrite],
                         known_seqs: dict[str, int]) -> tuple[list[Any], dict[str, int]]:
+    """:func:`apply_batch_fast` for the event loop's thread (never waits for the lock)."""
     return apply_batch_fast(engine, batch, known_seqs, nowait=True)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 from urllib.parse import urlsplit
 
@@ -17,6 +16,8 @@ import httpx2
 import pytest
 import trio
 import trio.testing
+
+from tests.conftest import ipv6_loopback
 
 from ongridd.fakellm import open_fake_llm
 from ongridd.fakellm import server as fake_server
@@ -281,18 +282,7 @@ async def test_the_call_is_logged_and_recorded_after_its_answer_was_sent(monkeyp
     assert [(x["step"], x["status"]) for x in map(json.loads, record.read_text().splitlines())] == [(0, 200)]
 
 
-def _ipv6_loopback() -> bool:
-    if not socket.has_ipv6:
-        return False
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback here")
 async def test_ipv6_listen_address():
     async with open_fake_llm({"default": [{"content": "v6"}]}, host="::1") as fake, \
             httpx2.AsyncClient(trust_env=False) as http:

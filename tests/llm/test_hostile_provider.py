@@ -6,13 +6,13 @@ response the client did not ask for never answers a later request."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import gzip
 import json
 from typing import Any, cast
 
 import pytest
 import trio
+from test_openai_provider import raw_server as plain_raw_server
 from test_openai_provider import read_request
 
 from ongridd.errors import ProviderError
@@ -53,19 +53,14 @@ def completion_json(text: str) -> bytes:
                                     "finish_reason": "stop"}]}).encode()
 
 
-@contextlib.asynccontextmanager
-async def raw_server(handler):
+def raw_server(handler):
+    """test_openai_provider's raw server, with a client that hangs up not failing the handler."""
+
     async def guarded(stream):
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await handler(stream)
 
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(functools.partial(trio.serve_tcp, guarded, 0, host="127.0.0.1"))
-        port = listeners[0].socket.getsockname()[1]
-        try:
-            yield f"http://127.0.0.1:{port}/v1"
-        finally:
-            nursery.cancel_scope.cancel()
+    return plain_raw_server(guarded)
 
 
 def answering(payload: bytes):

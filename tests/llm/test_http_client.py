@@ -19,6 +19,8 @@ import trio
 import trio.testing
 import trustme
 
+from tests.conftest import ipv6_loopback
+
 from ongridd.llm.http import (
     MAX_HEAD_BYTES,
     HTTPClient,
@@ -829,18 +831,7 @@ async def test_a_proxy_silent_after_connect_is_a_timeout(monkeypatch):
 # ---- IPv6 ---------------------------------------------------------------------------
 
 
-def _ipv6_loopback() -> bool:
-    if not socket.has_ipv6:
-        return False
-    try:
-        with socket.socket(socket.AF_INET6) as sock:
-            sock.bind(("::1", 0))
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback")
 async def test_ipv6_host_header_and_url():
     async with serve(answer_all, host="::1") as server, open_client(server.url()) as client:
         await get(client)
@@ -848,7 +839,7 @@ async def test_ipv6_host_header_and_url():
     assert server.requests[0].headers["host"] == f"[::1]:{server.port}"
 
 
-@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback")
 async def test_ipv6_tunnel_authority(monkeypatch):
     async with connect_proxy("403 Forbidden") as proxy:
         monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
@@ -858,7 +849,7 @@ async def test_ipv6_tunnel_authority(monkeypatch):
     assert proxy.requests[0].target == proxy.requests[0].headers["host"] == "[::1]:8443"
 
 
-@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback")
 async def test_https_to_an_ipv6_address_checks_the_address_in_the_certificate(ca, server_tls, trust):
     trust(ca)
     async with serve(answer_all, host="::1", ssl_context=server_tls) as server, \
