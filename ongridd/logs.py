@@ -20,9 +20,32 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import structlog
 
-from ongridd.secretset import redact
+def _import_structlog() -> Any:
+    """``import structlog`` without its optional ``rich`` integration.
+
+    structlog imports ``rich`` when it is installed (for its rich exception
+    renderer; ``ongrid`` installs rich for its terminal UI), which is most of
+    the cost of importing structlog and on every daemon's start-up path.  The
+    renderers here never use it (exceptions go through
+    ``structlog.dev.plain_traceback``: no locals, they may hold secrets), so
+    while structlog is imported ``rich`` is made to look absent, which
+    structlog supports; if rich is already imported nothing is hidden, and it
+    imports normally afterwards either way."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        import structlog as module
+        return module
+    sys.modules["rich"] = None  # type: ignore[assignment]  # "import rich" raises ImportError
+    try:
+        import structlog as module
+    finally:
+        del sys.modules["rich"]
+    return module
+
+
+structlog = _import_structlog()
+
+from ongridd.secretset import redact  # noqa: E402  (after structlog, above)
 
 _CONFIGURED = False
 

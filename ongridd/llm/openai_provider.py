@@ -5,7 +5,8 @@ server-sent events or read whole.
 
 The request body is written here in wire form (``Message.to_wire``, tool
 schemas as dicts; a run's tool list is serialised once and reused while the
-same tuple is sent), and each stream chunk is handed to the assembler as
+same tuple is sent; each message's JSON text is remembered, bounded, so a
+long thread's history is not encoded again on every call), and each stream chunk is handed to the assembler as
 decoded JSON.  This provider retries itself so the count is exact:
 
 * retried, with exponential backoff and jitter (``trio.sleep``): HTTP 429,
@@ -42,8 +43,9 @@ from ongridd.errors import ProviderError
 from ongridd.llm.assemble import StreamAssembler, completion_from_response
 from ongridd.llm.http import HTTPClient, HTTPConnectionError, HTTPTimeout, Response
 from ongridd.llm.limiter import RateLimitHold, parse_retry_after
+from ongridd.llm.memo import BoundedMemo
 from ongridd.llm.sse import SSEDecoder, SSEError
-from ongridd.llm.types import Completion, ModelRequest, StreamEvent, TextDelta
+from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta
 from ongridd.logs import get_logger, redact_url
 from ongridd.metrics import MODEL_CALLS_WAITING, MODEL_RESPONSE_SECONDS
 
@@ -66,6 +68,12 @@ ERROR_BODY_BYTES = 1024 * 1024
 _DRAIN_S = 1.0
 #: tool lists kept serialised (a run sends the same tuple on every call)
 _TOOLS_CACHE_SIZE = 256
+#: messages kept as JSON text (the same history is sent on every call of a thread), and their
+#: characters at most
+_WIRE_CACHE_SIZE = 8192
+_WIRE_CACHE_CHARS = 8_000_000
+#: the encoder of request bodies (what ``json.dumps(..., default=str)`` uses)
+_ENCODER = json.JSONEncoder(default=str)
 
 
 def header_value(value: str) -> str:
@@ -174,6 +182,7 @@ class OpenAIProvider:
         self._api_key = api_key or PLACEHOLDER_API_KEY
         self._client: HTTPClient | None = None
         self._tools_json: collections.OrderedDict[int, tuple[Sequence[Any], str]] = collections.OrderedDict()
+        self._wire_json: BoundedMemo[str] = BoundedMemo(_WIRE_CACHE_SIZE, _WIRE_CACHE_CHARS)
         self._closed = False
         self._discovered_model: str | None = None
         self._stream_options_ok = True
@@ -236,10 +245,35 @@ class OpenAIProvider:
                 self._tools_json.popitem(last=False)
         return text
 
+    def _messages_wire(self, messages: Sequence[Message]) -> str:
+        """``messages`` in wire form as a JSON array, the same text as
+        ``json.dumps([m.to_wire() for m in messages], default=str)``; each
+        message's text is remembered, keyed on the fields ``to_wire`` reads
+        (only for :class:`Message` itself, a subclass may write other wire,
+        and for ``str`` or None content)."""
+        memo = self._wire_json
+        parts = []
+        for m in messages:
+            key: tuple[Any, ...] | None = None
+            text: str | None = None
+            if type(m) is Message and (m.content is None or type(m.content) is str):
+                # (other content is not remembered: 1 == True as keys, yet they are written differently)
+                key = (m.role, m.content, m.tool_calls, m.tool_call_id)
+                try:
+                    text = memo.get(key)
+                except TypeError:  # tool calls given as a list: not remembered
+                    key = None
+            if text is None:
+                text = _ENCODER.encode(m.to_wire())
+                if key is not None:
+                    memo.put(key, text, len(text))
+            parts.append(text)
+        return "[" + ", ".join(parts) + "]"
+
     def _body(self, model: str, request: ModelRequest, *, stream: bool) -> bytes:
-        """The request body: model, messages, tools, and for a stream ``stream`` / ``stream_options``."""
-        head = json.dumps({"model": model, "messages": [m.to_wire() for m in request.messages]}, default=str)
-        parts = [head[:-1]]
+        """The request body: model, messages, tools, and for a stream ``stream`` / ``stream_options``
+        (the bytes of ``json.dumps({"model": ..., "messages": [...], ...}, default=str)``, UTF-8)."""
+        parts = ['{"model": ' + _ENCODER.encode(model) + ', "messages": ' + self._messages_wire(request.messages)]
         if request.tools:
             parts.append(', "tools": ' + self._tools_wire(request.tools))
         if stream:

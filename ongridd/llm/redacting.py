@@ -17,22 +17,35 @@ report those).  ``ongrid_model_tokens_total{persona,kind}`` adds the usage a
 completion reported (``prompt``, ``completion``, ``cached``).  The
 ``persona`` label is the persona name only for personas ``known_agents()``
 lists (else ``(unknown)``).
+
+A long thread sends the same history on every call, so what redaction made
+of each message is remembered (:class:`RedactionMemo`, bounded, least
+recently used first): a call only scans the messages it has not seen with
+the secret set held right now.  The memo belongs to one secret set (one
+:class:`~ongridd.secretset.Redactor`); when the set changes it is emptied,
+so a message is always redacted against every secret held when it is sent.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 import attrs
 
+from ongridd.llm.memo import BoundedMemo
 from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta, ToolCall
 from ongridd.metrics import MODEL_CALLS, MODEL_RETRIES, MODEL_TOKENS
 
 #: model callers that are not personas but keep their own metric label
 #: (the history budget's summary call, ongridd/runtime/compaction.py)
 INTERNAL_AGENTS = frozenset({"summarizer"})
-from ongridd.secretset import REGISTRY, redact
+from ongridd.secretset import REGISTRY, Redactor, redact
+
+#: the bounds of a :class:`RedactionMemo`: messages, and characters of their text
+MEMO_MAX_MESSAGES = 8192
+MEMO_MAX_CHARS = 8_000_000
 
 
 def redact_message(message: Message, scrub: Callable[[Any], Any] = redact) -> Message:
@@ -58,6 +71,78 @@ def redact_request(request: ModelRequest, scrub: Callable[[Any], Any] = redact) 
     return attrs.evolve(request, messages=messages)
 
 
+#: in a memo, a message redaction left as it was
+_UNCHANGED = (False, None, ())
+
+
+def _text_chars(message: Message) -> int:
+    size = len(message.content) if isinstance(message.content, str) else 0
+    for call in message.tool_calls:
+        size += len(call.arguments) if isinstance(call.arguments, str) else 0
+    return size
+
+
+class RedactionMemo:
+    """:func:`redact_request` with the process-wide secret set
+    (:data:`~ongridd.secretset.REGISTRY`), remembering what it made of each
+    message.
+
+    The memo is keyed on what :func:`redact_message` reads of a message (its
+    content and its tool calls), so an equal message sent again (the same
+    history object, or a new one with the same text) costs one dictionary
+    look-up.  It holds the results for one :class:`Redactor` only (a
+    redactor is immutable; the registry builds a new one whenever the
+    secret set changes): a request redacted with another one empties it
+    first.  Bounded by ``max_messages`` and ``max_chars`` (the text of the
+    messages kept), least recently used first.  Safe from any thread (one
+    lock per request).
+    """
+
+    def __init__(self, max_messages: int = MEMO_MAX_MESSAGES, max_chars: int = MEMO_MAX_CHARS):
+        self._lock = threading.Lock()
+        self._redactor: Redactor | None = None
+        self._memo: BoundedMemo[tuple[bool, Any, tuple[ToolCall, ...]]] = BoundedMemo(max_messages, max_chars)
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    def redact_request(self, request: ModelRequest, redactor: Redactor | None = None) -> ModelRequest:
+        """Exactly ``redact_request(request, redactor.redact)`` (``redactor``:
+        default ``REGISTRY.redactor`` as it is now): ``request`` itself when no
+        message changes, else a copy with the redacted messages (a message
+        that did not change is the same object).  Never raises."""
+        if redactor is None:
+            redactor = REGISTRY.redactor
+        if not redactor:  # no secret held: redaction changes nothing
+            return request
+        scrub = redactor.redact
+        memo = self._memo
+        messages: list[Message] = []
+        changed = False
+        with self._lock:
+            if redactor is not self._redactor:
+                memo.clear()
+                self._redactor = redactor
+            for message in request.messages:
+                key: tuple[Any, ...] | None = (message.content, message.tool_calls)
+                try:
+                    hit = memo.get(key)
+                except TypeError:  # content that cannot be a key (not a str): not remembered
+                    key, hit = None, None
+                if hit is None:
+                    out = redact_message(message, scrub)
+                    if key is not None:
+                        memo.put(key, _UNCHANGED if out is message else (True, out.content, out.tool_calls),
+                                 _text_chars(message))
+                elif hit[0]:
+                    out = attrs.evolve(message, content=hit[1], tool_calls=hit[2])
+                else:
+                    out = message
+                changed = changed or out is not message
+                messages.append(out)
+        return attrs.evolve(request, messages=messages) if changed else request
+
+
 class RedactingModel:
     """Wraps a ModelClient (``inner``): same protocol, redacted traffic.
 
@@ -68,6 +153,9 @@ class RedactingModel:
     until the next piece (or the next other event) shows what follows; the
     final ``Completion`` is redacted whole.  ``inner`` may also be a zero-argument factory
     (called on first use, as the runtime does for the configured provider).
+    With the default ``scrub``, requests are redacted through a
+    :class:`RedactionMemo` (the same result; a long thread's history is not
+    scanned again on every call).
     """
 
     def __init__(self, inner: Any, scrub: Callable[[Any], Any] = redact, *,
@@ -76,6 +164,7 @@ class RedactingModel:
         self._scrub = scrub
         self._known_agents = known_agents
         self._hooked = False
+        self._memo = RedactionMemo()
 
     @property
     def inner(self) -> Any:
@@ -121,7 +210,9 @@ class RedactingModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         scrub = self._scrub
-        source = self.inner.stream(redact_request(request, scrub))
+        inner = self.inner
+        outgoing = self._memo.redact_request(request) if scrub is redact else redact_request(request, scrub)
+        source = inner.stream(outgoing)
         settled = False
         held = ""  # streamed text that may be the start of a secret, kept until the next piece decides
         try:
@@ -172,4 +263,4 @@ class RedactingModel:
             await inner.aclose()
 
 
-__all__ = ["RedactingModel", "redact_request", "redact_message"]
+__all__ = ["RedactingModel", "RedactionMemo", "redact_request", "redact_message"]

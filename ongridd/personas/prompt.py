@@ -19,6 +19,7 @@ message and is never persisted).  The layout, with one full request, is in
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -235,10 +236,31 @@ _LABEL_MAX_CHARS = 64
 BACKENDS = ("prometheus", "loki", "tempo", "topology")
 
 
+#: how long :func:`host_time_zone` reuses its answer while ``TZ`` is unchanged (an offset
+#: change, daylight saving time or a new ``/etc/localtime``, shows within this)
+TIME_ZONE_KEPT_S = 10.0
+_time_zone_kept: tuple[float, str | None, str] = (float("-inf"), None, "")
+
+
 def host_time_zone() -> str:
     """The daemon host's time zone as ``<name> (UTC±HH:MM)``: the IANA name
     from ``TZ`` or the ``/etc/localtime`` link when there is one, else the
-    abbreviation Python reports; never raises."""
+    abbreviation Python reports; never raises.  Kept for up to
+    :data:`TIME_ZONE_KEPT_S` seconds while ``TZ`` is unchanged (every turn
+    asks; the answer costs a ``readlink`` and a local-time conversion)."""
+    global _time_zone_kept
+    import os
+
+    at, tz, name = _time_zone_kept
+    now = time.monotonic()
+    if tz == os.environ.get("TZ") and 0 <= now - at < TIME_ZONE_KEPT_S:
+        return name
+    name = _host_time_zone()
+    _time_zone_kept = (now, os.environ.get("TZ"), name)
+    return name
+
+
+def _host_time_zone() -> str:
     import os
 
     local = datetime.now(timezone.utc).astimezone()

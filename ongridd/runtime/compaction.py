@@ -128,19 +128,46 @@ def history_budget(*, history_max_chars: int, context_tokens: int | None, fixed_
 class _Entry:
     seq: int
     message: Message
+    #: :func:`message_chars` of ``message``, counted once
+    chars: int = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.chars = message_chars(self.message)
 
 
 @attrs.define(eq=False)
 class ThreadState:
     """One thread's uncovered history: the rows after the newest summary's
     ``through_seq`` (``entries``), that summary (``summary``, its row dict or
-    None) and the highest seq read from the database (``last_seq``)."""
+    None) and the highest seq read from the database (``last_seq``).
+    ``chars``: the summed :func:`message_chars` of ``entries``, kept up to
+    date by :meth:`append`, :meth:`clear` and :meth:`drop_oldest` (the only
+    ways ``entries`` changes)."""
 
     session_id: str
     entries: list[_Entry] = attrs.field(factory=list)
     summary: dict[str, Any] | None = None
     last_seq: int = 0
     loaded: bool = False
+    chars: int = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.chars = sum(e.chars for e in self.entries)
+
+    def append(self, entry: _Entry) -> None:
+        """Add ``entry`` (the newest row) at the end."""
+        self.entries.append(entry)
+        self.chars += entry.chars
+
+    def clear(self) -> None:
+        """No entries (a new, empty list)."""
+        self.entries = []
+        self.chars = 0
+
+    def drop_oldest(self, count: int) -> None:
+        """Remove the first ``count`` entries (covered by a new summary)."""
+        self.chars -= sum(e.chars for e in self.entries[:count])
+        del self.entries[:count]
 
 
 def cut_points(entries: Sequence[_Entry]) -> list[int]:
@@ -252,12 +279,13 @@ class ThreadHistories:
         if not state.loaded and self.writer.committed_seq(state.session_id) == 0:
             # created empty by this process and nothing written since (its state may have been
             # evicted from the cache before its first turn): nothing to read
-            state.entries, state.summary, state.last_seq, state.loaded = [], None, 0, True
+            state.clear()
+            state.summary, state.last_seq, state.loaded = None, 0, True
             return
         if not state.loaded:
             state.summary = await self.store.latest_summary(state.session_id)
             state.last_seq = state.summary["through_seq"] if state.summary else 0
-            state.entries = []
+            state.clear()
             state.loaded = True
         elif self.writer.committed_seq(state.session_id) == state.last_seq:
             # nothing written since (a thread this process created starts at 0: its writer knows
@@ -265,7 +293,7 @@ class ThreadHistories:
             return
         rows = await self.store.load_messages_after(state.session_id, state.last_seq)
         for r in rows:
-            state.entries.append(_Entry(r["seq"], message_from_row(r)))
+            state.append(_Entry(r["seq"], message_from_row(r)))
         if rows:
             state.last_seq = rows[-1]["seq"]
 
@@ -274,7 +302,8 @@ class ThreadHistories:
         yet, so its first turn reads nothing (call with the writer's
         ``note_empty``; a message written before that turn is still read)."""
         state = self._state(session_id)
-        state.entries, state.summary, state.last_seq = [], None, 0
+        state.clear()
+        state.summary, state.last_seq = None, 0
         state.loaded = True
 
     def forget(self, session_id: str) -> None:
@@ -307,11 +336,11 @@ class ThreadHistories:
 
     def _size(self, state: ThreadState) -> int:
         summary = message_chars(summary_message(state.summary)) if state.summary else 0
-        return summary + sum(message_chars(e.message) for e in state.entries)
+        return summary + state.chars
 
     async def _compact(self, state: ThreadState, *, user_id: str, budget: int, new_chars: int) -> None:
         entries = state.entries
-        sizes = [message_chars(e.message) for e in entries]
+        sizes = [e.chars for e in entries]
         summary_limit = min(SUMMARY_MAX_CHARS, int(budget * SUMMARY_FRACTION))
         keep_target = int(budget * KEEP_FRACTION) - new_chars
         total = sum(sizes)
@@ -337,7 +366,10 @@ class ThreadHistories:
         log.info("history_compacted", session_id=state.session_id, through_seq=through_seq, source=source,
                  covered_messages=cut, covered_chars=covered, summary_chars=len(content), budget=budget)
         state.summary = row
-        del entries[:cut]
+        if state.entries is entries:
+            state.drop_oldest(cut)
+        else:  # replaced meanwhile (the thread was read again): as before, the old list only
+            del entries[:cut]
 
     async def _summarize(self, session_id: str, user_id: str, previous: str | None, messages: Sequence[Message],
                          limit: int, budget: int, through_seq: int) -> tuple[str | None, str | None]:

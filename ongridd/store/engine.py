@@ -35,6 +35,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from ongridd.errors import StoreError
+from ongridd.store.fastsql import close_nowait_connection
 from ongridd.logs import get_logger, redact_url
 
 log = get_logger(__name__)
@@ -427,4 +428,5 @@ class Database:
         self._closed = True
         if not self._checkpoint_idle.is_set():
             await trio.to_thread.run_sync(self._checkpoint_idle.wait, CHECKPOINT_CLOSE_WAIT_S)
+        close_nowait_connection(self.engine)  # the loop thread's own connection (try_now)
         await trio.to_thread.run_sync(self.engine.dispose)

@@ -26,6 +26,7 @@ and transaction events do not see any of this.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -72,26 +73,24 @@ def raw_write_tx(engine: Engine, *, nowait: bool = False) -> Iterator[RawTx]:
     ``engine``'s pool, committed when the block ends, rolled back when it
     raises; for :class:`Prepared` statements only.
 
-    ``nowait`` (SQLite only): never wait — the write lock is taken with a
-    busy timeout of 0 (held elsewhere: the transient "database is locked"
-    StoreError-to-be, at once) and the commit runs no automatic WAL
-    checkpoint (a later ordinary commit does); both settings are put back
-    before the connection returns to the pool, or the connection is
-    discarded.  For work on the event loop's own thread."""
+    ``nowait`` (SQLite only): never wait — on the engine's one connection
+    kept for this (see :func:`close_nowait_connection`), whose busy timeout
+    is 0 (the write lock held elsewhere: the transient "database is locked"
+    StoreError-to-be, at once) and which runs no automatic WAL checkpoint (a
+    later ordinary commit, or the store's background checkpoint, does).  For
+    work on the event loop's own thread, one transaction at a time."""
     dialect = engine.dialect
     error = dialect.loaded_dbapi.Error
+    kept = nowait and dialect.name == "sqlite"
     try:
-        proxy = engine.raw_connection()
+        proxy = _nowait_connection(engine) if kept else engine.raw_connection()
     except error as exc:  # could not connect (sorted as SQLAlchemy's engine.connect() would)
         raise _wrapped(dialect, None, None, exc, lost=bool(dialect.is_disconnect(exc, None, None))) from exc
     tx = RawTx(dialect, proxy)
-    restore: list[str] = []
     try:
         dbapi_conn = proxy.dbapi_connection
         assert dbapi_conn is not None  # checked out
         if dialect.name == "sqlite":  # sqlite3 runs with isolation_level None (engine.py): we begin
-            if nowait:
-                restore = _call(tx, "PRAGMA", lambda: _sqlite_nowait(dbapi_conn))
             _call(tx, "BEGIN IMMEDIATE", lambda: _begin_immediate(dbapi_conn))
         try:
             yield tx
@@ -102,25 +101,48 @@ def raw_write_tx(engine: Engine, *, nowait: bool = False) -> Iterator[RawTx]:
                 dbapi_conn.rollback()
             raise
     finally:
-        if restore:
-            try:
-                _run_all(dbapi_conn, restore)
-            except Exception as exc:  # noqa: BLE001 - a connection that kept "never wait" must not be reused
-                proxy.invalidate(exc)
-        proxy.close()  # back to the pool (reset there; an invalidated one is discarded)
+        if not kept:
+            proxy.close()  # back to the pool (reset there; an invalidated one is discarded)
+        elif proxy.is_valid and _in_transaction(proxy):  # its rollback failed: never reuse it
+            proxy.invalidate()
 
 
-def _sqlite_nowait(dbapi_conn: Any) -> list[str]:
-    """Set busy timeout 0 and no automatic checkpoint; the statements that put both back."""
-    cursor = dbapi_conn.cursor()
+# The connection each SQLite engine keeps for ``raw_write_tx(nowait=True)``: opened through
+# the pool (its "connect" events ran), then detached from it, busy timeout 0 and no automatic
+# checkpoint set once.  Only the event loop's thread uses it, one transaction at a time.
+_NOWAIT: weakref.WeakKeyDictionary[Engine, Any] = weakref.WeakKeyDictionary()
+
+
+def _nowait_connection(engine: Engine) -> Any:
+    proxy = _NOWAIT.get(engine)
+    if proxy is not None and proxy.is_valid:
+        return proxy
+    proxy = engine.raw_connection()
     try:
-        busy_ms = int(cursor.execute("PRAGMA busy_timeout").fetchone()[0])
-        pages = int(cursor.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
-        cursor.execute("PRAGMA busy_timeout = 0")
-        cursor.execute("PRAGMA wal_autocheckpoint = 0")
-    finally:
-        cursor.close()
-    return [f"PRAGMA busy_timeout = {busy_ms}", f"PRAGMA wal_autocheckpoint = {pages}"]
+        proxy.detach()
+        _run_all(proxy.dbapi_connection, ["PRAGMA busy_timeout = 0", "PRAGMA wal_autocheckpoint = 0"])
+    except BaseException:
+        proxy.invalidate()
+        raise
+    _NOWAIT[engine] = proxy
+    return proxy
+
+
+def _in_transaction(proxy: Any) -> bool:
+    try:
+        return bool(proxy.dbapi_connection.in_transaction)
+    except Exception:  # noqa: BLE001 - a closed connection: unusable either way
+        return True
+
+
+def close_nowait_connection(engine: Engine) -> None:
+    """Close the connection ``engine`` keeps for ``raw_write_tx(nowait=True)``,
+    if it has one (idempotent; a later such transaction opens another).  Call
+    it where the engine's pool is disposed of."""
+    proxy = _NOWAIT.pop(engine, None)
+    if proxy is not None:
+        with contextlib.suppress(Exception):
+            proxy.close()
 
 
 def _run_all(dbapi_conn: Any, statements: list[str]) -> None:
@@ -264,4 +286,4 @@ def _run(conn: Conn, sql: str, params: Any, *, many: bool, into: list[Any] | Non
             pass
 
 
-__all__ = ["Conn", "Counter", "Prepared", "RawTx", "raw_write_tx"]
+__all__ = ["Conn", "Counter", "Prepared", "RawTx", "close_nowait_connection", "raw_write_tx"]

@@ -29,6 +29,9 @@ NAMING_CONVENTION = {
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
+# uq_chat_sessions_coordinator's predicate: only coordinator rows (no parent) are unique per (user, thread)
+COORDINATOR_ONLY = "parent_session_id IS NULL"
+
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
     """A timezone-aware UTC datetime on every backend.
@@ -83,16 +86,31 @@ chat_sessions = sa.Table(
     sa.Column("turn_seq", sa.Integer, nullable=True),
     sa.Index("ix_chat_sessions_parent_session_id", "parent_session_id"),
     sa.Index("ix_chat_sessions_status", "status"),
-    # One long-lived coordinator row per (user, thread).
+    # One long-lived coordinator row per (user, thread).  The PostgreSQL predicate is added by
+    # _partial_on_postgresql below, not here: a ``postgresql_*`` keyword makes SQLAlchemy import
+    # its whole PostgreSQL dialect, which a daemon on SQLite never uses.
     sa.Index(
         "uq_chat_sessions_coordinator",
         "user_id",
         "thread_id",
         unique=True,
-        sqlite_where=sa.text("parent_session_id IS NULL"),
-        postgresql_where=sa.text("parent_session_id IS NULL"),
+        sqlite_where=sa.text(COORDINATOR_ONLY),
     ),
 )
+
+
+@sa.event.listens_for(chat_sessions, "before_create")
+def _partial_on_postgresql(table: sa.Table, connection: Any, **_kw: Any) -> None:
+    """Give ``uq_chat_sessions_coordinator`` its ``WHERE`` on PostgreSQL too.
+
+    Runs when ``metadata.create_all`` (or ``chat_sessions.create``) is about
+    to create the table, i.e. before its indexes' DDL is compiled.  Alembic's
+    index comparison does not read the predicate; the revisions state it
+    for both dialects themselves.
+    """
+    if connection.dialect.name == "postgresql":
+        index = next(ix for ix in table.indexes if ix.name == "uq_chat_sessions_coordinator")
+        index.dialect_kwargs["postgresql_where"] = sa.text(COORDINATOR_ONLY)  # the same value each time
 
 chat_messages = sa.Table(
     "chat_messages",

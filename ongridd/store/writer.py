@@ -78,7 +78,6 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 import trio
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Engine
 
 from ongridd.errors import OngridError, StoreError
@@ -101,6 +100,10 @@ DEFAULT_INLINE_MAX = 16
 #: after every so many commits on the loop's thread (which skip SQLite's automatic checkpoint),
 #: a WAL checkpoint is started in the background
 INLINE_CHECKPOINT_EVERY = 64
+#: when this many loop-thread commits have gone by since a background checkpoint began (it has
+#: not finished: its thread gets little CPU), the next batch is committed in a thread, where
+#: SQLite's automatic checkpoint runs: the WAL stays bounded whatever the scheduling
+INLINE_CHECKPOINT_LAG_MAX = 4 * INLINE_CHECKPOINT_EVERY
 DEFAULT_RETRY_FOR_S = 300.0
 DEFAULT_DRAIN_S = 60.0
 BACKOFF_FIRST_S = 0.05
@@ -489,6 +492,7 @@ class StoreWriter:
                 else:
                     results, seqs = await self.store._db.run_raw(apply_batch_fast, batch, self._seqs)
                     self._note_seqs(seqs)
+                self._since_checkpoint = 0  # that commit ran SQLite's automatic checkpoint
                 self._count_transaction()
                 return results
             except Exception as exc:
@@ -505,7 +509,7 @@ class StoreWriter:
         if self.store._db.wal_behind:  # background checkpoints fall behind: one commit with SQLite's own
             self.store._db.wal_behind = False
             return False
-        return True
+        return self._since_checkpoint < INLINE_CHECKPOINT_LAG_MAX
 
     def _commit_inline(self, batch: list[PendingWrite]) -> list[Any] | None:
         """Commit ``batch`` on this thread without waiting for anything
@@ -629,7 +633,7 @@ _CLOSE = Prepared(sa.update(chat_sessions)
                           close_reason=sa.bindparam("reason")))
 # PostgreSQL: the session rows a batch appends to, locked (ids sorted: rows are locked in key
 # order), and the top seq of sessions this writer has not written yet; SQLite: one session at a time
-_ID_ARRAY = postgresql.ARRAY(sa.String)
+_ID_ARRAY = sa.ARRAY(sa.String)  # PostgreSQL only (the generic type: no dialect import on SQLite)
 _LOCK_SESSIONS = Prepared(sa.select(chat_sessions.c.id)
                           .where(chat_sessions.c.id == sa.any_(sa.bindparam("ids", type_=_ID_ARRAY)))
                           .with_for_update())

@@ -10,6 +10,14 @@ the model can act on, naming the tool and the problem::
     invalid arguments for get_incident_detail: field 'limit': expected integer, got string
 
 Raw arguments only ever appear as a bounded preview (:data:`PREVIEW_CHARS`).
+
+Two JSON Schema implementations, one decision: ``jsonschema_rs`` (compiled,
+Draft 2020-12, formats not asserted, as in ``jsonschema``'s default) decides
+whether arguments and tool schemas are valid; ``jsonschema`` turns a
+rejection into the messages above (its errors carry the keyword, the value
+and the path).  A schema or value ``jsonschema_rs`` cannot take (a regular
+expression its engine does not support, an integer beyond 64 bits) is
+decided by ``jsonschema`` alone.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 
 from ongridd.errors import ToolArgumentsError
@@ -82,18 +91,21 @@ def _validator_for(schema_json: str) -> Draft202012Validator:
 # schema object → validator, so a tool's schema is not re-serialised on every
 # call.  The schema is kept referenced, so its id cannot be reused while cached.
 # (Tool schemas are not mutated after registration.)
-_BY_SCHEMA: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
+_Validators = tuple[Draft202012Validator, "jsonschema_rs.Draft202012Validator | None"]
+_BY_SCHEMA: dict[int, tuple[Mapping[str, Any], _Validators]] = {}
 
 
-def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
+def _validators(schema: Mapping[str, Any]) -> _Validators:
+    """(the ``jsonschema`` validator, the ``jsonschema_rs`` one or None) of a schema, cached."""
     hit = _BY_SCHEMA.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    validator = _validator_for(schema_key(schema))
+    key = schema_key(schema)
+    pair = (_validator_for(key), _fast_validator_for(key))
     if len(_BY_SCHEMA) >= 1024:
         _BY_SCHEMA.clear()
-    _BY_SCHEMA[id(schema)] = (schema, validator)
-    return validator
+    _BY_SCHEMA[id(schema)] = (schema, pair)
+    return pair
 
 
 def schema_key(schema: Mapping[str, Any]) -> str:
@@ -101,9 +113,56 @@ def schema_key(schema: Mapping[str, Any]) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+@lru_cache(maxsize=512)
+def _fast_validator_for(schema_json: str) -> jsonschema_rs.Draft202012Validator | None:
+    """The compiled validator of a schema, or None when ``jsonschema_rs`` cannot compile it."""
+    try:
+        return jsonschema_rs.Draft202012Validator(json.loads(schema_json))
+    except Exception:  # noqa: BLE001 - e.g. a pattern its regex engine lacks: jsonschema decides alone
+        return None
+
+
+def _fast_is_valid(fast: jsonschema_rs.Draft202012Validator | None, value: Any) -> bool | None:
+    """``fast``'s verdict on ``value``; None when there is no fast validator or it cannot take the value."""
+    if fast is None:
+        return None
+    try:
+        return bool(fast.is_valid(value))
+    except Exception:  # noqa: BLE001 - a value it cannot convert (an integer beyond 64 bits)
+        return None
+
+
+@lru_cache(maxsize=512)
+def _schema_ok(schema_json: str) -> bool:
+    """Whether a schema (canonical JSON text) is valid Draft 2020-12, decided once per text."""
+    schema = json.loads(schema_json)
+    try:
+        verdict: bool | None = bool(jsonschema_rs.meta.is_valid(schema))
+    except Exception:  # noqa: BLE001 - e.g. an unknown $schema: jsonschema decides alone
+        verdict = None
+    if verdict:
+        return True
+    Draft202012Validator.check_schema(schema)  # raises SchemaError with the message
+    if verdict is None:
+        return True
+    raise jsonschema.SchemaError(_first_fast_error(lambda: jsonschema_rs.meta.validate(schema)))
+
+
+def _first_fast_error(run: Any) -> str:
+    """The message of the error ``run()`` raises (a ``jsonschema_rs.ValidationError``), bounded."""
+    try:
+        run()
+    except jsonschema_rs.ValidationError as exc:
+        return str(getattr(exc, "message", exc))[:200]
+    return "not valid"
+
+
 def check_schema(schema: Mapping[str, Any]) -> None:
-    """Raise ``jsonschema.SchemaError`` if ``schema`` is not a valid Draft 2020-12 schema."""
-    Draft202012Validator.check_schema(dict(schema))
+    """Raise ``jsonschema.SchemaError`` if ``schema`` is not a valid Draft 2020-12 schema.
+
+    The verdict is cached per canonical schema text (a registry rebuild
+    re-checks no schema it has seen)."""
+    _schema_ok(schema_key(schema))
 
 
 def drop_optional_nulls(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,11 +223,16 @@ def validate_arguments(tool_name: str, schema: Mapping[str, Any], args: Mapping[
     ``invalid arguments for AgentTool: missing required field(s): description, prompt``.
     """
     cleaned = drop_optional_nulls(args, schema)
-    validator = _validator(schema)
+    validator, fast = _validators(schema)
+    verdict = _fast_is_valid(fast, cleaned)
+    if verdict:
+        return cleaned
     problems: dict[str, str] = {}
     for err in validator.iter_errors(cleaned):
         key, msg = _describe(err)
         problems.setdefault(msg, key)
+    if not problems and verdict is False and fast is not None:  # jsonschema_rs decides; say what it saw
+        problems[_first_fast_error(lambda: fast.validate(cleaned))] = "9"
     if problems:
         ordered = sorted(problems, key=lambda m: problems[m])
         more = len(ordered) - MAX_PROBLEMS

@@ -15,8 +15,8 @@ import binascii
 import hashlib
 import hmac
 
-from cryptography.hazmat.primitives import padding
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+# ``cryptography`` is imported by decrypt/encrypt, not here: the bridge imports this module at
+# plugin load, also when it is inactive or has no encrypt key
 
 MAX_ENCRYPTED_CHARS = 1024 * 1024
 
@@ -30,6 +30,9 @@ def decrypt(encrypted: str, encrypt_key: str) -> str:
         raise ValueError("encrypt: not base64") from None
     if len(raw) < 32 or len(raw) % 16:
         raise ValueError("encrypt: not an AES-CBC payload")
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
     key = hashlib.sha256(encrypt_key.encode()).digest()
     decryptor = Cipher(algorithms.AES(key), modes.CBC(raw[:16])).decryptor()
     padded = decryptor.update(raw[16:]) + decryptor.finalize()
@@ -43,6 +46,9 @@ def decrypt(encrypted: str, encrypt_key: str) -> str:
 
 def encrypt(plain: str, encrypt_key: str, iv: bytes) -> str:
     """The inverse of :func:`decrypt` (what the platform sends; for tests and tools)."""
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
     key = hashlib.sha256(encrypt_key.encode()).digest()
     padder = padding.PKCS7(128).padder()
     data = padder.update(plain.encode()) + padder.finalize()

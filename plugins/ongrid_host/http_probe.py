@@ -10,14 +10,15 @@ unverified handshake fetches it).  Redirects are reported, not followed.
 
 from __future__ import annotations
 
+import importlib
 import ssl
+import sys
 import time
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import h11
 import trio
-from cryptography import x509
 
 from ongrid_host.probes import check_target_host, resolve
 from ongridd.plugins.api import ToolError
@@ -35,6 +36,8 @@ class _Failed(Exception):
 
 def cert_details(der: bytes) -> dict[str, Any]:
     """Subject, issuer, validity and names of a DER certificate."""
+    from cryptography import x509  # ~50 ms to import; not at plugin load (probe_http loads it off the loop)
+
     cert = x509.load_der_x509_certificate(der)
     not_after = cert.not_valid_after_utc
     names: list[str] = []
@@ -173,6 +176,9 @@ async def probe_http(url: str, *, method: str = "GET", timeout_s: float = 10.0, 
     default_port = port == (443 if parts.scheme == "https" else 80)
     host_header = (f"[{host}]" if ":" in host else host) + ("" if default_port else f":{port}")
     verified_ctx, unverified_ctx = _contexts(ca_file) if parts.scheme == "https" else (None, None)
+    if parts.scheme == "https" and "cryptography.x509" not in sys.modules:
+        # the first https probe imports cert_details' parser in a worker thread, not on the Trio thread
+        await trio.to_thread.run_sync(importlib.import_module, "cryptography.x509")
 
     start = time.monotonic()
     timings: dict[str, Any] = {}

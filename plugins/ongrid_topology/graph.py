@@ -26,10 +26,12 @@ Problems in a file raise :class:`TopologyError` naming the file and entry.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import networkx as nx
+
+if TYPE_CHECKING:  # networkx (~0.1-0.2 s to import) is imported by build_graph, not at plugin load
+    import networkx as nx
 
 MAX_NODES = 20_000
 MAX_EDGES = 100_000
@@ -107,7 +109,11 @@ def _host_part(instance: str) -> str:
 def build_graph(files: Iterable[tuple[list[dict[str, Any]], list[tuple[str, str]]]],
                 hosts: Iterable[Any], targets: Iterable[Target] = ()) -> tuple[nx.DiGraph, list[str]]:
     """The merged graph and its warnings.  ``files``: parsed files in
-    order; ``hosts``: inventory entries with ``name``, ``address``, ``labels``."""
+    order; ``hosts``: inventory entries with ``name``, ``address``, ``labels``.
+    Imports networkx on its first call (call it once in a worker thread to
+    keep that import off the Trio thread)."""
+    import networkx as nx
+
     nodes: dict[str, dict[str, Any]] = {}
     edges: list[tuple[str, str]] = []
     warnings: list[str] = []

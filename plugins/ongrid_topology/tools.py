@@ -15,15 +15,17 @@ import difflib
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import trio
 
 from ongrid_prometheus.client import PrometheusClient
 from ongrid_topology.graph import Target, TopologyError, build_graph, node_dict, parse_file
 from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import PluginContext, Tool, ToolCallContext, read_yaml_file
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 CACHE_S = 60.0
 MAX_FIND = 20
@@ -56,6 +58,9 @@ class TopologySource:
         return tuple(out)
 
     def _read_files(self) -> list:
+        # runs in a worker thread: the first build's networkx import happens here, not on the Trio thread
+        import networkx  # noqa: F401
+
         parsed = []
         for f in self.files:
             try:

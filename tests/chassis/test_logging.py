@@ -117,3 +117,28 @@ def test_console_lines_cannot_be_forged_and_show_no_locals(own_logging) -> None:
     logging.getLogger("acme").warning("user said %s", forged)
     (line,) = tty2.getvalue().splitlines()
     assert json.loads(line)["event"] == "user said " + forged
+
+
+def test_importing_the_logs_module_does_not_import_rich_and_rich_still_imports_after():
+    """structlog's optional rich integration is left out of the daemon's start-up;
+    exceptions are still rendered (plainly) and rich imports normally afterwards."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, logging\n"
+        "from ongridd import logs\n"
+        "assert 'rich' not in sys.modules, 'rich was imported'\n"
+        "logs.configure('INFO')\n"
+        "log = logs.get_logger('t')\n"
+        "try:\n"
+        "    raise ValueError('boom')\n"
+        "except ValueError:\n"
+        "    log.exception('failed_here')\n"
+        "import rich.console\n"
+        "print('rich ok', rich.console.Console.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "rich ok Console" in done.stdout
+    assert "failed_here" in done.stderr and "ValueError: boom" in done.stderr

@@ -99,3 +99,19 @@ def test_a_call_id_reused_by_a_later_turn_pairs_with_the_nearest_call():
                  user("b"), call("call_0"), user("interjection"), result("call_0"), answer("y"),
                  user("c"))
     assert cut_points(es) == [4, 9, 10]
+
+
+def test_a_thread_state_keeps_the_size_of_its_entries_up_to_date():
+    from ongridd.runtime.compaction import ThreadState
+
+    msgs = [user("hello"), call("c1"), result("c1"), answer("x" * 50), user("again"), answer("y" * 7)]
+    state = ThreadState("s", entries=entries(*msgs[:2]))
+    assert state.chars == sum(message_chars(m) for m in msgs[:2])
+    for e in entries(*msgs)[2:]:
+        state.append(e)
+    assert state.chars == sum(message_chars(m) for m in msgs) == sum(e.chars for e in state.entries)
+    state.drop_oldest(4)
+    assert [e.message for e in state.entries] == msgs[4:]
+    assert state.chars == sum(message_chars(m) for m in msgs[4:])
+    state.clear()
+    assert state.entries == [] and state.chars == 0

@@ -216,6 +216,26 @@ async def test_sustained_inline_commits_keep_the_wal_bounded(sqlite_url):
                                f"(limit {limit / 1e6:.1f} MB); {store._db.checkpoints} background checkpoints")
 
 
+async def test_a_background_checkpoint_that_never_ends_does_not_let_the_wal_grow(sqlite_url, monkeypatch):
+    """The checkpoint thread gets no CPU (here: ``checkpoint_soon`` reports one
+    still running, for ever): after INLINE_CHECKPOINT_LAG_MAX loop-thread
+    commits the next batch goes through a thread, where SQLite's own
+    checkpoint runs, so the WAL stays about as small as without inline commits."""
+    monkeypatch.setattr(engine_module.Database, "checkpoint_soon", lambda self: False)
+    async with open_store(sqlite_url) as store:
+        coord, _ = await store.get_or_create_coordinator("u", "stuck")
+        sid = coord["id"]
+        page_size = sqlite3.connect(_db_path(sqlite_url)).execute("PRAGMA page_size").fetchone()[0]
+        limit = 2 * NORMAL_SETTINGS[1] * (page_size + 24)
+        async with running_writer(store, linger_s=0) as writer:
+            for i in range(3000):
+                await writer.append_message(sid, owner=sid, role="user", content="x" * 200 + str(i)).wait()
+            assert writer.inline_commits >= 3000 - 3000 // writer_module.INLINE_CHECKPOINT_LAG_MAX - 50
+        size = Path(f"{_db_path(sqlite_url)}-wal").stat().st_size
+        assert size <= limit, f"WAL grew to {size / 1e6:.1f} MB (limit {limit / 1e6:.1f} MB)"
+        assert [m["seq"] for m in await store.load_messages(sid)] == list(range(1, 3001))
+
+
 # ---- the database file made unwritable, removed ---------------------------------------
 
 
