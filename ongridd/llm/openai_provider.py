@@ -45,7 +45,7 @@ from ongridd.llm.http import HTTPClient, HTTPConnectionError, HTTPTimeout, Respo
 from ongridd.llm.limiter import RateLimitHold, parse_retry_after
 from ongridd.llm.memo import BoundedMemo
 from ongridd.llm.sse import SSEDecoder, SSEError
-from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta
+from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta, ToolCall
 from ongridd.logs import get_logger, redact_url
 from ongridd.metrics import MODEL_CALLS_WAITING, MODEL_RESPONSE_SECONDS
 
@@ -74,6 +74,22 @@ _WIRE_CACHE_SIZE = 8192
 _WIRE_CACHE_CHARS = 8_000_000
 #: the encoder of request bodies (what ``json.dumps(..., default=str)`` uses)
 _ENCODER = json.JSONEncoder(default=str)
+
+
+def _is_text(value: Any) -> bool:
+    return type(value) is str
+
+
+def _rememberable(m: Message) -> bool:
+    """Whether ``m``'s wire text may be remembered under its fields: a :class:`Message` itself (a
+    subclass may write other wire) whose fields ``to_wire`` reads are ``str`` (or None) and whose
+    tool calls are plain :class:`ToolCall` of ``str`` fields.  Anything else is encoded each time:
+    ``1 == True == 1.0`` and ``0.0 == -0.0`` as keys, yet JSON writes them differently."""
+    return (type(m) is Message and _is_text(m.role)
+            and (m.content is None or _is_text(m.content))
+            and (m.tool_call_id is None or _is_text(m.tool_call_id))
+            and all(type(c) is ToolCall and _is_text(c.id) and _is_text(c.name) and _is_text(c.arguments)
+                    for c in m.tool_calls))
 
 
 def header_value(value: str) -> str:
@@ -249,15 +265,13 @@ class OpenAIProvider:
         """``messages`` in wire form as a JSON array, the same text as
         ``json.dumps([m.to_wire() for m in messages], default=str)``; each
         message's text is remembered, keyed on the fields ``to_wire`` reads
-        (only for :class:`Message` itself, a subclass may write other wire,
-        and for ``str`` or None content)."""
+        (only where those are ``str`` or None, see :func:`_rememberable`)."""
         memo = self._wire_json
         parts = []
         for m in messages:
             key: tuple[Any, ...] | None = None
             text: str | None = None
-            if type(m) is Message and (m.content is None or type(m.content) is str):
-                # (other content is not remembered: 1 == True as keys, yet they are written differently)
+            if _rememberable(m):
                 key = (m.role, m.content, m.tool_calls, m.tool_call_id)
                 try:
                     text = memo.get(key)

@@ -75,6 +75,14 @@ def redact_request(request: ModelRequest, scrub: Callable[[Any], Any] = redact) 
 _UNCHANGED = (False, None, ())
 
 
+def _rememberable(message: Message) -> bool:
+    """Whether the memo may key ``message``: text content (or None) and tool calls with text
+    arguments, so its weight counts all it holds (other content is redacted each time)."""
+    content = message.content
+    return (content is None or type(content) is str) and all(
+        type(call.arguments) is str for call in message.tool_calls)
+
+
 def _text_chars(message: Message) -> int:
     size = len(message.content) if isinstance(message.content, str) else 0
     for call in message.tool_calls:
@@ -94,7 +102,9 @@ class RedactionMemo:
     redactor is immutable; the registry builds a new one whenever the
     secret set changes): a request redacted with another one empties it
     first.  Bounded by ``max_messages`` and ``max_chars`` (the text of the
-    messages kept), least recently used first.  Safe from any thread (one
+    messages kept and of their redacted forms), least recently used first;
+    only messages with text (or no) content and text tool-call arguments
+    are kept.  Safe from any thread (one
     lock per request).
     """
 
@@ -124,16 +134,21 @@ class RedactionMemo:
                 memo.clear()
                 self._redactor = redactor
             for message in request.messages:
-                key: tuple[Any, ...] | None = (message.content, message.tool_calls)
-                try:
-                    hit = memo.get(key)
-                except TypeError:  # content that cannot be a key (not a str): not remembered
-                    key, hit = None, None
+                key: tuple[Any, ...] | None = None
+                hit = None
+                if _rememberable(message):
+                    key = (message.content, message.tool_calls)
+                    try:
+                        hit = memo.get(key)
+                    except TypeError:  # tool calls given as a list: not remembered
+                        key = None
                 if hit is None:
                     out = redact_message(message, scrub)
                     if key is not None:
-                        memo.put(key, _UNCHANGED if out is message else (True, out.content, out.tool_calls),
-                                 _text_chars(message))
+                        if out is message:
+                            memo.put(key, _UNCHANGED, _text_chars(message))
+                        else:  # the redacted text is kept too (it may be longer: "[redacted]" for "pw")
+                            memo.put(key, (True, out.content, out.tool_calls), _text_chars(message) + _text_chars(out))
                 elif hit[0]:
                     out = attrs.evolve(message, content=hit[1], tool_calls=hit[2])
                 else:

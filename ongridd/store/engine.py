@@ -422,11 +422,16 @@ class Database:
     async def aclose(self) -> None:
         """Dispose of the pool (idempotent), once a background checkpoint
         still running has ended (waited for up to :data:`CHECKPOINT_CLOSE_WAIT_S`
-        in a thread; one still opening the file after that does nothing)."""
+        in a thread; one still opening the file after that does nothing).
+        The event loop thread's kept SQLite connection is closed first, so
+        cancellation during the wait leaves it closed (the pool is then left
+        to the engine's garbage collection)."""
         if self._closed:
             return
         self._closed = True
+        # the loop thread's own connection (try_now) first: nothing uses it once closed, and a
+        # cancelled wait below must not leave it open
+        close_nowait_connection(self.engine)
         if not self._checkpoint_idle.is_set():
             await trio.to_thread.run_sync(self._checkpoint_idle.wait, CHECKPOINT_CLOSE_WAIT_S)
-        close_nowait_connection(self.engine)  # the loop thread's own connection (try_now)
         await trio.to_thread.run_sync(self.engine.dispose)

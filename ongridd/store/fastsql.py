@@ -82,6 +82,7 @@ def raw_write_tx(engine: Engine, *, nowait: bool = False) -> Iterator[RawTx]:
     dialect = engine.dialect
     error = dialect.loaded_dbapi.Error
     kept = nowait and dialect.name == "sqlite"
+    proxy: Any
     try:
         proxy = _nowait_connection(engine) if kept else engine.raw_connection()
     except error as exc:  # could not connect (sorted as SQLAlchemy's engine.connect() would)
@@ -103,29 +104,72 @@ def raw_write_tx(engine: Engine, *, nowait: bool = False) -> Iterator[RawTx]:
     finally:
         if not kept:
             proxy.close()  # back to the pool (reset there; an invalidated one is discarded)
-        elif proxy.is_valid and _in_transaction(proxy):  # its rollback failed: never reuse it
+        elif proxy.is_valid and _in_transaction(proxy):  # its rollback failed: closed, never reused
             proxy.invalidate()
 
 
 # The connection each SQLite engine keeps for ``raw_write_tx(nowait=True)``: opened through
 # the pool (its "connect" events ran), then detached from it, busy timeout 0 and no automatic
-# checkpoint set once.  Only the event loop's thread uses it, one transaction at a time.
-_NOWAIT: weakref.WeakKeyDictionary[Engine, Any] = weakref.WeakKeyDictionary()
+# checkpoint set once.  Only the event loop's thread uses it, one transaction at a time.  What is
+# kept is the DBAPI connection alone (:class:`_Kept`): the pool's proxy would reference the pool
+# and so the engine, which then could never leave this weak mapping.
+_NOWAIT: weakref.WeakKeyDictionary[Engine, _Kept] = weakref.WeakKeyDictionary()
 
 
-def _nowait_connection(engine: Engine) -> Any:
-    proxy = _NOWAIT.get(engine)
-    if proxy is not None and proxy.is_valid:
-        return proxy
+class _Kept:
+    """An engine's kept SQLite connection, as :class:`RawTx` uses a pool proxy:
+    ``dbapi_connection`` (None once discarded), ``is_valid``, ``invalidate()``.
+    Discarding it closes the DBAPI connection at once: one left inside a
+    transaction must not hold the write lock until it is garbage collected
+    (a traceback may keep it referenced for long)."""
+
+    __slots__ = ("dbapi_connection", "_finalizer")
+
+    def __init__(self, dbapi_connection: Any):
+        self.dbapi_connection: Any = dbapi_connection
+        self._finalizer: weakref.finalize[..., Any] | None = None
+
+    def close_with(self, engine: Engine) -> None:
+        """Close the connection when ``engine`` is garbage collected (not at some later collection
+        of the connection's own reference cycle)."""
+        self._finalizer = weakref.finalize(engine, self.invalidate)
+
+    @property
+    def is_valid(self) -> bool:
+        return self.dbapi_connection is not None
+
+    def invalidate(self, exception: BaseException | None = None) -> None:
+        """Close the DBAPI connection (an open transaction is rolled back by SQLite) and forget it."""
+        dbapi_connection, self.dbapi_connection = self.dbapi_connection, None
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
+        if dbapi_connection is not None:
+            with contextlib.suppress(Exception):
+                dbapi_connection.close()
+
+    close = invalidate
+
+
+def _nowait_connection(engine: Engine) -> _Kept:
+    kept = _NOWAIT.get(engine)
+    if kept is not None and kept.is_valid:
+        return kept
     proxy = engine.raw_connection()
     try:
-        proxy.detach()
-        _run_all(proxy.dbapi_connection, ["PRAGMA busy_timeout = 0", "PRAGMA wal_autocheckpoint = 0"])
+        proxy.detach()  # the pool forgets it (and will never close it): from here on it is ours
     except BaseException:
         proxy.invalidate()
         raise
-    _NOWAIT[engine] = proxy
-    return proxy
+    kept = _Kept(proxy.dbapi_connection)
+    try:
+        _run_all(kept.dbapi_connection, ["PRAGMA busy_timeout = 0", "PRAGMA wal_autocheckpoint = 0"])
+    except BaseException:
+        kept.invalidate()
+        raise
+    _NOWAIT[engine] = kept
+    kept.close_with(engine)
+    return kept
 
 
 def _in_transaction(proxy: Any) -> bool:
@@ -138,11 +182,11 @@ def _in_transaction(proxy: Any) -> bool:
 def close_nowait_connection(engine: Engine) -> None:
     """Close the connection ``engine`` keeps for ``raw_write_tx(nowait=True)``,
     if it has one (idempotent; a later such transaction opens another).  Call
-    it where the engine's pool is disposed of."""
-    proxy = _NOWAIT.pop(engine, None)
-    if proxy is not None:
-        with contextlib.suppress(Exception):
-            proxy.close()
+    it where the engine's pool is disposed of.  An engine garbage collected
+    without this call takes its kept connection with it."""
+    kept = _NOWAIT.pop(engine, None)
+    if kept is not None:
+        kept.invalidate()
 
 
 def _run_all(dbapi_conn: Any, statements: list[str]) -> None:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 import jsonschema
 
 from ongridd.errors import ToolRegistrationError
-from ongridd.tools.args import check_schema
+from ongridd.tools.schema_check import check_schema
 from ongridd.tools.spec import CONTROL_TOOL_NAMES, Tool
 
 MUTATING_CLASSES = ("write", "destructive")

@@ -15,7 +15,8 @@ from ongridd.config import structure
 from ongridd.errors import ToolArgumentsError
 from ongridd.plugins.build import RegistryBuilder
 from ongridd.tools import args as args_mod
-from ongridd.tools.args import check_schema, schema_key, validate_arguments
+from ongridd.tools.args import schema_key, validate_arguments
+from ongridd.tools.schema_check import check_schema
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False, allow_infinity=False)
