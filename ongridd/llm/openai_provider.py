@@ -26,7 +26,6 @@ means ``$OPENAI_BASE_URL`` or ``https://api.openai.com/v1``.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import math
@@ -68,6 +67,7 @@ ERROR_BODY_BYTES = 1024 * 1024
 _DRAIN_S = 1.0
 #: tool lists kept serialised (a run sends the same tuple on every call)
 _TOOLS_CACHE_SIZE = 256
+_TOOLS_CACHE_CHARS = 16_000_000
 #: messages kept as JSON text (the same history is sent on every call of a thread), and their
 #: characters at most
 _WIRE_CACHE_SIZE = 8192
@@ -197,7 +197,7 @@ class OpenAIProvider:
         self.streaming = streaming
         self._api_key = api_key or PLACEHOLDER_API_KEY
         self._client: HTTPClient | None = None
-        self._tools_json: collections.OrderedDict[int, tuple[Sequence[Any], str]] = collections.OrderedDict()
+        self._tools_json: BoundedMemo[tuple[Sequence[Any], str]] = BoundedMemo(_TOOLS_CACHE_SIZE, _TOOLS_CACHE_CHARS)
         self._wire_json: BoundedMemo[str] = BoundedMemo(_WIRE_CACHE_SIZE, _WIRE_CACHE_CHARS)
         self._closed = False
         self._discovered_model: str | None = None
@@ -252,13 +252,10 @@ class OpenAIProvider:
         key = id(tools)
         hit = self._tools_json.get(key)
         if hit is not None and hit[0] is tools:
-            self._tools_json.move_to_end(key)
             return hit[1]
         text = json.dumps([dict(t) for t in tools], default=str)
         if isinstance(tools, tuple):
-            self._tools_json[key] = (tools, text)
-            while len(self._tools_json) > _TOOLS_CACHE_SIZE:
-                self._tools_json.popitem(last=False)
+            self._tools_json.put(key, (tools, text), len(text))
         return text
 
     def _messages_wire(self, messages: Sequence[Message]) -> str:

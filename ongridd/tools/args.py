@@ -214,11 +214,6 @@ _PyValidator = jsonschema.validators.extend(Draft202012Validator, {"uniqueItems"
 _NO_REMOTE: referencing.Registry[Any] = referencing.Registry()
 
 
-@lru_cache(maxsize=512)
-def _validator_for(schema_json: str) -> Any:
-    return _PyValidator(json.loads(schema_json), registry=_NO_REMOTE)
-
-
 # schema object → validator, so a tool's schema is not re-serialised on every
 # call.  The schema is kept referenced, so its id cannot be reused while cached.
 # (Tool schemas are not mutated after registration.)
@@ -232,8 +227,7 @@ def _validators(schema: Mapping[str, Any]) -> _Validators:
     hit = _BY_SCHEMA.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    key = schema_key(schema)
-    found = (_validator_for(key), _fast_validator_for(key), _needs_both_for(key), _names_by_regex_for(key))
+    found = _compiled(schema_key(schema))
     if len(_BY_SCHEMA) >= 1024:
         _BY_SCHEMA.clear()
     _BY_SCHEMA[id(schema)] = (schema, found)
@@ -241,18 +235,16 @@ def _validators(schema: Mapping[str, Any]) -> _Validators:
 
 
 @lru_cache(maxsize=512)
-def _needs_both_for(schema_json: str) -> bool:
-    return _needs_both(json.loads(schema_json))
+def _compiled(schema_json: str) -> _Validators:
+    """:func:`_validators` of a schema's canonical JSON text.  The last item: whether jsonschema
+    matches property names with ``re`` itself (``patternProperties``, also read by
+    ``additionalProperties`` and ``unevaluatedProperties``), past :func:`pattern_matches`."""
+    schema = json.loads(schema_json)
+    names_by_regex = any(isinstance(node.get("patternProperties"), dict) for node, _ in schema_nodes(schema))
+    return (_PyValidator(schema, registry=_NO_REMOTE), _fast_validator_for(schema_json), _needs_both(schema),
+            names_by_regex)
 
 
-@lru_cache(maxsize=512)
-def _names_by_regex_for(schema_json: str) -> bool:
-    """Whether jsonschema matches property names with ``re`` itself (``patternProperties``, also
-    read by ``additionalProperties`` and ``unevaluatedProperties``), past :func:`pattern_matches`."""
-    return any(isinstance(node.get("patternProperties"), dict) for node, _ in schema_nodes(json.loads(schema_json)))
-
-
-@lru_cache(maxsize=512)
 def _fast_validator_for(schema_json: str) -> jsonschema_rs.Draft202012Validator | None:
     """The compiled validator of a schema, or None when ``jsonschema_rs`` cannot compile it
     (never fetching a remote ``$ref``)."""
