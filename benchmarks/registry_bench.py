@@ -1,6 +1,6 @@
 """Registry figures (prints measured numbers; asserts nothing about time).
 
-    python benchmarks/registry_bench.py [--personas 5000] [--idle-s 5] [--pure]
+    python benchmarks/registry_bench.py [--personas 5000] [--idle-s 10] [--pure]
 
 Generates ``--personas`` persona files in a temporary folder, then prints:
 the cold load time (wall and CPU) of ``AgentRegistry.load``, a reload with
@@ -73,7 +73,7 @@ async def idle_watch_cpu(root: Path, seconds: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--personas", type=int, default=5000)
-    ap.add_argument("--idle-s", type=float, default=5.0)
+    ap.add_argument("--idle-s", type=float, default=10.0)
     ap.add_argument("--pure", action="store_true", help="YAML on the pure-Python path only (for comparison)")
     args = ap.parse_args()
     if args.pure:

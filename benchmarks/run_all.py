@@ -213,7 +213,7 @@ def main() -> None:
         relay("long-thread", [PY, str(HERE / "long_thread_bench.py"), *(["--turns", "60"] if q else [])], 3600)
     if chosen("registry"):
         relay("registry", [PY, str(HERE / "registry_bench.py"), "--personas", "5000",
-                           "--idle-s", "2" if q else "5"], 1800)
+                           "--idle-s", "2" if q else "10"], 1800)
     if chosen("startup"):
         relay("startup", [PY, str(HERE / "startup_bench.py"), *(["--runs", "5", "--serve-runs", "3"] if q else [])],
               600)

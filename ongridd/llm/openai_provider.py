@@ -65,8 +65,9 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 ERROR_BODY_BYTES = 1024 * 1024
 #: after ``[DONE]``, how long the rest of a body is read (to keep the connection), seconds
 _DRAIN_S = 1.0
-#: tool lists kept serialised (a run sends the same tuple on every call)
-_TOOLS_CACHE_SIZE = 256
+#: tool lists kept serialised (a run sends the same tuple on every call), and each tool entry (a
+#: turn builds new lists of the same tools)
+_TOOLS_CACHE_SIZE = 1024
 _TOOLS_CACHE_CHARS = 16_000_000
 #: messages kept as JSON text (the same history is sent on every call of a thread), and their
 #: characters at most
@@ -197,7 +198,7 @@ class OpenAIProvider:
         self.streaming = streaming
         self._api_key = api_key or PLACEHOLDER_API_KEY
         self._client: HTTPClient | None = None
-        self._tools_json: BoundedMemo[tuple[Sequence[Any], str]] = BoundedMemo(_TOOLS_CACHE_SIZE, _TOOLS_CACHE_CHARS)
+        self._tools_json: BoundedMemo[tuple[Any, str]] = BoundedMemo(_TOOLS_CACHE_SIZE, _TOOLS_CACHE_CHARS)
         self._wire_json: BoundedMemo[str] = BoundedMemo(_WIRE_CACHE_SIZE, _WIRE_CACHE_CHARS)
         self._closed = False
         self._discovered_model: str | None = None
@@ -248,15 +249,39 @@ class OpenAIProvider:
                 (SESSION_HEADER, header_value(request.session_id))]
 
     def _tools_wire(self, tools: Sequence[Any]) -> str:
-        """``tools`` as JSON, serialised once per tuple (keyed by identity, the tuple kept alive)."""
+        """``tools`` as JSON, the text of ``json.dumps([dict(t) for t in tools], default=str)``:
+        serialised once per tuple (keyed by identity, the tuple kept alive), and each entry of
+        the usual shape (see :meth:`_tool_entry_wire`) once per tool, so a new bag of the same
+        tools (each turn builds its own) reuses the entries' text."""
         key = id(tools)
         hit = self._tools_json.get(key)
         if hit is not None and hit[0] is tools:
             return hit[1]
-        text = json.dumps([dict(t) for t in tools], default=str)
+        text = "[" + ", ".join(self._tool_entry_wire(t) for t in tools) + "]"
         if isinstance(tools, tuple):
             self._tools_json.put(key, (tools, text), len(text))
         return text
+
+    def _tool_entry_wire(self, entry: Any) -> str:
+        """One ``tools`` entry as JSON (``json.dumps(dict(entry), default=str)``).  An entry
+        shaped ``{"type": str, "function": {"name": str, "description": str, "parameters":
+        dict}}`` (what ``Tool.schema()`` and a stub give) is remembered under its type, name,
+        description and the identity of its ``parameters`` dict (kept alive with the text, so
+        the identity cannot be reused while remembered): a tool's parameters are its schema,
+        checked at registration and never changed after."""
+        fn = entry.get("function") if type(entry) is dict and len(entry) == 2 else None
+        if (type(fn) is dict and len(fn) == 3 and type(entry.get("type")) is str
+                and type(fn.get("name")) is str and type(fn.get("description")) is str
+                and type(fn.get("parameters")) is dict):
+            params = fn["parameters"]
+            key = ("tool-entry", entry["type"], fn["name"], fn["description"], id(params))
+            hit = self._tools_json.get(key)
+            if hit is not None and hit[0] is params:
+                return hit[1]
+            text = json.dumps(entry, default=str)
+            self._tools_json.put(key, (params, text), len(text))
+            return text
+        return json.dumps(dict(entry), default=str)
 
     def _messages_wire(self, messages: Sequence[Message]) -> str:
         """``messages`` in wire form as a JSON array, the same text as

@@ -47,8 +47,9 @@ log = get_logger(__name__)
 WATCH_INTERVAL_S = 1.0
 #: Changes to the agents folders within this many milliseconds make one reload.
 WATCH_DEBOUNCE_MS = 300
-#: How often (ms) the event watcher's thread checks whether it was cancelled.
-WATCH_STEP_MS = 200
+#: How often (ms) the event watcher's thread wakes to check whether it was cancelled (and to hand
+#: over changes): each wake takes the GIL, so an idle daemon pays for every one of them.
+WATCH_STEP_MS = 500
 #: PUT bodies parsed at the same time (each in a worker thread).
 PARSE_CONCURRENCY = 2
 #: Seconds a PUT waits for its parse (slot included) before it is refused.

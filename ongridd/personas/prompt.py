@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -371,9 +371,24 @@ def system_reminder(*, persona: Persona, now: datetime | None = None, tz_name: s
     line when ``locale`` is a valid tag (an invalid one is left out); then
     every non-empty line of ``extra`` (e.g. budget notices).
     """
+    render = reminder_renderer(persona=persona, tz_name=tz_name or (host_time_zone() if now is not None else ""),
+                               subagent_types=subagent_types, inventory=inventory, backends=backends,
+                               locale=locale, extra=extra)
+    return render(now)
+
+
+def reminder_renderer(*, persona: Persona, tz_name: str,
+                      subagent_types: Sequence[str] | None = None,
+                      inventory: Sequence[tuple[str, Mapping[str, Any]]] | None = None,
+                      backends: Mapping[str, bool] | None = None, locale: str | None = None,
+                      extra: Sequence[str] = ()) -> Callable[[datetime | None], str | None]:
+    """:func:`system_reminder` split in two: every line but the time line is
+    composed here, once; the returned ``render(now)`` adds the time line for
+    ``now`` (none when ``now`` is None) and returns the same text
+    :func:`system_reminder` would (``None`` when there is nothing to say).
+    A run's reminder is rendered on every model call, and only its time line
+    changes between them."""
     lines: list[str] = []
-    if now is not None:
-        lines.append(time_line(now, tz_name or host_time_zone()))
     crit = critical_block(persona)
     if crit:
         lines.append(crit)
@@ -391,6 +406,12 @@ def system_reminder(*, persona: Persona, now: datetime | None = None, tz_name: s
     for item in extra:
         if item and item.strip():
             lines.append(item.strip())
-    if not lines:
-        return None
-    return "<system-reminder>\n" + "\n".join(lines) + "\n</system-reminder>"
+    rest = "".join("\n" + line for line in lines)
+    fixed = "<system-reminder>" + rest + "\n</system-reminder>" if lines else None
+
+    def render(now: datetime | None) -> str | None:
+        if now is None:
+            return fixed
+        return "<system-reminder>\n" + time_line(now, tz_name) + rest + "\n</system-reminder>"
+
+    return render

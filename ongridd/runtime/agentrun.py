@@ -28,7 +28,7 @@ from ongridd.personas.prompt import (
     config_backends,
     config_inventory,
     host_time_zone,
-    system_reminder,
+    reminder_renderer,
 )
 from ongridd.runtime.compaction import ThreadHistories
 from ongridd.runtime.gate import ReviewGate
@@ -119,8 +119,7 @@ class AgentRunner:
 
     def _worker_reminder(self, profile: Persona) -> Callable[[], str | None]:
         """A worker's per-call reminder: the time line and its critical reminder."""
-        tz_name = host_time_zone()
-        return _per_second(self.clock, lambda now: system_reminder(persona=profile, now=now, tz_name=tz_name))
+        return _per_second(self.clock, reminder_renderer(persona=profile, tz_name=host_time_zone()))
 
     # ---- the coordinator ----------------------------------------------------
     def _coordinator_prompt(self, snap: Registries, agents: Mapping[str, Persona], persona: Persona) -> tuple[str, list[str]]:
@@ -155,12 +154,9 @@ class AgentRunner:
         await self.writer.flush(turn.session_id)  # the last turn's writes are part of the history
         system, names = self._coordinator_prompt(snap, agents, persona)
         turn.system_prompt = system
-        inventory, backends, tz_name = config_inventory(self.config), config_backends(self.config), host_time_zone()
-
-        def render_reminder(now: datetime) -> str | None:
-            return system_reminder(persona=persona, now=now, tz_name=tz_name, subagent_types=names,
-                                   inventory=inventory, backends=backends, locale=turn.locale)
-
+        render_reminder = reminder_renderer(persona=persona, tz_name=host_time_zone(), subagent_types=names,
+                                            inventory=config_inventory(self.config),
+                                            backends=config_backends(self.config), locale=turn.locale)
         reminder = _per_second(self.clock, render_reminder)
         bag = coordinator_bag(persona, snap.tools, turn.control_tools, snap.stubs, personas=agents)
         bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id, turn.turn_seq).wrap)
@@ -282,7 +278,7 @@ class AgentRunner:
             await sink(ToolEndEvent(call_id=call.id, name=call.name, arguments=call.arguments, result=result))
 
 
-def _per_second(clock: Callable[[], datetime], render: Callable[[datetime], str | None]) -> Callable[[], str | None]:
+def _per_second(clock: Callable[[], datetime], render: Callable[[datetime | None], str | None]) -> Callable[[], str | None]:
     """``render(clock())``, rendered again only when the clock has moved to
     another second (the reminder's time line shows seconds; the rest of it is
     fixed for the run): a run's model calls mostly reuse the text."""

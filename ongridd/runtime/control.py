@@ -110,6 +110,11 @@ AGENT_TOOL_SCHEMA = {
     "required": ["description", "subagent_type", "prompt"],
     "additionalProperties": False,
 }
+SEND_MESSAGE_SCHEMA = {"type": "object", "properties": {"text": {"type": "string", "minLength": 1}},
+                       "required": ["text"], "additionalProperties": False}
+TASK_STOP_SCHEMA = {"type": "object", "properties": {"task_id": {"type": "string", "minLength": 1}},
+                    "required": ["task_id"], "additionalProperties": False}
+# the control tools' schemas are shared by every turn's tools (a tool's parameters are never mutated)
 
 SPAWN_HINT = ("Summarise the worker's findings for the user in your own words; do not paste the whole report. "
               "Do not dispatch the same task again.")
@@ -184,13 +189,11 @@ def build_control_tools(deps: ControlDeps) -> list[Tool]:
                          "steps, several hosts or signals), host-side tools, or a specialist's domain. Several "
                          "AgentTool calls in one message run in parallel. The worker sees only your prompt."),
         Tool(name="SendMessage", tool_class="control", timeout_s=15.0, handler=send_message,
-             parameters={"type": "object", "properties": {"text": {"type": "string", "minLength": 1}},
-                         "required": ["text"], "additionalProperties": False},
+             parameters=SEND_MESSAGE_SCHEMA,
              description="Send the user a short interim message without ending your turn (e.g. what you are "
                          "checking now)."),
         Tool(name="TaskStop", tool_class="control", timeout_s=15.0, handler=task_stop,
-             parameters={"type": "object", "properties": {"task_id": {"type": "string", "minLength": 1}},
-                         "required": ["task_id"], "additionalProperties": False},
+             parameters=TASK_STOP_SCHEMA,
              description="Stop a running worker of this conversation by its task_id; it ends killed."),
     ]
 

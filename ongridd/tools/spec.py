@@ -175,13 +175,17 @@ class Tool:
         return self.tool_class in ("write", "destructive") or self.classify is not None
 
     def schema(self) -> dict[str, Any]:
-        """The OpenAI ``tools`` entry for this tool."""
+        """The OpenAI ``tools`` entry for this tool: a new dict each call, whose
+        ``parameters`` is the tool's own ``parameters`` dict (not a copy: it is
+        the schema checked at registration, and the model client remembers
+        its JSON text by that dict's identity; never mutate it)."""
+        params = self.parameters
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": dict(self.parameters),
+                "parameters": params if type(params) is dict else dict(params),
             },
         }
 

@@ -52,7 +52,7 @@ def stub_schema(stub: RedirectStub) -> dict[str, Any]:
                 f"Not available to the coordinator: routed to the specialist {stub.persona}. "
                 f"Use AgentTool with subagent_type \"{stub.persona}\" instead."
             ),
-            "parameters": dict(STUB_PARAMETERS),
+            "parameters": STUB_PARAMETERS,  # shared: never mutated
         },
     }
 

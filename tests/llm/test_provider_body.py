@@ -67,3 +67,42 @@ def test_equal_messages_share_one_remembered_text_and_subclasses_and_odd_content
     for _ in range(2):
         assert p._body("m", request, stream=False) == reference("m", request, False, True)
     assert len(p._wire_json) == 1
+
+
+_params = st.dictionaries(st.sampled_from(["type", "properties", "required", "x"]),
+                          st.one_of(st.just("object"), _text, st.lists(_text, max_size=2)), max_size=3)
+_entry = st.one_of(
+    st.builds(lambda n, d, p: {"type": "function", "function": {"name": n, "description": d, "parameters": p}},
+              st.sampled_from(["a", "b", "c"]), _text, _params),
+    st.builds(lambda n, p: {"type": "function", "function": {"name": n, "parameters": p}},  # no description
+              st.sampled_from(["a", "b"]), _params),
+    st.builds(lambda n, d: {"type": "function", "function": {"name": n, "description": d, "parameters": {"k": {1, 2}}},
+                            "strict": True}, st.sampled_from(["a", "b"]), _text),  # another key; a set (default=str)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_entry, max_size=4), min_size=1, max_size=4), st.booleans())
+def test_the_tools_text_is_json_dumps_whatever_lists_repeat_their_entries(lists, share):
+    p = OpenAIProvider("http://127.0.0.1:9/v1", None, "m")
+    seen: list[dict] = []
+    for entries in lists:
+        if share and seen:  # a new list holding the very entries of an earlier one, then a new entry
+            entries = [*seen[: len(entries)], *entries]
+        seen = entries
+        tools = tuple(entries)
+        for listed in (tools, list(tools), tuple(entries)):
+            assert p._tools_wire(listed) == json.dumps([dict(t) for t in listed], default=str)
+
+
+def test_an_entry_is_remembered_by_its_parameters_identity_and_a_changed_description_is_not_taken():
+    p = OpenAIProvider("http://127.0.0.1:9/v1", None, "m")
+    params = {"type": "object", "properties": {"q": {"type": "string"}}}
+    first = ({"type": "function", "function": {"name": "q", "description": "one", "parameters": params}},)
+    again = ({"type": "function", "function": {"name": "q", "description": "one", "parameters": params}},)
+    other = ({"type": "function", "function": {"name": "q", "description": "two", "parameters": params}},)
+    copied = ({"type": "function", "function": {"name": "q", "description": "one", "parameters": dict(params)}},)
+    texts = [p._tools_wire(t) for t in (first, again, other, copied)]
+    assert texts == [json.dumps(list(t)) for t in (first, again, other, copied)]
+    entries = [k for k in p._tools_json._data if isinstance(k, tuple)]
+    assert len(entries) == 3  # first/again share one entry; other (description) and copied (new dict) do not

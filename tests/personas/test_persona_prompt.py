@@ -97,3 +97,27 @@ def test_language_lines(locale, expected):
 def test_invalid_locale_is_left_out(bad):
     assert normalize_locale(bad) is None
     assert system_reminder(persona=DISK, locale=bad) is None  # type: ignore[arg-type]
+
+
+def test_reminder_renderer_composes_once_and_adds_the_time_line_per_call():
+    from datetime import datetime, timezone
+
+    from ongridd.personas.prompt import reminder_renderer, time_line
+
+    render = reminder_renderer(persona=DEFAULT, tz_name="Europe/Paris", subagent_types=["specialist-disk"],
+                               backends={"prometheus": True}, locale="fr", extra=["Budget notice."])
+    untimed = system_reminder(persona=DEFAULT, subagent_types=["specialist-disk"], backends={"prometheus": True},
+                              locale="fr", extra=["Budget notice."])
+    assert render(None) == untimed
+    for second in (7, 8):
+        now = datetime(2026, 12, 1, 10, 22, second, 500_000, tzinfo=timezone.utc)
+        text = render(now)
+        assert text == untimed.replace("<system-reminder>\n", "<system-reminder>\n" + time_line(now, "Europe/Paris") + "\n", 1)
+        assert text == system_reminder(persona=DEFAULT, now=now, tz_name="Europe/Paris",
+                                       subagent_types=["specialist-disk"], backends={"prometheus": True},
+                                       locale="fr", extra=["Budget notice."])
+        assert f"10:22:0{second}Z" in text
+    bare = reminder_renderer(persona=DISK, tz_name="UTC")
+    assert bare(None) is None
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    assert bare(now) == "<system-reminder>\n" + time_line(now, "UTC") + "\n</system-reminder>"
