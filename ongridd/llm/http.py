@@ -1,12 +1,15 @@
 """A small HTTP/1.1 client for model APIs: keep-alive connections on Trio,
-``h11`` for the protocol, the standard library's ``ssl`` for TLS.
+``httptools`` (the llhttp C parser) for the responses, the request heads
+written here, the standard library's ``ssl`` for TLS.
 
 Why not the SDK's HTTP stack: a model call through it cost about 1.5 ms of
 CPU (request building, auth and retry wrappers, a connection pool whose
 request-to-connection matching grows with its size, per-chunk SSE objects),
 a third of the daemon's CPU per turn under load.  This client does only
 what a model call needs: one request, its response streamed or read whole,
-the connection kept for the next call.
+the connection kept for the next call.  (A pure-Python HTTP state machine
+was still about 8% of the daemon's CPU per turn: the response is parsed in C
+and a request head is a few cached byte strings joined.)
 
 * ``base_url``: ``http://`` or ``https://`` (TLS verified against the
   system's certificate store; ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` are
@@ -20,17 +23,35 @@ the connection kept for the next call.
 * ``timeout_s`` bounds the connection (TCP, TLS, tunnel), each write, each
   read, and the whole response head (1xx included): a peer silent that long,
   or trickling a head, raises :class:`HTTPTimeout`.
+* Request heads: the method, the target and every header are checked before
+  a byte is written (a method and a header name are RFC 7230 tokens; a
+  target and a value are ASCII with no CR, LF, NUL or other control
+  whitespace, a value without leading or trailing blanks), so a header from
+  the configuration can never add a line; ``ValueError`` otherwise.  Each
+  distinct header line is checked once and kept, encoded, by the client.
+* Responses: the parser is strict (CRLF line ends, no line folding, no
+  control characters in values, one Content-Length, not both Content-Length
+  and Transfer-Encoding; Transfer-Encoding only ``chunked``); the head (1xx
+  heads included) is at most :data:`MAX_HEAD_BYTES`, and chunk framing or
+  trailers between two pieces of body at most :data:`MAX_FRAMING_BYTES`.
+  A body ends by its Content-Length, its last chunk, or (neither given) the
+  server's EOF; 1xx, 204 and 304 responses, and the answer to ``HEAD``, have
+  none.
 * A kept connection the server has closed meanwhile is noticed before the
   next request is sent on it (its socket is readable: the server's EOF) and
   dropped.  When the server closes or resets it just after the request was
   sent, before a byte of the answer, the request is sent once more, on a
   fresh connection (a server closing an idle connection did not process
-  it).  A fresh connection is never resent on.
+  it).  A fresh connection is never resent on.  A connection is kept only
+  after a response read to its end, that both sides let live
+  (``Connection: close`` and HTTP/1.0 without keep-alive do not), and after
+  which not a byte more arrived.
 
 Errors: :class:`HTTPTimeout`, :class:`HTTPConnectionError` (refused, reset,
 TLS failure, a malformed or cut-off response — ``__cause__`` is the
-underlying exception).  An HTTP error status is not an exception here: the
-caller reads ``Response.status``.
+underlying exception), ``ValueError`` for a request that may not be sent
+(an illegal method, target or header).  An HTTP error status is not an
+exception here: the caller reads ``Response.status``.
 """
 
 from __future__ import annotations
@@ -38,19 +59,35 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import select
 import ssl
 import urllib.request
 from collections.abc import AsyncGenerator, Sequence
 from urllib.parse import unquote, urlsplit
 
-import h11
+import httptools
 import trio
 
 #: a read asks for at most this many bytes
 READ_CHUNK = 65536
 #: the largest response head (status line and headers, informational heads included) accepted, bytes
 MAX_HEAD_BYTES = 64 * 1024
+#: the most bytes of a body's framing (chunk sizes and extensions, trailers) read between two pieces of body
+MAX_FRAMING_BYTES = 64 * 1024
+#: encoded header lines a client keeps (checked once each); values longer than _LINE_VALUE_MAX are not kept
+_LINE_CACHE_SIZE = 256
+_LINE_VALUE_MAX = 4096
+#: encoded request lines (with the client's own headers) a client keeps, one per method and path
+_START_CACHE_SIZE = 64
+
+# RFC 7230: a token (methods, header names); a field value (after ASCII encoding): no NUL, no
+# whitespace but spaces and tabs between visible characters; a request target: visible ASCII
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
+_FIELD_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
+_TARGET = re.compile(rb"[\x21-\x7e]+")
+#: header names the client writes itself (a caller's would make the framing or the origin ambiguous)
+_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding"})
 
 
 class HTTPError(Exception):
@@ -92,21 +129,141 @@ def proxy_for(url: str) -> str | None:
     return proxies.get(scheme) or proxies.get("all")
 
 
-class _Connection:
-    """One TCP (or TLS) connection and its h11 state; ``sock`` is the TCP socket under ``stream``.
-    ``received``: bytes read for the current response; ``head_bytes``: of them, those read while
-    its head was incomplete (bounded by MAX_HEAD_BYTES); ``eof``: the server's EOF was read."""
+def _request_line(method: str, target: str) -> bytes:
+    """``method target HTTP/1.1\\r\\n`` encoded, after checking both (ValueError)."""
+    try:
+        raw_method, raw_target = method.encode("ascii"), target.encode("ascii")
+    except UnicodeEncodeError:
+        raise ValueError(f"illegal HTTP request {method!r} {target!r}: not ASCII") from None
+    if not _TOKEN.fullmatch(raw_method):
+        raise ValueError(f"illegal HTTP method {method!r}: not an RFC 7230 token")
+    if not _TARGET.fullmatch(raw_target):
+        raise ValueError(f"illegal HTTP request target {target!r}: empty, or a blank or control character")
+    return raw_method + b" " + raw_target + b" HTTP/1.1\r\n"
 
-    __slots__ = ("stream", "sock", "h11", "reused", "received", "head_bytes", "eof")
+
+def _header_line(name: str, value: str) -> bytes:
+    """``name: value\\r\\n`` encoded, after checking both (ValueError naming the header, never
+    quoting the value: it may be a credential)."""
+    try:
+        raw_name = name.encode("ascii")
+    except UnicodeEncodeError:
+        raise ValueError(f"illegal HTTP header name {name!r}: not ASCII") from None
+    if not _TOKEN.fullmatch(raw_name):
+        raise ValueError(f"illegal HTTP header name {name!r}: not an RFC 7230 token")
+    try:
+        raw_value = value.encode("ascii")
+    except UnicodeEncodeError:
+        raise ValueError(f"illegal value of the HTTP header {name!r}: not ASCII") from None
+    if not _FIELD_VALUE.fullmatch(raw_value):
+        raise ValueError(f"illegal value of the HTTP header {name!r}: CR, LF, NUL or other control whitespace, "
+                         f"or leading or trailing blanks")
+    return raw_name + b": " + raw_value + b"\r\n"
+
+
+class _Stop(Exception):
+    """Raised in a parser callback to stop parsing the rest of a read."""
+
+
+class _Reader:
+    """The ``httptools`` callbacks for one response: 1xx heads skipped, the final head's
+    ``status`` and ``headers`` (names lower-cased, values stripped; a chunked body's trailers are
+    not kept), the body's pieces in ``body`` until taken.  ``head_done``: the final head arrived;
+    ``done``: the response ended; ``until_eof``: the body ends at the server's EOF; ``late``: bytes
+    arrived after the response's end (the connection must not serve another request);
+    ``error``: why a response the parser accepted is refused here."""
+
+    __slots__ = ("parser", "no_body", "status", "headers", "keep_alive", "head_done", "done", "until_eof",
+                 "late", "body", "error")
+
+    def __init__(self, no_body: bool = False) -> None:
+        self.no_body = no_body  # the answer to HEAD or CONNECT: no body, whatever its head says
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.keep_alive = False
+        self.head_done = self.done = self.until_eof = self.late = False
+        self.body: list[bytes] = []
+        self.error: str | None = None
+        self.parser = httptools.HttpResponseParser(self)
+
+    def on_message_begin(self) -> None:
+        if self.done:  # a second response, or anything but blank lines, after this one
+            self.late = True
+            raise _Stop
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head_done:
+            return  # a trailer
+        key = name.decode("latin-1").lower()
+        if key == "transfer-encoding" and key in self.headers:
+            self.error = "more than one Transfer-Encoding header"
+            raise _Stop
+        self.headers[key] = value.decode("latin-1").rstrip(" \t")
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 200:
+            if status == 101:
+                self.error = "101 Switching Protocols, and no upgrade was asked for"
+                raise _Stop
+            self.headers = {}  # an informational head: the final one follows
+            return
+        te = self.headers.get("transfer-encoding")
+        if te is not None and te.lower() != "chunked":
+            self.error = f"Transfer-Encoding {te[:64]!r}: only chunked is supported"
+            raise _Stop
+        self.status = status
+        self.keep_alive = self.parser.should_keep_alive()
+        self.head_done = True
+        if self.no_body:
+            self.done = True
+        elif te is None and "content-length" not in self.headers and status != 204 and status != 304:
+            self.until_eof = True
+
+    def on_body(self, body: bytes) -> None:
+        if self.done:  # after the answer to HEAD or CONNECT
+            self.late = True
+            raise _Stop
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.head_done:  # (else an informational response ended)
+            self.done = True
+
+
+class _HeadOnlyReader(_Reader):
+    """A :class:`_Reader` for the answer to HEAD or CONNECT: a chunk after its head is late too."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(no_body=True)
+
+    def on_chunk_header(self) -> None:
+        if self.done:
+            self.late = True
+            raise _Stop
+
+
+class _Connection:
+    """One TCP (or TLS) connection; ``sock`` is the TCP socket under ``stream``.  ``reader``:
+    the parser of the current response; ``received``: bytes read for it; ``head_bytes``: of them,
+    those read while its head was incomplete (bounded by MAX_HEAD_BYTES); ``framing``: bytes read
+    since the last piece of body (bounded by MAX_FRAMING_BYTES); ``eof``: the server's EOF was
+    read; ``keep``: the request let the connection live (it did not say ``Connection: close``)."""
+
+    __slots__ = ("stream", "sock", "reader", "reused", "received", "head_bytes", "framing", "eof", "keep")
 
     def __init__(self, stream: trio.abc.Stream, sock: trio.socket.SocketType) -> None:
         self.stream = stream
         self.sock = sock
-        self.h11 = h11.Connection(our_role=h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self.reader = _Reader()
         self.reused = False
         self.received = 0
         self.head_bytes = 0
+        self.framing = 0
         self.eof = False
+        self.keep = True
 
     def close(self) -> None:
         """Close at once (no TLS close_notify: the connection is dropped, not ended politely)."""
@@ -114,7 +271,13 @@ class _Connection:
 
     def looks_closed(self) -> bool:
         """A kept connection with something to read (the server's EOF, most likely) is not reusable.
-        ``poll``, not ``select``: a descriptor numbered past FD_SETSIZE (1024) is fine."""
+        ``poll``, not ``select``: a descriptor numbered past FD_SETSIZE (1024) is fine.
+
+        Asked on every reuse, however recently the connection was given back (it costs about half
+        a microsecond): besides an EOF, which the resend on a fresh connection would cover, it
+        catches bytes the server sent after its last response ended (a 408 before an idle close, a
+        stray second response), which nothing else would tell from the answer to the next
+        request."""
         try:
             fd = self.sock.fileno()
             if fd < 0:
@@ -144,22 +307,22 @@ class Response:
         self._done = False
 
     async def aiter_bytes(self) -> AsyncGenerator[bytes, None]:
-        """The body's bytes as they arrive.  Raises HTTPTimeout /
-        HTTPConnectionError.  Cancellation: the wait for the next bytes is
-        cancelled; :meth:`aclose` then closes the connection."""
+        """The body's bytes as they arrive (non-empty pieces, at most one per read from the
+        connection).  Raises HTTPTimeout / HTTPConnectionError.  Cancellation: the wait for the
+        next bytes is cancelled; :meth:`aclose` then closes the connection."""
         conn = self._conn
         if conn is None or self._done:
             return
+        reader = conn.reader
         while True:
-            event = await self._client._next_event(conn)
-            if isinstance(event, h11.Data):
-                if event.data:
-                    yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            if reader.body:
+                pieces, reader.body = reader.body, []
+                yield pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            elif reader.done:
                 self._done = True
                 return
-            else:  # pragma: no cover - h11 sends only Data then EndOfMessage here
-                raise HTTPConnectionError(f"unexpected HTTP event {type(event).__name__}")
+            else:
+                await self._client._receive(conn)
 
     async def read(self, limit: int) -> bytes:
         """The whole body, at most ``limit`` bytes (a longer body is cut
@@ -182,13 +345,8 @@ class Response:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if (self._done and conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE
-                and not conn.h11.trailing_data[0]):
-            try:
-                conn.h11.start_next_cycle()
-            except h11.LocalProtocolError:
-                conn.close()
-                return
+        reader = conn.reader
+        if self._done and reader.keep_alive and conn.keep and not reader.late and not conn.eof:
             self._client._give_back(conn)
             return
         conn.close()
@@ -199,7 +357,9 @@ class HTTPClient:
 
     ``max_idle``: connections kept open between requests (more may be open
     while requests run; the caller bounds those).  One client serves
-    concurrent requests; each request uses its own connection.
+    concurrent requests; each request uses its own connection.  ValueError
+    for a URL that is not ``http(s)://``, or whose host (or ``user_agent``)
+    cannot be written in a request head.
     """
 
     def __init__(self, base_url: str, *, timeout_s: float, max_idle: int = 64, user_agent: str = "ongrid") -> None:
@@ -221,6 +381,21 @@ class HTTPClient:
                 auth = "Basic " + base64.b64encode(pair).decode("ascii")
             # no port: the scheme's default, as urllib, requests and httpx read a proxy URL
             self._proxy = (parts.scheme.lower() or "http", parts.hostname or "", parts.port or 80, auth)
+        # the client's own headers, checked once: Host, User-Agent, and Proxy-Authorization in
+        # absolute form through a plain HTTP proxy
+        self._absolute = self._proxy is not None and self.scheme == "http"
+        own = _header_line("Host", self._authority) + _header_line("User-Agent", user_agent)
+        if self._absolute and self._proxy is not None and self._proxy[3]:
+            own += _header_line("Proxy-Authorization", self._proxy[3])
+        self._own = own
+        self._tunnel_head = b""
+        if self._proxy is not None and self.scheme == "https":
+            authority = f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]:{self.port}"
+            self._tunnel_head = _request_line("CONNECT", authority) + _header_line("Host", authority) + (
+                _header_line("Proxy-Authorization", self._proxy[3]) if self._proxy[3] else b"") + b"\r\n"
+        # (method, path) -> request line and own headers; (name, value) -> (header line, says close)
+        self._starts: dict[tuple[str, str], bytes] = {}
+        self._lines: dict[tuple[str, str], tuple[bytes, bool]] = {}
 
     def url(self, path: str) -> str:
         """The full URL of ``path`` (relative to the base URL's prefix)."""
@@ -231,24 +406,20 @@ class HTTPClient:
         """Send one request and wait for the response head.  ``path`` is
         relative to the base URL's prefix (``"/chat/completions"``).
         ``headers``: extra headers (Host, User-Agent and Content-Length are
-        set here; with a plain HTTP proxy, Proxy-Authorization too).
-        Raises HTTPTimeout / HTTPConnectionError.  Cancellation: the
+        set here; with a plain HTTP proxy, Proxy-Authorization too; a
+        caller's Host, Content-Length or Transfer-Encoding is refused).
+        Raises ValueError, before anything is sent, for a method that is no
+        token, a target or header that may not be written (see the module
+        docstring); HTTPTimeout / HTTPConnectionError.  Cancellation: the
         connection in use is closed."""
         if self._closed:
             raise HTTPConnectionError("the HTTP client is closed")
-        target = self.prefix + path
-        if self._proxy is not None and self.scheme == "http":
-            target = self.url(path)  # absolute form through a plain HTTP proxy
-        head = [("Host", self._authority), ("User-Agent", self.user_agent), *headers]
-        if body is not None:
-            head.append(("Content-Length", str(len(body))))
-        if self._proxy is not None and self.scheme == "http" and self._proxy[3]:
-            head.append(("Proxy-Authorization", self._proxy[3]))
-        wire_request = h11.Request(method=method, target=target, headers=head)
+        data, keep = self._head(method, path, headers, body)
+        no_body = method == "HEAD"
         conn = self._kept()
         if conn is not None:
             try:
-                return await self._exchange(conn, wire_request, body)
+                return await self._exchange(conn, data, no_body, keep)
             except _StaleConnection:
                 conn.close()  # the server had closed the kept connection: once more, on a fresh one
             except BaseException:
@@ -256,10 +427,56 @@ class HTTPClient:
                 raise
         conn = await self._connect()
         try:
-            return await self._exchange(conn, wire_request, body)
+            return await self._exchange(conn, data, no_body, keep)
         except BaseException:
             conn.close()
             raise
+
+    def _head(self, method: str, path: str, headers: Sequence[tuple[str, str]],
+              body: bytes | None) -> tuple[bytes, bool]:
+        """The request's bytes (head and body) and whether the connection may be kept after it."""
+        start = self._starts.get((method, path))
+        if start is None:
+            start = self._start(method, path)
+        parts = [start]
+        keep = True
+        lines = self._lines
+        for header in headers:
+            hit = lines.get(header)
+            if hit is None:
+                hit = self._line(header)
+            parts.append(hit[0])
+            if hit[1]:
+                keep = False
+        if body is not None:
+            parts.append(b"Content-Length: %d\r\n\r\n" % len(body))
+            parts.append(body)
+        else:
+            parts.append(b"\r\n")
+        return b"".join(parts), keep
+
+    def _start(self, method: str, path: str) -> bytes:
+        """The request line and the client's own headers for ``method`` and ``path`` (kept)."""
+        target = self.url(path) if self._absolute else self.prefix + path  # absolute form through a proxy
+        start = _request_line(method, target) + self._own
+        if len(self._starts) >= _START_CACHE_SIZE:
+            self._starts.clear()
+        self._starts[(method, path)] = start
+        return start
+
+    def _line(self, header: tuple[str, str]) -> tuple[bytes, bool]:
+        """A caller's header, checked, encoded and (a value of reasonable size) kept."""
+        name, value = header
+        if name.lower() in _OWN_HEADERS:
+            raise ValueError(f"the HTTP header {name!r} is set by the client, not by its caller")
+        line = _header_line(name, value)
+        closes = name.lower() == "connection" and "close" in (token.strip().lower() for token in value.split(","))
+        hit = (line, closes)
+        if len(value) <= _LINE_VALUE_MAX:
+            if len(self._lines) >= _LINE_CACHE_SIZE:
+                self._lines.clear()
+            self._lines[(name, value)] = hit
+        return hit
 
     def _kept(self) -> _Connection | None:
         while self._idle:
@@ -269,30 +486,24 @@ class HTTPClient:
             conn.close()
         return None
 
-    async def _exchange(self, conn: _Connection, wire_request: h11.Request, body: bytes | None) -> Response:
-        data = conn.h11.send(wire_request) or b""
-        if body:
-            data += conn.h11.send(h11.Data(data=body)) or b""
-        data += conn.h11.send(h11.EndOfMessage()) or b""
-        conn.received = conn.head_bytes = 0
+    async def _exchange(self, conn: _Connection, data: bytes, no_body: bool, keep: bool) -> Response:
+        reader = conn.reader = _HeadOnlyReader() if no_body else _Reader()
+        conn.received = conn.head_bytes = conn.framing = 0
+        conn.keep = keep
         await self._send(conn, data)
         # the whole head (1xx included) within timeout_s of the request: a head trickled a byte
         # per read is no way round the per-read timeout
         with trio.move_on_after(self.timeout_s) as head_time:
             try:
-                event = await self._next_event(conn)
+                while not reader.head_done:
+                    await self._receive(conn)
             except HTTPConnectionError:
                 if conn.reused and conn.received == 0:  # not a byte of an answer: the server dropped it
                     raise _StaleConnection() from None
                 raise
-            while isinstance(event, h11.InformationalResponse):
-                event = await self._next_event(conn)
         if head_time.cancelled_caught:
             raise HTTPTimeout(f"no response within {self.timeout_s:g} s (its head did not arrive whole)")
-        if not isinstance(event, h11.Response):  # pragma: no cover - h11 guarantees a Response next
-            raise HTTPConnectionError(f"unexpected HTTP event {type(event).__name__}")
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}
-        return Response(self, conn, event.status_code, headers)
+        return Response(self, conn, reader.status, reader.headers)
 
     async def _send(self, conn: _Connection, data: bytes) -> None:
         try:
@@ -303,45 +514,56 @@ class HTTPClient:
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
 
-    async def _next_event(self, conn: _Connection) -> object:
-        """The next h11 event of the response, reading as needed."""
-        while True:
-            try:
-                event = conn.h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                what = "the server closed the connection before the response ended" if conn.eof else \
-                    "malformed HTTP response"
-                raise HTTPConnectionError(f"{what}: {exc}") from exc
-            if event is not h11.NEED_DATA:
-                if event is h11.PAUSED:  # pragma: no cover - only after a complete response
-                    raise HTTPConnectionError("HTTP connection paused")
-                if isinstance(event, h11.ConnectionClosed):
-                    raise HTTPConnectionError("the server closed the connection before the response ended")
-                return event
-            size = READ_CHUNK
-            in_head = conn.h11.their_state is h11.SEND_RESPONSE
+    async def _receive(self, conn: _Connection) -> None:
+        """One read of the current response, fed to its parser (the head's reads bounded by
+        MAX_HEAD_BYTES, the body framing's by MAX_FRAMING_BYTES)."""
+        reader = conn.reader
+        size = READ_CHUNK
+        in_head = not reader.head_done
+        if in_head:
+            # reading no further than the bound makes an oversized head fail here, arrived in one
+            # piece or trickled
+            if conn.head_bytes >= MAX_HEAD_BYTES:
+                raise HTTPConnectionError(f"the response head is larger than {MAX_HEAD_BYTES} bytes")
+            size = min(READ_CHUNK, MAX_HEAD_BYTES - conn.head_bytes)
+        try:
+            with trio.fail_after(self.timeout_s):
+                data = await conn.stream.receive_some(size)
+        except trio.TooSlowError:
+            raise HTTPTimeout(f"no response within {self.timeout_s:g} s") from None
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
+        if not data:
+            conn.eof = True
             if in_head:
-                # h11 bounds only an incomplete head; reading no further than the bound makes a
-                # complete but oversized one (arrived in one piece) fail here too
-                if conn.head_bytes >= MAX_HEAD_BYTES:
-                    raise HTTPConnectionError(f"the response head is larger than {MAX_HEAD_BYTES} bytes")
-                size = min(READ_CHUNK, MAX_HEAD_BYTES - conn.head_bytes)
-            try:
-                with trio.fail_after(self.timeout_s):
-                    data = await conn.stream.receive_some(size)
-            except trio.TooSlowError:
-                raise HTTPTimeout(f"no response within {self.timeout_s:g} s") from None
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
-            if in_head:
-                if not data:
+                raise HTTPConnectionError(
+                    "the server closed the connection before the response head ended" if conn.received
+                    else "the server closed the connection without answering")
+            if reader.until_eof:
+                reader.done = True
+                return
+            raise HTTPConnectionError("the server closed the connection before the response ended")
+        conn.received += len(data)
+        if in_head:
+            conn.head_bytes += len(data)
+        try:
+            reader.parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            if reader.error is not None:
+                raise HTTPConnectionError(f"malformed HTTP response: {reader.error}") from exc
+            if not reader.done:
+                what = "an unexpected protocol upgrade" if isinstance(exc, httptools.HttpParserUpgrade) else exc
+                raise HTTPConnectionError(f"malformed HTTP response: {what}") from exc
+            reader.late = True  # what followed the response did not parse: not a byte of it is ours
+        if not in_head and not reader.done:
+            if reader.body:
+                conn.framing = 0
+            else:
+                conn.framing += len(data)
+                if conn.framing > MAX_FRAMING_BYTES:
                     raise HTTPConnectionError(
-                        "the server closed the connection before the response head ended" if conn.received
-                        else "the server closed the connection without answering")
-                conn.head_bytes += len(data)
-            conn.received += len(data)
-            conn.eof = not data
-            conn.h11.receive_data(bytes(data))
+                        f"malformed HTTP response: more than {MAX_FRAMING_BYTES} bytes of chunk framing or "
+                        f"trailers without body")
 
     def _give_back(self, conn: _Connection) -> None:
         if self._closed or len(self._idle) >= self.max_idle:
@@ -382,19 +604,15 @@ class HTTPClient:
 
     async def _tunnel(self, stream: trio.SocketStream) -> None:
         """``CONNECT host:port`` through the proxy on ``stream``."""
-        assert self._proxy is not None
-        authority = f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]:{self.port}"
-        head = [("Host", authority)] + ([("Proxy-Authorization", self._proxy[3])] if self._proxy[3] else [])
         conn = _Connection(stream, stream.socket)
-        data = conn.h11.send(h11.Request(method="CONNECT", target=authority, headers=head)) or b""
-        data += conn.h11.send(h11.EndOfMessage()) or b""
-        await stream.send_all(data)
-        event = await self._next_event(conn)
-        if not isinstance(event, h11.Response) or not 200 <= event.status_code < 300:
-            status = getattr(event, "status_code", "?")
-            raise HTTPConnectionError(f"the proxy refused CONNECT {authority}: HTTP {status}")
-        leftover, _ = conn.h11.trailing_data
-        if leftover:
+        reader = conn.reader = _HeadOnlyReader()
+        await stream.send_all(self._tunnel_head)
+        while not reader.head_done:
+            await self._receive(conn)
+        if not 200 <= reader.status < 300:
+            authority = self._tunnel_head.split(b" ", 2)[1].decode("ascii")
+            raise HTTPConnectionError(f"the proxy refused CONNECT {authority}: HTTP {reader.status}")
+        if reader.late:
             raise HTTPConnectionError("the proxy sent data before the tunnel opened")
 
     def _ssl_context(self) -> ssl.SSLContext:
@@ -416,4 +634,5 @@ class _StaleConnection(Exception):
     """A kept connection that the server had closed: nothing of the request was processed."""
 
 
-__all__ = ["HTTPClient", "HTTPConnectionError", "HTTPError", "HTTPTimeout", "Response", "proxy_for"]
+__all__ = ["HTTPClient", "HTTPConnectionError", "HTTPError", "HTTPTimeout", "MAX_FRAMING_BYTES", "MAX_HEAD_BYTES",
+           "Response", "proxy_for"]
