@@ -1,7 +1,7 @@
 """The serve path under load (prints measured numbers; asserts nothing about time).
 
     python benchmarks/serve_bench.py [--sessions 1 200 1000] [--single-turns 20] [--burst]
-                                     [--rate 200=50 1000=100] [--delay-s 0.1]
+                                     [--rate 200=50 1000=100] [--delay-s 0.1] [--no-instant]
 
 Everything runs as it does in production, each in its own process: ``ongrid fake-llm``
 (the scripted model) and, for each session count, a fresh ``ongridd serve`` with SQLite
@@ -11,7 +11,9 @@ dispatches ``bench-worker`` with ``AgentTool``, the worker makes three ``query_k
 calls one step at a time and answers, the coordinator answers.
 
 N = 1: ``--single-turns`` turns one after another, each on a fresh thread (the overhead
-of one turn with nothing else running).  N > 1: N sessions connect first
+of one turn with nothing else running), then the same turns against a second fake-llm that
+answers at once (``--no-instant`` skips it): the same work without the daemon going idle between
+calls, so the difference is the cost of those idle gaps.  N > 1: N sessions connect first
 (hello → session), then each sends one turn; the arrivals are spread evenly at
 ``--rate`` turns/s (default 50/s for 200 and 100/s for 1,000; ``0`` = all at once);
 ``--burst`` also runs every N > 1 with all turns at once (the stress shape).
@@ -27,6 +29,7 @@ stop, against the rows the turns must leave.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -205,9 +209,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, model_s: float,
-            fake_pid: int | None = None) -> dict:
+            fake_pid: int | None = None, label: str = "") -> dict:
     """One daemon, one load; prints its figures and returns them."""
-    run = work / f"run-{n}-{'seq' if sequential else rate or 'burst'}"
+    run = work / f"run-{n}-{'seq' if sequential else rate or 'burst'}{'-' + label.split()[-1] if label else ''}"
     (run / "agents").mkdir(parents=True)
     (run / "agents" / "bench-worker.md").write_text(WORKER)
     config = run / "ongrid.yaml"
@@ -248,7 +252,7 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     stored = count_rows(run / "state" / "ongrid.db")
     expected = {k: v * (n + 1) for k, v in PER_TURN.items()}  # + the warm-up turn
     over = [t - model_s for t in e2e]
-    shape = "sequential, fresh thread each" if sequential else (f"{rate:g} turns/s spread evenly" if rate
+    shape = ("sequential, fresh thread each" + (f", {label}" if label else "")) if sequential else (f"{rate:g} turns/s spread evenly" if rate
                                                                else "burst (all at once)")
     out = {
         "sessions": 1 if sequential else n, "turns": n, "shape": shape, "turns_ok": len(e2e), "turns_failed": failed,
@@ -289,6 +293,26 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     return out
 
 
+@contextlib.contextmanager
+def scripted_model(work: Path, delay_s: float) -> Iterator[tuple[str, int]]:
+    """``ongrid fake-llm`` serving :func:`script` with ``delay_s`` per call: ``(base URL, pid)``."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "script.json").write_text(json.dumps(script(delay_s)))
+    fake = subprocess.Popen(ongrid("fake-llm", "--script", str(work / "script.json"), "--listen", "127.0.0.1:0"),
+                            env=env(), stdout=subprocess.PIPE, stderr=open(work / "fake-llm.log", "w"), text=True)
+    try:
+        url = fake.stdout.readline().strip() if fake.stdout else ""
+        if not url.startswith("http://"):
+            raise SystemExit("fake-llm did not start: " + (work / "fake-llm.log").read_text()[-2000:])
+        yield url, fake.pid
+    finally:
+        fake.send_signal(signal.SIGTERM)
+        try:
+            fake.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fake.kill()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 200, 1000])
@@ -297,6 +321,8 @@ def main() -> None:
                         help="N=TURNS_PER_S arrival rates (default 200=50 1000=100; a session count not named: N/4 per second); 0 = burst")
     parser.add_argument("--burst", action="store_true", help="also run every N > 1 with all turns at once")
     parser.add_argument("--delay-s", type=float, default=0.1, help="the scripted model's delay per call")
+    parser.add_argument("--no-instant", action="store_true",
+                        help="skip the N=1 run against a model that answers at once")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
     args = parser.parse_args()
     rates = {int(k): float(v) for k, v in (item.split("=") for item in args.rate)}
@@ -304,31 +330,24 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the children inherit it
     model_s = MODEL_CALLS * args.delay_s
     results = []
-    with tempfile.TemporaryDirectory(prefix="ongrid-serve-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ongrid-serve-bench-") as tmp, contextlib.ExitStack() as fakes:
         work = Path(tmp)
-        (work / "script.json").write_text(json.dumps(script(args.delay_s)))
-        fake = subprocess.Popen(ongrid("fake-llm", "--script", str(work / "script.json"), "--listen", "127.0.0.1:0"),
-                                env=env(), stdout=subprocess.PIPE, stderr=open(work / "fake-llm.log", "w"),
-                                text=True)
-        try:
-            llm_url = fake.stdout.readline().strip()
-            if not llm_url.startswith("http://"):
-                raise SystemExit("fake-llm did not start: " + (work / "fake-llm.log").read_text()[-2000:])
-            print(f"serve bench: ongridd serve + ongrid fake-llm ({llm_url}), {MODEL_CALLS} model calls per turn "
-                  f"× {args.delay_s} s, SQLite; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-            for n in args.sessions:
-                if n == 1:
-                    results.append(run_one(work, llm_url, args.single_turns, 0, True, model_s, fake.pid))
-                    continue
-                results.append(run_one(work, llm_url, n, rates.get(n, n / 4), False, model_s, fake.pid))
-                if args.burst:
-                    results.append(run_one(work, llm_url, n, 0, False, model_s, fake.pid))
-        finally:
-            fake.send_signal(signal.SIGTERM)
-            try:
-                fake.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                fake.kill()
+        llm_url, fake_pid = fakes.enter_context(scripted_model(work, args.delay_s))
+        print(f"serve bench: ongridd serve + ongrid fake-llm ({llm_url}), {MODEL_CALLS} model calls per turn "
+              f"× {args.delay_s} s, SQLite; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+        for n in args.sessions:
+            if n == 1:
+                results.append(run_one(work, llm_url, args.single_turns, 0, True, model_s, fake_pid))
+                if args.delay_s > 0 and not args.no_instant:
+                    # the same turns with a model that answers at once: what the daemon spends going idle
+                    # between calls (a wake-up on cold caches, each call) shows as the difference
+                    instant_url, instant_pid = fakes.enter_context(scripted_model(work / "instant", 0.0))
+                    results.append(run_one(work, instant_url, args.single_turns, 0, True, 0.0, instant_pid,
+                                           label="the model answering at once"))
+                continue
+            results.append(run_one(work, llm_url, n, rates.get(n, n / 4), False, model_s, fake_pid))
+            if args.burst:
+                results.append(run_one(work, llm_url, n, 0, False, model_s, fake_pid))
     if args.json:
         print(json.dumps(results))
 
