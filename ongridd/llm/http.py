@@ -21,19 +21,27 @@ and a request head is a few cached byte strings joined.)
   Only ``http://`` proxy URLs (port 80 when none is given); another scheme
   (``https://``, ``socks5://``) makes each request fail naming it.
 * ``timeout_s`` bounds the connection (TCP, TLS, tunnel), each write, each
-  read, and the whole response head (1xx included): a peer silent that long,
-  or trickling a head, raises :class:`HTTPTimeout`.
+  read, the whole response head (1xx included), and the chunk framing or
+  trailers read while waiting for the next piece of body (timed from the
+  first read that brought none): a peer silent that long, or trickling a
+  head or framing, raises :class:`HTTPTimeout`.  A body that keeps coming,
+  however slowly, is not bounded in time here.
 * Request heads: the method, the target and every header are checked before
-  a byte is written (a method and a header name are RFC 7230 tokens; a
-  target and a value are ASCII with no CR, LF, NUL or other control
-  whitespace, a value without leading or trailing blanks), so a header from
-  the configuration can never add a line; ``ValueError`` otherwise.  Each
-  distinct header line is checked once and kept, encoded, by the client.
-* Responses: the parser is strict (CRLF line ends, no line folding, no
-  control characters in values, one Content-Length, not both Content-Length
-  and Transfer-Encoding; Transfer-Encoding only ``chunked``); the head (1xx
-  heads included) is at most :data:`MAX_HEAD_BYTES`, and chunk framing or
-  trailers between two pieces of body at most :data:`MAX_FRAMING_BYTES`.
+  a byte is written (a method and a header name are RFC 9110 tokens; a
+  target is visible ASCII opening with ``/``, so that the absolute form
+  through a proxy never names another host; a value is visible ASCII with
+  spaces or tabs only between visible characters: no CR, LF, NUL or other
+  control character), so a header from the configuration can never add a
+  line; ``ValueError`` otherwise.  Each distinct header line is checked
+  once and kept, encoded, by the client.
+* Responses: the parser is strict (HTTP/1.0 or HTTP/1.1, a status of 100
+  or more, CRLF line ends, no line folding, no control characters in
+  values, one Content-Length, not both Content-Length and
+  Transfer-Encoding; Transfer-Encoding only ``chunked``; no informational
+  response with a body, which would otherwise be read as the start of the
+  final response's); the head (1xx heads included) is at most
+  :data:`MAX_HEAD_BYTES`, and chunk framing or trailers between two pieces
+  of body at most :data:`MAX_FRAMING_BYTES`.
   A body ends by its Content-Length, its last chunk, or (neither given) the
   server's EOF; 1xx, 204 and 304 responses, and the answer to ``HEAD``, have
   none.
@@ -45,7 +53,8 @@ and a request head is a few cached byte strings joined.)
   it).  A fresh connection is never resent on.  A connection is kept only
   after a response read to its end, that both sides let live
   (``Connection: close`` and HTTP/1.0 without keep-alive do not), and after
-  which not a byte more arrived.
+  which not a byte more arrived (over TLS, none held in the TLS layer
+  either, read from the socket with the response's last record).
 
 Errors: :class:`HTTPTimeout`, :class:`HTTPConnectionError` (refused, reset,
 TLS failure, a malformed or cut-off response — ``__cause__`` is the
@@ -81,10 +90,11 @@ _LINE_VALUE_MAX = 4096
 #: encoded request lines (with the client's own headers) a client keeps, one per method and path
 _START_CACHE_SIZE = 64
 
-# RFC 7230: a token (methods, header names); a field value (after ASCII encoding): no NUL, no
-# whitespace but spaces and tabs between visible characters; a request target: visible ASCII
+# RFC 9110: a token (methods, header names); a field value (after ASCII encoding): visible
+# characters, spaces and tabs only between them (no control character: CR, LF, NUL, DEL, ESC...);
+# a request target: visible ASCII
 _TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
-_FIELD_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
+_FIELD_VALUE = re.compile(rb"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
 _TARGET = re.compile(rb"[\x21-\x7e]+")
 #: header names the client writes itself (a caller's would make the framing or the origin ambiguous)
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding"})
@@ -156,7 +166,7 @@ def _header_line(name: str, value: str) -> bytes:
     except UnicodeEncodeError:
         raise ValueError(f"illegal value of the HTTP header {name!r}: not ASCII") from None
     if not _FIELD_VALUE.fullmatch(raw_value):
-        raise ValueError(f"illegal value of the HTTP header {name!r}: CR, LF, NUL or other control whitespace, "
+        raise ValueError(f"illegal value of the HTTP header {name!r}: a control character (CR, LF, NUL, ...), "
                          f"or leading or trailing blanks")
     return raw_name + b": " + raw_value + b"\r\n"
 
@@ -201,10 +211,23 @@ class _Reader:
         self.headers[key] = value.decode("latin-1").rstrip(" \t")
 
     def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
+        parser = self.parser
+        status = parser.get_status_code()
+        if parser.get_http_version() not in ("1.1", "1.0"):  # llhttp also takes 0.9 and 2.0
+            self.error = f"HTTP/{parser.get_http_version()} is not HTTP/1.x"
+            raise _Stop
         if status < 200:
+            if status < 100:
+                self.error = f"status {status:03d} is no HTTP status"
+                raise _Stop
             if status == 101:
                 self.error = "101 Switching Protocols, and no upgrade was asked for"
+                raise _Stop
+            headers = self.headers
+            if "transfer-encoding" in headers or headers.get("content-length", "0") != "0":
+                # llhttp would read a body for it (for 104-199), and that body must never pass for the start
+                # of the final response's
+                self.error = f"an informational response ({status}) with a body"
                 raise _Stop
             self.headers = {}  # an informational head: the final one follows
             return
@@ -221,8 +244,11 @@ class _Reader:
             self.until_eof = True
 
     def on_body(self, body: bytes) -> None:
-        if self.done:  # after the answer to HEAD or CONNECT
-            self.late = True
+        if self.done or not self.head_done:
+            if self.done:  # after the answer to HEAD or CONNECT
+                self.late = True
+            else:  # pragma: no cover - refused in on_headers_complete already: an informational body
+                self.error = "a body in an informational response"
             raise _Stop
         self.body.append(body)
 
@@ -249,10 +275,13 @@ class _Connection:
     """One TCP (or TLS) connection; ``sock`` is the TCP socket under ``stream``.  ``reader``:
     the parser of the current response; ``received``: bytes read for it; ``head_bytes``: of them,
     those read while its head was incomplete (bounded by MAX_HEAD_BYTES); ``framing``: bytes read
-    since the last piece of body (bounded by MAX_FRAMING_BYTES); ``eof``: the server's EOF was
-    read; ``keep``: the request let the connection live (it did not say ``Connection: close``)."""
+    since the last piece of body (bounded by MAX_FRAMING_BYTES); ``body_by``: while ``framing``,
+    the Trio time by which a piece of body must have come (``timeout_s`` after the client began
+    waiting for it); ``eof``: the server's EOF was read; ``keep``: the request let the connection
+    live (it did not say ``Connection: close``)."""
 
-    __slots__ = ("stream", "sock", "reader", "reused", "received", "head_bytes", "framing", "eof", "keep")
+    __slots__ = ("stream", "sock", "reader", "reused", "received", "head_bytes", "framing", "body_by", "eof",
+                 "keep")
 
     def __init__(self, stream: trio.abc.Stream, sock: trio.socket.SocketType) -> None:
         self.stream = stream
@@ -262,6 +291,7 @@ class _Connection:
         self.received = 0
         self.head_bytes = 0
         self.framing = 0
+        self.body_by = 0.0
         self.eof = False
         self.keep = True
 
@@ -277,7 +307,18 @@ class _Connection:
         a microsecond): besides an EOF, which the resend on a fresh connection would cover, it
         catches bytes the server sent after its last response ended (a 408 before an idle close, a
         stray second response), which nothing else would tell from the answer to the next
-        request."""
+        request.
+
+        Over TLS, bytes already read from the socket and held in the TLS layer (a record of their
+        own that came in the same segment as the response's last) count too: polling the socket
+        does not see them."""
+        stream = self.stream
+        if isinstance(stream, trio.SSLStream):
+            # Trio keeps them private (``_incoming``: the read BIO, ``_ssl_object``: decrypted bytes);
+            # should a Trio release rename them, no TLS connection is reused rather than one unchecked
+            incoming, tls = getattr(stream, "_incoming", None), getattr(stream, "_ssl_object", None)
+            if incoming is None or tls is None or incoming.pending or tls.pending():
+                return True
         try:
             fd = self.sock.fileno()
             if fd < 0:
@@ -457,6 +498,10 @@ class HTTPClient:
 
     def _start(self, method: str, path: str) -> bytes:
         """The request line and the client's own headers for ``method`` and ``path`` (kept)."""
+        if not (self.prefix + path).startswith("/"):
+            # joined to the origin in the absolute form, "@evil.example/" or ".evil.example/" would name
+            # another host; in the origin form it is no target at all
+            raise ValueError(f"illegal HTTP request target {self.prefix + path!r}: not opening with '/'")
         target = self.url(path) if self._absolute else self.prefix + path  # absolute form through a proxy
         start = _request_line(method, target) + self._own
         if len(self._starts) >= _START_CACHE_SIZE:
@@ -516,7 +561,8 @@ class HTTPClient:
 
     async def _receive(self, conn: _Connection) -> None:
         """One read of the current response, fed to its parser (the head's reads bounded by
-        MAX_HEAD_BYTES, the body framing's by MAX_FRAMING_BYTES)."""
+        MAX_HEAD_BYTES, the body framing's by MAX_FRAMING_BYTES; reads that bring framing but no
+        body share one ``timeout_s``, from the first of them)."""
         reader = conn.reader
         size = READ_CHUNK
         in_head = not reader.head_done
@@ -526,10 +572,20 @@ class HTTPClient:
             if conn.head_bytes >= MAX_HEAD_BYTES:
                 raise HTTPConnectionError(f"the response head is larger than {MAX_HEAD_BYTES} bytes")
             size = min(READ_CHUNK, MAX_HEAD_BYTES - conn.head_bytes)
+            deadline = trio.current_time() + self.timeout_s
+        elif conn.framing:
+            # framing (chunk sizes, extensions, trailers) trickled a byte per read is no way round the
+            # per-read timeout: the body must go on within timeout_s of the first read without it
+            deadline = conn.body_by
+        else:
+            deadline = conn.body_by = trio.current_time() + self.timeout_s
         try:
-            with trio.fail_after(self.timeout_s):
+            with trio.fail_at(deadline):
                 data = await conn.stream.receive_some(size)
         except trio.TooSlowError:
+            if conn.framing:
+                raise HTTPTimeout(f"no response body within {self.timeout_s:g} s (only chunk framing or "
+                                  f"trailers arrived)") from None
             raise HTTPTimeout(f"no response within {self.timeout_s:g} s") from None
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
