@@ -96,8 +96,15 @@ def _rememberable(m: Message) -> bool:
 def header_value(value: str) -> str:
     """A header-safe form of ``value``: printable ASCII kept, anything else
     (non-ASCII persona names, control characters, ``%``) percent-encoded as
-    UTF-8.  The scripted model server decodes it with ``unquote``."""
-    return quote(value, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
+    UTF-8, and so are leading and trailing spaces (a header value may not
+    start or end with one).  The scripted model server decodes it with
+    ``unquote``."""
+    text = quote(value, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
+    core = text.strip(" ")
+    if len(core) == len(text):
+        return text
+    lead = len(text) - len(text.lstrip(" "))
+    return "%20" * lead + core + "%20" * (len(text) - lead - len(core))
 
 
 class _StatusError(Exception):

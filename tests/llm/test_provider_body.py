@@ -106,3 +106,16 @@ def test_an_entry_is_remembered_by_its_parameters_identity_and_a_changed_descrip
     assert texts == [json.dumps(list(t)) for t in (first, again, other, copied)]
     entries = [k for k in p._tools_json._data if isinstance(k, tuple)]
     assert len(entries) == 3  # first/again share one entry; other (description) and copied (new dict) do not
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=40))
+def test_an_agent_or_session_header_is_always_a_legal_header_value_and_decodes_back(value):
+    from urllib.parse import unquote
+
+    from ongridd.llm.http import _header_line
+    from ongridd.llm.openai_provider import AGENT_HEADER, header_value
+
+    encoded = header_value(value)
+    assert _header_line(AGENT_HEADER, encoded) == f"{AGENT_HEADER}: {encoded}\r\n".encode("ascii")
+    assert unquote(encoded) == value
