@@ -40,9 +40,12 @@ from ongridd.logs import get_logger, redact_url
 
 log = get_logger(__name__)
 
-#: frames a background checkpoint may leave behind in the WAL before the store writer commits once
-#: through a thread to let SQLite check it in full (1,000 frames: SQLite's own checkpoint threshold)
-WAL_BEHIND_FRAMES = 1000
+#: frames a background checkpoint may find in the WAL before the store writer commits once through a
+#: thread to let SQLite check it in full: one and a half times SQLite's own checkpoint threshold
+#: (1,000), since the writer's 128 commits between two background checkpoints (a model step's rows
+#: each, about 7 frames) leave about 900 there in the normal course; more means the WAL is not being
+#: reset
+WAL_BEHIND_FRAMES = 1500
 #: how long closing the store waits for a background checkpoint to end
 CHECKPOINT_CLOSE_WAIT_S = 5.0
 

@@ -243,7 +243,9 @@ class _Compiled:
         self.consts: dict[str, Any] = {}
         for name in names:
             bind = binds[name]
-            procs.append(bind.type.dialect_impl(dialect).bind_processor(dialect))
+            fast = getattr(bind.type, "fast_bind_processor", None)  # a type's own shortcut, same result
+            proc = fast(dialect) if fast is not None else None
+            procs.append(proc if proc is not None else bind.type.dialect_impl(dialect).bind_processor(dialect))
             if not bind.required:
                 self.consts[name] = bind.effective_value
         self.procs = tuple(procs)

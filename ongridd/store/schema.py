@@ -11,7 +11,7 @@ history.  Every time column holds timezone-aware UTC (see :class:`UTCDateTime`).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -56,6 +56,24 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         if value is None:
             return None
         return to_utc(value)
+
+    def fast_bind_processor(self, dialect: Dialect) -> Any:
+        """For :mod:`ongridd.store.fastsql`: on SQLite, one function giving the text that
+        :meth:`process_bind_param` then SQLAlchemy's SQLite ``DATETIME`` would store
+        (``2026-01-02 03:04:05.000006``, naive UTC) for a ``datetime``; anything else goes the
+        general way (and is refused there as it would be).  None elsewhere: use the general way."""
+        if dialect.name != "sqlite":
+            return None
+        general = self.dialect_impl(dialect).bind_processor(dialect)
+
+        def process(value: Any) -> Any:
+            if type(value) is datetime:
+                if value.tzinfo is not None:
+                    value = value.astimezone(UTC).replace(tzinfo=None)
+                return value.isoformat(" ", "microseconds")
+            return general(value) if general is not None else value
+
+        return process
 
 
 ID = sa.String(36)

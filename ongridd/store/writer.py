@@ -99,7 +99,7 @@ DEFAULT_LINGER_S = 0.25
 DEFAULT_INLINE_MAX = 16
 #: after every so many commits on the loop's thread (which skip SQLite's automatic checkpoint),
 #: a WAL checkpoint is started in the background
-INLINE_CHECKPOINT_EVERY = 64
+INLINE_CHECKPOINT_EVERY = 128
 #: when this many loop-thread commits have gone by since a background checkpoint began (it has
 #: not finished: its thread gets little CPU), the next batch is committed in a thread, where
 #: SQLite's automatic checkpoint runs: the WAL stays bounded whatever the scheduling

@@ -1,0 +1,48 @@
+"""The SQLite shortcut for UTC times (``UTCDateTime.fast_bind_processor``) stores exactly the text
+SQLAlchemy's own processors would, for every datetime, and refuses what they refuse."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ongridd.store.schema import UTCDateTime
+
+SQLITE = sa.create_engine("sqlite://").dialect
+_zones = st.one_of(st.none(), st.just(timezone.utc),
+                   st.integers(-23 * 60, 23 * 60).map(lambda m: timezone(timedelta(minutes=m))))
+
+
+def _general(dialect):
+    typ = UTCDateTime()
+    impl = typ.dialect_impl(dialect)
+    return impl.bind_processor(dialect)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31)), _zones)
+def test_the_shortcut_stores_what_sqlalchemy_would(moment, zone):
+    value = moment.replace(tzinfo=zone) if zone is not None else moment
+    fast = UTCDateTime().fast_bind_processor(SQLITE)
+    assert fast(value) == _general(SQLITE)(value)
+
+
+def test_none_and_what_is_not_a_datetime_go_the_general_way():
+    fast = UTCDateTime().fast_bind_processor(SQLITE)
+    general = _general(SQLITE)
+    assert fast(None) is None and general(None) is None
+    for bad in ("2026-01-01", 1767225600, date(2026, 1, 2)):
+        with pytest.raises(Exception) as expected:
+            general(bad)
+        with pytest.raises(expected.type):
+            fast(bad)
+
+
+def test_no_shortcut_off_sqlite():
+    from sqlalchemy.dialects import postgresql
+
+    assert UTCDateTime().fast_bind_processor(postgresql.dialect()) is None
