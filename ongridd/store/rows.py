@@ -71,6 +71,12 @@ def iso(value: datetime | None) -> str | None:
     """``2026-01-02T03:04:05.000006Z`` for an aware or naive-UTC datetime; None stays None."""
     if value is None:
         return None
+    if value.year >= 1000:  # (strftime writes a year below 1000 unpadded; isoformat pads it)
+        zone = value.tzinfo
+        if zone is UTC:
+            return value.isoformat(timespec="microseconds")[:26] + "Z"
+        if zone is None:
+            return value.isoformat(timespec="microseconds") + "Z"
     return to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

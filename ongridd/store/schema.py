@@ -68,7 +68,10 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
 
         def process(value: Any) -> Any:
             if type(value) is datetime:
-                if value.tzinfo is not None:
+                zone = value.tzinfo
+                if zone is UTC:  # the usual case: "2026-01-02 03:04:05.000006+00:00" without its offset
+                    return value.isoformat(" ", "microseconds")[:26]
+                if zone is not None:
                     value = value.astimezone(UTC).replace(tzinfo=None)
                 return value.isoformat(" ", "microseconds")
             return general(value) if general is not None else value

@@ -46,3 +46,13 @@ def test_no_shortcut_off_sqlite():
     from sqlalchemy.dialects import postgresql
 
     assert UTCDateTime().fast_bind_processor(postgresql.dialect()) is None
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)), _zones)
+def test_iso_text_is_the_strftime_text_for_every_time(moment, zone):
+    from ongridd.store.rows import iso, to_utc
+
+    value = moment.replace(tzinfo=zone) if zone is not None else moment
+    assert iso(value) == to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert iso(None) is None
