@@ -71,13 +71,20 @@ def iso(value: datetime | None) -> str | None:
     """``2026-01-02T03:04:05.000006Z`` for an aware or naive-UTC datetime; None stays None."""
     if value is None:
         return None
-    if value.year >= 1000:  # (strftime writes a year below 1000 unpadded; isoformat pads it)
-        zone = value.tzinfo
-        if zone is UTC:
-            return value.isoformat(timespec="microseconds")[:26] + "Z"
-        if zone is None:
-            return value.isoformat(timespec="microseconds") + "Z"
+    if value.year >= 1000 and (value.tzinfo is UTC or value.tzinfo is None):
+        return utc_text(value, "T") + "Z"  # (strftime writes a year below 1000 unpadded; isoformat pads it)
     return to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def utc_text(value: datetime, sep: str) -> str:
+    """``value`` in UTC as ``2026-01-02{sep}03:04:05.000006`` (no offset; a naive datetime is
+    taken to be UTC already), by ``datetime.isoformat``."""
+    zone = value.tzinfo
+    if zone is UTC:  # the usual case: the text without its "+00:00"
+        return value.isoformat(sep, "microseconds")[:26]
+    if zone is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(sep, "microseconds")
 
 
 def parse_time(value: str | datetime | None, field: str) -> datetime | None:

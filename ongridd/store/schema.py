@@ -11,13 +11,13 @@ history.  Every time column holds timezone-aware UTC (see :class:`UTCDateTime`).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from ongridd.store.rows import to_utc
+from ongridd.store.rows import to_utc, utc_text
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -68,12 +68,7 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
 
         def process(value: Any) -> Any:
             if type(value) is datetime:
-                zone = value.tzinfo
-                if zone is UTC:  # the usual case: "2026-01-02 03:04:05.000006+00:00" without its offset
-                    return value.isoformat(" ", "microseconds")[:26]
-                if zone is not None:
-                    value = value.astimezone(UTC).replace(tzinfo=None)
-                return value.isoformat(" ", "microseconds")
+                return utc_text(value, " ")
             return general(value) if general is not None else value
 
         return process

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import ssl
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -18,7 +17,18 @@ import pytest
 import trio
 import trio.testing
 import trustme
-from tests.llm.test_http_client import Peer, Server, answer_all, chunked, get, ok, open_client, serve
+from tests.llm.test_http_client import (  # noqa: F401  (clean_env: an autouse fixture, used here too)
+    Peer,
+    Server,
+    answer_all,
+    answer_once,
+    chunked,
+    clean_env,
+    get,
+    ok,
+    open_client,
+    serve,
+)
 
 from ongridd.llm.http import (
     MAX_FRAMING_BYTES,
@@ -30,19 +40,20 @@ from ongridd.llm.http import (
 )
 
 
-@pytest.fixture(autouse=True)
-def no_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.lower().endswith("_proxy") or name in ("REQUEST_METHOD", "SSLKEYLOGFILE"):
-            monkeypatch.delenv(name)
-
-
-async def answer_once(peer: Peer, answer: bytes) -> None:
-    """One request, ``answer``, then wait until the client closes."""
-    assert await peer.request() is not None
-    await peer.send(answer)
-    await peer.wait_eof()
-    peer.server.seen_eof()
+async def body_size_and_peak_memory(client: HTTPClient) -> tuple[int, int]:
+    """GET ``/x`` and read its body: (bytes read, peak bytes traced meanwhile)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        response = await client.request("GET", "/x")
+        size = 0
+        with trio.fail_after(60):
+            async for data in response.aiter_bytes():
+                size += len(data)
+        await response.aclose()
+        return size, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 async def quietly(send, data: bytes | memoryview) -> bool:
@@ -288,17 +299,7 @@ async def test_chunk_framing_between_pieces_of_one_body_byte_keeps_memory_bounde
                 await peer.stream.send_all(view[i:i + (1 << 20)])
 
     async with serve(handler) as server, open_client(server.url()) as client:
-        tracemalloc.start()
-        try:
-            tracemalloc.reset_peak()
-            response = await client.request("GET", "/x")
-            size = 0
-            async for data in response.aiter_bytes():
-                size += len(data)
-            await response.aclose()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        size, peak = await body_size_and_peak_memory(client)
     assert size == rounds
     assert peak < 2 * 1024 * 1024, f"{peak} bytes at the peak for {len(wire)} bytes of framing"
 
@@ -330,18 +331,7 @@ async def test_a_large_body_streams_in_bounded_memory(framing):
             await peer.wait_eof()
 
     async with serve(handler) as server, open_client(server.url()) as client:
-        tracemalloc.start()
-        try:
-            tracemalloc.reset_peak()
-            response = await client.request("GET", "/x")
-            got = 0
-            with trio.fail_after(60):
-                async for data in response.aiter_bytes():
-                    got += len(data)
-            await response.aclose()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        got, peak = await body_size_and_peak_memory(client)
     assert got == size
     assert peak < 4 * MIB, f"{peak} bytes at the peak for a {size}-byte body ({framing})"
 

@@ -163,6 +163,14 @@ def chunked(*pieces: bytes, headers: tuple[str, ...] = ()) -> bytes:
     return head.encode() + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
 
 
+async def answer_once(peer: Peer, answer: bytes) -> None:
+    """One request, ``answer``, then wait until the client closes."""
+    assert await peer.request() is not None
+    await peer.send(answer)
+    await peer.wait_eof()
+    peer.server.seen_eof()
+
+
 async def answer_all(peer: Peer) -> None:
     """Keep-alive: answer each request with its target as the body."""
     while (req := await peer.request()) is not None:

@@ -5,29 +5,23 @@ reads, malformed responses, and when a connection is or is not kept."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import trio
 import trio.testing
-from tests.llm.test_http_client import Peer, answer_all, chunked, get, ok, open_client, serve
+from tests.llm.test_http_client import (  # noqa: F401  (clean_env: an autouse fixture, used here too)
+    Peer,
+    answer_all,
+    answer_once,
+    chunked,
+    clean_env,
+    get,
+    ok,
+    open_client,
+    serve,
+)
 
 from ongridd.llm.http import MAX_FRAMING_BYTES, MAX_HEAD_BYTES, HTTPClient, HTTPConnectionError
-
-
-@pytest.fixture(autouse=True)
-def no_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.lower().endswith("_proxy") or name == "REQUEST_METHOD":
-            monkeypatch.delenv(name)
-
-
-async def answer_then_see_eof(peer: Peer, answer: bytes) -> None:
-    """One request, ``answer``, then wait until the client closes."""
-    assert await peer.request() is not None
-    await peer.send(answer)
-    await peer.wait_eof()
-    peer.server.seen_eof()
 
 
 # ---- request heads -------------------------------------------------------------------------
@@ -223,7 +217,7 @@ async def test_trailers_are_read_and_not_kept_in_the_headers():
     b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcXX0\r\n\r\n",
 ])
 async def test_a_malformed_status_line_head_or_framing_is_a_connection_error(answer):
-    async with serve(lambda peer: answer_then_see_eof(peer, answer)) as server, \
+    async with serve(lambda peer: answer_once(peer, answer)) as server, \
             open_client(server.url()) as client:
         with trio.fail_after(10), pytest.raises(HTTPConnectionError, match="malformed HTTP response"):
             await get(client)
