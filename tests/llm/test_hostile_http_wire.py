@@ -164,7 +164,7 @@ async def test_a_flood_of_informational_heads_or_of_tiny_headers_is_refused_at_t
             started = trio.current_time()
             with trio.fail_after(10), pytest.raises(HTTPConnectionError, match=f"larger than {MAX_HEAD_BYTES}"):
                 await get(client)
-            assert trio.current_time() - started < 2
+            assert trio.current_time() - started < 5
 
 
 @pytest.mark.parametrize("what", ["a byte at a time", "informational heads without end", "one endless header"])
@@ -186,7 +186,7 @@ async def test_a_trickled_head_is_a_timeout_within_timeout_s(what):
         started = trio.current_time()
         with trio.fail_after(10), pytest.raises(HTTPTimeout, match="within 0.5 s"):
             await get(client)
-        assert trio.current_time() - started < 1.5
+        assert trio.current_time() - started < 3
 
 
 @pytest.mark.parametrize("where", ["mid-head", "mid-chunk", "mid-length-body", "mid-chunk-size"])
@@ -238,7 +238,7 @@ async def test_chunk_framing_trickled_never_keeps_the_body_past_timeout_s(where)
             async for piece in response.aiter_bytes():
                 pieces.append(piece)
         await response.aclose()
-        assert trio.current_time() - started < 1.5
+        assert trio.current_time() - started < 3
     assert pieces == [b"first"]
 
 
@@ -547,7 +547,7 @@ async def test_an_early_answer_while_the_request_body_is_still_being_sent(server
                 assert isinstance(exc, HTTPConnectionError)
             else:
                 assert (status, got) == (200, b"early")
-        assert trio.current_time() - started < 3
+        assert trio.current_time() - started < 6
 
 
 async def test_an_early_answer_from_a_server_that_never_reads_the_body_is_a_timeout():
@@ -563,7 +563,7 @@ async def test_an_early_answer_from_a_server_that_never_reads_the_body_is_a_time
         started = trio.current_time()
         with trio.fail_after(10), pytest.raises(HTTPTimeout, match="could not send"):
             await get(client, method="POST", body=body)
-        assert trio.current_time() - started < 1.5
+        assert trio.current_time() - started < 3
 
 
 @pytest.mark.parametrize("version", [b"HTTP/1.0", b"HTTP/1.1"])
@@ -618,7 +618,7 @@ async def test_a_proxy_trickling_its_connect_answer_is_a_timeout_within_timeout_
             started = trio.current_time()
             with trio.fail_after(10), pytest.raises(HTTPTimeout, match="could not connect"):
                 await get(client)
-            assert trio.current_time() - started < 1.5
+            assert trio.current_time() - started < 3
 
 
 # ---- request side -------------------------------------------------------------------------
@@ -648,11 +648,13 @@ async def test_a_very_long_header_value_is_sent_intact_and_checked_in_linear_tim
     long = "k" * (4 * MIB)
     async with serve(answer_all) as server, open_client(server.url()) as client:
         await get(client, headers=[("Authorization", long)])
-        started = trio.current_time()
-        for hostile in ("a " * (2 * MIB) + "\x00", "a\t" * (2 * MIB) + " ", "a" * (4 * MIB) + "\x01"):
-            with pytest.raises(ValueError):
-                await get(client, headers=[("Authorization", hostile)])
-        assert trio.current_time() - started < 2
+        # a check that backtracks without bound is quadratic: days on these 4 MiB values, where the
+        # linear one takes about half a second each; the bound sits far from both, so a slow or
+        # loaded machine does not fail it
+        with trio.fail_after(60):
+            for hostile in ("a " * (2 * MIB) + "\x00", "a\t" * (2 * MIB) + " ", "a" * (4 * MIB) + "\x01"):
+                with pytest.raises(ValueError):
+                    await get(client, headers=[("Authorization", hostile)])
     assert server.requests[0].headers["authorization"] == long
 
 
