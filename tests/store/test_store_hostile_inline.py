@@ -195,12 +195,17 @@ async def test_a_long_reader_never_blocks_inline_commits_or_their_checkpoints(sq
 async def test_sustained_inline_commits_keep_the_wal_bounded(sqlite_url):
     """Thousands of back-to-back loop-thread commits (each awaited, so every
     one is eligible): the background checkpoints must keep the WAL file
-    about as small as SQLite's automatic checkpoint does (1000 pages)."""
+    within a small multiple of SQLite's automatic checkpoint threshold (1000
+    pages).  The WAL is reset only by the commit after a checkpoint that
+    copied all of it; commits go on while a background checkpoint runs and for
+    up to INLINE_CHECKPOINT_EVERY more before the next one looks, so on a
+    loaded machine its high-water mark passes twice the threshold (8.4 MB
+    seen against 6.5-7.0 MB idle); a WAL never reset reaches about 40 MB."""
     async with open_store(sqlite_url) as store:
         coord, _ = await store.get_or_create_coordinator("u", "wal")
         sid = coord["id"]
         page_size = sqlite3.connect(_db_path(sqlite_url)).execute("PRAGMA page_size").fetchone()[0]
-        limit = 2 * NORMAL_SETTINGS[1] * (page_size + 24)  # twice the automatic checkpoint's threshold
+        limit = 3 * NORMAL_SETTINGS[1] * (page_size + 24)  # three times the automatic checkpoint's threshold
         wal = Path(f"{_db_path(sqlite_url)}-wal")
         async with running_writer(store, linger_s=0) as writer:
             for i in range(4000):
