@@ -242,10 +242,12 @@ def harmless(d: Path) -> list[str]:
 
 
 def stand_in(folder: Path, name: str, log: Path) -> None:
-    """A recording stand-in: appends its name and argv (tab-separated) to ``log``."""
+    """A recording stand-in: appends its name and argv (tab-separated) to ``log``,
+    one line in a single ``write`` so stand-ins running at once never interleave."""
     script = folder / name
-    script.write_text(f"#!/bin/sh\n{{ printf '%s' {name!r}; for a in \"$@\"; do printf '\\t%s' \"$a\"; done; "
-                      f"printf '\\n'; }} >> {str(log)!r}\necho stand-in {name}\n")
+    script.write_text(f"#!/bin/sh\ntab=$(printf '\\t'); line={name!r}\n"
+                      f"for a in \"$@\"; do line=\"$line$tab$a\"; done\n"
+                      f"printf '%s\\n' \"$line\" >> {str(log)!r}\necho stand-in {name}\n")
     script.chmod(0o755)
 
 

@@ -1,8 +1,8 @@
 """The secrets grep: a real ``ongridd serve`` with tokens, an API key and a
 plugin secret configured, driven by ``ongrid ask --token …`` (so the token
-shows in ``ps``), whose scripted worker runs ``host_bash ps -ef`` (newest
-first),
-``get_host_processes`` and an ``ls`` of a folder named after a token, and
+shows in ``ps``), whose scripted worker runs ``host_bash ps -f -p PID`` on a
+process whose command line holds a token, ``get_host_processes`` and an
+``ls`` of a folder named after a token, and
 whose scripted model echoes every secret in its text and tool arguments.
 
 Afterwards no secret value may be found in the daemon's log, in any text
@@ -89,14 +89,14 @@ def setup(tmp_path):
     (leak_dir / f"dir-{s['TOK_A']}").mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", s["TOK_B"]])
     try:
-        yield tmp_path, s, bindir, dumps, leak_dir
+        yield tmp_path, s, bindir, dumps, leak_dir, holder.pid
     finally:
         holder.kill()
         holder.wait()
 
 
 def test_no_secret_reaches_logs_database_model_or_children(setup):
-    tmp, s, bindir, dumps, leak_dir = setup
+    tmp, s, bindir, dumps, leak_dir, holder_pid = setup
     model_env = {f"E2E_{k}": v for k, v in s.items()}
     echo = "${E2E_TOK_A} ${E2E_TOK_B} ${E2E_TOK_SHORT} ${E2E_KEY} ${E2E_BRIDGE}"
     script = {
@@ -109,8 +109,8 @@ def test_no_secret_reaches_logs_database_model_or_children(setup):
         ],
         "specialist-compute": [
             {"tool_calls": [
-                # newest first: the ask client and the holder are within the kept part of the output
-                {"name": "host_bash", "arguments": {"cmd": "ps -ef --sort=-pid"}},
+                # the holder by pid: on a busy machine a full listing is cut before it
+                {"name": "host_bash", "arguments": {"cmd": f"ps -f -p {holder_pid}"}},
                 {"name": "get_host_processes", "arguments": {"top_n": 100, "sort_by": "rss"}},
                 {"name": "host_bash", "arguments": {"cmd": f"ls {leak_dir}"}},
                 {"name": "host_bash", "arguments": {"cmd": "ls /nonexistent/${E2E_TOK_B}"}},
@@ -169,8 +169,8 @@ def test_no_secret_reaches_logs_database_model_or_children(setup):
         "select tool_name, status, arguments, result from audit_logs").fetchall()
     by_tool = [(name, status) for name, status, _, _ in audit]
     assert by_tool.count(("host_bash", "ok")) >= 2 and ("get_host_processes", "ok") in by_tool, by_tool
-    ps_result = next(r for n, st, a, r in audit if n == "host_bash" and "ps -ef" in a)
-    assert REDACTED in ps_result  # ps -ef showed the ask client's and the holder's tokens
+    ps_result = next(r for n, st, a, r in audit if n == "host_bash" and "ps -f -p" in a)
+    assert REDACTED in ps_result  # ps showed the holder's command line with bob's token
     assert REDACTED in next(r for n, st, a, r in audit if n == "host_bash" and str(leak_dir) in a)
     # a command the model wrote with a secret in it ran (or was refused) with the secret redacted
     assert any(a == json.dumps({"cmd": f"ls /nonexistent/{REDACTED}"}) for n, st, a, r in audit), audit
