@@ -183,7 +183,7 @@ async def main(args: argparse.Namespace) -> None:
                               "peak_rss_mib": proc.memory_info().rss / 2**20}))
         if prof:
             out = io.StringIO()
-            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.top)
+            pstats.Stats(prof, stream=out).sort_stats(args.sort).print_stats(args.top)
             print(out.getvalue())
         handle.shutdown.set()
         await handle.stopped.wait()
@@ -198,6 +198,7 @@ if __name__ == "__main__":
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--profile", choices=("cprofile", "none"), default="none")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--sort", default="cumulative", help="the profile's order (pstats: cumulative, tottime, ...)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     parser.add_argument("--db", default="", help="database URL (default: SQLite in a temporary state dir)")
     trio.run(main, parser.parse_args())

@@ -108,7 +108,7 @@ class WorkerManager:
 
     async def spawn(self, *, persona: str, description: str, brief: str, parent_id: str, coordinator_id: str,
                     user_id: str, timeout_s: float, run: RunFn, turn_seq: int | None = None) -> WorkerOutcome:
-        """Create the row (pending; ``turn_seq``: the seq of the user message
+        """Create the row (pending, and running in the same transaction; ``turn_seq``: the seq of the user message
         whose turn this is), run ``run(task)`` under the time limit,
         close the row on every path.  Returns the outcome; raises only
         ``trio.Cancelled`` (after closing the row ``killed``) and StoreError
@@ -123,6 +123,9 @@ class WorkerManager:
         created = self.writer.create_session(owner=coordinator_id, agent_id=persona, user_id=user_id,
                                              parent_session_id=parent_id, description=description,
                                              turn_seq=turn_seq)
+        # queued together, so one transaction holds both: the row exists and says running before
+        # the running tile is sent (a cancelled wait still writes them, the close right behind)
+        running = self.writer.mark_running(created.session_id, owner=coordinator_id)
         try:
             row = await created.wait()
         except BaseException as exc:
@@ -142,8 +145,7 @@ class WorkerManager:
                 task.cancel_scope = scope
                 if task.stop_requested:
                     scope.cancel()
-                # the row says running before the tile does (a cancelled wait still writes it)
-                await self.writer.mark_running(task.task_id, owner=coordinator_id).wait()
+                await running.wait()  # committed with the row: no wait in practice
                 task.status = "running"
                 WORKERS_RUNNING.inc()
                 self._tile(task)
