@@ -1,15 +1,17 @@
-"""Ids from ``new_id``: canonical UUID4 text, unique across threads, and a forked child draws its own."""
+"""Ids from ``new_id``: canonical UUID7 text (time-ordered), unique across threads, and a forked child
+draws its own."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 
 from ongridd.store.rows import new_id
 
 
-def test_ids_are_canonical_uuid4_text_and_unique_across_threads():
+def test_ids_are_canonical_uuid7_text_and_unique_across_threads():
     out: list[list[str]] = [[] for _ in range(4)]
 
     def draw(bucket: list[str]) -> None:
@@ -24,7 +26,16 @@ def test_ids_are_canonical_uuid4_text_and_unique_across_threads():
     assert len(set(ids)) == len(ids) == 20000
     for text in ids[::97]:
         parsed = uuid.UUID(text)
-        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122 and str(parsed) == text
+        assert parsed.version == 7 and parsed.variant == uuid.RFC_4122 and str(parsed) == text
+
+
+def test_ids_carry_the_time_they_were_drawn():
+    before = time.time_ns() // 1_000_000
+    ids = [new_id() for _ in range(1000)]
+    after = time.time_ns() // 1_000_000
+    stamps = [int(i.replace("-", "")[:12], 16) for i in ids]
+    assert before <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= after
+    assert len({i[14:] for i in ids}) == 1000  # the random part differs within one millisecond
 
 
 def test_a_forked_child_does_not_repeat_the_parents_next_ids():
