@@ -9,7 +9,6 @@ the transcript API can show every summary where it was made.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from ongridd.store.engine import read_tx, write_tx
 from ongridd.store.messages import MESSAGE_COLUMNS
-from ongridd.store.rows import check_choice, clean_text, row_dict, utcnow
+from ongridd.store.rows import check_choice, clean_text, new_id, row_dict, utcnow
 from ongridd.store.schema import chat_messages, thread_summaries
 
 SUMMARY_SOURCES = ("model", "fallback")
@@ -35,7 +34,7 @@ def add_summary(engine: Engine, session_id: str, through_seq: int, content: str,
     check_choice(source, SUMMARY_SOURCES, "source")
     if through_seq < 0:
         raise ValueError(f"through_seq: expected >= 0, got {through_seq}")
-    values = {"id": str(uuid.uuid4()), "session_id": session_id, "through_seq": int(through_seq),
+    values = {"id": new_id(), "session_id": session_id, "through_seq": int(through_seq),
               "content": clean_text(content), "source": source, "summarizer_session_id": summarizer_session_id,
               "created_at": utcnow()}
     with write_tx(engine) as conn:
