@@ -145,7 +145,9 @@ class ToolRunner:
             return "error", error_text(str(exc))
         try:
             # computed once, off the event loop; the gate and the handler get it in ctx
-            ctx = await classify_once(tool, args, attrs.evolve(ctx, classification=None, approval=None))
+            if ctx.classification is not None or ctx.approval is not None:  # none: most calls, no copy
+                ctx = attrs.evolve(ctx, classification=None, approval=None)
+            ctx = await classify_once(tool, args, ctx)
         except ToolError as exc:
             return "error", error_text(str(exc))
         except Exception as exc:  # a buggy classify must not abort the turn
