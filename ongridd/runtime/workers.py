@@ -173,8 +173,13 @@ class WorkerManager:
                 WORKERS_RUNNING.dec()
             task.status, task.close_reason, task.result = status, reason, text
             closing = self.writer.close_session(task.task_id, status, reason, owner=coordinator_id)
-            with trio.move_on_after(CLOSE_SHIELD_S, shield=True):  # bounds the wait only, not the write
-                await closing.settled()
+            # A completed worker's close joins the coordinator's next commit: the writer commits in
+            # submission order, so no later row of the turn is stored without it, the turn's final
+            # waits for it, and API reads flush first.  A failed or stopped one is waited for (bounded:
+            # the wait only, not the write), so its row is closed before the stop is answered.
+            if status != "completed":
+                with trio.move_on_after(CLOSE_SHIELD_S, shield=True):
+                    await closing.settled()
             labelled(WORKERS, persona, status).inc()
             self._tile(task)
             from ongridd.runtime import frames

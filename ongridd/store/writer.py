@@ -11,8 +11,9 @@ writer's own task, started in a long-lived nursery, commits the queue:
   ``linger_s`` (default 250 ms, longer than a typical model step) so that
   the writes of the next steps join them; a waiter — :meth:`PendingWrite.wait`, :meth:`PendingWrite.settled`,
   :meth:`flush` — or a full batch ends the hold at once.  So durability is
-  awaited only where it is promised (a worker's row before its tile, its
-  close before its result, a turn's writes before its ``final``); a kill -9
+  awaited only where it is promised (a worker's row before its tile, a
+  failed or stopped worker's close before its result, a turn's writes
+  before its ``final``); a kill -9
   loses at most the last ``linger_s`` of writes of turns that had not
   answered yet (the start-up recovery sweep closes their rows).
 * **Batches.**  Everything queued when the writer commits (up to ``max_batch``
@@ -95,8 +96,9 @@ log = get_logger(__name__)
 DEFAULT_MAX_BATCH = 500
 DEFAULT_LINGER_S = 0.25
 #: SQLite: a batch of at most this many writes, with nothing queued behind it, is committed on the
-#: event loop's thread (no thread hop; the lock is never waited for there); 0: always in a thread
-DEFAULT_INLINE_MAX = 16
+#: event loop's thread (no thread hop; the lock is never waited for there); 0: always in a thread.
+#: 32 holds a worker's last steps, its close and the coordinator's next step (about 20 writes)
+DEFAULT_INLINE_MAX = 32
 #: after every so many commits on the loop's thread (which skip SQLite's automatic checkpoint),
 #: a WAL checkpoint is started in the background.  Each checkpoint syncs the WAL and the
 #: database file and slows the commits that run beside it: one per 512 commits instead of 128
