@@ -42,11 +42,11 @@ log = get_logger(__name__)
 
 #: frames a background checkpoint may find in the WAL before the store writer commits once through a
 #: thread, where SQLite checkpoints again with no commit racing it, so the next commit resets the
-#: WAL: one and a half times SQLite's own checkpoint threshold (1,000).  The writer's 512 commits
-#: between two background checkpoints (a model step's rows each, about 7 frames) leave more than
-#: that, so in the normal course the commit after each background checkpoint goes through a
-#: thread; measured, that keeps the WAL near 20 MB, where background checkpoints alone (commits
-#: keep coming while they copy, so the WAL is seldom reset) let it reach about 40 MB
+#: WAL: one and a half times SQLite's own checkpoint threshold (1,000).  The commits the writer
+#: makes between two background checkpoints (``INLINE_CHECKPOINT_EVERY``, a model step's rows each,
+#: about 7 frames) usually leave more than that, so the commit after a background checkpoint most
+#: often goes through a thread: without it commits keep coming while checkpoints copy and the WAL
+#: is seldom reset (measured: about twice as long)
 WAL_BEHIND_FRAMES = 1500
 #: how long closing the store waits for a background checkpoint to end
 CHECKPOINT_CLOSE_WAIT_S = 5.0
