@@ -148,6 +148,18 @@ def warn_short_tokens(tokens: dict[str, str]) -> None:
                              "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(24))')")
 
 
+def import_server() -> None:
+    """Import what :func:`run_daemon` imports when it starts (the HTTP server,
+    the app, the store): ``ongridd serve`` does it up front, with the
+    collector off (see ``ongridd.cli.serve``); importing this module alone
+    stays light."""
+    import hypercorn.config  # noqa: F401
+    import hypercorn.trio  # noqa: F401
+
+    import ongridd.server.app  # noqa: F401
+    import ongridd.store  # noqa: F401
+
+
 async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: DaemonSecrets,
                       task_status: Any) -> None:
     """Run the daemon until SIGTERM/SIGINT (or ``handle.shutdown`` is set).
@@ -238,20 +250,18 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
     """
     # the server already answers /healthz on this (Trio) thread: import in a worker thread; a stop
     # asked for meanwhile (SIGTERM) ends the start-up at once, a hung plugin import included
-    finished, _ = await _unless_stopped(shutdown, partial(trio.to_thread.run_sync, _import_service_modules,
-                                                          abandon_on_cancel=True))
+    finished, client = await _unless_stopped(shutdown, partial(trio.to_thread.run_sync, _prepare_services,
+                                                               abandon_on_cancel=True))
     if not finished:
         log.info("daemon_stopped_during_startup")
         return
-    import httpx2
-
     from ongridd.plugins.build import RegistryBuilder
     from ongridd.runtime.core import Runtime
     from ongridd.runtime.ports import RuntimeStore, RuntimeWriter
     from ongridd.runtime.registries import RegistryHolder
     from ongridd.store.writer import StoreWriter
 
-    async with httpx2.AsyncClient(timeout=30.0) as http:
+    async with client as http:
         from ongridd.plugins.chat import ChatAPI
 
         chat = ChatAPI(store=store)
@@ -339,11 +349,14 @@ async def _unless_stopped(shutdown: trio.Event, fn: Any, *args: Any) -> tuple[bo
     return finished, result
 
 
-def _import_service_modules() -> None:
-    """Import what :func:`_run_services` needs (run in a worker thread, so
-    the Trio thread keeps serving meanwhile; the imports there are then
-    look-ups).  An ImportError surfaces in the caller."""
-    import httpx2  # noqa: F401
+def _prepare_services() -> Any:
+    """Import what :func:`_run_services` needs and build the plugins' HTTP
+    client (an ``httpx2.AsyncClient``, not yet entered; building it loads
+    the CA bundle, some 20-30 ms).  Run in a worker thread, so the Trio
+    thread keeps answering ``/healthz`` meanwhile; the imports there are
+    then look-ups.  An ImportError surfaces in the caller."""
+    import httpx2
+
     import ongridd.llm.redacting  # noqa: F401
     import ongridd.marketplace.service  # noqa: F401
     import ongridd.plugins.build  # noqa: F401
@@ -352,6 +365,8 @@ def _import_service_modules() -> None:
     import ongridd.runtime.ports  # noqa: F401
     import ongridd.runtime.registries  # noqa: F401
     import ongridd.store.writer  # noqa: F401
+
+    return httpx2.AsyncClient(timeout=30.0)
 
 
 def _sole_startup_failure(group: BaseExceptionGroup) -> Exception | None:

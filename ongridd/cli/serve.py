@@ -18,11 +18,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import trio
+    import gc
 
-    from ongridd import logs
-    from ongridd.config import load_config
-    from ongridd.daemon import run_daemon
+    # The start-up imports allocate ~150,000 objects that live as long as the
+    # daemon: collections among them free nothing, and cost ~10 % of the time to
+    # /healthz during the imports and a ~40 ms pause of every thread after them.
+    # So no collection during the imports, then they are frozen (never walked
+    # again); the collector is back on before anything runs.
+    gc.disable()
+    try:
+        import trio
+
+        from ongridd import logs
+        from ongridd.config import load_config
+        from ongridd.daemon import import_server, run_daemon
+
+        import_server()
+    finally:
+        gc.freeze()
+        gc.enable()
 
     logs.configure(args.log_level)
     log = logs.get_logger("ongridd.serve")
