@@ -322,9 +322,12 @@ def tune_gc() -> None:
     later collections never walk them again, and make young collections
     rarer.  Under load (1,000 sessions) the default settings had the
     collector walk the whole heap again and again: seconds per thousand
-    turns, in pauses that every session waited out."""
+    turns, in pauses that every session waited out.  What ``ongridd serve``
+    froze before start-up (its imports, some 3,000 of them garbage) is
+    unfrozen first, so that garbage is freed here."""
     import gc
 
+    gc.unfreeze()
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

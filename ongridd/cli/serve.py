@@ -23,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     # The start-up imports allocate ~150,000 objects that live as long as the
     # daemon: collections among them free nothing, and cost ~10 % of the time to
     # /healthz during the imports and a ~40 ms pause of every thread after them.
-    # So no collection during the imports, then they are frozen (never walked
+    # So no collection during the imports, then they are frozen (not walked
+    # until start-up is done: ``tune_gc`` unfreezes, collects and freezes
     # again); the collector is back on before anything runs.
     gc.disable()
     try:
