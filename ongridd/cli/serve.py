@@ -21,11 +21,12 @@ def run(args: argparse.Namespace) -> int:
     import gc
 
     # The start-up imports allocate ~150,000 objects, nearly all of which live
-    # as long as the daemon: collections among them free next to nothing, and cost ~10 % of the time to
-    # /healthz during the imports and a ~40 ms pause of every thread after them.
-    # So no collection during the imports, then they are frozen (not walked
-    # until start-up is done: ``tune_gc`` unfreezes, collects and freezes
-    # again); the collector is back on before anything runs.
+    # as long as the daemon: collections among them free next to nothing, and
+    # cost ~10 % of the time to /healthz during the imports and a ~40 ms pause
+    # of every thread after them.  So no collection during the imports, then
+    # they are frozen (not walked until start-up is done: ``tune_gc``
+    # unfreezes, collects and freezes again); the collector is back on before
+    # anything runs.
     gc.disable()
     try:
         import trio
