@@ -290,6 +290,7 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             services.plugin_routes = lambda: holder.current.routes
             services.agents_api = agents_api
             services.marketplace = MarketplaceService(config=config, holder=holder, builder=builder, store=store)
+            _make_agents_dir(config.state_path / "agents")
             nursery.start_soon(agents_api.watch)
             if config.retention.days is not None:
                 from ongridd.store.retention import retention_loop
@@ -392,6 +393,16 @@ def start_plugin_services(nursery: trio.Nursery, plugin_services: Any) -> None:
 
     for svc in plugin_services:
         nursery.start_soon(run, svc, name=f"{svc.plugin}:{svc.name}")
+
+
+def _make_agents_dir(path: Path) -> None:
+    """Create the state dir's agents folder (where API-written personas go when no user dir
+    is configured) so the persona watcher can watch it for events instead of polling for it
+    to appear.  A failure is logged; the watcher then polls."""
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as exc:
+        log.warning("agents_dir_not_created", path=str(path), error=exc.strerror or str(exc))
 
 
 async def _signal_watch(signals: Any, shutdown: trio.Event) -> None:

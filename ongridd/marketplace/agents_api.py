@@ -24,6 +24,7 @@ a ``persona`` change event.
 from __future__ import annotations
 
 import builtins  # the class has a ``list`` method
+import contextlib
 import functools
 import json
 import os
@@ -255,43 +256,80 @@ class AgentsAPI:
         """Reload the personas when a user agents folder changes.  Runs until cancelled.
 
         Event-driven: ``watchfiles.awatch`` (inotify on Linux; it runs under
-        Trio through anyio) over the user roots, changes within
-        ``WATCH_DEBOUNCE_MS`` coalesced into one reload.  When watchfiles is
-        not installed, a root does not exist yet, or the event watcher fails
-        (no inotify), it falls back to polling every ``interval_s`` seconds.
-        Each reload swaps the registry in one assignment (see :meth:`reload`).
-        Cancelling stops the watcher promptly (its thread checks a stop
-        event every ``WATCH_STEP_MS``).
+        Trio through anyio) over the user roots that exist, changes within
+        ``WATCH_DEBOUNCE_MS`` coalesced into one reload.  While a root does
+        not exist, the roots are checked with one ``stat`` each every
+        ``interval_s`` seconds on this thread (and after each change event,
+        which is how a watched root that goes away is seen); when the set of
+        existing roots changes, the personas reload and the event watch
+        restarts over the new set.  With every root present nothing wakes
+        between changes but the event watcher's thread (every
+        ``WATCH_STEP_MS``).  When watchfiles is
+        not installed or the event watcher fails (no inotify), it falls back
+        to polling every root's files every ``interval_s`` seconds.  Each
+        reload swaps the registry in one assignment (see :meth:`reload`).
+        Cancelling stops the watcher promptly (its thread checks a stop event
+        every ``WATCH_STEP_MS``).
         """
         roots = [Path(r) for r in self.config.agent_user_roots]
-        if roots and all(r.is_dir() for r in roots):
-            try:
-                from watchfiles import awatch
-            except ImportError:  # pragma: no cover - a dependency; the poller below still works
-                awatch = None  # type: ignore[assignment]  # the poller below still works
-            if awatch is not None:
-                import anyio
-
-                # awatch's thread returns only on a change, its timeout or its stop event; a
-                # cancelled sibling sets the event, so a cancel ends the watch within a step.
-                stop = anyio.Event()
-
-                async def set_stop_when_cancelled() -> None:
-                    try:
-                        await trio.sleep_forever()
-                    finally:
-                        stop.set()
-
-                try:
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(set_stop_when_cancelled)
-                        async for _changes in awatch(*roots, debounce=WATCH_DEBOUNCE_MS, step=WATCH_STEP_MS,
-                                                     rust_timeout=60_000, stop_event=stop):
-                            await self._reload_logged()
-                        nursery.cancel_scope.cancel()
-                except* (OSError, RuntimeError) as group:  # no inotify, a root removed: poll instead
-                    log.warning("agents_watch_fallback_to_polling", error=str(group.exceptions[0])[:200])
+        try:
+            from watchfiles import awatch
+        except ImportError:  # pragma: no cover - a dependency; the poller below still works
+            awatch = None  # type: ignore[assignment]  # the poller below still works
+        if awatch is None or not roots:
+            await self._poll(interval_s)
+            return
+        present = _existing(roots)
+        while True:
+            if not present:  # nothing to watch yet: wait for a root to appear
+                present = await _roots_change(roots, present, interval_s)
+                await self._reload_logged()
+            now = await self._watch_events(awatch, roots, present, interval_s)
+            if now is None:  # the event watcher failed, or ended on its own
+                break
+            present = now
+            await self._reload_logged()  # a root appeared or went away: its files came or went with it
         await self._poll(interval_s)
+
+    async def _watch_events(self, awatch: Any, roots: builtins.list[Path], present: tuple[Path, ...],
+                            interval_s: float) -> tuple[Path, ...] | None:
+        """Reload on each batch of change events under ``present`` until the set of existing
+        roots changes (returns the new set) or the event watcher fails or ends (``None``)."""
+        import anyio
+
+        # awatch's thread returns only on a change, its timeout or its stop event; a
+        # cancelled sibling sets the event, so a cancel ends the watch within a step.
+        stop = anyio.Event()
+        changed: builtins.list[tuple[Path, ...]] = []
+
+        async def set_stop_when_cancelled() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                stop.set()
+
+        async def until_roots_change(cancel: trio.CancelScope) -> None:
+            changed.append(await _roots_change(roots, present, interval_s))
+            cancel.cancel()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(set_stop_when_cancelled)
+                if len(present) < len(roots):
+                    nursery.start_soon(until_roots_change, nursery.cancel_scope)
+                # closed on the way out: a break leaves no suspended generator (nor its inotify fd)
+                async with contextlib.aclosing(awatch(*present, debounce=WATCH_DEBOUNCE_MS, step=WATCH_STEP_MS,
+                                                      rust_timeout=60_000, stop_event=stop)) as events:
+                    async for _changes in events:
+                        if (now := _existing(roots)) != present:  # a watched root went away
+                            changed.append(now)
+                            break
+                        await self._reload_logged()
+                nursery.cancel_scope.cancel()
+        except* (OSError, RuntimeError) as group:  # no inotify, a root removed mid-start: poll instead
+            log.warning("agents_watch_fallback_to_polling", error=str(group.exceptions[0])[:200])
+            changed.clear()
+        return changed[0] if changed else None
 
     async def _reload_logged(self) -> None:
         try:
@@ -308,6 +346,19 @@ class AgentsAPI:
             if now != last:
                 last = now
                 await self._reload_logged()
+
+
+def _existing(roots: builtins.list[Path]) -> tuple[Path, ...]:
+    """The roots that are folders now (one ``stat`` each, on the calling thread)."""
+    return tuple(r for r in roots if r.is_dir())
+
+
+async def _roots_change(roots: builtins.list[Path], present: tuple[Path, ...], interval_s: float) -> tuple[Path, ...]:
+    """Wait until the roots that exist differ from ``present`` (checked every ``interval_s``
+    seconds: a folder appearing has no event to wait on short of watching its parent); returns them."""
+    while (now := _existing(roots)) == present:  # noqa: ASYNC110 - polling is the point: see above
+        await trio.sleep(interval_s)
+    return now
 
 
 def _write_atomic(directory: Path, path: Path, text: bytes) -> None:

@@ -48,3 +48,31 @@ async def test_watcher_picks_up_add_change_and_delete(tmp_path: Path, event_driv
         (root / "alpha.md").unlink()
         await _until(lambda: registry.by_name("alpha") is None)
         nursery.cancel_scope.cancel()
+
+
+async def test_watcher_watches_present_roots_for_events_and_picks_up_a_root_that_appears(tmp_path: Path, monkeypatch):
+    """One root exists, one does not: changes in the first arrive as events, the second is seen
+    when it appears (its personas load), and a change in it is then picked up too."""
+    here, later = tmp_path / "here", tmp_path / "later"
+    here.mkdir()
+    registry = AgentRegistry(None)
+    registry.load([here, later])
+    holder = RegistryHolder(Registries(tools={}, stubs=(), agents=registry, skills=None))
+    api = AgentsAPI(config=SimpleNamespace(agent_user_roots=(here, later)), holder=holder,
+                    builder=SimpleNamespace(agent_roots=lambda: [here, later]))
+    polls: list[int] = []
+    real_fingerprint = api._fingerprint
+    monkeypatch.setattr(api, "_fingerprint", lambda: polls.append(1) or real_fingerprint())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(api.watch, 0.1)
+        await trio.sleep(0.5)
+        (here / "alpha.md").write_text(_persona("alpha", "In the first root."), encoding="utf-8")
+        await _until(lambda: registry.by_name("alpha") is not None)
+        later.mkdir()
+        (later / "beta.md").write_text(_persona("beta", "In the root that appeared."), encoding="utf-8")
+        await _until(lambda: registry.by_name("beta") is not None)
+        (later / "beta.md").write_text(_persona("beta", "Changed."), encoding="utf-8")
+        await _until(lambda: registry.by_name("beta").description == "Changed.")
+        assert registry.by_name("alpha") is not None
+        nursery.cancel_scope.cancel()
+    assert polls == []  # never fell back to listing every file on a timer
