@@ -264,9 +264,9 @@ class AgentsAPI:
         existing roots changes, the personas reload and the event watch
         restarts over the new set.  With every root present nothing wakes
         between changes but the event watcher's thread (every
-        ``WATCH_STEP_MS``).  When watchfiles is
-        not installed or the event watcher fails (no inotify), it falls back
-        to polling every root's files every ``interval_s`` seconds.  Each
+        ``WATCH_STEP_MS``).  When watchfiles is not installed or the event
+        watcher fails (no inotify), it falls back to polling every root's
+        files every ``interval_s`` seconds.  Each
         reload swaps the registry in one assignment (see :meth:`reload`).
         Cancelling stops the watcher promptly (its thread checks a stop event
         every ``WATCH_STEP_MS``).
