@@ -188,16 +188,21 @@ class Config:
         return f"sqlite:///{(self.state_path / 'ongrid.db').absolute()}"
 
     @property
+    def state_agents_dir(self) -> Path:
+        """<state>/agents: always a user agents root (the daemon creates it at start)."""
+        return self.state_path / "agents"
+
+    @property
     def agents_write_dir(self) -> Path:
         """Where ``PUT /api/agents`` writes: the first user dir, else <state>/agents."""
         if self.agents.user_dirs:
             return Path(self.agents.user_dirs[0])
-        return self.state_path / "agents"
+        return self.state_agents_dir
 
     @property
     def agent_user_roots(self) -> tuple[Path, ...]:
         roots = [Path(d) for d in self.agents.user_dirs]
-        fallback = self.state_path / "agents"
+        fallback = self.state_agents_dir
         if fallback not in roots:
             roots.append(fallback)
         return tuple(roots)

@@ -290,7 +290,7 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             services.plugin_routes = lambda: holder.current.routes
             services.agents_api = agents_api
             services.marketplace = MarketplaceService(config=config, holder=holder, builder=builder, store=store)
-            _make_agents_dir(config.state_path / "agents")
+            _make_agents_dir(config.state_agents_dir)
             nursery.start_soon(agents_api.watch)
             if config.retention.days is not None:
                 from ongridd.store.retention import retention_loop

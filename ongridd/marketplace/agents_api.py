@@ -266,10 +266,9 @@ class AgentsAPI:
         between changes but the event watcher's thread (every
         ``WATCH_STEP_MS``).  When watchfiles is not installed or the event
         watcher fails (no inotify), it falls back to polling every root's
-        files every ``interval_s`` seconds.  Each
-        reload swaps the registry in one assignment (see :meth:`reload`).
-        Cancelling stops the watcher promptly (its thread checks a stop event
-        every ``WATCH_STEP_MS``).
+        files every ``interval_s`` seconds.  Each reload swaps the registry in
+        one assignment (see :meth:`reload`).  Cancelling stops the watcher
+        promptly (its thread checks a stop event every ``WATCH_STEP_MS``).
         """
         roots = [Path(r) for r in self.config.agent_user_roots]
         try:
