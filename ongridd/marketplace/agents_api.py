@@ -257,18 +257,21 @@ class AgentsAPI:
 
         Event-driven: ``watchfiles.awatch`` (inotify on Linux; it runs under
         Trio through anyio) over the user roots that exist, changes within
-        ``WATCH_DEBOUNCE_MS`` coalesced into one reload.  While a root does
-        not exist, the roots are checked with one ``stat`` each every
-        ``interval_s`` seconds on this thread (and after each change event,
-        which is how a watched root that goes away is seen); when the set of
-        existing roots changes, the personas reload and the event watch
-        restarts over the new set.  With every root present nothing wakes
-        between changes but the event watcher's thread (every
-        ``WATCH_STEP_MS``).  When watchfiles is not installed or the event
-        watcher fails (no inotify), it falls back to polling every root's
-        files every ``interval_s`` seconds.  Each reload swaps the registry in
-        one assignment (see :meth:`reload`).  Cancelling stops the watcher
-        promptly (its thread checks a stop event every ``WATCH_STEP_MS``).
+        ``WATCH_DEBOUNCE_MS`` coalesced into one reload.  A root that does not
+        exist is waited for by watching its nearest existing parent folder
+        (that folder only, not below it): when an entry there comes or goes,
+        the roots are looked at again (one ``stat`` each, in a worker thread,
+        so a hung network mount stalls only the watcher) — as they are after
+        each change event, which is how a watched root that goes away is
+        seen.  When the set of existing roots changes, the personas reload
+        and the watch restarts over the new set.  Nothing wakes between
+        changes but the event watchers' threads (every ``WATCH_STEP_MS``).
+        When watchfiles is not installed or an event watcher fails (no
+        inotify, a folder it may not read), it falls back to polling every
+        root's files every ``interval_s`` seconds.  Each reload swaps the
+        registry in one assignment (see :meth:`reload`).  Cancelling stops
+        the watcher promptly (its threads check a stop event every
+        ``WATCH_STEP_MS``).
         """
         roots = [Path(r) for r in self.config.agent_user_roots]
         try:
@@ -278,28 +281,30 @@ class AgentsAPI:
         if awatch is None or not roots:
             await self._poll(interval_s)
             return
-        present = _existing(roots)
+        layout, changed_roots = await _layout(roots), False
         while True:
-            if not present:  # nothing to watch yet: wait for a root to appear
-                present = await _roots_change(roots, present, interval_s)
-                await self._reload_logged()
-            now = await self._watch_events(awatch, roots, present, interval_s)
-            if now is None:  # the event watcher failed, or ended on its own
+            now = await self._watch_events(awatch, roots, layout, reload=changed_roots)
+            if now is None:  # an event watcher failed, or ended on its own
                 break
-            present = now
-            await self._reload_logged()  # a root appeared or went away: its files came or went with it
+            # a root appeared or went away: its files came or went with it (the next watch reloads)
+            layout, changed_roots = now, now[0] != layout[0]
         await self._poll(interval_s)
 
-    async def _watch_events(self, awatch: Any, roots: builtins.list[Path], present: tuple[Path, ...],
-                            interval_s: float) -> tuple[Path, ...] | None:
-        """Reload on each batch of change events under ``present`` until the set of existing
-        roots changes (returns the new set) or the event watcher fails or ends (``None``)."""
+    async def _watch_events(self, awatch: Any, roots: builtins.list[Path],
+                            layout: tuple[tuple[Path, ...], tuple[Path, ...]], *,
+                            reload: bool) -> tuple[Any, Any] | None:
+        """Reload on each batch of change events under the roots that exist (``layout[0]``),
+        and watch the parents of those that do not (``layout[1]``), until the layout changes
+        (returns the new one) or an event watcher fails or ends (``None``).  Once the
+        watches are set up, ``reload`` reloads and the layout is looked at again: a change
+        made while the watch was being (re)started is not missed."""
         import anyio
 
-        # awatch's thread returns only on a change, its timeout or its stop event; a
+        present, parents = layout
+        # awatch's threads return only on a change, their timeout or the stop event; a
         # cancelled sibling sets the event, so a cancel ends the watch within a step.
         stop = anyio.Event()
-        changed: builtins.list[tuple[Path, ...]] = []
+        changed: builtins.list[tuple[Any, Any]] = []
 
         async def set_stop_when_cancelled() -> None:
             try:
@@ -307,24 +312,43 @@ class AgentsAPI:
             finally:
                 stop.set()
 
-        async def until_roots_change(cancel: trio.CancelScope) -> None:
-            changed.append(await _roots_change(roots, present, interval_s))
+        def events(paths: tuple[Path, ...], recursive: bool) -> Any:
+            # closed on the way out (aclosing): a break leaves no suspended generator, nor its inotify fd
+            return contextlib.aclosing(awatch(*paths, debounce=WATCH_DEBOUNCE_MS, step=WATCH_STEP_MS,
+                                              rust_timeout=60_000, stop_event=stop, recursive=recursive))
+
+        async def until_a_root_appears(cancel: trio.CancelScope) -> None:
+            async with events(parents, False) as batches:
+                async for _changes in batches:
+                    if (now := await _layout(roots)) != layout:
+                        changed.append(now)
+                        break
             cancel.cancel()
+
+        async def once_watching(cancel: trio.CancelScope) -> None:
+            # awatch sets its inotify watch before its first await; the watchers start in the
+            # batch this task starts in (or already run), so after one more checkpoint they watch
+            await trio.lowlevel.checkpoint()
+            if reload:
+                await self._reload_logged()
+            if (now := await _layout(roots)) != layout:
+                changed.append(now)
+                cancel.cancel()
 
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(set_stop_when_cancelled)
-                if len(present) < len(roots):
-                    nursery.start_soon(until_roots_change, nursery.cancel_scope)
-                # closed on the way out: a break leaves no suspended generator (nor its inotify fd)
-                async with contextlib.aclosing(awatch(*present, debounce=WATCH_DEBOUNCE_MS, step=WATCH_STEP_MS,
-                                                      rust_timeout=60_000, stop_event=stop)) as events:
-                    async for _changes in events:
-                        if (now := _existing(roots)) != present:  # a watched root went away
-                            changed.append(now)
-                            break
-                        await self._reload_logged()
-                nursery.cancel_scope.cancel()
+                if parents:
+                    nursery.start_soon(until_a_root_appears, nursery.cancel_scope)
+                nursery.start_soon(once_watching, nursery.cancel_scope)
+                if present:
+                    async with events(present, True) as batches:
+                        async for _changes in batches:
+                            if (now := await _layout(roots)) != layout:  # a watched root went away
+                                changed.append(now)
+                                break
+                            await self._reload_logged()
+                    nursery.cancel_scope.cancel()
         except* (OSError, RuntimeError) as group:  # no inotify, a root removed mid-start: poll instead
             log.warning("agents_watch_fallback_to_polling", error=str(group.exceptions[0])[:200])
             changed.clear()
@@ -347,17 +371,24 @@ class AgentsAPI:
                 await self._reload_logged()
 
 
-def _existing(roots: builtins.list[Path]) -> tuple[Path, ...]:
-    """The roots that are folders now (one ``stat`` each, on the calling thread)."""
-    return tuple(r for r in roots if r.is_dir())
+async def _layout(roots: builtins.list[Path]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """``(the roots that are folders now, the nearest existing parent folder of each
+    one that is not)``, in a worker thread: a ``stat`` that hangs, on a network mount
+    gone away, never stalls the event loop (a cancel abandons it there)."""
+    def look() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        present, parents = [], []
+        for root in roots:
+            if root.is_dir():
+                present.append(root)
+                continue
+            parent = root.parent
+            while not parent.is_dir() and parent != parent.parent:
+                parent = parent.parent
+            if parent not in parents:
+                parents.append(parent)
+        return tuple(present), tuple(parents)
 
-
-async def _roots_change(roots: builtins.list[Path], present: tuple[Path, ...], interval_s: float) -> tuple[Path, ...]:
-    """Wait until the roots that exist differ from ``present`` (checked every ``interval_s``
-    seconds: a folder appearing has no event to wait on short of watching its parent); returns them."""
-    while (now := _existing(roots)) == present:  # noqa: ASYNC110 - polling is the point: see above
-        await trio.sleep(interval_s)
-    return now
+    return await trio.to_thread.run_sync(look, abandon_on_cancel=True)
 
 
 def _write_atomic(directory: Path, path: Path, text: bytes) -> None:
