@@ -180,7 +180,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     from hypercorn.config import Config as HyperConfig
     from hypercorn.trio import serve as hypercorn_serve
 
-    from ongridd.server.app import AppServices, create_app
+    from ongridd.server.app import AppServices, serve_app
     from ongridd.server.auth import Authenticator
     from ongridd.store import Store
 
@@ -203,7 +203,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
         # recovered: clients may connect now; all but /healthz and /metrics wait for ``ready``
         ready = trio.Event()
         services = AppServices(config=config, auth=auth, store=store, ready=ready)
-        app = create_app(services)
+        app = serve_app(services)
         hconf = HyperConfig()
         hconf.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
         hconf.graceful_timeout = HTTP_GRACEFUL_S

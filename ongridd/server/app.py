@@ -1,4 +1,5 @@
-"""The quart-trio application: HTTP API, plugin routes and the chat socket.
+"""The quart-trio application: HTTP API, plugin routes and the console; the
+chat socket (``/ws``) is answered in front of it (:func:`serve_app`).
 
 Built by :func:`create_app` from an :class:`AppServices` bundle; the server
 talks to the runtime only through the small API the bundle exposes (start
@@ -21,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from urllib.parse import urlsplit
 
-from quart import Response, abort, request, websocket
+from quart import Response, request
 from quart_trio import QuartTrio
 
 from ongridd.errors import AuthError, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import get_logger
-from ongridd.server.auth import Authenticator, bearer_token, is_loopback
+from ongridd.server.auth import Authenticator, bearer_token, origin_problem
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
 
@@ -176,13 +176,16 @@ def create_app(services: AppServices) -> QuartTrio:
     async def static_asset(name: str):
         return console_response(name)
 
-    @app.websocket("/ws")
-    async def ws():
-        from ongridd.server.ws import serve_chat_socket
-
-        await serve_chat_socket(websocket, services)
-
     return app
+
+
+def serve_app(services: AppServices) -> Any:
+    """The ASGI application the daemon serves: :func:`create_app`'s routes, with
+    the chat socket (``/ws``) answered in front of them by
+    :class:`~ongridd.server.ws.ChatSocketFront`."""
+    from ongridd.server.ws import ChatSocketFront
+
+    return ChatSocketFront(create_app(services), services)
 
 
 def _plugin_route_of(services: AppServices, method: str, path: str) -> Any:
@@ -210,41 +213,18 @@ def _add_startup_gate(app: QuartTrio, services: AppServices) -> None:
 
 
 def _add_origin_checks(app: QuartTrio, services: AppServices) -> None:
-    """Refuse cross-site and DNS-rebinding requests and sockets (403) before any route runs."""
-
-    def origin_problem(headers: Any) -> str | None:
-        """Browser protection: a cross-site page (Origin of another site) or
-        a DNS-rebinding name (Host not loopback while no tokens are set)
-        must not drive the daemon.  CLIs send no Origin and pass."""
-        host = (headers.get("Host") or "").strip().lower()
-        if services.auth.open_mode:
-            name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-            if name and not is_loopback(name.strip("[]")):
-                return (f"Host {host!r} is not a loopback name; with no tokens configured the daemon answers "
-                        "only requests addressed to 127.0.0.1, localhost or [::1]")
-        origin = headers.get("Origin")
-        if origin is not None:
-            parsed = urlsplit(origin.strip())
-            if origin.strip() == "null" or parsed.netloc.lower() != host:
-                return f"cross-origin request from {origin[:100]!r} refused"
-        return None
+    """Refuse cross-site and DNS-rebinding requests (403) before any route runs (the chat
+    socket checks its own handshake: :class:`~ongridd.server.ws.ChatSocketFront`)."""
 
     @app.before_request
     async def _check_origin():
         route = _plugin_route_of(services, request.method, request.path)
         if route is not None and getattr(route, "auth", "token") == "none":
             return None  # a platform webhook: the handler verifies the caller itself
-        problem = origin_problem(request.headers)
+        problem = origin_problem(request.headers.get("Host"), request.headers.get("Origin"),
+                                 open_mode=services.auth.open_mode)
         if problem:
             return _error(403, "forbidden", problem)
-        return None
-
-    @app.before_websocket
-    async def _check_ws_origin():
-        problem = origin_problem(websocket.headers)
-        if problem:
-            log.warning("websocket_refused", reason=problem)
-            abort(403)
         return None
 
 

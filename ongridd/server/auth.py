@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -79,3 +80,24 @@ def bearer_token(header: str | None) -> str | None:
     if scheme.lower() != "bearer" or not value.strip():
         return None
     return value.strip()
+
+
+def origin_problem(host: str | None, origin: str | None, *, open_mode: bool) -> str | None:
+    """Why a browser must not drive the daemon with this request, or None.
+
+    ``host`` and ``origin``: the request's ``Host`` and ``Origin`` headers
+    (None when absent).  Refused: a cross-site page (an ``Origin`` naming
+    another site, or ``null``) and, with no tokens configured
+    (``open_mode``), a DNS-rebinding name (a ``Host`` that is not a loopback
+    name).  CLIs send no ``Origin`` and pass."""
+    host = (host or "").strip().lower()
+    if open_mode:
+        name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+        if name and not is_loopback(name.strip("[]")):
+            return (f"Host {host!r} is not a loopback name; with no tokens configured the daemon answers "
+                    "only requests addressed to 127.0.0.1, localhost or [::1]")
+    if origin is not None:
+        parsed = urlsplit(origin.strip())
+        if origin.strip() == "null" or parsed.netloc.lower() != host:
+            return f"cross-origin request from {origin[:100]!r} refused"
+    return None

@@ -1,5 +1,10 @@
 """The chat socket (docs/architecture.md §15.5).
 
+Served straight from ASGI (:class:`ChatSocketFront`, in front of the HTTP
+app): the handshake's origin check, then :func:`serve_chat_socket` over an
+:class:`AsgiSocket`.  (Through quart's websocket layer each connection cost
+a request context, signals and a task relaying every received message.)
+
 One coroutine per connection: a reader that validates client frames and a
 writer that forwards the session's event frames.  The connection never
 owns a turn: turns run in the runtime's service nursery, so a client that
@@ -11,6 +16,7 @@ ended while it was away.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -19,6 +25,7 @@ import trio
 from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WS_CLIENTS
+from ongridd.server.auth import origin_problem
 from ongridd.typenames import type_name
 
 log = get_logger(__name__)
@@ -157,7 +164,7 @@ class _Conn:
             return False
         except trio.Cancelled:
             raise
-        except Exception as exc:  # noqa: BLE001 - quart raises its own errors on a closed socket
+        except Exception as exc:  # noqa: BLE001 - the server may raise its own errors on a closed socket
             log.debug("ws_send_failed", error=repr(exc))
             return False
 
@@ -238,8 +245,7 @@ class _Conn:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                while True:
-                    raw = await self.ws.receive()
+                while (raw := await self.ws.receive()) is not None:
                     try:
                         await self.handle(_parse(raw))
                     except BadFrame as exc:
@@ -254,6 +260,7 @@ class _Conn:
                         await self.error("busy", str(exc))
                     except OngridError as exc:
                         await self.error("internal", str(exc))
+                nursery.cancel_scope.cancel()  # the client went away: the writer goes too
         finally:
             WS_CLIENTS.dec()
             if self.session_id is not None:  # an empty thread this connection created goes with it
@@ -265,14 +272,15 @@ CLOSE_TRY_AGAIN_LATER = 1013
 
 
 async def serve_chat_socket(ws: Any, services: Any) -> None:
-    """Serve one websocket connection until the client goes away.
+    """Serve one websocket connection (an :class:`AsgiSocket`, not yet
+    accepted) until the client goes away, then close it (1000).
 
     A socket opened during start-up is accepted at once and its frames wait
     (unread) until the daemon is ready (``services.wait_ready()``, at most
     ``services.startup_wait_s``); when that runs out it gets one ``error``
-    frame with code ``starting`` and is closed (1013).  Cancellation (client
-    disconnect, server shutdown) ends only this connection's tasks; running
-    turns are untouched.
+    frame with code ``starting`` and is closed (1013).  A client that goes
+    away, or cancellation (server shutdown), ends only this connection's
+    tasks; running turns are untouched.
     """
     try:
         if not await _ready_or_refused(ws, services):
@@ -282,6 +290,88 @@ async def serve_chat_socket(ws: Any, services: Any) -> None:
         raise
     except Exception:
         log.exception("ws_connection_failed")
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await ws.close()
+
+
+class AsgiSocket:
+    """One ASGI websocket connection as the chat socket uses it.
+
+    ``scope``: the ASGI scope.  :meth:`receive` returns a message's text (or
+    its bytes), None once the client has gone; :meth:`send` sends one text
+    message (``trio.ClosedResourceError`` once the socket is closed);
+    :meth:`close` closes it (refuses the handshake, HTTP 403, when not yet
+    accepted), at most once."""
+
+    def __init__(self, scope: Any, receive: Any, send: Any):
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+        self.accepted = False
+        self.closed = False
+
+    async def accept(self) -> None:
+        if not self.accepted:
+            self.accepted = True
+            await self._send({"type": "websocket.accept"})
+
+    async def receive(self) -> str | bytes | None:
+        while not self.closed:
+            event = await self._receive()
+            kind = event.get("type")
+            if kind == "websocket.receive":
+                text = event.get("text")
+                return text if text is not None else bytes(event.get("bytes") or b"")
+            if kind == "websocket.disconnect":
+                self.closed = True
+        return None
+
+    async def send(self, text: str) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("the chat socket is closed")
+        await self._send({"type": "websocket.send", "text": text})
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        if not self.closed:
+            self.closed = True
+            await self._send({"type": "websocket.close", "code": code, "reason": reason})
+
+
+def _header(scope: Any, name: bytes) -> str | None:
+    """The first value of a request header (``name`` lower-case), None when absent."""
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+class ChatSocketFront:
+    """ASGI app: the chat socket (a websocket to ``/ws``) answered here, every
+    other request passed to ``app``.
+
+    A handshake a browser must not make (:func:`~ongridd.server.auth.origin_problem`:
+    another site's ``Origin``, or a non-loopback ``Host`` while no tokens are
+    set) is refused with HTTP 403 and a ``websocket_refused`` log line.
+    Cancellation (server shutdown) ends the connection's own tasks only."""
+
+    def __init__(self, app: Any, services: Any):
+        self.app = app
+        self.services = services
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "websocket" or scope.get("path") != "/ws":
+            await self.app(scope, receive, send)
+            return
+        ws = AsgiSocket(scope, receive, send)
+        if (await receive()).get("type") != "websocket.connect":
+            return
+        problem = origin_problem(_header(scope, b"host"), _header(scope, b"origin"),
+                                 open_mode=self.services.auth.open_mode)
+        if problem:
+            log.warning("websocket_refused", peer=_peer(scope), reason=problem)
+            await ws.close()
+            return
+        await serve_chat_socket(ws, self.services)
 
 
 async def _ready_or_refused(ws: Any, services: Any) -> bool:
@@ -303,6 +393,6 @@ async def _ready_or_refused(ws: Any, services: Any) -> bool:
         pass
     except trio.Cancelled:
         raise
-    except Exception as exc:  # noqa: BLE001 - quart raises its own errors on a closed socket
+    except Exception as exc:  # noqa: BLE001 - the server may raise its own errors on a closed socket
         log.debug("ws_send_failed", error=repr(exc))
     return False

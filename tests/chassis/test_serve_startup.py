@@ -17,8 +17,9 @@ from pathlib import Path
 import trio
 
 from ongridd.config import Config
-from ongridd.server.app import AppServices, create_app
+from ongridd.server.app import AppServices, create_app, serve_app
 from ongridd.server.auth import Authenticator
+from tests.chassis.asgi_socket import asgi_socket
 from tests.chassis.test_serve import wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,12 +77,14 @@ async def test_a_request_that_waits_too_long_gets_503_starting():
 
 
 async def test_a_socket_that_waits_too_long_gets_an_error_frame_starting():
-    app, _ = starting_app(wait_s=0.2)
-    async with app.test_client().websocket("/ws") as ws:
-        await ws.send(json.dumps({"type": "hello"}))
-        frame = json.loads(await ws.receive())
+    _, services = starting_app(wait_s=0.2)
+    async with asgi_socket(serve_app(services)) as ws:
+        await ws.send({"type": "hello"})
+        frame = await ws.frame()
+        closed = await ws.event()
     assert frame["type"] == "error" and frame["code"] == "starting"
     assert "still starting" in frame["message"]
+    assert closed["type"] == "websocket.close" and closed["code"] == 1013
 
 
 # ---- a real ``ongridd serve`` -----------------------------------------------
