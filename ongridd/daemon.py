@@ -182,6 +182,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
 
     from ongridd.server.app import AppServices, serve_app
     from ongridd.server.auth import Authenticator
+    from ongridd.server.ws import MAX_MESSAGE_BYTES
     from ongridd.store import Store
 
     host, port = parse_listen(config.server.listen)
@@ -210,6 +211,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
         hconf.accesslog = None
         hconf.errorlog = None
         hconf.keep_alive_timeout = 30
+        hconf.websocket_max_message_size = MAX_MESSAGE_BYTES  # read into memory before any check of ours
 
         shutdown = trio.Event()
         try:

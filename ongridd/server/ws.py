@@ -32,6 +32,9 @@ log = get_logger(__name__)
 
 MAX_FRAME_CHARS = 64 * 1024
 MAX_TEXT_CHARS = 32 * 1024
+#: the largest client message the server reads at all (bytes; a frame of MAX_FRAME_CHARS is at
+#: most 4 bytes a character): a larger one closes the socket (1009, message too big) unread
+MAX_MESSAGE_BYTES = 4 * MAX_FRAME_CHARS
 
 
 class BadFrame(Exception):

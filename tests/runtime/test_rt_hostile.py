@@ -9,7 +9,7 @@ import json
 import httpx2
 import pytest
 import trio
-from trio_websocket import HandshakeError, open_websocket_url
+from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
 from ongridd.runtime.decision import parse_decision
 from tests.runtime.rt_helpers import open_daemon
@@ -47,6 +47,28 @@ async def test_cross_origin_and_rebinding_requests_are_refused(tmp_path):
         with pytest.raises(HandshakeError):
             async with open_websocket_url(d.ws_url, extra_headers=[("Origin", "http://evil.example")]):
                 pass
+
+
+async def test_an_oversized_socket_message_is_refused_and_the_daemon_goes_on(tmp_path):
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        async with open_websocket_url(d.ws_url) as ws:  # over the frame limit, under the message limit
+            await ws.send_message(json.dumps({"type": "user_message", "text": "x" * (70 * 1024)}))
+            frame = json.loads(await ws.get_message())
+            assert frame["code"] == "bad_frame" and "frame too large" in frame["message"]
+        # over the message limit: never read whole.  (The HTTP server then leaves the close handshake
+        # unfinished; the client drops the connection rather than wait for it, and the server's side
+        # of it ends with the client's.)
+        with trio.move_on_after(30) as dropped:
+            async with open_websocket_url(d.ws_url) as ws:
+                await ws.send_message("x" * (1024 * 1024))
+                with pytest.raises(ConnectionClosed) as closed:
+                    await ws.get_message()
+                assert closed.value.reason.code == 1009
+                dropped.cancel()
+        assert dropped.cancelled_caught
+        async with d.ws("after") as c:
+            await c.send({"type": "user_message", "text": "still there?"})
+            assert (await c.until_type("final"))["text"] == "hi"
 
 
 async def test_persona_api_refuses_reviewer_binary_and_oversize(tmp_path):
