@@ -354,7 +354,8 @@ class ChatSocketFront:
 
     A handshake a browser must not make (:func:`~ongridd.server.auth.origin_problem`:
     another site's ``Origin``, or a non-loopback ``Host`` while no tokens are
-    set) is refused with HTTP 403 and a ``websocket_refused`` log line.
+    set) is refused with HTTP 403 and a ``websocket_refused`` log line; one
+    over HTTP/2 with 400 (the socket speaks HTTP/1.1 only).
     Cancellation (server shutdown) ends the connection's own tasks only."""
 
     def __init__(self, app: Any, services: Any):
@@ -365,16 +366,32 @@ class ChatSocketFront:
         if scope.get("type") != "websocket" or scope.get("path") != "/ws":
             await self.app(scope, receive, send)
             return
-        ws = AsgiSocket(scope, receive, send)
+        if scope.get("http_version", "1.1") not in ("1.0", "1.1"):
+            # over HTTP/2 the server may fail the stream and never send this app another event
+            await _refuse(scope, send, 400, "bad_request", "the chat socket speaks HTTP/1.1 only; "
+                                                           "connect without HTTP/2")
+            return
         if (await receive()).get("type") != "websocket.connect":
             return
         problem = origin_problem(_header(scope, b"host"), _header(scope, b"origin"),
                                  open_mode=self.services.auth.open_mode)
         if problem:
             log.warning("websocket_refused", peer=_peer(scope), reason=problem)
-            await ws.close()
+            await _refuse(scope, send, 403, "forbidden", problem)
             return
-        await serve_chat_socket(ws, self.services)
+        await serve_chat_socket(AsgiSocket(scope, receive, send), self.services)
+
+
+async def _refuse(scope: Any, send: Any, status: int, code: str, message: str) -> None:
+    """Refuse a handshake: an HTTP answer (``status``, JSON body ``{"error": {"code",
+    "message"}}``) where the server supports it, else a close before accept (HTTP 403)."""
+    if "websocket.http.response" not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": 1000, "reason": ""})
+        return
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    await send({"type": "websocket.http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 async def _ready_or_refused(ws: Any, services: Any) -> bool:

@@ -37,13 +37,15 @@ class AsgiSocketClient:
 
 @contextlib.asynccontextmanager
 async def asgi_socket(app: Any, path: str = "/ws", headers: list[tuple[bytes, bytes]] | None = None,
-                      client: tuple[str, int] = ("127.0.0.1", 40000)) -> AsyncIterator[AsgiSocketClient]:
+                      client: tuple[str, int] = ("127.0.0.1", 40000), http_version: str = "1.1",
+                      extensions: dict[str, Any] | None = None) -> AsyncIterator[AsgiSocketClient]:
     """Open a websocket scope on ``app``; on exit the client disconnects and the app is awaited."""
     to_app, app_receive = trio.open_memory_channel[dict](64)
     app_send, from_app = trio.open_memory_channel[dict](64)
     scope = {"type": "websocket", "asgi": {"version": "3.0"}, "scheme": "ws", "path": path, "raw_path": path.encode(),
              "query_string": b"", "root_path": "", "headers": headers or [(b"host", b"127.0.0.1")],
-             "client": client, "server": ("127.0.0.1", 8080), "subprotocols": [], "extensions": {}}
+             "client": client, "server": ("127.0.0.1", 8080), "subprotocols": [], "http_version": http_version,
+             "extensions": extensions or {}}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(app, scope, app_receive.receive, app_send.send)
         await to_app.send({"type": "websocket.connect"})

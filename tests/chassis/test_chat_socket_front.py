@@ -3,6 +3,8 @@ check, other websocket paths left to the app, a client that leaves."""
 
 from __future__ import annotations
 
+import json
+
 import trio
 
 from ongridd.config import Config
@@ -43,6 +45,33 @@ async def test_a_cross_site_handshake_is_refused_before_it_is_accepted():
     async with asgi_socket(app(), headers=headers) as ws:
         event = await ws.event()
     assert event["type"] == "websocket.close"  # before an accept: the server answers HTTP 403
+
+
+async def test_where_the_server_can_answer_a_refusal_is_an_http_403_with_the_reason():
+    headers = [(b"host", b"127.0.0.1:8080"), (b"origin", b"http://evil.example")]
+    async with asgi_socket(app(), headers=headers, extensions={"websocket.http.response": {}}) as ws:
+        start, body = await ws.event(), await ws.event()
+    assert start["type"] == "websocket.http.response.start" and start["status"] == 403
+    error = json.loads(body["body"])["error"]
+    assert error["code"] == "forbidden" and "cross-origin" in error["message"]
+
+
+async def test_a_socket_over_http2_is_refused_before_waiting_for_any_event():
+    # the app must not wait for websocket.connect: a failed HTTP/2 stream may never send it
+    scope = {"type": "websocket", "path": "/ws", "http_version": "2", "headers": [(b"host", b"127.0.0.1")],
+             "extensions": {"websocket.http.response": {}}}
+    sent: list[dict] = []
+
+    async def never() -> dict:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def send(event: dict) -> None:
+        sent.append(event)
+
+    with trio.fail_after(5):
+        await app()(scope, never, send)
+    assert sent[0]["status"] == 400 and b"HTTP/1.1 only" in sent[1]["body"]
 
 
 async def test_a_rebinding_host_is_refused_while_no_tokens_are_set():

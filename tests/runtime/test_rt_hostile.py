@@ -49,6 +49,29 @@ async def test_cross_origin_and_rebinding_requests_are_refused(tmp_path):
                 pass
 
 
+async def test_a_crafted_upgrade_request_ends_only_its_own_connection(tmp_path):
+    # a websocket upgrade with a byte pipelined behind it: the HTTP server answers 400, then its
+    # protocol state machine raises; that must end the one connection, not the daemon
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        host = d.base_url.removeprefix("http://")
+        name, port = host.rsplit(":", 1)
+        for path in ("/ws", "/elsewhere"):
+            stream = await trio.open_tcp_stream(name, int(port))
+            await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+                                  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                  "Sec-WebSocket-Version: 13\r\n\r\nx".encode())
+            with trio.fail_after(10):
+                answer = await stream.receive_some(4096)
+            assert answer.startswith(b"HTTP/1.1 400")
+            await stream.aclose()
+        await trio.sleep(0.2)
+        async with httpx2.AsyncClient() as http:
+            assert (await http.get(d.base_url + "/healthz")).status_code == 200
+        async with d.ws("after") as c:
+            await c.send({"type": "user_message", "text": "still there?"})
+            assert (await c.until_type("final"))["text"] == "hi"
+
+
 async def test_an_oversized_socket_message_is_refused_and_the_daemon_goes_on(tmp_path):
     async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
         async with open_websocket_url(d.ws_url) as ws:  # over the frame limit, under the message limit
