@@ -270,6 +270,9 @@ class _Conn:
                 await self.runtime.release_thread(self.session_id, created=self.created)
 
 
+#: how long the front waits for the server's ``websocket.connect`` (seconds)
+CONNECT_WAIT_S = 10.0
+
 #: close code of a socket refused because the daemon is still starting (RFC 6455 "try again later")
 CLOSE_TRY_AGAIN_LATER = 1013
 
@@ -366,12 +369,14 @@ class ChatSocketFront:
         if scope.get("type") != "websocket" or scope.get("path") != "/ws":
             await self.app(scope, receive, send)
             return
+        connect: dict = {}
+        with trio.move_on_after(CONNECT_WAIT_S):  # over HTTP/2 a failed stream may never send it
+            connect = await receive()
         if scope.get("http_version", "1.1") not in ("1.0", "1.1"):
-            # over HTTP/2 the server may fail the stream and never send this app another event
             await _refuse(scope, send, 400, "bad_request", "the chat socket speaks HTTP/1.1 only; "
                                                            "connect without HTTP/2")
             return
-        if (await receive()).get("type") != "websocket.connect":
+        if connect.get("type") != "websocket.connect":
             return
         problem = origin_problem(_header(scope, b"host"), _header(scope, b"origin"),
                                  open_mode=self.services.auth.open_mode)
@@ -390,8 +395,9 @@ async def _refuse(scope: Any, send: Any, status: int, code: str, message: str) -
         return
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     await send({"type": "websocket.http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "websocket.http.response.body", "body": body})
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "websocket.http.response.body", "body": body, "more_body": True})
+    await send({"type": "websocket.http.response.body", "body": b"", "more_body": False})
 
 
 async def _ready_or_refused(ws: Any, services: Any) -> bool:

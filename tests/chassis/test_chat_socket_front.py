@@ -7,6 +7,7 @@ import json
 
 import trio
 
+import ongridd.server.ws as ws_module
 from ongridd.config import Config
 from ongridd.server.app import AppServices, serve_app
 from ongridd.server.auth import Authenticator
@@ -56,8 +57,9 @@ async def test_where_the_server_can_answer_a_refusal_is_an_http_403_with_the_rea
     assert error["code"] == "forbidden" and "cross-origin" in error["message"]
 
 
-async def test_a_socket_over_http2_is_refused_before_waiting_for_any_event():
-    # the app must not wait for websocket.connect: a failed HTTP/2 stream may never send it
+async def test_a_socket_over_http2_is_refused_even_when_the_server_never_sends_connect(monkeypatch):
+    # the app must not wait for websocket.connect for ever: a failed HTTP/2 stream may never send it
+    monkeypatch.setattr(ws_module, "CONNECT_WAIT_S", 0.2)
     scope = {"type": "websocket", "path": "/ws", "http_version": "2", "headers": [(b"host", b"127.0.0.1")],
              "extensions": {"websocket.http.response": {}}}
     sent: list[dict] = []
