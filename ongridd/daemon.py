@@ -181,8 +181,8 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     from hypercorn.trio import serve as hypercorn_serve
 
     from ongridd.server.app import AppServices, serve_app
-    from ongridd.server.connections import contain_connection_errors
     from ongridd.server.auth import Authenticator
+    from ongridd.server.connections import contain_connection_errors
     from ongridd.server.ws import MAX_MESSAGE_BYTES
     from ongridd.store import Store
 

@@ -18,15 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ongridd.errors import leaf_exceptions
 from ongridd.logs import get_logger
 
 log = get_logger(__name__)
-
-
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def contain_connection_errors() -> None:
@@ -46,7 +41,7 @@ def contain_connection_errors() -> None:
         try:
             await original(self)
         except Exception as exc:  # noqa: BLE001 - one connection's protocol error must not end the server
-            leaf = _first_leaf(exc)
+            leaf = leaf_exceptions(exc)[0]
             log.warning("http_connection_failed", error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
                         detail=(str(leaf).splitlines() or [""])[0][:200])
 
