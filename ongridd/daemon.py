@@ -34,6 +34,9 @@ log = get_logger(__name__)
 
 DRAIN_GRACE_S = 4.0
 HTTP_GRACEFUL_S = 1.0
+#: after the HTTP server's own grace, how long a connection may still take to end at a stop
+#: before its socket is closed (seconds)
+STALLED_GRACE_S = 1.0
 
 
 @attrs.define
@@ -182,7 +185,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
 
     from ongridd.server.app import AppServices, serve_app
     from ongridd.server.auth import Authenticator
-    from ongridd.server.connections import contain_connection_errors
+    from ongridd.server.connections import close_stalled_connections, contain_connection_errors
     from ongridd.server.ws import MAX_MESSAGE_BYTES
     from ongridd.store import Store
 
@@ -224,11 +227,16 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
                 notify("STATUS=starting; /healthz answers on " + base_url)
                 if signals is not None:  # from now on: a SIGTERM during start-up stops it too
                     root.start_soon(_signal_watch, signals, shutdown)
-                await _run_services(config, model=model, secrets=secrets, store=store, services=services,
-                                    signals=signals, shutdown=shutdown, base_url=base_url,
-                                    on_ready=lambda: task_status.started(DaemonHandle(
-                                        base_url=base_url, services=services, shutdown=shutdown,
-                                        stopped=stopped)))
+                try:
+                    await _run_services(config, model=model, secrets=secrets, store=store, services=services,
+                                        signals=signals, shutdown=shutdown, base_url=base_url,
+                                        on_ready=lambda: task_status.started(DaemonHandle(
+                                            base_url=base_url, services=services, shutdown=shutdown,
+                                            stopped=stopped)))
+                finally:
+                    # a client that stopped reading must not hold the stop: hypercorn's sends to it
+                    # are shielded, so once the server's own grace is over its socket is closed
+                    root.start_soon(close_stalled_connections, app, HTTP_GRACEFUL_S + STALLED_GRACE_S)
                 root.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             failure = None if ready.is_set() else _sole_startup_failure(group)

@@ -12,16 +12,44 @@ per-connection handler (``hypercorn.trio.tcp_server.TCPServer.run``): an
 error's type and first line) and ends only that connection, whose socket
 hypercorn has closed on the way out.  Cancellation and other
 ``BaseException``\\ s pass through unchanged.
+
+The wrapper also turns on TCP keepalive for every accepted connection
+(:func:`set_keepalive`): a peer that vanished without closing is dropped
+by the kernel within minutes instead of holding its connection for ever.
+And it keeps the set of connections in progress, so that a stop
+is never held by a client that stopped reading: hypercorn sends under a
+cancel shield, so a send to such a client (its socket buffers full) cannot
+be cancelled and would keep the daemon alive for as long as the client
+stays connected.  :func:`close_stalled_connections` closes, after a grace
+period, the sockets of the connections still open (a waiting send then
+fails with ``ClosedResourceError``, which hypercorn handles as a closed
+connection).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 from ongridd.errors import leaf_exceptions
 from ongridd.logs import get_logger
 
 log = get_logger(__name__)
+
+#: hypercorn connection handlers (``TCPServer``) in progress, in any server of this process
+_LIVE: set[Any] = set()
+#: TCP keepalive of every accepted connection: a peer that vanished without closing (a laptop
+#: that slept, a dropped network path) is found by the kernel's probes after this much silence
+#: (seconds), probed every KEEPALIVE_INTERVAL_S, given up after KEEPALIVE_PROBES unanswered probes
+KEEPALIVE_IDLE_S = 60
+KEEPALIVE_INTERVAL_S = 10
+KEEPALIVE_PROBES = 6
+#: data the peer has not acknowledged for this long (or a receive window it keeps closed: a
+#: client that stopped reading) ends the connection (``TCP_USER_TIMEOUT``, milliseconds)
+USER_TIMEOUT_MS = 120_000
+#: events set whenever one of those ends (:func:`close_stalled_connections` waits on one)
+_ENDED: set[trio.Event] = set()
 
 
 def contain_connection_errors() -> None:
@@ -38,13 +66,92 @@ def contain_connection_errors() -> None:
         return
 
     async def run(self: Any) -> None:
+        _LIVE.add(self)
+        set_keepalive(_socket_of(self))
         try:
             await original(self)
         except Exception as exc:  # noqa: BLE001 - one connection's protocol error must not end the server
             leaf = leaf_exceptions(exc)[0]
             log.warning("http_connection_failed", error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
                         detail=(str(leaf).splitlines() or [""])[0][:200])
+        finally:
+            _LIVE.discard(self)
+            for ended in list(_ENDED):
+                ended.set()
 
     run._ongrid_contained = True  # type: ignore[attr-defined]
     run.__doc__ = original.__doc__
     TCPServer.run = run  # type: ignore[method-assign]
+
+
+def set_keepalive(sock: Any) -> None:
+    """Turn on TCP keepalive (and the unacknowledged-data timeout) on an
+    accepted TCP socket; a socket without those options (a UNIX socket)
+    or one already closed is left as it is."""
+    import socket
+
+    if sock is None or getattr(sock, "family", None) not in (socket.AF_INET, socket.AF_INET6):
+        return
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+                        ("TCP_KEEPCNT", KEEPALIVE_PROBES), ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS)):
+        if hasattr(socket, name):  # Linux; other systems keep their defaults for what they lack
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    try:
+        for level, option, value in options:
+            sock.setsockopt(level, option, value)
+    except OSError as exc:  # the peer already went away
+        log.debug("keepalive_not_set", error=str(exc))
+
+
+def _served_by(server: Any, app: Any) -> bool:
+    """Whether hypercorn's connection handler ``server`` serves ``app`` (hypercorn wraps the
+    ASGI app it was given in an ``ASGIWrapper`` whose ``app`` is the original)."""
+    wrapper = getattr(server, "app", None)
+    return wrapper is app or getattr(wrapper, "app", None) is app
+
+
+def open_connections(app: Any) -> int:
+    """How many connections of the server serving ``app`` are in progress."""
+    return sum(1 for server in list(_LIVE) if _served_by(server, app))
+
+
+def _socket_of(server: Any) -> Any:
+    stream = getattr(server, "stream", None)
+    sock = getattr(stream, "socket", None)
+    if sock is None:  # a TLS stream: its transport's socket
+        sock = getattr(getattr(stream, "transport_stream", None), "socket", None)
+    return sock
+
+
+async def close_stalled_connections(app: Any, grace_s: float) -> int:
+    """Wait up to ``grace_s`` seconds for the connections serving ``app`` to
+    end, then close the sockets of those still open; returns how many were
+    closed (each is logged, ``connection_closed_at_stop``).
+
+    Runs under a cancel shield (it is meant to run while the server's
+    nursery is being cancelled): it returns as soon as the last connection
+    has ended, at most ``grace_s`` later."""
+    closed = 0
+    with trio.CancelScope(shield=True):
+        with trio.move_on_after(grace_s):
+            while open_connections(app):
+                ended = trio.Event()
+                _ENDED.add(ended)
+                try:
+                    await ended.wait()
+                finally:
+                    _ENDED.discard(ended)
+        for server in [s for s in list(_LIVE) if _served_by(s, app)]:
+            sock = _socket_of(server)
+            if sock is None or sock.fileno() < 0:
+                continue
+            try:
+                peer = ":".join(str(part) for part in sock.getpeername()[:2])
+            except OSError:
+                peer = None
+            sock.close()  # wakes a blocked send or receive with ClosedResourceError
+            closed += 1
+            log.warning("connection_closed_at_stop", peer=peer,
+                        reason=f"still open {grace_s:g} s after the stop began (a client that stopped reading)")
+    return closed

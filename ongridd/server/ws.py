@@ -35,6 +35,14 @@ MAX_TEXT_CHARS = 32 * 1024
 #: the largest client message the server reads at all (bytes; a frame of MAX_FRAME_CHARS is at
 #: most 4 bytes a character): a larger one closes the socket (1009, message too big) unread
 MAX_MESSAGE_BYTES = 4 * MAX_FRAME_CHARS
+#: refused hellos (wrong or missing token) one connection may send; the last is answered, then the
+#: socket is closed (1008): guessing tokens costs a new connection every few tries
+MAX_REFUSED_HELLOS = 5
+#: seconds a connection may stay without a thread (no accepted hello, no implicit one) before
+#: it is told so and closed (1008); the daemon being ready starts the clock
+HELLO_TIMEOUT_S = 30.0
+#: close code of a socket closed for what its client did or did not send (RFC 6455 "policy violation")
+CLOSE_POLICY_VIOLATION = 1008
 
 
 class BadFrame(Exception):
@@ -148,6 +156,9 @@ class _Conn:
         self.send_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self.writer_scope: trio.CancelScope | None = None
+        self.refused_hellos = 0
+        #: the close code this connection ends with (1000 unless it was closed for a policy reason)
+        self.close_code = 1000
 
     async def send(self, frame: dict) -> bool:
         """Send one frame; False when the socket is gone (never raises)."""
@@ -242,18 +253,43 @@ class _Conn:
         elif kind == "stop":
             await self.runtime.stop(self.session_id, user_id=self.user, task_id=frame.get("task_id"))
 
+    async def _receive(self, hello_by: float) -> str | bytes | None:
+        """The client's next message (None once it has gone); while the
+        connection has no thread, waiting past ``hello_by`` (trio time)
+        tells the client so and ends the connection (None, ``close_code``
+        1008)."""
+        if self.session_id is not None:
+            return await self.ws.receive()
+        with trio.move_on_at(hello_by):
+            return await self.ws.receive()
+        log.warning("connection_closed", peer=_peer(self.ws.scope), reason="no hello")
+        await self.error("unauthorized", f"no accepted hello within {HELLO_TIMEOUT_S:g} s; closing")
+        self.close_code = CLOSE_POLICY_VIOLATION
+        return None
+
     async def run(self) -> None:
+        """Serve the connection until the client goes away, or until it is
+        closed for a policy reason (``close_code`` 1008): a hello refused
+        ``MAX_REFUSED_HELLOS`` times, or none accepted within
+        ``HELLO_TIMEOUT_S``."""
         await self.ws.accept()
         WS_CLIENTS.inc()
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                while (raw := await self.ws.receive()) is not None:
+                hello_by = trio.current_time() + HELLO_TIMEOUT_S
+                while (raw := await self._receive(hello_by)) is not None:
                     try:
                         await self.handle(_parse(raw))
                     except BadFrame as exc:
                         await self.error("bad_frame", str(exc))
                     except AuthError as exc:
+                        self.refused_hellos += 1
+                        if self.refused_hellos >= MAX_REFUSED_HELLOS:
+                            await self.error("unauthorized", f"{exc}; {self.refused_hellos} hellos refused on "
+                                                             "this connection, closing it")
+                            self.close_code = CLOSE_POLICY_VIOLATION
+                            break
                         await self.error("unauthorized", str(exc))
                     except NotFound as exc:
                         await self.error("not_found", str(exc))
@@ -279,7 +315,9 @@ CLOSE_TRY_AGAIN_LATER = 1013
 
 async def serve_chat_socket(ws: Any, services: Any) -> None:
     """Serve one websocket connection (an :class:`AsgiSocket`, not yet
-    accepted) until the client goes away, then close it (1000).
+    accepted) until the client goes away, then close it (1000; 1008 when
+    :class:`_Conn` ended it for a policy reason: hellos refused
+    ``MAX_REFUSED_HELLOS`` times, or none accepted within ``HELLO_TIMEOUT_S``).
 
     A socket opened during start-up is accepted at once and its frames wait
     (unread) until the daemon is ready (``services.wait_ready()``, at most
@@ -291,13 +329,16 @@ async def serve_chat_socket(ws: Any, services: Any) -> None:
     try:
         if not await _ready_or_refused(ws, services):
             return
-        await _Conn(ws, services).run()
+        conn = _Conn(ws, services)
+        await conn.run()
+        code = conn.close_code
     except trio.Cancelled:
         raise
     except Exception:
         log.exception("ws_connection_failed")
+        code = 1000
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-        await ws.close()
+        await ws.close(code)
 
 
 class AsgiSocket:
