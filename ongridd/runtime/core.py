@@ -29,7 +29,7 @@ from ongridd.runtime import frames
 from ongridd.runtime.admission import Ticket, TurnAdmission
 from ongridd.runtime.agentrun import AgentRunner
 from ongridd.runtime.control import ControlDeps, DedupTable, build_control_tools
-from ongridd.runtime.hub import SessionHub
+from ongridd.runtime.hub import SessionHub, UndeliveredEnds
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
@@ -131,6 +131,8 @@ class Runtime:
         self.holder = holder
         self._model = model
         self.hubs: dict[str, SessionHub] = {}
+        #: the turn-ending frames hubs keep for a client that may re-attach, bounded in all
+        self.undelivered = UndeliveredEnds()
         self.turns: dict[str, Turn] = {}
         self.dedup: dict[str, DedupTable] = {}
         # connections attached to a thread (open_thread(hold=True)), and the
@@ -211,6 +213,7 @@ class Runtime:
         for sid, table in list(self.dedup.items()):
             if sid not in self.turns and table.idle():
                 del self.dedup[sid]
+        self.undelivered.prune()
         for sid, hub in list(self.hubs.items()):
             if sid not in self.turns and hub.idle:
                 del self.hubs[sid]
@@ -578,6 +581,10 @@ class Runtime:
                          status=turn_outcome(status), duration_ms=int((time.monotonic() - turn.started) * 1000),
                          tool_calls=turn.tool_calls, workers=turn.workers)
             hub.end_turn(end)
+            if hub.undelivered_end is not None or len(self.undelivered):
+                for dropped in self.undelivered.note(turn.session_id, hub):
+                    log.info("undelivered_answer_dropped", session_id=dropped,
+                             reason="too many answers waiting for a client to re-attach; the transcript has it")
             turn.done.set()
             if leftover:
                 self._follow_up(turn, "\n\n".join(leftover))

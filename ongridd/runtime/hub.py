@@ -7,12 +7,17 @@ Publishing never blocks and never fails: a subscriber whose buffer is full
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
 import trio
 
 SUBSCRIBER_BUFFER = 16384  # frames; a 256 KB answer streams as 16,384 token frames
+#: turn-ending frames kept for threads nobody was attached to, at most (oldest dropped first)
+MAX_UNDELIVERED = 256
+#: and at most this many characters of text and html in all
+MAX_UNDELIVERED_CHARS = 8_000_000
 
 
 class SessionHub:
@@ -81,3 +86,53 @@ class SessionHub:
             self._subscribers.discard(send)
             send.close()
             recv.close()
+
+
+def frame_chars(frame: dict[str, Any]) -> int:
+    """The characters of a frame's ``text``, ``html`` and ``message`` (what
+    makes a kept frame large)."""
+    return sum(len(v) for k in ("text", "html", "message") if isinstance(v := frame.get(k), str))
+
+
+class UndeliveredEnds:
+    """Bounds the turn-ending frames that hubs keep for a client that may
+    re-attach: at most ``max_frames`` of them and ``max_chars`` characters in
+    all.  Past either bound the oldest is dropped from its hub (the answer
+    stays in the stored transcript); :meth:`note` returns the session ids
+    whose frame was dropped."""
+
+    def __init__(self, max_frames: int = MAX_UNDELIVERED, max_chars: int = MAX_UNDELIVERED_CHARS) -> None:
+        self.max_frames = max_frames
+        self.max_chars = max_chars
+        self._kept: OrderedDict[str, tuple[SessionHub, dict[str, Any], int]] = OrderedDict()
+        self.chars = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def note(self, session_id: str, hub: SessionHub) -> list[str]:
+        """Call after ``hub.end_turn``: counts the hub's undelivered frame (if
+        any) and drops the oldest past the bounds."""
+        old = self._kept.pop(session_id, None)
+        if old is not None:
+            self.chars -= old[2]
+        frame = hub.undelivered_end
+        if frame is not None:
+            size = frame_chars(frame)
+            self._kept[session_id] = (hub, frame, size)
+            self.chars += size
+        dropped: list[str] = []
+        while self._kept and (len(self._kept) > self.max_frames or self.chars > self.max_chars):
+            sid, (old_hub, old_frame, size) = self._kept.popitem(last=False)
+            self.chars -= size
+            if old_hub.undelivered_end is old_frame:  # still waiting: a client never came back
+                old_hub.undelivered_end = None
+                dropped.append(sid)
+        return dropped
+
+    def prune(self) -> None:
+        """Forget the frames that were delivered (their client re-attached)."""
+        for sid, (hub, frame, size) in list(self._kept.items()):
+            if hub.undelivered_end is not frame:
+                del self._kept[sid]
+                self.chars -= size

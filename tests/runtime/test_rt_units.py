@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from ongridd.runtime.control import DedupTable, canonical_prompt, dedup_key
-from ongridd.runtime.hub import SUBSCRIBER_BUFFER, SessionHub
+from ongridd.runtime.hub import SUBSCRIBER_BUFFER, SessionHub, UndeliveredEnds
 from ongridd.runtime.workers import WorkerOutcome
 
 
@@ -140,6 +140,36 @@ async def test_a_turn_ending_with_a_subscriber_delivers_live():
         assert chan.receive_nowait() == {"type": "final", "text": "live", "html": "<p>live</p>\n"}
     with hub.subscribe() as (initial, _):
         assert initial == []
+
+
+def _ended(text: str) -> SessionHub:
+    hub = SessionHub()
+    hub.end_turn({"type": "final", "text": text, "html": ""})
+    return hub
+
+
+def test_undelivered_answers_are_bounded_in_count_and_size_oldest_dropped_first():
+    kept = UndeliveredEnds(max_frames=3, max_chars=100)
+    hubs = {sid: _ended("x" * 10) for sid in ("a", "b", "c")}
+    for sid, hub in hubs.items():
+        assert kept.note(sid, hub) == []
+    hubs["d"] = _ended("x" * 10)
+    assert kept.note("d", hubs["d"]) == ["a"]  # the fourth pushes the oldest out
+    assert hubs["a"].undelivered_end is None and hubs["a"].idle
+    assert [h.undelivered_end is not None for h in (hubs["b"], hubs["c"], hubs["d"])] == [True] * 3
+    with hubs["b"].subscribe() as (initial, _):  # b's client came back: delivered, no longer counted
+        assert initial[0]["text"] == "x" * 10
+    kept.prune()
+    assert len(kept) == 2 and kept.chars == 20
+    hubs["e"] = _ended("y" * 91)  # over the size bound: the oldest go until it fits
+    assert kept.note("e", hubs["e"]) == ["c", "d"]
+    assert len(kept) == 1 and kept.chars == 91
+    again = SessionHub()  # a thread's next turn replaces its kept frame instead of adding one
+    again.end_turn({"type": "final", "text": "1", "html": ""})
+    kept.note("f", again)
+    again.end_turn({"type": "final", "text": "22", "html": ""})
+    kept.note("f", again)
+    assert len(kept) == 2 and kept.chars == 93
 
 
 class _OneToolCallModel:

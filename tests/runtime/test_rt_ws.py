@@ -170,3 +170,37 @@ async def test_client_drops_mid_run_and_reattaches(tmp_path):
         async with d.ws("away") as c5:  # delivered once; nothing more to replay
             await c5.send({"type": "stop"})
             assert (await c5.recv())["code"] == "not_found"
+
+
+async def test_answers_waiting_for_a_reattach_are_bounded_the_oldest_dropped(tmp_path):
+    """Finals kept for clients that went away are bounded: past the bound the oldest thread's
+    final is no longer replayed on re-attach (its transcript still has it)."""
+    from ongridd.runtime.hub import UndeliveredEnds
+
+    def script(key: str) -> dict:
+        return {"default": [{"tool_calls": [agent_call("rt-worker", "wait")]}, {"content": "answered while away"}],
+                "rt-worker": [{"tool_calls": [{"name": "rt_wait", "arguments": {"key": key}}]}, {"content": "ok"}]}
+
+    async with open_daemon(tmp_path, script("kept-old")) as d:
+        d.runtime.undelivered = UndeliveredEnds(max_frames=1)
+        sids = []
+        for thread in ("old", "new"):
+            d.use_script(script(f"kept-{thread}"))
+            started, release = rtt.events(f"kept-{thread}")
+            async with d.ws(thread) as c:
+                sids.append(c.session_id)
+                await c.send({"type": "user_message", "text": "go"})
+                with trio.fail_after(15):
+                    await started.wait()
+            turn = d.runtime.turns[c.session_id]
+            release.set()
+            with trio.fail_after(15):
+                await turn.done.wait()
+        async with d.ws("new") as c:  # the newer one is replayed
+            assert (await c.recv())["text"] == "answered while away"
+        async with d.ws("old") as c:  # the older one was dropped: nothing to replay
+            await c.send({"type": "stop"})
+            assert (await c.recv())["code"] == "not_found"
+        transcript = d.rows("SELECT content FROM chat_messages WHERE session_id = ? AND role = 'assistant' "
+                            "ORDER BY seq", (sids[0],))
+        assert transcript[-1]["content"] == "answered while away"
