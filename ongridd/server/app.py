@@ -221,7 +221,7 @@ def _add_origin_checks(app: QuartTrio, services: AppServices) -> None:
         route = _plugin_route_of(services, request.method, request.path)
         if route is not None and getattr(route, "auth", "token") == "none":
             return None  # a platform webhook: the handler verifies the caller itself
-        problem = origin_problem(request.headers.get("Host"), request.headers.get("Origin"),
+        problem = origin_problem(request.headers.getlist("Host"), request.headers.getlist("Origin"),
                                  open_mode=services.auth.open_mode)
         if problem:
             return _error(403, "forbidden", problem)

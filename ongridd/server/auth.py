@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from urllib.parse import urlsplit
+import re
+from collections.abc import Sequence
 
 import attrs
 
@@ -82,22 +83,38 @@ def bearer_token(header: str | None) -> str | None:
     return value.strip()
 
 
-def origin_problem(host: str | None, origin: str | None, *, open_mode: bool) -> str | None:
+#: a ``Host`` header as browsers send it: a bracketed IPv6 address or a name (letters, digits,
+#: dots, hyphens), then an optional port; nothing else (checked on the lower-cased value)
+_HOST = re.compile(r"(?:\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::[0-9]{1,5})?")
+#: an ``Origin`` header (RFC 6454): scheme "://" host, no path, query or user info
+_ORIGIN = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>[^/?#@\s]+)")
+
+
+def origin_problem(hosts: Sequence[str], origins: Sequence[str], *, open_mode: bool) -> str | None:
     """Why a browser must not drive the daemon with this request, or None.
 
-    ``host`` and ``origin``: the request's ``Host`` and ``Origin`` headers
-    (None when absent).  Refused: a cross-site page (an ``Origin`` naming
-    another site, or ``null``) and, with no tokens configured
-    (``open_mode``), a DNS-rebinding name (a ``Host`` that is not a loopback
-    name).  CLIs send no ``Origin`` and pass."""
-    host = (host or "").strip().lower()
+    ``hosts`` and ``origins``: every value of the request's ``Host`` and
+    ``Origin`` headers (empty when absent).  Refused: more than one ``Host``
+    or ``Origin``; a ``Host`` that is not a host name or address with an
+    optional port; a cross-site page (an ``Origin`` that is not an
+    ``http``/``https`` origin of the request's host and port — either scheme,
+    since a proxy that terminates TLS keeps the ``Host`` — or ``null``); and, with
+    no tokens configured (``open_mode``), a missing ``Host`` or a
+    DNS-rebinding name (a ``Host`` that is not a loopback name).  CLIs send
+    no ``Origin`` and pass."""
+    if len(hosts) > 1 or len(origins) > 1:
+        return "more than one Host or Origin header"
+    host = hosts[0].strip().lower() if hosts else ""
+    if host and not _HOST.fullmatch(host):
+        return f"Host {host[:100]!r} is not a host name or address with an optional port"
     if open_mode:
-        name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-        if name and not is_loopback(name.strip("[]")):
-            return (f"Host {host!r} is not a loopback name; with no tokens configured the daemon answers "
+        name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1:host.index("]")]
+        if not is_loopback(name):
+            return (f"Host {host[:100]!r} is not a loopback name; with no tokens configured the daemon answers "
                     "only requests addressed to 127.0.0.1, localhost or [::1]")
-    if origin is not None:
-        parsed = urlsplit(origin.strip())
-        if origin.strip() == "null" or parsed.netloc.lower() != host:
+    if origins:
+        origin = origins[0].strip()
+        match = _ORIGIN.fullmatch(origin.lower())
+        if match is None or match["scheme"] not in ("http", "https") or match["host"] != host:
             return f"cross-origin request from {origin[:100]!r} refused"
     return None

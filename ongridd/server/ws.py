@@ -384,12 +384,9 @@ class AsgiSocket:
             await self._send({"type": "websocket.close", "code": code, "reason": reason})
 
 
-def _header(scope: Any, name: bytes) -> str | None:
-    """The first value of a request header (``name`` lower-case), None when absent."""
-    for key, value in scope.get("headers") or ():
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
+def _headers(scope: Any, name: bytes) -> list[str]:
+    """Every value of a request header (``name`` lower-case), in order; empty when absent."""
+    return [value.decode("latin-1") for key, value in scope.get("headers") or () if key.lower() == name]
 
 
 class ChatSocketFront:
@@ -419,7 +416,7 @@ class ChatSocketFront:
             return
         if connect.get("type") != "websocket.connect":
             return
-        problem = origin_problem(_header(scope, b"host"), _header(scope, b"origin"),
+        problem = origin_problem(_headers(scope, b"host"), _headers(scope, b"origin"),
                                  open_mode=self.services.auth.open_mode)
         if problem:
             log.warning("websocket_refused", peer=_peer(scope), reason=problem)
