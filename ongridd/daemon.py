@@ -185,7 +185,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
 
     from ongridd.server.app import AppServices, serve_app
     from ongridd.server.auth import Authenticator
-    from ongridd.server.connections import close_stalled_connections, contain_connection_errors
+    from ongridd.server.connections import close_stalled_connections, harden_http_server
     from ongridd.server.ws import MAX_MESSAGE_BYTES
     from ongridd.store import Store
 
@@ -209,7 +209,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
         ready = trio.Event()
         services = AppServices(config=config, auth=auth, store=store, ready=ready)
         app = serve_app(services)
-        contain_connection_errors()  # before the first connection: one crafted packet must not end the daemon
+        harden_http_server()  # before the first connection: one crafted packet must not end the daemon
         hconf = HyperConfig()
         hconf.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
         hconf.graceful_timeout = HTTP_GRACEFUL_S

@@ -1,4 +1,4 @@
-"""One HTTP connection's failure stays that connection's.
+"""Fixes to the HTTP server (hypercorn) that keep one connection's trouble that connection's.
 
 hypercorn 0.18 lets a protocol error of one connection escape its
 connection handler (for example ``h11.LocalProtocolError: Can't send data
@@ -6,7 +6,7 @@ when our state is ERROR`` for a websocket upgrade request with a byte
 pipelined behind it, or any request it answers 400 while more bytes
 follow).  The exception then ends trio's ``serve_listeners`` and with it
 the whole daemon: one crafted packet, no token needed.  No hypercorn
-release handles it yet, so :func:`contain_connection_errors` wraps its
+release handles it yet, so :func:`_contain_connection_errors` wraps its
 per-connection handler (``hypercorn.trio.tcp_server.TCPServer.run``): an
 ``Exception`` there is logged (``http_connection_failed``, with the
 error's type and first line) and ends only that connection, whose socket
@@ -24,6 +24,11 @@ stays connected.  :func:`close_stalled_connections` closes, after a grace
 period, the sockets of the connections still open (a waiting send then
 fails with ``ClosedResourceError``, which hypercorn handles as a closed
 connection).
+
+Two more hypercorn behaviours are changed (see :func:`harden_http_server`):
+events for an ASGI app that has returned are dropped instead of waited on
+(a peer that kept sending behind an answer left its connection open for
+ever), and websocket compression is never negotiated (an inflation bomb).
 """
 
 from __future__ import annotations
@@ -52,10 +57,20 @@ USER_TIMEOUT_MS = 120_000
 _ENDED: set[trio.Event] = set()
 
 
-def contain_connection_errors() -> None:
-    """Wrap hypercorn's per-connection handler once (idempotent).  Raises
-    RuntimeError when hypercorn no longer has the handler this wraps, so a
-    hypercorn upgrade cannot silently drop the protection."""
+def harden_http_server() -> None:
+    """Apply this module's fixes to hypercorn (idempotent; call before the
+    first connection): :func:`_contain_connection_errors`,
+    :func:`_drop_events_for_finished_apps` and
+    :func:`_no_websocket_compression`.  Raises RuntimeError when hypercorn
+    no longer has what one of them wraps, so a hypercorn upgrade cannot
+    silently drop a protection."""
+    _contain_connection_errors()
+    _drop_events_for_finished_apps()
+    _no_websocket_compression()
+
+
+def _contain_connection_errors() -> None:
+    """Wrap hypercorn's per-connection handler once (idempotent)."""
     from hypercorn.trio.tcp_server import TCPServer
 
     original = getattr(TCPServer, "run", None)
@@ -82,6 +97,80 @@ def contain_connection_errors() -> None:
     run._ongrid_contained = True  # type: ignore[attr-defined]
     run.__doc__ = original.__doc__
     TCPServer.run = run  # type: ignore[method-assign]
+
+
+def _drop_events_for_finished_apps() -> None:
+    """Wrap hypercorn's ``TaskGroup.spawn_app`` (idempotent) so that, once an
+    ASGI app has returned, what the server still has for it (request body
+    chunks, websocket messages, the disconnect) is dropped.  hypercorn queues
+    those for the app (10 at most) and then waits for room that never comes:
+    the connection's reader stops reading, and a peer that sent more than ten
+    events behind an answer (a large body answered 413 unread, frames behind
+    a websocket the app closed) left its connection open for ever, in
+    CLOSE-WAIT once the peer went away.  Raises RuntimeError when hypercorn
+    no longer has what this wraps."""
+    from hypercorn.trio import task_group
+
+    group = getattr(task_group, "TaskGroup", None)
+    handle = getattr(task_group, "_handle", None)
+    original = getattr(group, "spawn_app", None)
+    if group is None or handle is None or original is None:
+        raise RuntimeError("hypercorn.trio.task_group.TaskGroup.spawn_app is gone; dropping the events of "
+                           "finished apps needs updating for this hypercorn")
+    if getattr(original, "_ongrid_drops", False):
+        return
+
+    async def spawn_app(self: Any, app: Any, config: Any, scope: Any, send: Any) -> Any:
+        put, take = trio.open_memory_channel[Any](config.max_app_queue_size)
+
+        async def app_then_close(*args: Any) -> None:
+            try:
+                await app(*args)
+            finally:
+                # the app has returned: nobody reads its events any more (closed before hypercorn
+                # tells the stream so, which queues one more event for it)
+                take.close()
+
+        async def run_app() -> None:
+            await handle(app_then_close, config, scope, take.receive, send, trio.to_thread.run_sync,
+                         trio.from_thread.run)
+
+        async def deliver(event: Any) -> None:
+            try:
+                await put.send(event)
+            except trio.BrokenResourceError:
+                pass  # the app has returned; the event means nothing to it now
+
+        self._nursery.start_soon(run_app)
+        return deliver
+
+    spawn_app._ongrid_drops = True  # type: ignore[attr-defined]
+    group.spawn_app = spawn_app
+
+
+def _no_websocket_compression() -> None:
+    """Wrap hypercorn's websocket handshake (idempotent) so that it never
+    negotiates ``permessage-deflate``.  The compressed data of a message is
+    inflated whole before the message size limit is checked: a 255 KiB frame
+    of compressed zeros became 256 MiB in the daemon, no token needed.  The
+    chat socket's frames are small JSON; browsers and the CLI connect
+    without compression just the same."""
+    from hypercorn.protocol import ws_stream
+
+    handshake = getattr(ws_stream, "Handshake", None)
+    original = getattr(handshake, "accept", None)
+    if handshake is None or original is None:
+        raise RuntimeError("hypercorn.protocol.ws_stream.Handshake.accept is gone; turning websocket "
+                           "compression off needs updating for this hypercorn")
+    if getattr(original, "_ongrid_plain", False):
+        return
+
+    def accept(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.extensions = None  # as if the client offered no extension: none is negotiated
+        return original(self, *args, **kwargs)
+
+    accept._ongrid_plain = True  # type: ignore[attr-defined]
+    handshake.accept = accept
 
 
 def set_keepalive(sock: Any) -> None:

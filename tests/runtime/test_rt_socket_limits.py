@@ -4,6 +4,7 @@ vanished (TCP keepalive on every accepted connection)."""
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -53,3 +54,74 @@ async def test_accepted_connections_have_tcp_keepalive(tmp_path):
             assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == connections.KEEPALIVE_IDLE_S
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == connections.USER_TIMEOUT_MS
+
+
+async def _raw_socket(url: str, extra: str = "") -> tuple[trio.SocketStream, bytes]:
+    """A websocket handshake on a raw TCP stream: ``(stream, the answer's head)``."""
+    import base64
+    import os
+
+    host = url.removeprefix("http://")
+    name, port = host.rsplit(":", 1)
+    stream = await trio.open_tcp_stream(name, int(port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    await stream.send_all((f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n{extra}\r\n").encode())
+    head = b""
+    with trio.fail_after(10):
+        while b"\r\n\r\n" not in head:
+            head += await stream.receive_some(4096)
+    return stream, head
+
+
+def _live_on(port: int) -> int:
+    return sum(1 for sock in map(connections._socket_of, list(connections._LIVE))
+               if sock is not None and sock.fileno() >= 0 and sock.getsockname()[1] == port)
+
+
+async def test_frames_behind_a_policy_close_do_not_keep_the_connection(tmp_path, monkeypatch):
+    # more frames than the server queues for the app (10), sent behind the hellos that get the
+    # socket closed: once the client has gone, the daemon holds nothing of the connection
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import CloseConnection, Request, TextMessage
+
+    monkeypatch.setenv("RT_TEST_TOKENS", "alice:tok-alice-0123456789")
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]},
+                           server={"tokens_env": "RT_TEST_TOKENS"}) as d:
+        port = int(d.base_url.rsplit(":", 1)[1])
+        for _ in range(3):
+            host = d.base_url.removeprefix("http://")
+            stream = await trio.open_tcp_stream(host.rsplit(":", 1)[0], port)
+            client = WSConnection(ConnectionType.CLIENT)
+            await stream.send_all(client.send(Request(host=host, target="/ws")))
+            frames = [json.dumps({"type": "hello", "token": "wrong"})] * ws.MAX_REFUSED_HELLOS + ["x"] * 30
+            closed, sent = None, False
+            with trio.fail_after(15):
+                while closed is None:
+                    data = await stream.receive_some(65536)
+                    assert data, "the daemon dropped the connection without a close frame"
+                    client.receive_data(data)
+                    for event in client.events():
+                        if not sent:
+                            await stream.send_all(b"".join(client.send(TextMessage(data=f)) for f in frames))
+                            sent = True
+                        if isinstance(event, CloseConnection):
+                            closed = event.code
+            assert closed == ws.CLOSE_POLICY_VIOLATION
+            await stream.aclose()
+        with trio.fail_after(10):
+            while _live_on(port):
+                await trio.sleep(0.05)
+        async with d.ws("main", token="tok-alice-0123456789") as alice:
+            assert (await alice.ask("still there?"))["text"] == "hi"
+
+
+async def test_websocket_compression_is_never_negotiated(tmp_path):
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        stream, head = await _raw_socket(d.base_url, "Sec-WebSocket-Extensions: permessage-deflate; "
+                                                     "client_max_window_bits\r\n")
+        assert head.startswith(b"HTTP/1.1 101")
+        assert b"sec-websocket-extensions" not in head.lower()
+        await stream.aclose()
+        async with d.ws("plain") as c:  # and a plain client is served as before
+            assert (await c.ask("hello"))["text"] == "hi"
