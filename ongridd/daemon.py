@@ -34,6 +34,8 @@ log = get_logger(__name__)
 
 DRAIN_GRACE_S = 4.0
 HTTP_GRACEFUL_S = 1.0
+#: an HTTP connection idle this long after its last answer is closed (seconds)
+HTTP_KEEP_ALIVE_S = 30.0
 #: after the HTTP server's own grace, how long a connection may still take to end at a stop
 #: before its socket is closed (seconds)
 STALLED_GRACE_S = 1.0
@@ -215,7 +217,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
         hconf.graceful_timeout = HTTP_GRACEFUL_S
         hconf.accesslog = None
         hconf.errorlog = None
-        hconf.keep_alive_timeout = 30
+        hconf.keep_alive_timeout = HTTP_KEEP_ALIVE_S
         hconf.websocket_max_message_size = MAX_MESSAGE_BYTES  # read into memory before any check of ours
 
         shutdown = trio.Event()

@@ -60,13 +60,14 @@ _ENDED: set[trio.Event] = set()
 def harden_http_server() -> None:
     """Apply this module's fixes to hypercorn (idempotent; call before the
     first connection): :func:`_contain_connection_errors`,
-    :func:`_drop_events_for_finished_apps` and
-    :func:`_no_websocket_compression`.  Raises RuntimeError when hypercorn
+    :func:`_drop_events_for_finished_apps`, :func:`_no_websocket_compression`
+    and :func:`_connection_upkeep_not_cancelled_with_the_app`.  Raises RuntimeError when hypercorn
     no longer has what one of them wraps, so a hypercorn upgrade cannot
     silently drop a protection."""
     _contain_connection_errors()
     _drop_events_for_finished_apps()
     _no_websocket_compression()
+    _connection_upkeep_not_cancelled_with_the_app()
 
 
 def _contain_connection_errors() -> None:
@@ -171,6 +172,43 @@ def _no_websocket_compression() -> None:
 
     accept._ongrid_plain = True  # type: ignore[attr-defined]
     handshake.accept = accept
+
+
+def _connection_upkeep_not_cancelled_with_the_app() -> None:
+    """Wrap hypercorn's ``TCPServer.protocol_send`` (idempotent) so that the
+    connection's own upkeep — restarting its idle timer once a response is
+    sent, closing it after a ``Connection: close`` or HTTP/1.0 answer — runs
+    under a cancel shield.  hypercorn runs that upkeep in the app's task,
+    and quart-trio cancels that task as soon as the request is answered:
+    the idle timer was never started and the close never finished, so every
+    HTTP/1.x connection that had served a request stayed open until the
+    client closed it.  Both steps are short and never wait on the peer."""
+    from hypercorn.events import Closed, Updated
+    from hypercorn.trio.tcp_server import TCPServer
+
+    original = getattr(TCPServer, "protocol_send", None)
+    if original is None or not hasattr(TCPServer, "_close") or not hasattr(TCPServer, "_idle_timeout"):
+        raise RuntimeError("hypercorn.trio.tcp_server.TCPServer.protocol_send is gone; the connection upkeep "
+                           "fix needs updating for this hypercorn")
+    if getattr(original, "_ongrid_upkeep", False):
+        return
+
+    async def protocol_send(self: Any, event: Any) -> None:
+        if isinstance(event, Closed):
+            with trio.CancelScope(shield=True):
+                await self._close()
+            await self.protocol.handle(Closed())
+        elif isinstance(event, Updated):
+            with trio.CancelScope(shield=True):
+                if event.idle:
+                    await self.idle_task.restart(self._task_group, self._idle_timeout)
+                else:
+                    await self.idle_task.stop()
+        else:
+            await original(self, event)
+
+    protocol_send._ongrid_upkeep = True  # type: ignore[attr-defined]
+    TCPServer.protocol_send = protocol_send  # type: ignore[method-assign]
 
 
 def set_keepalive(sock: Any) -> None:

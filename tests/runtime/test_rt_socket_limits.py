@@ -125,3 +125,24 @@ async def test_websocket_compression_is_never_negotiated(tmp_path):
         await stream.aclose()
         async with d.ws("plain") as c:  # and a plain client is served as before
             assert (await c.ask("hello"))["text"] == "hi"
+
+
+@pytest.mark.parametrize("request_head", [
+    "GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+    "GET /healthz HTTP/1.0\r\nHost: {host}\r\n\r\n",
+    "GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n",  # kept alive, then idle past the keep-alive time
+])
+async def test_the_server_closes_an_http_connection_once_it_is_done_with_it(tmp_path, monkeypatch, request_head):
+    import ongridd.daemon
+
+    monkeypatch.setattr(ongridd.daemon, "HTTP_KEEP_ALIVE_S", 1.0)
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        host = d.base_url.removeprefix("http://")
+        stream = await trio.open_tcp_stream(host.rsplit(":", 1)[0], int(host.rsplit(":", 1)[1]))
+        await stream.send_all(request_head.format(host=host).encode())
+        answer = b""
+        with trio.fail_after(10):  # the answer, then the server's end of the connection
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+        assert answer.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")), answer[:80]
+        await stream.aclose()
