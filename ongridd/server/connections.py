@@ -251,6 +251,30 @@ def _socket_of(server: Any) -> Any:
     return sock
 
 
+def abort_connection(scope: Any) -> bool:
+    """Close the TCP socket of the connection an ASGI ``scope`` came in on
+    (found by its client and server addresses); a send or receive waiting on
+    it fails with ``ClosedResourceError``.  True when one was found and
+    closed.  For a connection whose app cannot close it the usual way: a
+    send to a peer that does not read cannot be cancelled."""
+    client, server = scope.get("client"), scope.get("server")
+    if not client or not server:
+        return False
+    for live in list(_LIVE):
+        sock = _socket_of(live)
+        if sock is None or sock.fileno() < 0:
+            continue
+        try:
+            match = (tuple(sock.getpeername()[:2]) == tuple(client[:2])
+                     and tuple(sock.getsockname()[:2]) == tuple(server[:2]))
+        except OSError:
+            continue
+        if match:
+            sock.close()
+            return True
+    return False
+
+
 async def close_stalled_connections(app: Any, grace_s: float) -> int:
     """Wait up to ``grace_s`` seconds for the connections serving ``app`` to
     end, then close the sockets of those still open; returns how many were

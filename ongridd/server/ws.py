@@ -26,6 +26,7 @@ from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateErro
 from ongridd.logs import get_logger
 from ongridd.metrics import WS_CLIENTS
 from ongridd.server.auth import origin_problem
+from ongridd.server.connections import abort_connection
 from ongridd.typenames import type_name
 
 log = get_logger(__name__)
@@ -41,6 +42,9 @@ MAX_REFUSED_HELLOS = 5
 #: seconds a connection may stay without a thread (no accepted hello, no implicit one) before
 #: it is told so and closed (1008); the daemon being ready starts the clock
 HELLO_TIMEOUT_S = 30.0
+#: past that deadline, a connection still without a thread whose close cannot be sent (its client
+#: does not read) has its TCP socket closed this much later (seconds)
+HELLO_ABORT_AFTER_S = 5.0
 #: close code of a socket closed for what its client did or did not send (RFC 6455 "policy violation")
 CLOSE_POLICY_VIOLATION = 1008
 
@@ -157,6 +161,8 @@ class _Conn:
         self.nursery: trio.Nursery | None = None
         self.writer_scope: trio.CancelScope | None = None
         self.refused_hellos = 0
+        #: the hello watchdog's scope, cancelled once the connection has a thread
+        self.watchdog = trio.CancelScope()
         #: the close code this connection ends with (1000 unless it was closed for a policy reason)
         self.close_code = 1000
 
@@ -205,6 +211,7 @@ class _Conn:
             self.locale = locale
         session_id, resumed = await self.runtime.open_thread(user_id=user, thread=thread, hold=True)
         self.user, self.session_id, self.created = user, session_id, not resumed
+        self.watchdog.cancel()
         # who drives this thread (in loopback mode every local OS user is "local")
         log.info("connection", peer=_peer(self.ws.scope), user=user, thread=thread, session_id=session_id,
                  resumed=resumed)
@@ -267,6 +274,15 @@ class _Conn:
         self.close_code = CLOSE_POLICY_VIOLATION
         return None
 
+    async def _hello_watchdog(self, hello_by: float) -> None:
+        """A connection still without a thread ``HELLO_ABORT_AFTER_S`` past its
+        hello deadline is stuck where the deadline cannot end it (sending to a
+        client that does not read): its TCP socket is closed."""
+        with self.watchdog:
+            await trio.sleep_until(hello_by + HELLO_ABORT_AFTER_S)
+        if self.session_id is None and not self.watchdog.cancel_called and abort_connection(self.ws.scope):
+            log.warning("connection_closed", peer=_peer(self.ws.scope), reason="no hello, and not reading")
+
     async def run(self) -> None:
         """Serve the connection until the client goes away, or until it is
         closed for a policy reason (``close_code`` 1008): a hello refused
@@ -278,6 +294,7 @@ class _Conn:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 hello_by = trio.current_time() + HELLO_TIMEOUT_S
+                nursery.start_soon(self._hello_watchdog, hello_by)
                 while (raw := await self._receive(hello_by)) is not None:
                     try:
                         await self.handle(_parse(raw))

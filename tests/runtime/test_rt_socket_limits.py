@@ -146,3 +146,38 @@ async def test_the_server_closes_an_http_connection_once_it_is_done_with_it(tmp_
                 answer += chunk
         assert answer.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")), answer[:80]
         await stream.aclose()
+
+
+async def test_a_socket_without_hello_that_does_not_read_is_still_closed(tmp_path, monkeypatch, caplog):
+    # its replies fill the socket's buffers, so the daemon's close cannot be sent: the TCP socket
+    # itself is closed a little after the hello deadline
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request, TextMessage
+
+    monkeypatch.setattr(ws, "HELLO_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(ws, "HELLO_ABORT_AFTER_S", 0.5)
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        host = d.base_url.removeprefix("http://")
+        port = int(host.rsplit(":", 1)[1])
+        sock = trio.socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await sock.connect(("127.0.0.1", port))
+        stream = trio.SocketStream(sock)
+        client = WSConnection(ConnectionType.CLIENT)
+        await stream.send_all(client.send(Request(host=host, target="/ws")))
+        with trio.fail_after(10):  # the handshake's answer is read; nothing after it is
+            while not any(isinstance(e, AcceptConnection) for e in client.events()):
+                client.receive_data(await stream.receive_some(4096))
+        bad = client.send(TextMessage(data=json.dumps({"type": "A" * 60000})))
+        with trio.move_on_after(15):  # until the daemon stops reading too, or closes the socket
+            try:
+                for _ in range(400):
+                    await stream.send_all(bad)
+            except trio.BrokenResourceError:
+                pass  # closed by the daemon
+        with trio.fail_after(15):
+            while _live_on(port):
+                await trio.sleep(0.05)
+        assert any(getattr(r, "ongrid_fields", {}).get("reason") == "no hello, and not reading"
+                   for r in caplog.records)
+        await stream.aclose()
