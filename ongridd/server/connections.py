@@ -42,6 +42,8 @@ from ongridd.logs import get_logger
 
 log = get_logger(__name__)
 
+#: the ASGI events that say a connection has ended
+_DISCONNECTS = frozenset({"http.disconnect", "websocket.disconnect"})
 #: hypercorn connection handlers (``TCPServer``) in progress, in any server of this process
 _LIVE: set[Any] = set()
 #: TCP keepalive of every accepted connection: a peer that vanished without closing (a laptop
@@ -83,7 +85,12 @@ def _contain_connection_errors() -> None:
 
     async def run(self: Any) -> None:
         _LIVE.add(self)
-        set_keepalive(_socket_of(self))
+        sock = _socket_of(self)
+        set_keepalive(sock)
+        try:  # kept: a socket the peer has reset no longer tells its addresses
+            self._ongrid_addresses = (tuple(sock.getpeername()[:2]), tuple(sock.getsockname()[:2]))
+        except (OSError, AttributeError):
+            self._ongrid_addresses = None
         try:
             await original(self)
         except Exception as exc:  # noqa: BLE001 - one connection's protocol error must not end the server
@@ -108,8 +115,13 @@ def _drop_events_for_finished_apps() -> None:
     the connection's reader stops reading, and a peer that sent more than ten
     events behind an answer (a large body answered 413 unread, frames behind
     a websocket the app closed) left its connection open for ever, in
-    CLOSE-WAIT once the peer went away.  Raises RuntimeError when hypercorn
-    no longer has what this wraps."""
+    CLOSE-WAIT once the peer went away.  And the end of a connection
+    (``http.disconnect``, ``websocket.disconnect``) is never waited on:
+    hypercorn reports it from inside the app's own task when a send of the
+    app's fails, and waiting there for room in a full queue waited on itself
+    (a flooding client that did not read, then reset, left its task and
+    memory behind for good); an app that cannot be told is cancelled.
+    Raises RuntimeError when hypercorn no longer has what this wraps."""
     from hypercorn.trio import task_group
 
     group = getattr(task_group, "TaskGroup", None)
@@ -123,10 +135,12 @@ def _drop_events_for_finished_apps() -> None:
 
     async def spawn_app(self: Any, app: Any, config: Any, scope: Any, send: Any) -> Any:
         put, take = trio.open_memory_channel[Any](config.max_app_queue_size)
+        app_scope = trio.CancelScope()
 
         async def app_then_close(*args: Any) -> None:
             try:
-                await app(*args)
+                with app_scope:
+                    await app(*args)
             finally:
                 # the app has returned: nobody reads its events any more (closed before hypercorn
                 # tells the stream so, which queues one more event for it)
@@ -138,7 +152,15 @@ def _drop_events_for_finished_apps() -> None:
 
         async def deliver(event: Any) -> None:
             try:
-                await put.send(event)
+                if event.get("type") not in _DISCONNECTS:
+                    await put.send(event)  # the reader waits for room: back-pressure on the peer
+                    return
+                # The connection is gone.  hypercorn may say so from inside the app's own task (a
+                # send of the app's failed), so this must not wait for room the app would make:
+                # an app whose queue is full cannot be told in order, and is cancelled.
+                put.send_nowait(event)
+            except trio.WouldBlock:
+                app_scope.cancel()
             except trio.BrokenResourceError:
                 pass  # the app has returned; the event means nothing to it now
 
@@ -260,18 +282,13 @@ def abort_connection(scope: Any) -> bool:
     client, server = scope.get("client"), scope.get("server")
     if not client or not server:
         return False
+    wanted = (tuple(client[:2]), tuple(server[:2]))
     for live in list(_LIVE):
         sock = _socket_of(live)
-        if sock is None or sock.fileno() < 0:
+        if sock is None or sock.fileno() < 0 or getattr(live, "_ongrid_addresses", None) != wanted:
             continue
-        try:
-            match = (tuple(sock.getpeername()[:2]) == tuple(client[:2])
-                     and tuple(sock.getsockname()[:2]) == tuple(server[:2]))
-        except OSError:
-            continue
-        if match:
-            sock.close()
-            return True
+        sock.close()
+        return True
     return False
 
 

@@ -181,3 +181,40 @@ async def test_a_socket_without_hello_that_does_not_read_is_still_closed(tmp_pat
         assert any(getattr(r, "ongrid_fields", {}).get("reason") == "no hello, and not reading"
                    for r in caplog.records)
         await stream.aclose()
+
+
+async def test_a_flooding_client_that_does_not_read_and_resets_leaves_nothing_behind(tmp_path):
+    # the daemon's replies block (the client does not read) while its frames fill the app's queue;
+    # then the client resets the connection: the failed send must not leave the app waiting on itself
+    import struct
+
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request, TextMessage
+
+    from ongridd.metrics import WS_CLIENTS
+
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        host = d.base_url.removeprefix("http://")
+        port = int(host.rsplit(":", 1)[1])
+        before = WS_CLIENTS._value.get()
+        for _ in range(3):
+            sock = trio.socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            await sock.connect(("127.0.0.1", port))
+            stream = trio.SocketStream(sock)
+            client = WSConnection(ConnectionType.CLIENT)
+            await stream.send_all(client.send(Request(host=host, target="/ws")))
+            with trio.fail_after(10):
+                while not any(isinstance(e, AcceptConnection) for e in client.events()):
+                    client.receive_data(await stream.receive_some(4096))
+            bad = client.send(TextMessage(data=json.dumps({"type": "A" * 60000})))
+            with trio.move_on_after(3):  # until the daemon stops reading too
+                for _ in range(400):
+                    await stream.send_all(bad)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # a reset
+        with trio.fail_after(15):
+            while _live_on(port) or WS_CLIENTS._value.get() > before:
+                await trio.sleep(0.05)
+        async with d.ws("after") as c:
+            assert (await c.ask("still there?"))["text"] == "hi"
