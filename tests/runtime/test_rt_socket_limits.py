@@ -151,36 +151,17 @@ async def test_the_server_closes_an_http_connection_once_it_is_done_with_it(tmp_
 async def test_a_socket_without_hello_that_does_not_read_is_still_closed(tmp_path, monkeypatch, caplog):
     # its replies fill the socket's buffers, so the daemon's close cannot be sent: the TCP socket
     # itself is closed a little after the hello deadline
-    from wsproto import ConnectionType, WSConnection
-    from wsproto.events import AcceptConnection, Request, TextMessage
-
     monkeypatch.setattr(ws, "HELLO_TIMEOUT_S", 1.0)
     monkeypatch.setattr(ws, "HELLO_ABORT_AFTER_S", 0.5)
     async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
-        host = d.base_url.removeprefix("http://")
-        port = int(host.rsplit(":", 1)[1])
-        sock = trio.socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        await sock.connect(("127.0.0.1", port))
-        stream = trio.SocketStream(sock)
-        client = WSConnection(ConnectionType.CLIENT)
-        await stream.send_all(client.send(Request(host=host, target="/ws")))
-        with trio.fail_after(10):  # the handshake's answer is read; nothing after it is
-            while not any(isinstance(e, AcceptConnection) for e in client.events()):
-                client.receive_data(await stream.receive_some(4096))
-        bad = client.send(TextMessage(data=json.dumps({"type": "A" * 60000})))
-        with trio.move_on_after(15):  # until the daemon stops reading too, or closes the socket
-            try:
-                for _ in range(400):
-                    await stream.send_all(bad)
-            except trio.BrokenResourceError:
-                pass  # closed by the daemon
+        port = int(d.base_url.rsplit(":", 1)[1])
+        sock = await _flood_without_reading(d.base_url, 15)
         with trio.fail_after(15):
             while _live_on(port):
                 await trio.sleep(0.05)
         assert any(getattr(r, "ongrid_fields", {}).get("reason") == "no hello, and not reading"
                    for r in caplog.records)
-        await stream.aclose()
+        sock.close()
 
 
 async def test_a_flooding_client_that_does_not_read_and_resets_leaves_nothing_behind(tmp_path):
@@ -188,29 +169,13 @@ async def test_a_flooding_client_that_does_not_read_and_resets_leaves_nothing_be
     # then the client resets the connection: the failed send must not leave the app waiting on itself
     import struct
 
-    from wsproto import ConnectionType, WSConnection
-    from wsproto.events import AcceptConnection, Request, TextMessage
-
     from ongridd.metrics import WS_CLIENTS
 
     async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
-        host = d.base_url.removeprefix("http://")
-        port = int(host.rsplit(":", 1)[1])
+        port = int(d.base_url.rsplit(":", 1)[1])
         before = WS_CLIENTS._value.get()
         for _ in range(3):
-            sock = trio.socket.socket()
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            await sock.connect(("127.0.0.1", port))
-            stream = trio.SocketStream(sock)
-            client = WSConnection(ConnectionType.CLIENT)
-            await stream.send_all(client.send(Request(host=host, target="/ws")))
-            with trio.fail_after(10):
-                while not any(isinstance(e, AcceptConnection) for e in client.events()):
-                    client.receive_data(await stream.receive_some(4096))
-            bad = client.send(TextMessage(data=json.dumps({"type": "A" * 60000})))
-            with trio.move_on_after(3):  # until the daemon stops reading too
-                for _ in range(400):
-                    await stream.send_all(bad)
+            sock = await _flood_without_reading(d.base_url, 3)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             sock.close()  # a reset
         with trio.fail_after(15):
@@ -218,3 +183,30 @@ async def test_a_flooding_client_that_does_not_read_and_resets_leaves_nothing_be
                 await trio.sleep(0.05)
         async with d.ws("after") as c:
             assert (await c.ask("still there?"))["text"] == "hi"
+
+
+async def _flood_without_reading(base_url: str, for_s: float) -> trio.socket.SocketType:
+    """A websocket client that reads the handshake's answer and nothing after it, with a tiny
+    receive buffer, and sends frames the daemon answers with large errors (no hello) for up to
+    ``for_s`` seconds or until the daemon stops reading or closes the socket.  Returns its socket."""
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request, TextMessage
+
+    host = base_url.removeprefix("http://")
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await sock.connect(("127.0.0.1", int(host.rsplit(":", 1)[1])))
+    stream = trio.SocketStream(sock)
+    client = WSConnection(ConnectionType.CLIENT)
+    await stream.send_all(client.send(Request(host=host, target="/ws")))
+    with trio.fail_after(10):
+        while not any(isinstance(e, AcceptConnection) for e in client.events()):
+            client.receive_data(await stream.receive_some(4096))
+    bad = client.send(TextMessage(data=json.dumps({"type": "A" * 60000})))
+    with trio.move_on_after(for_s):
+        try:
+            for _ in range(400):
+                await stream.send_all(bad)
+        except trio.BrokenResourceError:
+            pass  # closed by the daemon
+    return sock
