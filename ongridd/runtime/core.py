@@ -581,10 +581,9 @@ class Runtime:
                          status=turn_outcome(status), duration_ms=int((time.monotonic() - turn.started) * 1000),
                          tool_calls=turn.tool_calls, workers=turn.workers)
             hub.end_turn(end)
-            if hub.undelivered_end is not None or len(self.undelivered):
-                for dropped in self.undelivered.note(turn.session_id, hub):
-                    log.info("undelivered_answer_dropped", session_id=dropped,
-                             reason="too many answers waiting for a client to re-attach; the transcript has it")
+            for dropped in self.undelivered.note(turn.session_id, hub):
+                log.info("undelivered_answer_dropped", session_id=dropped,
+                         reason="too many answers waiting for a client to re-attach; the transcript has it")
             turn.done.set()
             if leftover:
                 self._follow_up(turn, "\n\n".join(leftover))

@@ -33,6 +33,7 @@ ever), and websocket compression is never negotiated (an inflation bomb).
 
 from __future__ import annotations
 
+from socket import AF_INET, AF_INET6
 from typing import Any
 
 import trio
@@ -85,12 +86,7 @@ def _contain_connection_errors() -> None:
 
     async def run(self: Any) -> None:
         _LIVE.add(self)
-        sock = _socket_of(self)
-        set_keepalive(sock)
-        try:  # kept: a socket the peer has reset no longer tells its addresses
-            self._ongrid_addresses = (tuple(sock.getpeername()[:2]), tuple(sock.getsockname()[:2]))
-        except (OSError, AttributeError):
-            self._ongrid_addresses = None
+        set_keepalive(_socket_of(self))
         try:
             await original(self)
         except Exception as exc:  # noqa: BLE001 - one connection's protocol error must not end the server
@@ -99,8 +95,9 @@ def _contain_connection_errors() -> None:
                         detail=(str(leaf).splitlines() or [""])[0][:200])
         finally:
             _LIVE.discard(self)
-            for ended in list(_ENDED):
-                ended.set()
+            if _ENDED:
+                for ended in list(_ENDED):
+                    ended.set()
 
     run._ongrid_contained = True  # type: ignore[attr-defined]
     run.__doc__ = original.__doc__
@@ -233,21 +230,29 @@ def _connection_upkeep_not_cancelled_with_the_app() -> None:
     TCPServer.protocol_send = protocol_send  # type: ignore[method-assign]
 
 
-def set_keepalive(sock: Any) -> None:
-    """Turn on TCP keepalive (and the unacknowledged-data timeout) on an
-    accepted TCP socket; a socket without those options (a UNIX socket)
-    or one already closed is left as it is."""
+def _keepalive_options() -> tuple[tuple[int, int, int], ...]:
+    """``(level, option, value)`` of :func:`set_keepalive`, for the options this system has."""
     import socket
 
-    if sock is None or getattr(sock, "family", None) not in (socket.AF_INET, socket.AF_INET6):
-        return
     options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
     for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
                         ("TCP_KEEPCNT", KEEPALIVE_PROBES), ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS)):
         if hasattr(socket, name):  # Linux; other systems keep their defaults for what they lack
             options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return tuple(options)
+
+
+_KEEPALIVE_OPTIONS = _keepalive_options()
+
+
+def set_keepalive(sock: Any) -> None:
+    """Turn on TCP keepalive (and the unacknowledged-data timeout) on an
+    accepted TCP socket; a socket without those options (a UNIX socket)
+    or one already closed is left as it is."""
+    if sock is None or getattr(sock, "family", None) not in (AF_INET, AF_INET6):
+        return
     try:
-        for level, option, value in options:
+        for level, option, value in _KEEPALIVE_OPTIONS:
             sock.setsockopt(level, option, value)
     except OSError as exc:  # the peer already went away
         log.debug("keepalive_not_set", error=str(exc))
@@ -282,10 +287,14 @@ def abort_connection(scope: Any) -> bool:
     client, server = scope.get("client"), scope.get("server")
     if not client or not server:
         return False
-    wanted = (tuple(client[:2]), tuple(server[:2]))
     for live in list(_LIVE):
+        # the addresses hypercorn read when the connection began (a socket the peer has reset no
+        # longer tells them), the same it put in the scope
+        protocol = getattr(live, "protocol", None)
+        if getattr(protocol, "client", None) != client or getattr(protocol, "server", None) != server:
+            continue
         sock = _socket_of(live)
-        if sock is None or sock.fileno() < 0 or getattr(live, "_ongrid_addresses", None) != wanted:
+        if sock is None or sock.fileno() < 0:
             continue
         sock.close()
         return True

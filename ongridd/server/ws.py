@@ -280,7 +280,7 @@ class _Conn:
         client that does not read): its TCP socket is closed."""
         with self.watchdog:
             await trio.sleep_until(hello_by + HELLO_ABORT_AFTER_S)
-        if self.session_id is None and not self.watchdog.cancel_called and abort_connection(self.ws.scope):
+        if self.session_id is None and abort_connection(self.ws.scope):
             log.warning("connection_closed", peer=_peer(self.ws.scope), reason="no hello, and not reading")
 
     async def run(self) -> None:
