@@ -42,6 +42,8 @@ from ongridd.llm.types import Completion, Message, TextDelta, ToolCall, Usage
 
 def _get(obj: Any, key: str) -> Any:
     """``obj[key]`` for mappings, ``obj.key`` for SDK objects; ``None`` if absent."""
+    if type(obj) is dict:  # decoded JSON, nearly always: no ABC check (it is called per field of every chunk)
+        return obj.get(key)
     if obj is None:
         return None
     if isinstance(obj, Mapping):

@@ -36,7 +36,7 @@ import attrs
 
 from ongridd.llm.memo import BoundedMemo
 from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta, ToolCall
-from ongridd.metrics import MODEL_CALLS, MODEL_RETRIES, MODEL_TOKENS
+from ongridd.metrics import MODEL_CALLS, MODEL_RETRIES, MODEL_TOKENS, labelled
 
 #: model callers that are not personas but keep their own metric label
 #: (the history budget's summary call, ongridd/runtime/compaction.py)
@@ -188,14 +188,14 @@ class RedactingModel:
         if not self._hooked:
             self._hooked = True
             if getattr(self._inner, "on_retry", False) is None:
-                self._inner.on_retry = lambda request: MODEL_RETRIES.labels(self.agent_label(request.agent)).inc()
+                self._inner.on_retry = lambda request: labelled(MODEL_RETRIES, self.agent_label(request.agent)).inc()
         return self._inner
 
     def _count(self, request: ModelRequest, outcome: str) -> None:
         """``request`` in ``ongrid_model_calls_total``; the label is
         ``(unknown)`` for a persona not in ``known_agents()`` (keeps the label
         set bounded)."""
-        MODEL_CALLS.labels(self.agent_label(request.agent), outcome).inc()
+        labelled(MODEL_CALLS, self.agent_label(request.agent), outcome).inc()
 
     def _count_tokens(self, request: ModelRequest, usage: Any) -> None:
         if usage is None:
@@ -204,7 +204,7 @@ class RedactingModel:
         for kind, n in (("prompt", usage.prompt_tokens), ("completion", usage.completion_tokens),
                         ("cached", usage.cached_tokens)):
             if n:
-                MODEL_TOKENS.labels(persona, kind).inc(n)
+                labelled(MODEL_TOKENS, persona, kind).inc(n)
 
     def agent_label(self, agent: str) -> str:
         """``agent`` when it is a loaded persona (or no ``known_agents`` was

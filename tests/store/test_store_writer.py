@@ -230,6 +230,7 @@ async def test_sqlite_database_locked_is_retried_until_it_commits(tmp_path, capl
     async with _locked_sqlite(tmp_path) as (store, sid, other):
         async with running_writer(store) as writer:
             pending = writer.append_message(sid, owner=sid, role="user", content="waited")
+            pending.commit_soon()  # no group-commit hold: the writer meets the lock at once
             await trio.sleep(0.6)
             assert not pending.done.is_set()
             other.execute("ROLLBACK")
@@ -269,6 +270,7 @@ async def test_postgres_lock_timeout_is_retried_until_it_commits(pg_url, caplog)
                 conn.execute(sa.text("SELECT id FROM chat_sessions WHERE id = :i FOR UPDATE"), {"i": sid})
                 async with running_writer(store) as writer:
                     pending = writer.append_message(sid, owner=sid, role="user", content="waited")
+                    pending.commit_soon()  # no group-commit hold: the writer meets the lock at once
                     await trio.sleep(0.6)
                     assert not pending.done.is_set()
                     tx.rollback()
