@@ -562,7 +562,7 @@ class OpenAIProvider:
         return text
 
 
-def _json(raw: bytes) -> Any:
+def _json(raw: bytes | str) -> Any:
     try:
         return json.loads(raw)
     except ValueError as exc:
@@ -643,7 +643,7 @@ async def _chunks(response: Response, silent_s: float = math.inf) -> AsyncGenera
 
 
 def _chunk(data: str) -> Any:
-    chunk = _json(data.encode())
+    chunk = _json(data)  # text already (the event stream was decoded): no re-encoding for json
     if isinstance(chunk, dict) and chunk.get("error"):
         error = chunk["error"]
         message = error.get("message") if isinstance(error, dict) else error
