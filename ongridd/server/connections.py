@@ -293,12 +293,20 @@ def abort_connection(scope: Any) -> bool:
         protocol = getattr(live, "protocol", None)
         if getattr(protocol, "client", None) != client or getattr(protocol, "server", None) != server:
             continue
-        sock = _socket_of(live)
-        if sock is None or sock.fileno() < 0:
-            continue
-        sock.close()
-        return True
+        if _close_socket(live):
+            return True
     return False
+
+
+def _close_socket(server: Any) -> bool:
+    """Close the TCP socket of hypercorn's connection handler ``server`` (a
+    send or receive waiting on it fails with ``ClosedResourceError``); False
+    when it has none or it is closed already."""
+    sock = _socket_of(server)
+    if sock is None or sock.fileno() < 0:
+        return False
+    sock.close()
+    return True
 
 
 async def close_stalled_connections(app: Any, grace_s: float) -> int:
@@ -320,15 +328,12 @@ async def close_stalled_connections(app: Any, grace_s: float) -> int:
                 finally:
                     _ENDED.discard(ended)
         for server in [s for s in list(_LIVE) if _served_by(s, app)]:
-            sock = _socket_of(server)
-            if sock is None or sock.fileno() < 0:
+            if not _close_socket(server):
                 continue
-            try:
-                peer = ":".join(str(part) for part in sock.getpeername()[:2])
-            except OSError:
-                peer = None
-            sock.close()  # wakes a blocked send or receive with ClosedResourceError
             closed += 1
+            # the peer as hypercorn recorded it when the connection began (the scope's ``client``)
+            client = getattr(getattr(server, "protocol", None), "client", None)
+            peer = ":".join(str(part) for part in client[:2]) if client else None
             log.warning("connection_closed_at_stop", peer=peer,
                         reason=f"still open {grace_s:g} s after the stop began (a client that stopped reading)")
     return closed
