@@ -17,11 +17,14 @@ the rest still run):
 3. ``serve`` — the serve path (``serve_bench.py``): real ``ongridd serve``, real
    websockets, ``ongrid fake-llm`` with six calls of 0.1 s a turn, at 1, 200 and 1,000
    sessions.
-4. ``long-thread`` — per-turn cost, last 10% of a long thread against the first 10%
+4. ``model-client`` — the model-client path alone (``model_client_bench.py``): Ongrid's
+   provider against the official openai SDK, CPU per streamed call, with the server
+   answering after 0.1 s and at once.
+5. ``long-thread`` — per-turn cost, last 10% of a long thread against the first 10%
    (``long_thread_bench.py``).
-5. ``registry`` — 5,000 personas: cold load, reload, catalog, idle watcher
+6. ``registry`` — 5,000 personas: cold load, reload, catalog, idle watcher
    (``registry_bench.py``).
-6. ``startup`` — ``ongrid --help`` and ``ongridd serve`` → ``/healthz``
+7. ``startup`` — ``ongrid --help`` and ``ongridd serve`` → ``/healthz``
    (``startup_bench.py``).
 
 ``--quick``: small counts everywhere (a smoke run of the whole set, minutes not tens of
@@ -182,7 +185,7 @@ def print_ratios(ongrid: dict | None, peers: dict[str, dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="benchmarks: flow peers serve long-thread registry startup")
+                                     epilog="benchmarks: flow peers serve model-client long-thread registry startup")
     parser.add_argument("--peers", type=Path, default=os.environ.get("ONGRID_BENCH_PEERS") or None,
                         help="the peers' harness folder (default $ONGRID_BENCH_PEERS)")
     parser.add_argument("--peers-venv", type=Path, default=DEFAULT_VENV_ROOT,
@@ -209,6 +212,8 @@ def main() -> None:
     if chosen("serve"):
         counts = ["--sessions", "1", "200", "1000", "--single-turns", "10" if q else "30"]
         relay("serve", [PY, str(HERE / "serve_bench.py"), *counts], 3600)
+    if chosen("model-client"):
+        relay("model-client", [PY, str(HERE / "model_client_bench.py"), *(["--calls", "20"] if q else [])], 600)
     if chosen("long-thread"):
         relay("long-thread", [PY, str(HERE / "long_thread_bench.py"), *(["--turns", "60"] if q else [])], 3600)
     if chosen("registry"):
