@@ -2,12 +2,13 @@
 ``httptools`` (the llhttp C parser) for the responses, the request heads
 written here, the standard library's ``ssl`` for TLS.
 
-Why not the SDK's HTTP stack: a model call through it cost about 1.5 ms of
-CPU (request building, auth and retry wrappers, a connection pool whose
-request-to-connection matching grows with its size, per-chunk SSE objects),
-a third of the daemon's CPU per turn under load.  This client does only
-what a model call needs: one request, its response streamed or read whole,
-the connection kept for the next call.  (A pure-Python HTTP state machine
+Why not the SDK's HTTP stack: a streamed model call through the official
+SDK costs 3–5 ms of CPU (request building, auth and retry wrappers, a
+connection pool whose request-to-connection matching grows with its size,
+per-chunk SSE objects), about ten times this client's
+(``benchmarks/model_client_bench.py`` measures both on the same server).
+This client does only what a model call needs: one request, its response
+streamed or read whole, the connection kept for the next call.  (A pure-Python HTTP state machine
 was still about 8% of the daemon's CPU per turn: the response is parsed in C
 and a request head is a few cached byte strings joined.)
 
