@@ -16,7 +16,9 @@ writer's own task, started in a long-lived nursery, commits the queue:
   failed or stopped worker's close before its result, a turn's writes
   before its ``final``); a kill -9
   loses at most the last ``linger_s`` of writes of turns that had not
-  answered yet (the start-up recovery sweep closes their rows).
+  answered yet (the start-up recovery sweep closes their rows).  A held
+  row's times (``created_at``, ``started_at``, ``closed_at``) are those of
+  its submission, not of the commit.
 * **Batches.**  Everything queued when the writer commits (up to ``max_batch``
   writes) is committed in one transaction in one worker-thread hop — on
   SQLite a batch of at most ``inline_max`` writes with nothing queued behind
@@ -148,6 +150,9 @@ class PendingWrite:
     error: BaseException | None = None
     #: submission order (the writer's counter) and the writer's "someone waits for me" hook
     number: int = 0
+    #: when it was submitted (timezone-aware UTC): the time its row carries (``created_at``,
+    #: ``started_at``, ``closed_at``), however long the group commit held it; None: the commit's
+    at: datetime | None = None
     urge: Callable[[PendingWrite], None] | None = attrs.field(default=None, repr=False)
     #: the event behind ``done`` is made only for a waiter (most writes have none)
     is_done: bool = attrs.field(default=False, init=False)
@@ -317,7 +322,7 @@ class StoreWriter:
 
     def _submit(self, kind: str, session_id: str, owner: str, build: Callable[[], dict[str, Any]]) -> PendingWrite:
         self._submitted += 1
-        write = PendingWrite(kind, session_id, owner, {}, number=self._submitted, urge=self._urge)
+        write = PendingWrite(kind, session_id, owner, {}, number=self._submitted, urge=self._urge, at=utcnow())
         try:
             write.values = build()
         except ValueError as exc:  # a bad row is a failed write, reported like any other
@@ -589,14 +594,15 @@ class StoreWriter:
 def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
     """Apply every write of ``batch`` in one transaction, in order; their
     results.  Raises the database's error (nothing of the batch is then
-    committed).  Times are strictly increasing within the batch, so rows
-    ordered by time keep submission order."""
+    committed).  A row's time is its write's submission time (``at``), made
+    strictly increasing within the batch, so rows ordered by time keep
+    submission order."""
     results: list[Any] = []
     seqs: dict[str, int] = {}
     last: datetime | None = None
     with write_tx(engine) as conn:
         for write in batch:
-            now = utcnow()
+            now = write.at or utcnow()
             if last is not None and now <= last:
                 now = last + timedelta(microseconds=1)
             last = now
@@ -683,7 +689,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
     usage: dict[str, list[int]] = {}
     last: datetime | None = None
     for i, write in enumerate(batch):
-        now = utcnow()
+        now = write.at or utcnow()
         if last is not None and now <= last:
             now = last + timedelta(microseconds=1)
         last = now

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
+from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -20,6 +21,7 @@ from sqlalchemy.engine import make_url
 
 from ongridd.errors import NotFound, StoreError
 from ongridd.store import Store, open_store
+from ongridd.store.rows import utcnow
 from ongridd.store.writer import StoreWriter, running_writer
 
 
@@ -203,6 +205,42 @@ async def test_writes_of_every_kind_in_one_batch(store):
         assert await msg.wait() == 1 and await aud.wait() and await closed.wait() is True
     row = await store.get_session(sid)
     assert (row["status"], row["close_reason"]) == ("completed", "done") and row["started_at"] and row["closed_at"]
+
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one batch", "retried one by one"])
+async def test_rows_carry_the_time_their_write_was_made_not_the_commits(store, split):
+    """A write held by the group commit keeps the time it was submitted: the
+    audit and the session tree say when each step happened, not when the
+    batch was committed — on the batched path and on the one-write-at-a-time
+    path a failed batch is retried on."""
+    coord, _ = await store.get_or_create_coordinator("u", f"times-{split}")
+    owner = coord["id"]
+    async with running_writer(store, linger_s=30.0) as writer:
+        first = utcnow()
+        created = writer.create_session(owner=owner, agent_id="w", user_id="u", parent_session_id=owner)
+        sid = created.session_id
+        writer.mark_running(sid, owner=owner)
+        writer.append_message(sid, owner=owner, role="user", content="brief")
+        writer.add_audit(session_id=sid, owner=owner, tool_name="t", arguments="{}", result="r",
+                         status="ok", duration_ms=0)
+        if split:  # a row of an unknown session: the batch fails and each write is retried alone
+            writer.add_audit(session_id="00000000-0000-4000-8000-000000000000", owner=owner, tool_name="t",
+                             arguments="{}", result="r", status="ok", duration_ms=0)
+        writer.close_session(sid, "completed", "done", owner=owner)
+        last = utcnow() + timedelta(microseconds=8)  # the per-batch strictly-increasing nudge
+        await trio.sleep(0.3)  # held: nobody waits yet
+        committing = utcnow()
+        assert await writer.flush(owner)
+    row = await store.get_session(sid)
+    times = [row["created_at"], row["started_at"], row["closed_at"],
+             (await store.load_messages(sid))[0]["created_at"], (await store.list_audit(sid))[0]["created_at"]]
+    assert all(first <= _when(t) <= last < committing for t in times), (first, times, committing)
+    assert times[:3] == sorted(times[:3]) and len(set(times)) == len(times)  # submission order, distinct
 
 
 # ---- transient errors --------------------------------------------------------
