@@ -54,10 +54,14 @@ def script(turns: int, answer_chars: int) -> dict:
 
 
 async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="ongrid-long-thread-bench-") as tmp:  # removed afterwards, whatever happens
+        await run(args, Path(tmp))
+
+
+async def run(args: argparse.Namespace, work: Path) -> None:
     from trio_websocket import open_websocket_url
 
     logs.configure("WARNING")
-    work = Path(tempfile.mkdtemp(prefix="ongrid-long-thread-bench-"))
     fake = FakeLLM(coerce_script(script(args.turns + 5, args.answer_chars)), env={})
     async with trio.open_nursery() as nursery:
         fake_url = await nursery.start(serve_fake_llm, fake)

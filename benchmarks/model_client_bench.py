@@ -117,7 +117,8 @@ def main() -> None:
     try:
         import openai
     except ImportError:
-        raise SystemExit("model_client_bench: the openai SDK is not installed (pip install -e '.[test]')") from None
+        raise SystemExit("model_client_bench: the openai SDK is not installed; it comes with the test extras: "
+                         ".venv/bin/pip install '.[test]'") from None
     print(f"model client bench: {args.calls} streamed calls per client and gap against ongrid fake-llm; "
           f"openai SDK {openai.__version__}, python {sys.version.split()[0]}")
     figures: dict[float, tuple[float, float]] = {}

@@ -3,7 +3,7 @@
     python benchmarks/run_all.py [--peers DIR] [--quick] [--only NAME ...] [--skip NAME ...]
 
 Runs, one after another and each as its own subprocess (a failure is reported and
-the rest still run):
+the rest still run; the exit status is 1 when anything failed):
 
 1. ``flow`` — Ongrid's flow (``store_flow_bench.py``): coordinator → one worker with
    ``AgentTool`` → three echo calls, instant in-process model, SQLite, everything stored;
@@ -49,6 +49,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
 DEFAULT_VENV_ROOT = Path.home() / ".cache" / "ongrid-bench-peers"
+#: what failed in this run (the exit status is 1 when anything did)
+FAILURES: list[str] = []
+
+
+def failed(name: str, message: str) -> None:
+    """Print ``FAILED: message`` and remember ``name`` for the exit status."""
+    print(f"  FAILED: {message}")
+    FAILURES.append(name)
 
 
 def sub(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None,
@@ -87,7 +95,7 @@ def relay(name: str, cmd: list[str], timeout_s: float, keep_json: bool = False) 
         err = err_file.read()
     print(f"  ({name}: {time.monotonic() - t0:.0f} s)")
     if rc != 0:
-        print(f"  FAILED: {name} exited {rc}; last lines of its stderr:")
+        failed(name, f"{name} exited {rc}; last lines of its stderr:")
         for line in err.strip().splitlines()[-15:]:
             print("    " + line)
         return None
@@ -123,7 +131,7 @@ def run_peers(peers: Path | None, venv_root: Path, quick: bool, timeout_s: float
     try:
         python = peers_python(peers, venv_root)
     except Exception as exc:  # noqa: BLE001 - reported, the other benchmarks still run
-        print(f"  FAILED: peers' virtualenv: {exc}")
+        failed("peers", f"peers' virtualenv: {exc}")
         return {}
     env = dict(os.environ)
     if quick:
@@ -139,7 +147,7 @@ def run_peers(peers: Path | None, venv_root: Path, quick: bool, timeout_s: float
         except (ValueError, IndexError):
             data = None
         if rc != 0 or data is None:
-            print(f"  FAILED: {script} exited {rc}; last lines of its stderr:")
+            failed(script, f"{script} exited {rc}; last lines of its stderr:")
             for line in err.strip().splitlines()[-10:]:
                 print("    " + line)
             continue
@@ -160,7 +168,7 @@ def guarded(name: str, step, *args):
     try:
         return step(*args)
     except Exception as exc:  # noqa: BLE001 - reported, the other benchmarks still run
-        print(f"  FAILED: {name}: {type(exc).__name__}: {exc}")
+        failed(name, f"{name}: {type(exc).__name__}: {exc}")
         return None
 
 
@@ -188,8 +196,8 @@ def main() -> None:
                                      epilog="benchmarks: flow peers serve model-client long-thread registry startup")
     parser.add_argument("--peers", type=Path, default=os.environ.get("ONGRID_BENCH_PEERS") or None,
                         help="the peers' harness folder (default $ONGRID_BENCH_PEERS)")
-    parser.add_argument("--peers-venv", type=Path, default=DEFAULT_VENV_ROOT,
-                        help=f"where the peers' virtualenv lives (default {DEFAULT_VENV_ROOT})")
+    parser.add_argument("--peers-venv", type=Path, default=DEFAULT_VENV_ROOT, metavar="FOLDER",
+                        help=f"the peers' virtualenv is made in FOLDER/venv (default {DEFAULT_VENV_ROOT})")
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
     parser.add_argument("--only", nargs="+", default=None, metavar="NAME")
     parser.add_argument("--skip", nargs="+", default=[], metavar="NAME")
@@ -222,7 +230,10 @@ def main() -> None:
     if chosen("startup"):
         relay("startup", [PY, str(HERE / "startup_bench.py"), *(["--runs", "5", "--serve-runs", "3"] if q else [])],
               600)
-    print(f"\nrun_all: done in {time.monotonic() - started:.0f} s")
+    print(f"\nrun_all: done in {time.monotonic() - started:.0f} s"
+          + (f"; FAILED: {', '.join(FAILURES)}" if FAILURES else ""))
+    if FAILURES:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -128,10 +128,14 @@ async def one_flow(rt: Any, i: int, tag: str) -> float:
 
 
 async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="ongrid-flow-bench-") as tmp:  # removed afterwards, whatever happens
+        await run(args, Path(tmp))
+
+
+async def run(args: argparse.Namespace, work: Path) -> None:
     from rt_helpers import prepare
 
     logs.configure("WARNING")
-    work = Path(tempfile.mkdtemp(prefix="ongrid-flow-bench-"))
     raw = prepare(work)
     if args.db:
         raw["database"] = {"url": args.db}

@@ -24,7 +24,7 @@ _ONGRID_COMMANDS = (
      "run the scripted model server (an OpenAI-compatible test double, not a real model)"),
     ("ask", "ongridd.cli.client", "ask one question and print the final answer"),
     ("chat", "ongridd.cli.client", "interactive chat in the terminal (Ctrl-C stops a turn; twice quits)"),
-    ("sessions", "ongridd.cli.sessions", "show a session's tree or audit log from the running daemon"),
+    ("sessions", "ongridd.cli.sessions", "list sessions; show one's tree, audit, messages or export from the running daemon"),
     ("changes", "ongridd.cli.changes", "record changes made outside Ongrid (deploys, config pushes, flags)"),
     ("marketplace", "ongridd.cli.marketplace_cmd", "marketplace: list, install and uninstall plugin packages"),
     ("demo", "ongridd.cli.demo", "run the main job on this host with the scripted model (or a real one)"),

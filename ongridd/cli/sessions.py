@@ -15,7 +15,7 @@ from ongridd.cli.common import ClientError, add_client_args, http_json, print_js
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sessions", help="show a session's tree or audit log from the running daemon")
+    p = sub.add_parser("sessions", help="list sessions; show one's tree, audit, messages or export from the running daemon")
     ss = p.add_subparsers(dest="sessions_command", metavar="COMMAND")
     ss.required = True
     q = ss.add_parser("list", help="your chat threads, newest activity first")
@@ -41,13 +41,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def format_tokens(tokens: dict | None) -> str:
-    """`` · 1234 in (200 cached) / 56 out, 3 calls`` — empty for a session without model calls."""
+    """`` · 1234 in (200 cached) / 56 out, 3 model calls`` — empty for a session without model calls."""
     if not tokens or not tokens.get("model_calls"):
         return ""
     cached = f" ({tokens['cached']} cached)" if tokens.get("cached") else ""
     calls = tokens["model_calls"]
     return (f" · {tokens.get('prompt', 0)} in{cached} / {tokens.get('completion', 0)} out, "
-            f"{calls} call{'s' if calls != 1 else ''}")
+            f"{calls} model call{'s' if calls != 1 else ''}")
 
 
 def _fence(text: str) -> str:

@@ -70,8 +70,8 @@ async def test_usage_the_model_reported_lands_on_sessions_and_metrics(tmp_path):
         code, out, err = await run_cli("sessions", "tree", sid, "--url", d.base_url)
         assert code == 0, err
         first, second = out.splitlines()[:2]
-        assert first.endswith("· 2300 in (600 cached) / 120 out, 2 calls")
-        assert second.startswith("  rt-worker [completed]") and second.endswith("· 460 in (128 cached) / 20 out, 2 calls")
+        assert first.endswith("· 2300 in (600 cached) / 120 out, 2 model calls")
+        assert second.startswith("  rt-worker [completed]") and second.endswith("· 460 in (128 cached) / 20 out, 2 model calls")
 
         # a second turn without explicit usage: the scripted model's estimate is added, never lost
         d.use_script({"default": [{"content": "unused"}, {"content": "unused"}, {"content": "short answer"}]})
