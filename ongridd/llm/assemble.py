@@ -24,7 +24,10 @@ Rules that real servers need:
   of a tool call leaves the partial call in the completion, and the kernel
   must not execute it;
 * ``usage`` is kept when the server sends it (the last one wins), with
-  ``prompt_tokens_details.cached_tokens`` as ``Usage.cached_tokens``.
+  ``prompt_tokens_details.cached_tokens`` as ``Usage.cached_tokens``;
+* a tool call that ends without a function name raises ``ValueError`` from
+  ``finish`` / :func:`completion_from_response`: it names nothing that could
+  be run, answered or replayed (the provider reports a malformed answer).
 
 Only choice 0 is read (Ongrid never asks for ``n > 1``).
 """
@@ -32,7 +35,7 @@ Only choice 0 is read (Ongrid never asks for ``n > 1``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -194,12 +197,21 @@ class StreamAssembler:
             ToolCall(id=c.id or f"call_{n}", name=c.name, arguments="".join(c.arguments))
             for n, c in enumerate(self._calls)
         )
+        _check_named(calls)
         content: str | None = text if (text or not calls) else None
         return Completion(
             message=Message(role="assistant", content=content, tool_calls=calls),
             finish_reason=self._finish_reason,
             usage=self._usage,
         )
+
+
+def _check_named(calls: Sequence[ToolCall]) -> None:
+    """A tool call without a function name names nothing that could be run, answered or
+    replayed: ValueError (the provider reports the answer as malformed)."""
+    for call in calls:
+        if not call.name:
+            raise ValueError(f"a tool call without a function name (call {call.id!r})")
 
 
 def completion_from_response(response: Any) -> Completion:
@@ -225,6 +237,7 @@ def completion_from_response(response: Any) -> Completion:
                 arguments=_arguments_text(_get(function, "arguments")),
             )
         )
+    _check_named(calls)
     content: str | None = text if (text or not calls) else None
     reason = _get(choice, "finish_reason")
     return Completion(

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Self
@@ -75,6 +76,10 @@ _WIRE_CACHE_SIZE = 8192
 _WIRE_CACHE_CHARS = 8_000_000
 #: the encoder of request bodies (what ``json.dumps(..., default=str)`` uses)
 _ENCODER = json.JSONEncoder(default=str)
+#: a JSON escape of a UTF-16 surrogate (``\ud800``–``\udfff``): JSON allows one alone, UTF-8 cannot carry it
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _is_text(value: Any) -> bool:
@@ -563,12 +568,50 @@ class OpenAIProvider:
 
 
 def _json(raw: bytes | str) -> Any:
+    """The server's JSON, decoded; a surrogate it escaped alone (valid JSON, not text that UTF-8,
+    the store or a client could carry) becomes U+FFFD."""
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except ValueError as exc:
         raise _Malformed(f"not JSON: {exc}") from None
     except RecursionError:
         raise _Malformed("JSON nested too deeply") from None
+    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(raw, bytes) else _SURROGATE_ESCAPE
+    if pattern.search(raw):  # type: ignore[arg-type]
+        return _without_lone_surrogates(value)
+    return value
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` (decoded JSON) with every surrogate code point in its strings, keys included,
+    replaced by U+FFFD; a valid pair was already joined by the decoder into one character.
+    Iterative: the JSON may be nested as deep as the decoder allowed."""
+    fix = lambda text: _LONE_SURROGATE.sub("\ufffd", text)  # noqa: E731
+    if isinstance(value, str):
+        return fix(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in list(node):
+                item = node[key]
+                if isinstance(item, str):
+                    item = fix(item)
+                elif isinstance(item, (dict, list)):
+                    stack.append(item)
+                if isinstance(key, str) and _LONE_SURROGATE.search(key):
+                    del node[key]
+                    key = fix(key)
+                node[key] = item
+        else:
+            for i, item in enumerate(node):
+                if isinstance(item, str):
+                    node[i] = fix(item)
+                elif isinstance(item, (dict, list)):
+                    stack.append(item)
+    return value
 
 
 def _assembled(fn: Any, *args: Any) -> Any:

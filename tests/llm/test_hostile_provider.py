@@ -102,6 +102,13 @@ BROKEN_ANSWERS = {
     "choices is a number (whole body)": (False, json_answer(b'{"choices": 5}')),
     "tool_calls is true (whole body)": (
         False, json_answer(b'{"choices": [{"index": 0, "message": {"tool_calls": true}}]}')),
+    "a tool call without a function name (stream)": (
+        True, SSE_HEAD + sse_event(b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", '
+                                   b'"type": "function", "function": {"arguments": "{}"}}]}, '
+                                   b'"finish_reason": "tool_calls"}]}') + END),
+    "a tool call without a function name (whole body)": (
+        False, json_answer(b'{"choices": [{"index": 0, "message": {"tool_calls": [{"id": "c1", "type": "function", '
+                           b'"function": {"name": "", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]}')),
     "content parts nested 450 deep": (
         True, SSE_HEAD + sse_event(
             b'{"choices":[{"index":0,"delta":{"content":' + b'[{"text":' * 450 + b'"x"' + b"}]" * 450 + b"}}]}")
@@ -115,6 +122,32 @@ async def test_a_malformed_answer_ends_in_a_provider_error_not_another_exception
     async with raw_server(answering(payload)) as url, provider(url, streaming=streaming) as p:
         with pytest.raises(ProviderError):
             await call(p)
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_lone_surrogate_escaped_by_the_model_becomes_a_replacement_character(streaming):
+    """JSON may escape a surrogate alone (``\\ud800``); UTF-8 cannot carry it, so it would fail
+    the store and the client later: the completion has U+FFFD there, in text and in tool
+    arguments, and a valid escaped pair stays the character it encodes."""
+    text = 'lone \\ud800 here, pair \\ud83d\\ude00 kept, low \\udfff'
+    args = '{\\"q\\": \\"\\udc00\\"}'
+    if streaming:
+        answer = (SSE_HEAD + sse_event(b'{"choices": [{"index": 0, "delta": {"content": "%s"}}]}' % text.encode())
+                  + sse_event(b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", '
+                              b'"type": "function", "function": {"name": "t", "arguments": "%s"}}]}, '
+                              b'"finish_reason": "tool_calls"}]}' % args.encode()) + END)
+    else:
+        answer = json_answer(b'{"choices": [{"index": 0, "message": {"content": "%s", "tool_calls": [{"id": "c1", '
+                             b'"type": "function", "function": {"name": "t", "arguments": "%s"}}]}, '
+                             b'"finish_reason": "tool_calls"}]}' % (text.encode(), args.encode()))
+    async with raw_server(answering(answer)) as url, provider(url, streaming=streaming) as p:
+        events = await call(p)
+    completion = events[-1]
+    assert isinstance(completion, Completion)
+    assert completion.message.content == "lone \ufffd here, pair \U0001f600 kept, low \ufffd"
+    assert json.loads(completion.message.tool_calls[0].arguments) == {"q": "\ufffd"}
+    for event in events:  # every piece is text UTF-8 can carry
+        (event.text if isinstance(event, TextDelta) else event.message.content or "").encode("utf-8")
 
 
 async def test_a_nesting_bomb_from_the_model_list_ends_in_a_provider_error():

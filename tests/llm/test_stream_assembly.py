@@ -230,3 +230,14 @@ def test_cached_tokens_come_from_prompt_tokens_details():
     whole = completion_from_response({"choices": [{"index": 0, "message": {"content": "ok"}}],
                                       "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
     assert whole.usage == Usage(prompt_tokens=5, completion_tokens=1, cached_tokens=0)  # not reported: 0
+
+
+def test_a_tool_call_without_a_function_name_is_refused_in_both_forms():
+    """A call that never got a name names nothing to run, answer or replay: ValueError (the
+    provider turns it into a malformed-answer error) rather than a call the store cannot keep."""
+    nameless = {"index": 0, "id": "c1", "type": "function", "function": {"arguments": "{}"}}
+    with pytest.raises(ValueError, match="without a function name"):
+        _assemble([_chunk({"tool_calls": [nameless]}, finish_reason="tool_calls")])
+    with pytest.raises(ValueError, match="without a function name"):
+        completion_from_response(_response(None, [{"id": "c1", "type": "function",
+                                                   "function": {"name": "", "arguments": "{}"}}]))
