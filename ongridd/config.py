@@ -54,6 +54,9 @@ class LLMConfig:
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 120.0
+    #: the longest one attempt of a model call may take, request sent to the answer's last byte
+    #: (a server streaming without end, or trickling, is cut off; seconds)
+    call_timeout_s: float = 600.0
     max_retries: int = 3
     #: model calls in flight to the provider at once (later calls wait their turn, first come
     #: first served); also the HTTP connections kept to it
@@ -388,6 +391,8 @@ def _validate(cfg: Config, source: str | None) -> None:
         problems.append(f"{exc} @ config.server.listen")
     if cfg.llm.timeout_s <= 0:
         problems.append("must be > 0 @ config.llm.timeout_s")
+    if cfg.llm.call_timeout_s <= 0:
+        problems.append("must be > 0 @ config.llm.call_timeout_s")
     if not 0 <= cfg.llm.max_retries <= 20:  # a provider answering 429 forever must end the turn
         problems.append("must be between 0 and 20 @ config.llm.max_retries")
     if not 1 <= cfg.llm.max_concurrent_calls <= 10_000:

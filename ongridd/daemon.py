@@ -101,6 +101,7 @@ def make_model(config: Config, api_key: str | None = None) -> Any:
         api_key = read_secret(config.llm.api_key_env)
     return OpenAIProvider(base_url=config.llm.base_url, api_key=api_key,
                           model=config.llm.model, timeout_s=config.llm.timeout_s,
+                          call_timeout_s=config.llm.call_timeout_s,
                           max_retries=config.llm.max_retries, max_concurrent_calls=config.llm.max_concurrent_calls)
 
 

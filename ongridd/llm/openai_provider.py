@@ -141,6 +141,10 @@ class _StatusError(Exception):
         return " ".join(str(message if message is not None else (self.text() or "(no body)")).split())
 
 
+class _CallTimeout(HTTPTimeout):
+    """The answer was still arriving when the attempt's ``call_timeout_s`` ran out."""
+
+
 class _Malformed(Exception):
     """A response that is not what a chat completion looks like."""
 
@@ -168,7 +172,10 @@ class OpenAIProvider:
     request's ``model`` overrides it; when both are missing the first model
     of ``GET /models`` is used (once looked up, remembered).  ``timeout_s``:
     how long to wait for the connection and for each read (a server silent
-    that long is a timeout).  ``max_retries``: retries after the first
+    that long is a timeout).  ``call_timeout_s``: the longest one attempt
+    may take, request sent to the answer's last byte (a server that streams
+    without end, or trickles, is a timeout; checked as the answer arrives, so
+    an attempt ends at most ``timeout_s`` after it).  ``max_retries``: retries after the first
     attempt (``3`` → at most 4 attempts).  ``backoff_base_s`` /
     ``backoff_max_s``: the retry delay before attempt ``n+1`` is
     ``min(max, base·2^(n-1))``, of which the upper half is random jitter.  A
@@ -190,6 +197,7 @@ class OpenAIProvider:
         timeout_s: float = 120.0,
         max_retries: int = 3,
         *,
+        call_timeout_s: float = 600.0,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
         streaming: bool = True,
@@ -197,6 +205,8 @@ class OpenAIProvider:
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        if not call_timeout_s > 0:
+            raise ValueError(f"call_timeout_s must be > 0, got {call_timeout_s!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries!r}")
         if max_concurrent_calls < 1:
@@ -204,6 +214,7 @@ class OpenAIProvider:
         self.base_url = base_url
         self.model = model
         self.timeout_s = float(timeout_s)
+        self.call_timeout_s = float(call_timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_base_s = float(backoff_base_s)
         self.backoff_max_s = float(backoff_max_s)
@@ -372,6 +383,7 @@ class OpenAIProvider:
                 if waited >= SLOT_WAIT_LOGGED_S:
                     log.info("model_call_waited_for_a_slot", agent=request.agent, session_id=request.session_id,
                              waited_s=round(waited, 3), max_concurrent_calls=self.max_concurrent_calls)
+            until = trio.current_time() + self.call_timeout_s  # this attempt's end at the latest
             try:
                 try:
                     if self.streaming:
@@ -379,11 +391,11 @@ class OpenAIProvider:
                         try:
                             if response.headers.get("content-type", "").startswith("application/json"):
                                 # a server that ignores ``stream``: the whole completion at once
-                                completion, whole = await _whole_completion(response), True
+                                completion, whole = await _whole_completion(response, until), True
                             else:
                                 _check_event_stream(response)
                                 assembler = StreamAssembler()
-                                async with contextlib.aclosing(_chunks(response, self.timeout_s)) as chunks:
+                                async with contextlib.aclosing(_chunks(response, self.timeout_s, until)) as chunks:
                                     async for chunk in chunks:
                                         for event in _assembled(assembler.feed, chunk):
                                             emitted = True
@@ -395,7 +407,7 @@ class OpenAIProvider:
                         response = await self._post(client, request, self._body(model, request, stream=False),
                                                     accept="application/json")
                         try:
-                            completion, whole = await _whole_completion(response), True
+                            completion, whole = await _whole_completion(response, until), True
                         finally:
                             await response.aclose()
                 except Exception as exc:
@@ -500,6 +512,9 @@ class OpenAIProvider:
     def _classify(self, exc: Exception) -> _Failure | None:
         """Map a failed attempt to a failure; ``None`` for exceptions that
         are not about the provider (bugs: re-raised as they are)."""
+        if isinstance(exc, _CallTimeout):
+            return _Failure(f"the answer was still arriving after call_timeout_s={self.call_timeout_s:g}",
+                            status=None, retryable=True)
         if isinstance(exc, HTTPTimeout):
             return _Failure(f"no response within timeout_s={self.timeout_s:g}", status=None, retryable=True)
         if isinstance(exc, HTTPConnectionError):
@@ -624,10 +639,15 @@ def _assembled(fn: Any, *args: Any) -> Any:
         raise _Malformed(f"an answer of an unexpected shape ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-async def _whole_completion(response: Response) -> Completion:
-    """A non-streamed ``chat.completion`` body, read (up to MAX_BODY_BYTES) and assembled."""
+async def _whole_completion(response: Response, until: float = math.inf) -> Completion:
+    """A non-streamed ``chat.completion`` body, read (up to MAX_BODY_BYTES, by ``until``, trio
+    time: HTTPTimeout after it) and assembled."""
     _check_encoding(response)
-    return _assembled(completion_from_response, _json(await response.read(MAX_BODY_BYTES)))
+    with trio.move_on_at(until) as reading:
+        body = await response.read(MAX_BODY_BYTES)
+    if reading.cancelled_caught:
+        raise _CallTimeout()
+    return _assembled(completion_from_response, _json(body))
 
 
 def _check_encoding(response: Response) -> None:
@@ -644,13 +664,15 @@ def _check_event_stream(response: Response) -> None:
         raise _Malformed(f"a streamed answer of type {kind!r} (expected text/event-stream)")
 
 
-async def _chunks(response: Response, silent_s: float = math.inf) -> AsyncGenerator[Any, None]:
+async def _chunks(response: Response, silent_s: float = math.inf,
+                  until: float = math.inf) -> AsyncGenerator[Any, None]:
     """The decoded JSON of each ``data:`` event up to ``[DONE]`` (or the end
     of the body; what follows ``[DONE]`` is read and dropped, up to 64 KiB
     and 1 s, so the connection can be kept).  An event whose JSON holds ``error``
     raises _ServerError; a stream past MAX_BODY_BYTES, or one that sends no
     ``data:`` event for ``silent_s`` however many other bytes it sends
-    (comments, unfinished lines), is refused."""
+    (comments, unfinished lines), is refused; one still arriving after
+    ``until`` (trio time) is a timeout, however steadily it comes."""
     decoder = SSEDecoder()
     size = 0
     last_event = trio.current_time()
@@ -661,6 +683,8 @@ async def _chunks(response: Response, silent_s: float = math.inf) -> AsyncGenera
                 raise _Malformed(f"a streamed answer larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB")
             events = decoder.feed(data)
             now = trio.current_time()
+            if now > until:
+                raise _CallTimeout()
             if events:
                 last_event = now
             elif now - last_event > silent_s:

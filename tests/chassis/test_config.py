@@ -18,7 +18,7 @@ def test_defaults_match_design():
     cfg = structure({})
     assert cfg.server.listen == "127.0.0.1:8650"
     assert cfg.state_dir == "./var"
-    assert cfg.llm.timeout_s == 120 and cfg.llm.max_retries == 3
+    assert cfg.llm.timeout_s == 120 and cfg.llm.max_retries == 3 and cfg.llm.call_timeout_s == 600
     assert cfg.limits.tool_result_max_chars == 16000 and cfg.limits.worker_timeout_s == 600
     assert cfg.database_url.endswith("/var/ongrid.db") and cfg.database_url.startswith("sqlite:///")
 
@@ -112,6 +112,9 @@ def test_alias_bomb_fifo_and_nan_are_refused(tmp_path):
         load_config(fifo, environ={})
     with pytest.raises(ConfigError, match="config.llm.timeout_s"):
         load_config(write(tmp_path, "llm: {timeout_s: .nan}\n"), environ={})
+    for bad in ("0", "-1", ".nan"):
+        with pytest.raises(ConfigError, match="config.llm.call_timeout_s"):
+            load_config(write(tmp_path, f"llm: {{call_timeout_s: {bad}}}\n"), environ={})
     with pytest.raises(ConfigError, match="config.state_dir"):
         load_config(write(tmp_path, "state_dir: ''\n"), environ={})
     with pytest.raises(ConfigError, match="invalid YAML"):

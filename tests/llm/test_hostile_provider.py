@@ -281,3 +281,35 @@ async def test_a_trickle_never_keeps_a_call_past_its_timeout(trickle):
         with trio.fail_after(10), pytest.raises(ProviderError, match="no response within") as info:
             await call(p)
     assert info.value.retryable
+
+
+@pytest.mark.parametrize("answer", ["empty events without end", "text without end", "a whole body trickled"])
+async def test_an_answer_that_never_ends_is_cut_off_at_call_timeout_s(answer):
+    """``timeout_s`` bounds each read, so a server that keeps sending — events with no
+    choices, a word a tick, a body a byte at a time — would hold a turn for ever:
+    ``call_timeout_s`` ends the attempt, as a ProviderError naming it."""
+
+    async def handler(stream):
+        if not await read_request(stream):
+            return
+        if answer == "a whole body trickled":
+            await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                                  b"content-length: 1000000\r\n\r\n")
+        else:
+            await stream.send_all(SSE_HEAD)
+        event = (sse_event(b'{"choices": []}') if answer == "empty events without end"
+                 else sse_event(delta("la ")) if answer == "text without end" else b" ")
+        while True:
+            await stream.send_all(event)
+            await trio.sleep(0.02)
+
+    streaming = answer != "a whole body trickled"
+    async with raw_server(handler) as url, provider(url, streaming=streaming, call_timeout_s=0.3) as p:
+        with trio.fail_after(30):  # a hang guard, not a timing: the cut comes after 0.3 s per attempt
+            with pytest.raises(ProviderError, match="call_timeout_s"):
+                await call(p)
+
+
+def test_call_timeout_s_must_be_positive():
+    with pytest.raises(ValueError, match="call_timeout_s"):
+        OpenAIProvider("http://127.0.0.1:9/v1", call_timeout_s=0)
