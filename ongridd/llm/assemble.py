@@ -25,6 +25,8 @@ Rules that real servers need:
   must not execute it;
 * ``usage`` is kept when the server sends it (the last one wins), with
   ``prompt_tokens_details.cached_tokens`` as ``Usage.cached_tokens``;
+* an answer whose text and tool arguments pass :data:`MAX_ANSWER_CHARS`
+  raises ``ValueError`` (from ``feed`` as soon as it does);
 * a tool call that ends without a function name raises ``ValueError`` from
   ``finish`` / :func:`completion_from_response`: it names nothing that could
   be run, answered or replayed (the provider reports a malformed answer).
@@ -78,6 +80,11 @@ def _arguments_text(value: Any) -> str:
         return str(value)
 
 
+#: the most characters of text and tool-call arguments one answer may carry: past any model's
+#: output limit (about 500,000 tokens), and small enough that storing, encoding and sending it
+#: stays short on the event loop; a longer answer is refused as malformed (ValueError)
+MAX_ANSWER_CHARS = 2 * 1024 * 1024
+
 #: the most tokens one call is believed to report per counter; a number
 #: past it (or negative, or not an integer) is a provider's garbage and
 #: counts 0 — it must not overflow a 64-bit counter and fail the row write
@@ -124,6 +131,7 @@ class StreamAssembler:
         self._last: _PartialCall | None = None
         self._finish_reason: str | None = None
         self._usage: Usage | None = None
+        self._chars = 0  # text and arguments so far (MAX_ANSWER_CHARS)
         self.chunks = 0  #: number of chunks fed so far
 
     def feed(self, chunk: Any) -> list[TextDelta]:
@@ -140,6 +148,7 @@ class StreamAssembler:
             delta = _get(choice, "delta")
             text = _text(_get(delta, "content"))
             if text:
+                self._count(len(text))
                 self._text.append(text)
                 events.append(TextDelta(text))
             for entry in _get(delta, "tool_calls") or ():
@@ -161,8 +170,14 @@ class StreamAssembler:
         if name and not call.name:
             call.name = str(name)
         if arguments:
+            self._count(len(arguments))
             call.arguments.append(arguments)
         self._last = call
+
+    def _count(self, chars: int) -> None:
+        self._chars += chars
+        if self._chars > MAX_ANSWER_CHARS:
+            raise ValueError(f"an answer longer than {MAX_ANSWER_CHARS:,} characters (text and tool arguments)")
 
     def _slot(self, index: int | None, call_id: str) -> _PartialCall:
         if index is None:
@@ -238,6 +253,8 @@ def completion_from_response(response: Any) -> Completion:
             )
         )
     _check_named(calls)
+    if len(text) + sum(len(c.arguments) for c in calls) > MAX_ANSWER_CHARS:
+        raise ValueError(f"an answer longer than {MAX_ANSWER_CHARS:,} characters (text and tool arguments)")
     content: str | None = text if (text or not calls) else None
     reason = _get(choice, "finish_reason")
     return Completion(

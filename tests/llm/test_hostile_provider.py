@@ -16,6 +16,7 @@ from test_openai_provider import raw_server as plain_raw_server
 from test_openai_provider import read_request
 
 from ongridd.errors import ProviderError
+from ongridd.llm.assemble import MAX_ANSWER_CHARS
 from ongridd.llm.openai_provider import MAX_BODY_BYTES, OpenAIProvider
 from ongridd.llm.types import Completion, Message, ModelRequest, TextDelta
 
@@ -225,10 +226,10 @@ async def test_no_piece_of_the_key_survives_the_message_cut():
 
 
 async def test_a_streamed_answer_larger_than_a_whole_body_may_be_is_refused():
-    """A non-streamed answer is read up to MAX_BODY_BYTES; a stream of text
-    deltas must be bounded too (a server streaming without end would
-    otherwise grow the process without limit)."""
-    piece = sse_event(delta("x" * 60_000))
+    """A non-streamed answer is read up to MAX_BODY_BYTES; a stream must be
+    bounded too, in bytes, whatever its events carry (here: nothing the
+    assembler keeps, so the answer-length bound never trips)."""
+    piece = sse_event(json.dumps({"choices": [], "padding": "x" * 60_000}).encode())
     pieces = MAX_BODY_BYTES // 60_000 + 16
 
     async def handler(stream):
@@ -313,3 +314,28 @@ async def test_an_answer_that_never_ends_is_cut_off_at_call_timeout_s(answer):
 def test_call_timeout_s_must_be_positive():
     with pytest.raises(ValueError, match="call_timeout_s"):
         OpenAIProvider("http://127.0.0.1:9/v1", call_timeout_s=0)
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+@pytest.mark.parametrize("where", ["text", "tool arguments"])
+async def test_an_answer_longer_than_max_answer_chars_is_refused(streaming, where):
+    """Far past any model's output limit, an answer would be stored, encoded and sent whole on
+    the event loop: past MAX_ANSWER_CHARS it is a malformed answer, streamed or not."""
+    piece = "x" * 100_000
+    pieces = MAX_ANSWER_CHARS // len(piece) + 2
+    if streaming:
+        if where == "text":
+            events = b"".join(sse_event(delta(piece)) for _ in range(pieces))
+        else:
+            events = sse_event(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "c1", "type": "function", "function": {"name": "t", "arguments": ""}}]}}]}).encode())
+            events += b"".join(sse_event(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": piece}}]}}]}).encode()) for _ in range(pieces))
+        answer = SSE_HEAD + events + END
+    else:
+        message = ({"content": piece * pieces} if where == "text" else
+                   {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": piece * pieces}}]})
+        answer = json_answer(json.dumps({"choices": [{"index": 0, "message": message}]}).encode())
+    async with raw_server(answering(answer)) as url, provider(url, streaming=streaming) as p:
+        with pytest.raises(ProviderError, match="longer than"):
+            await call(p)
