@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from quart import Response, request
 from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
 
 from ongridd.errors import AuthError, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import get_logger
@@ -86,6 +87,10 @@ class AppServices:
 def _json(body: Any, status: int = 200) -> Response:
     return Response(json.dumps(body, ensure_ascii=False, default=str), status=status,
                     content_type="application/json; charset=utf-8")
+
+
+#: error codes of the framework's HTTP errors (others: the status's name in snake case)
+_HTTP_ERROR_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 
 
 def _error(status: int, code: str, message: str) -> Response:
@@ -229,7 +234,7 @@ def _add_origin_checks(app: QuartTrio, services: AppServices) -> None:
 
 
 def _add_error_handlers(app: QuartTrio) -> None:
-    """Map the project's errors to JSON error answers: 401, 404, 409, 400 (413 for an oversized persona)."""
+    """Map the project's errors, and the framework's own (404, 405, 413, ...), to JSON error answers."""
 
     @app.errorhandler(AuthError)
     async def _auth_error(exc: AuthError):
@@ -246,6 +251,20 @@ def _add_error_handlers(app: QuartTrio) -> None:
     @app.errorhandler(OngridError)
     async def _bad(exc: OngridError):
         return _error(400, "bad_request", str(exc))
+
+    @app.errorhandler(HTTPException)
+    async def _http_error(exc: HTTPException):
+        # the framework's own refusals (no such route, a method a route does not take, a body
+        # over the size limit) answer in the same JSON shape as every other error
+        status = exc.code or 500
+        code = _HTTP_ERROR_CODES.get(status) or "_".join((exc.name or "error").lower().split())
+        resp = _error(status, code, exc.description or exc.name or "error")
+        for name, value in exc.get_headers():
+            if name.lower() != "content-type":
+                resp.headers[name] = value  # Allow on a 405, for one
+        if status == 413:  # the body was left unread: the connection cannot carry another request
+            resp.headers["Connection"] = "close"
+        return resp
 
     @app.errorhandler(PersonaError)
     async def _bad_persona(exc: PersonaError):
