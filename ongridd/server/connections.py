@@ -25,10 +25,12 @@ period, the sockets of the connections still open (a waiting send then
 fails with ``ClosedResourceError``, which hypercorn handles as a closed
 connection).
 
-Two more hypercorn behaviours are changed (see :func:`harden_http_server`):
+Three more hypercorn behaviours are changed (see :func:`harden_http_server`):
 events for an ASGI app that has returned are dropped instead of waited on
 (a peer that kept sending behind an answer left its connection open for
-ever), and websocket compression is never negotiated (an inflation bomb).
+ever), websocket compression is never negotiated (an inflation bomb), and
+a websocket whose message is over the size limit is closed (TCP) once the
+close 1009 is sent, instead of being read and buffered on for ever.
 """
 
 from __future__ import annotations
@@ -63,14 +65,16 @@ _ENDED: set[trio.Event] = set()
 def harden_http_server() -> None:
     """Apply this module's fixes to hypercorn (idempotent; call before the
     first connection): :func:`_contain_connection_errors`,
-    :func:`_drop_events_for_finished_apps`, :func:`_no_websocket_compression`
-    and :func:`_connection_upkeep_not_cancelled_with_the_app`.  Raises RuntimeError when hypercorn
+    :func:`_drop_events_for_finished_apps`, :func:`_no_websocket_compression`,
+    :func:`_connection_upkeep_not_cancelled_with_the_app` and
+    :func:`_end_websocket_on_oversized_message`.  Raises RuntimeError when hypercorn
     no longer has what one of them wraps, so a hypercorn upgrade cannot
     silently drop a protection."""
     _contain_connection_errors()
     _drop_events_for_finished_apps()
     _no_websocket_compression()
     _connection_upkeep_not_cancelled_with_the_app()
+    _end_websocket_on_oversized_message()
 
 
 def _contain_connection_errors() -> None:
@@ -228,6 +232,51 @@ def _connection_upkeep_not_cancelled_with_the_app() -> None:
 
     protocol_send._ongrid_upkeep = True  # type: ignore[attr-defined]
     TCPServer.protocol_send = protocol_send  # type: ignore[method-assign]
+
+
+def _end_websocket_on_oversized_message() -> None:
+    """Wrap hypercorn's ``WSStream._handle_events`` (idempotent) so that a
+    websocket message over ``websocket_max_message_size`` ends the
+    connection.  hypercorn sends the close (1009, message too big) but then
+    goes on reading the socket: wsproto keeps parsing what follows and
+    hypercorn keeps appending it to the message buffer it never clears, so
+    a client that announced a 2 GiB frame and streamed its payload grew the
+    daemon by as much as it sent, before any token was checked.  Once that
+    buffer is over the limit (the 1009 is on its way) it is dropped and the
+    stream is ended as if the client had closed it (``StreamClosed``: the
+    app gets ``websocket.disconnect``, hypercorn closes the TCP connection
+    and its reader stops); nothing more is read from that connection.
+    Raises RuntimeError when hypercorn no longer has what this relies on."""
+    from hypercorn.protocol import events, ws_stream
+
+    stream_cls = getattr(ws_stream, "WSStream", None)
+    original = getattr(stream_cls, "_handle_events", None)
+    closed_event = getattr(events, "StreamClosed", None)
+    buffer = ws_stream.WebsocketBuffer(1) if hasattr(ws_stream, "WebsocketBuffer") else None
+    if (original is None or closed_event is None or not hasattr(buffer, "length")
+            or not hasattr(buffer, "max_length") or not hasattr(buffer, "clear")):
+        raise RuntimeError("hypercorn.protocol.ws_stream.WSStream._handle_events or its WebsocketBuffer "
+                           "changed; ending websockets with an oversized message needs updating for "
+                           "this hypercorn")
+    if getattr(original, "_ongrid_bounded", False):
+        return
+
+    async def _handle_events(self: Any) -> None:
+        await original(self)
+        # hypercorn raised (and caught) its FrameTooLargeError, and sent the close 1009, exactly
+        # when the message buffer went over the limit; it never clears the buffer after that
+        if self.closed or self.buffer.length <= self.buffer.max_length:
+            return
+        limit = self.buffer.max_length
+        self.buffer.clear()
+        client = self.client
+        log.warning("websocket_message_too_big", peer=":".join(str(part) for part in client[:2]) if client else None,
+                    limit=limit)
+        await self.send(closed_event(stream_id=self.stream_id))
+
+    _handle_events._ongrid_bounded = True  # type: ignore[attr-defined]
+    _handle_events.__doc__ = original.__doc__
+    stream_cls._handle_events = _handle_events  # type: ignore[union-attr]
 
 
 def _keepalive_options() -> tuple[tuple[int, int, int], ...]:

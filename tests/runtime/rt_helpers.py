@@ -401,3 +401,27 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         os.pathsep)
     env.update(extra)
     return env
+
+
+async def raw_chat_socket(base_url: str, *, buffer: tuple[int, int] | None = None) -> tuple[trio.SocketStream, Any]:
+    """A websocket to the daemon's ``/ws`` on a raw TCP stream, its handshake done and nothing
+    else sent (no hello: no token is needed to get this far), for clients that misbehave below
+    the websocket library.  ``buffer``: ``(SO_SNDBUF or SO_RCVBUF, bytes)`` set before connecting.
+    Returns the stream and its wsproto client connection."""
+    import socket
+
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request
+
+    host = base_url.removeprefix("http://")
+    sock = trio.socket.socket()
+    if buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, buffer[0], buffer[1])
+    await sock.connect(("127.0.0.1", int(host.rsplit(":", 1)[1])))
+    stream = trio.SocketStream(sock)
+    client = WSConnection(ConnectionType.CLIENT)
+    await stream.send_all(client.send(Request(host=host, target="/ws")))
+    with trio.fail_after(10):
+        while not any(isinstance(e, AcceptConnection) for e in client.events()):
+            client.receive_data(await stream.receive_some(4096))
+    return stream, client

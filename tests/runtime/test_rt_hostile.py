@@ -78,17 +78,15 @@ async def test_an_oversized_socket_message_is_refused_and_the_daemon_goes_on(tmp
             await ws.send_message(json.dumps({"type": "user_message", "text": "x" * (70 * 1024)}))
             frame = json.loads(await ws.get_message())
             assert frame["code"] == "bad_frame" and "frame too large" in frame["message"]
-        # over the message limit: never read whole.  (The HTTP server then leaves the close handshake
-        # unfinished; the client drops the connection rather than wait for it, and the server's side
-        # of it ends with the client's.)
-        with trio.move_on_after(30) as dropped:
+        # over the message limit: never read whole.  The daemon sends the close (1009) and ends the
+        # TCP connection once the limit is passed, so the rest of the send may fail on the client's
+        # side already (see test_rt_ws_oversize.py for a client that keeps sending).
+        with trio.fail_after(30):
             async with open_websocket_url(d.ws_url) as ws:
-                await ws.send_message("x" * (1024 * 1024))
                 with pytest.raises(ConnectionClosed) as closed:
+                    await ws.send_message("x" * (1024 * 1024))
                     await ws.get_message()
                 assert closed.value.reason.code == 1009
-                dropped.cancel()
-        assert dropped.cancelled_caught
         async with d.ws("after") as c:
             await c.send({"type": "user_message", "text": "still there?"})
             assert (await c.until_type("final"))["text"] == "hi"

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 import trio
-from rt_helpers import open_daemon
+from rt_helpers import open_daemon, raw_chat_socket
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from ongridd.server import connections, ws
@@ -189,19 +189,9 @@ async def _flood_without_reading(base_url: str, for_s: float) -> trio.socket.Soc
     """A websocket client that reads the handshake's answer and nothing after it, with a tiny
     receive buffer, and sends frames the daemon answers with large errors (no hello) for up to
     ``for_s`` seconds or until the daemon stops reading or closes the socket.  Returns its socket."""
-    from wsproto import ConnectionType, WSConnection
-    from wsproto.events import AcceptConnection, Request, TextMessage
+    from wsproto.events import TextMessage
 
-    host = base_url.removeprefix("http://")
-    sock = trio.socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    await sock.connect(("127.0.0.1", int(host.rsplit(":", 1)[1])))
-    stream = trio.SocketStream(sock)
-    client = WSConnection(ConnectionType.CLIENT)
-    await stream.send_all(client.send(Request(host=host, target="/ws")))
-    with trio.fail_after(10):
-        while not any(isinstance(e, AcceptConnection) for e in client.events()):
-            client.receive_data(await stream.receive_some(4096))
+    stream, client = await raw_chat_socket(base_url, buffer=(socket.SO_RCVBUF, 4096))
     bad = client.send(TextMessage(data=json.dumps({"type": "A" * 60000})))
     with trio.move_on_after(for_s):
         try:
@@ -209,4 +199,4 @@ async def _flood_without_reading(base_url: str, for_s: float) -> trio.socket.Soc
                 await stream.send_all(bad)
         except trio.BrokenResourceError:
             pass  # closed by the daemon
-    return sock
+    return stream.socket
