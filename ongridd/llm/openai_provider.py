@@ -48,6 +48,7 @@ from ongridd.llm.sse import SSEDecoder, SSEError
 from ongridd.llm.types import Completion, Message, ModelRequest, StreamEvent, TextDelta, ToolCall
 from ongridd.logs import get_logger, redact_url
 from ongridd.metrics import MODEL_CALLS_WAITING, MODEL_RESPONSE_SECONDS
+from ongridd.unicodetext import valid_text
 
 log = get_logger("ongridd.llm")
 
@@ -79,7 +80,6 @@ _ENCODER = json.JSONEncoder(default=str)
 #: a JSON escape of a UTF-16 surrogate (``\ud800``–``\udfff``): JSON allows one alone, UTF-8 cannot carry it
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _is_text(value: Any) -> bool:
@@ -601,7 +601,7 @@ def _without_lone_surrogates(value: Any) -> Any:
     """``value`` (decoded JSON) with every surrogate code point in its strings, keys included,
     replaced by U+FFFD; a valid pair was already joined by the decoder into one character.
     Iterative: the JSON may be nested as deep as the decoder allowed."""
-    fix = lambda text: _LONE_SURROGATE.sub("\ufffd", text)  # noqa: E731
+    fix = valid_text
     if isinstance(value, str):
         return fix(value)
     if not isinstance(value, (dict, list)):
@@ -616,7 +616,7 @@ def _without_lone_surrogates(value: Any) -> Any:
                     item = fix(item)
                 elif isinstance(item, (dict, list)):
                     stack.append(item)
-                if isinstance(key, str) and _LONE_SURROGATE.search(key):
+                if isinstance(key, str) and fix(key) != key:
                     del node[key]
                     key = fix(key)
                 node[key] = item

@@ -28,6 +28,7 @@ from ongridd.metrics import WS_CLIENTS
 from ongridd.server.auth import origin_problem
 from ongridd.server.connections import abort_connection
 from ongridd.typenames import type_name
+from ongridd.unicodetext import valid_text
 
 log = get_logger(__name__)
 
@@ -130,12 +131,9 @@ def merge_tokens(frames: list[dict]) -> list[dict]:
 
 
 def dump_frame(frame: dict) -> str:
-    """JSON text of a frame; unpaired surrogates (from model output) are
-    replaced so the frame can always be sent as UTF-8."""
-    text = json.dumps(frame, ensure_ascii=False, default=str)
-    if _has_lone_surrogate(text):
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return text
+    """JSON text of a frame; unpaired surrogates are replaced by U+FFFD so the
+    frame can always be sent as UTF-8."""
+    return valid_text(json.dumps(frame, ensure_ascii=False, default=str))
 
 
 def _peer(scope: Any) -> str | None:

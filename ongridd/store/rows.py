@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, overload
 
 from ongridd.secretset import redact
+from ongridd.unicodetext import valid_text
 
 #: session statuses (docs/architecture.md §11, §12)
 COORDINATOR_STATUS = "open"
@@ -145,12 +146,13 @@ def row_dict(row: Any, time_keys: Iterable[str] = ()) -> dict[str, Any]:
 def clean_text(value: str | None) -> str | None:
     """``value`` as it may be stored: every secret the daemon holds redacted
     (see :mod:`ongridd.secretset`; every free-text column goes through
-    here), and NUL characters replaced by U+FFFD (PostgreSQL text cannot
-    hold NUL; done on every backend so both store the same text).  None
-    stays None."""
+    here), and NUL characters and unpaired surrogates (which UTF-8, so
+    neither backend, can carry: :mod:`ongridd.unicodetext`) replaced by
+    U+FFFD (PostgreSQL text cannot hold NUL; done on every backend so both
+    store the same text).  None stays None."""
     if value is None:
         return value
-    value = redact(value)
+    value = valid_text(redact(value))
     if "\x00" not in value:
         return value
     return value.replace("\x00", "\ufffd")

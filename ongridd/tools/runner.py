@@ -23,6 +23,7 @@ from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
 from ongridd.llm.types import ToolCall
 from ongridd.logs import get_logger
 from ongridd.secretset import redact
+from ongridd.unicodetext import valid_text
 from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
 from ongridd.tools.bag import ToolBag
 from ongridd.tools.classify import classify_once
@@ -115,8 +116,9 @@ class ToolRunner:
         return ToolResult(
             call_id=call.id,
             name=call.name,
-            # redact before cutting: a cut must never leave half a secret behind
-            content=truncate_result(redact(text), self.max_result_chars),
+            # redact before cutting: a cut must never leave half a secret behind; a file name's
+            # undecodable byte (or a plugin's stray surrogate) becomes U+FFFD for the model and the store
+            content=truncate_result(redact(valid_text(text)), self.max_result_chars),
             status=status,
             duration_ms=duration_ms,
             raw_chars=len(text),

@@ -117,6 +117,21 @@ async def test_nul_characters_are_stored_the_same_on_every_backend(store):
     assert (row["arguments"], row["result"]) == ('{"p":"\ufffd"}', "a\ufffdb")
 
 
+async def test_unpaired_surrogates_are_stored_as_replacement_characters(store):
+    """A file name's undecodable byte (``surrogateescape``) or a lone ``\\ud800`` from JSON: no
+    UTF-8 encoder takes it, so the row would fail; it is stored as U+FFFD on every backend, a
+    valid astral character kept."""
+    coord, _ = await store.get_or_create_coordinator("alice", "main")
+    await store.append_message(coord["id"], role="tool", content="app-\udcff.log \U0001f600 \ud800",
+                               tool_call_id="c1", name="search_logs")
+    await store.add_audit(session_id=coord["id"], tool_name="search_logs", arguments='{"q":"\udc80"}',
+                          result="/var/log/\udcfe", status="ok", duration_ms=1)
+    (message,) = await store.load_messages(coord["id"])
+    assert message["content"] == "app-\ufffd.log \U0001f600 \ufffd"
+    (row,) = await store.list_audit(coord["id"])
+    assert (row["arguments"], row["result"]) == ('{"q":"\ufffd"}', "/var/log/\ufffd")
+
+
 async def test_a_summary_is_stored_like_any_text_column(store):
     """A summary is model output: a held secret in it is redacted and a NUL
     becomes U+FFFD before it is stored (and so before it is sent again)."""

@@ -248,3 +248,21 @@ async def test_bad_arguments_never_reach_the_handler(raw):
         c("host_du_summary", raw), CTX)
     assert res.status == "error" and calls == []
     assert "host_du_summary" in json.loads(res.content)["error"]
+
+
+async def test_a_result_with_an_unpaired_surrogate_reaches_the_model_and_the_store_as_valid_text():
+    """A file name with a byte that is not UTF-8 comes back from ``os.scandir`` as a lone
+    surrogate (``surrogateescape``); UTF-8 cannot carry it (not to the store, the client or the
+    model), so the result carries U+FFFD there, in plain text and in JSON values alike."""
+    async def s(args, ctx):
+        return "found /var/log/app-\udcff.log"
+
+    async def j(args, ctx):
+        return {"file": "/var/log/app-\udcff.log", "emoji": "\U0001f600"}
+
+    r = runner(make("s", s), make("j", j))
+    res = await r.run(c("s"), CTX)
+    assert res.content == "found /var/log/app-\ufffd.log"
+    res = await r.run(c("j"), CTX)
+    assert json.loads(res.content) == {"file": "/var/log/app-\ufffd.log", "emoji": "\U0001f600"}
+    res.content.encode("utf-8")
