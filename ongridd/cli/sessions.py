@@ -137,8 +137,10 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
 
 
 def format_audit(rows: list[dict]) -> list[str]:
-    """One line per audit row: time, agent, tool, status, duration, arguments (cut at 80)."""
-    out = []
+    """A header row, then one line per audit row: time, agent, tool, status, duration, arguments
+    (cut at 80)."""
+    width = max((len(str(r.get("created_at", ""))) for r in rows), default=0)
+    out = [f"{'TIME':<{width}}  {'AGENT':<22} {'TOOL':<24} {'STATUS':<9} {'DURATION':>9}  ARGUMENTS"] if rows else []
     for r in rows:
         args = (r.get("arguments") or "").replace("\n", " ")
         args = args if len(args) <= 80 else args[:79] + "…"

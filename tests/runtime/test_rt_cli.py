@@ -97,8 +97,10 @@ async def test_done_turn_with_ask_and_sessions(tmp_path):
                          ("specialist-disk", "host_du_summary", "ok"),
                          ("specialist-ops", "host_restart_service", "rejected")]
         code, out, err = await run_cli("sessions", "audit", sid, "--url", d.base_url)
-        assert code == 0 and sum(not line.startswith(" ") for line in out.splitlines()) == 4 \
-            and "host_restart_service" in out and "rejected" in out
+        header, *rows = out.splitlines()
+        assert code == 0 and header.split() == ["TIME", "AGENT", "TOOL", "STATUS", "DURATION", "ARGUMENTS"]
+        assert sum(not line.startswith(" ") for line in rows) == 4 and "host_restart_service" in out \
+            and "rejected" in out
 
         code, out, err = await run_cli("sessions", "tree", "no-such-session", "--url", d.base_url)
         assert code == 1 and "HTTP 404" in err
