@@ -176,8 +176,7 @@ class StreamAssembler:
 
     def _count(self, chars: int) -> None:
         self._chars += chars
-        if self._chars > MAX_ANSWER_CHARS:
-            raise ValueError(f"an answer longer than {MAX_ANSWER_CHARS:,} characters (text and tool arguments)")
+        _check_length(self._chars)
 
     def _slot(self, index: int | None, call_id: str) -> _PartialCall:
         if index is None:
@@ -221,6 +220,12 @@ class StreamAssembler:
         )
 
 
+def _check_length(chars: int) -> None:
+    """ValueError when an answer's text and tool arguments, ``chars`` characters, pass MAX_ANSWER_CHARS."""
+    if chars > MAX_ANSWER_CHARS:
+        raise ValueError(f"an answer longer than {MAX_ANSWER_CHARS:,} characters (text and tool arguments)")
+
+
 def _check_named(calls: Sequence[ToolCall]) -> None:
     """A tool call without a function name names nothing that could be run, answered or
     replayed: ValueError (the provider reports the answer as malformed)."""
@@ -253,8 +258,7 @@ def completion_from_response(response: Any) -> Completion:
             )
         )
     _check_named(calls)
-    if len(text) + sum(len(c.arguments) for c in calls) > MAX_ANSWER_CHARS:
-        raise ValueError(f"an answer longer than {MAX_ANSWER_CHARS:,} characters (text and tool arguments)")
+    _check_length(len(text) + sum(len(c.arguments) for c in calls))
     content: str | None = text if (text or not calls) else None
     reason = _get(choice, "finish_reason")
     return Completion(

@@ -23,7 +23,6 @@ from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
 from ongridd.llm.types import ToolCall
 from ongridd.logs import get_logger
 from ongridd.secretset import redact
-from ongridd.unicodetext import valid_text
 from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
 from ongridd.tools.bag import ToolBag
 from ongridd.tools.classify import classify_once
@@ -36,6 +35,7 @@ from ongridd.tools.spec import (
 )
 from ongridd.tools.stubs import redirect_text
 from ongridd.tools.truncate import truncate_result
+from ongridd.unicodetext import valid_text
 
 log = get_logger(__name__)
 
