@@ -601,9 +601,8 @@ def _without_lone_surrogates(value: Any) -> Any:
     """``value`` (decoded JSON) with every surrogate code point in its strings, keys included,
     replaced by U+FFFD; a valid pair was already joined by the decoder into one character.
     Iterative: the JSON may be nested as deep as the decoder allowed."""
-    fix = valid_text
     if isinstance(value, str):
-        return fix(value)
+        return valid_text(value)
     if not isinstance(value, (dict, list)):
         return value
     stack: list[Any] = [value]
@@ -613,17 +612,17 @@ def _without_lone_surrogates(value: Any) -> Any:
             for key in list(node):
                 item = node[key]
                 if isinstance(item, str):
-                    item = fix(item)
+                    item = valid_text(item)
                 elif isinstance(item, (dict, list)):
                     stack.append(item)
-                if isinstance(key, str) and fix(key) != key:
+                valid_key = valid_text(key) if isinstance(key, str) else key
+                if valid_key is not key:
                     del node[key]
-                    key = fix(key)
-                node[key] = item
+                node[valid_key] = item
         else:
             for i, item in enumerate(node):
                 if isinstance(item, str):
-                    node[i] = fix(item)
+                    node[i] = valid_text(item)
                 elif isinstance(item, (dict, list)):
                     stack.append(item)
     return value

@@ -234,6 +234,15 @@ def _connection_upkeep_not_cancelled_with_the_app() -> None:
     TCPServer.protocol_send = protocol_send  # type: ignore[method-assign]
 
 
+def peer_text(client: Any) -> str | None:
+    """``HOST:PORT`` of an ASGI ``client`` address pair (``[HOST]:PORT`` for IPv6), or None."""
+    if not client:
+        return None
+    host, port = client[0], client[1] if len(client) > 1 else None
+    shown = f"[{host}]" if ":" in str(host) else str(host)
+    return f"{shown}:{port}" if port is not None else shown
+
+
 def _end_websocket_on_oversized_message() -> None:
     """Wrap hypercorn's ``WSStream._handle_events`` (idempotent) so that a
     websocket message over ``websocket_max_message_size`` ends the
@@ -269,9 +278,7 @@ def _end_websocket_on_oversized_message() -> None:
             return
         limit = self.buffer.max_length
         self.buffer.clear()
-        client = self.client
-        log.warning("websocket_message_too_big", peer=":".join(str(part) for part in client[:2]) if client else None,
-                    limit=limit)
+        log.warning("websocket_message_too_big", peer=peer_text(self.client), limit=limit)
         await self.send(closed_event(stream_id=self.stream_id))
 
     _handle_events._ongrid_bounded = True  # type: ignore[attr-defined]
@@ -381,8 +388,7 @@ async def close_stalled_connections(app: Any, grace_s: float) -> int:
                 continue
             closed += 1
             # the peer as hypercorn recorded it when the connection began (the scope's ``client``)
-            client = getattr(getattr(server, "protocol", None), "client", None)
-            peer = ":".join(str(part) for part in client[:2]) if client else None
+            peer = peer_text(getattr(getattr(server, "protocol", None), "client", None))
             log.warning("connection_closed_at_stop", peer=peer,
                         reason=f"still open {grace_s:g} s after the stop began (a client that stopped reading)")
     return closed

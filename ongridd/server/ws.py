@@ -26,7 +26,7 @@ from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateErro
 from ongridd.logs import get_logger
 from ongridd.metrics import WS_CLIENTS
 from ongridd.server.auth import origin_problem
-from ongridd.server.connections import abort_connection
+from ongridd.server.connections import abort_connection, peer_text
 from ongridd.typenames import type_name
 from ongridd.unicodetext import valid_text
 
@@ -138,12 +138,7 @@ def dump_frame(frame: dict) -> str:
 
 def _peer(scope: Any) -> str | None:
     """``HOST:PORT`` of the client (``[HOST]:PORT`` for IPv6), or None."""
-    client = scope.get("client")
-    if not client:
-        return None
-    host, port = client[0], client[1] if len(client) > 1 else None
-    shown = f"[{host}]" if ":" in str(host) else str(host)
-    return f"{shown}:{port}" if port is not None else shown
+    return peer_text(scope.get("client"))
 
 
 class _Conn:
