@@ -109,6 +109,45 @@ def cpu_between(before: dict[str, int], after: dict[str, int]) -> float:
     return sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e9
 
 
+def blocking_waits(pid: int) -> int:
+    """How often the daemon's main thread (the event loop's) has blocked and been woken
+    (``voluntary_ctxt_switches`` of ``/proc/<pid>/task/<pid>/status``)."""
+    for line in Path(f"/proc/{pid}/task/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
+def bare_wakeup_ms(gap_s: float, wakeups: int = 40) -> float:
+    """This machine's floor for one wake-up: CPU (thread time, ms) a bare Trio task spends per
+    wake-up reading one byte a thread sends it every ``gap_s`` seconds (nothing else done)."""
+    import socket
+    import threading
+
+    async def reader() -> float:
+        mine, theirs = socket.socketpair()
+        sock = trio.socket.from_stdlib_socket(mine)
+
+        def peer() -> None:
+            for _ in range(wakeups + 1):
+                time.sleep(gap_s)
+                theirs.send(b"x")
+
+        thread = threading.Thread(target=peer, daemon=True)
+        thread.start()
+        await sock.recv(1)  # the first wake-up warms the path up
+        start = time.thread_time()
+        for _ in range(wakeups):
+            await sock.recv(1)
+        took = time.thread_time() - start
+        thread.join()
+        sock.close()
+        theirs.close()
+        return took / wakeups * 1e3
+
+    return trio.run(reader)
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -236,11 +275,13 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         cpu0 = cpu_s(daemon.pid)
         fake0 = cpu_s(fake_pid) if fake_pid else 0.0
         me0 = time.process_time()
+        waits0 = blocking_waits(daemon.pid)
         e2e, failed, took, in_turns = trio.run(drive, f"ws://127.0.0.1:{port}/ws", n, rate, sequential,
                                                "bench-", daemon.pid)
         cpu = cpu_s(daemon.pid) - cpu0
         fake_cpu = (cpu_s(fake_pid) - fake0) if fake_pid else float("nan")
         client_cpu = time.process_time() - me0
+        waits = blocking_waits(daemon.pid) - waits0
         model1 = model_response_s(base)
         rss = peak_rss_mib(daemon.pid)
         daemon.send_signal(signal.SIGTERM)
@@ -268,6 +309,7 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         "model_seen_ms_per_turn": (model1[0] - model0[0]) / n * 1e3 if n else float("nan"),
         "model_calls": model1[1] - model0[1],
         "store_transactions_per_turn": (model1[2] - model0[2]) / n if n else float("nan"),
+        "wakeups_per_turn": waits / n if n else float("nan"),
         "rows_expected": sum(expected.values()), "rows_stored": sum(stored.values()),
         "rows_by_kind": {k: [expected[k], stored[k]] for k in expected},
     }
@@ -285,6 +327,15 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     if sequential:
         print(f"              {out['cpu_ms_per_turn_in_turns']:8.1f} ms per turn inside the turns (user_message → "
               "final; the rest is each turn's own connection: handshake, hello, close)")
+        # what waking up costs on this machine, whatever the code: the daemon's wake-ups per turn, and a
+        # bare Trio task's CPU per wake-up after the same idle gap and back to back
+        gap = model_s / MODEL_CALLS
+        idle, busy = (bare_wakeup_ms(gap), bare_wakeup_ms(0.0)) if gap > 0 else (float("nan"), bare_wakeup_ms(0.0))
+        out["bare_wakeup_ms_after_gap"], out["bare_wakeup_ms_back_to_back"] = idle, busy
+        print(f"  wake-ups    {out['wakeups_per_turn']:8.1f} per turn (the event loop's thread blocking, then woken); "
+              f"this machine's floor: a bare Trio task reading a socket costs "
+              + (f"{idle:.3f} ms CPU per wake-up after a {gap:g} s gap, " if gap > 0 else "")
+              + f"{busy:.3f} ms back to back")
     print(f"  same machine: scripted model {out['model_cpu_ms_per_turn']:.1f} ms, load client "
           f"{out['client_cpu_ms_per_turn']:.1f} ms CPU per turn (they share the cores with the daemon)")
     mismatch = {k: v for k, v in out["rows_by_kind"].items() if v[0] != v[1]}
