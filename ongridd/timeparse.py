@@ -24,7 +24,7 @@ from ongridd.errors import ToolError
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _FRACTION_RE = re.compile(r"(\.\d+)")
-_NUMBER_RE = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
+_NUMBER_RE = re.compile(r"^[+-]?\d+(?:\.\d+)?\Z")
 
 
 def parse_duration(value: object, *, field: str) -> float:

@@ -44,7 +44,7 @@ MAX_FILE_BYTES = 1 << 20
 MAX_INCIDENTS = 1000
 MAX_FIXTURES = 200
 MAX_ENTITIES = 50
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}\Z")
 BACKEND_NAMES = ("prometheus", "loki", "tempo", "topology")
 
 

@@ -55,8 +55,8 @@ __all__ = [
 ]
 
 ENTRY_KEYS = ("name", "version", "description", "source", "sha256")
-NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
-SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?\Z")
+SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}\Z")
 #: excluded at any depth (folders)
 EXCLUDED_DIR_NAMES = ("__pycache__",)
 EXCLUDED_DIR_SUFFIXES = (".egg-info",)

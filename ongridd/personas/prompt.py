@@ -68,7 +68,7 @@ _LANGUAGES = {
 _CHINESE_SCRIPTS = {"hans": "Simplified Chinese", "cn": "Simplified Chinese", "sg": "Simplified Chinese",
                     "hant": "Traditional Chinese", "tw": "Traditional Chinese", "hk": "Traditional Chinese",
                     "mo": "Traditional Chinese"}
-_LOCALE_RE = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8}){0,3}$")
+_LOCALE_RE = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8}){0,3}\Z")
 
 
 def first_line(text: str | None) -> str:

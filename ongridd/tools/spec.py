@@ -22,7 +22,7 @@ import attrs
 TOOL_CLASSES = ("read", "write", "destructive", "control")
 CONTROL_TOOL_NAMES = ("AgentTool", "SendMessage", "TaskStop")
 BLAST_RADII = ("single_host", "service", "cluster", "tenant_wide")
-TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}\Z")
 
 #: audit statuses
 AUDIT_STATUSES = ("ok", "error", "timeout", "cancelled", "redirect", "rejected", "dedup", "cached")

@@ -54,7 +54,7 @@ ROUTE = "/api/channels/feishu/events"
 DEFAULT_API = "https://open.feishu.cn/open-apis"
 SIGNATURE_WINDOW_S = 300
 MENTION_KEY_RE = re.compile(r"@_user_\d{1,4}")
-ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}\Z")
 MAX_TEXT_CHARS = 32 * 1024
 TOKEN_CODES_EXPIRED = frozenset({99991661, 99991663, 99991668})
 

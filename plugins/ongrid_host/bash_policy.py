@@ -176,7 +176,7 @@ def lookalike_problem(argv: list[str]) -> str | None:
 #: every allowlisted command (the getopt-style tables plus the own grammars)
 ALLOWLIST = frozenset({*SPECS, "find", "ps", "ip", "mount"})
 
-_CMD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_CMD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 
 _DEFAULT_POLICY: PathPolicy | None = None
 

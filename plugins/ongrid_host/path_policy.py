@@ -82,6 +82,7 @@ FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/etc/postfix/sasl_passwd", "mail relay passwords"),
     ("/etc/ceph", "Ceph keyrings"),
     ("/var/lib/jenkins/secrets", "Jenkins secrets"),
+    ("/var/backups", "system backups (daily copies of the password-hash, group and sudo files)"),
 )
 #: names, anywhere in a path, of folders and files that hold credentials
 #: (users' homes: cloud, cluster, registry, database and shell-history secrets)
@@ -105,6 +106,15 @@ SECRET_NAMES: dict[str, str] = {
 SECRET_SUFFIXES: dict[str, str] = {
     ".key": "a private key file", ".keyring": "a keyring", ".p12": "a key store", ".pfx": "a key store",
     ".jks": "a key store", ".keystore": "a key store", ".kdbx": "a password database", "_history": "a shell history",
+    ".pem": "a PEM file (it may hold a private key)",
+}
+#: beginnings of file names, anywhere, of secrets and of their copies (``shadow.bak``,
+#: ``shadow~``, ``sudoers.dpkg-old``, a key copied out of ``.ssh``); a ``.pub`` file is not one
+SECRET_PREFIXES: dict[str, str] = {
+    "shadow": "a password-hash file or a copy of one", "gshadow": "a password-hash file or a copy of one",
+    "sudoers": "the sudo policy or a copy of it", "opasswd": "old password hashes",
+    "id_rsa": "an ssh key", "id_ed25519": "an ssh key", "id_ecdsa": "an ssh key",
+    "id_dsa": "an ssh key", "privkey": "a private key file",
 }
 _CG = r"/sys/fs/cgroup(/[A-Za-z0-9_.:@+-]+)*"
 #: files inside /proc and /sys a read-only persona may read (full matches of
@@ -217,6 +227,10 @@ class PathPolicy:
             if parts[-1].endswith(suffix):
                 return why
         base = parts[-1].lower()
+        if not base.endswith(".pub"):
+            for prefix, why in SECRET_PREFIXES.items():
+                if base.startswith(prefix):
+                    return why
         if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
             return "an ssh host key"
         return None
@@ -263,5 +277,6 @@ def grep_exclusions() -> tuple[str, ...]:
     for name in SECRET_NAMES:
         words += [f"--exclude-dir={name}", f"--exclude={name}"]
     words += [f"--exclude=*{suffix}" for suffix in SECRET_SUFFIXES]
-    words += ["--exclude=*environ*", "--exclude-dir=.ssh", "--exclude=shadow*", "--exclude=gshadow*"]
+    words += [f"--exclude={prefix}*" for prefix in SECRET_PREFIXES]
+    words += ["--exclude=*environ*", "--exclude-dir=.ssh"]
     return tuple(dict.fromkeys(words))

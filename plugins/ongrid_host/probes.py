@@ -30,7 +30,7 @@ from ongridd.plugins.api import ToolError
 MAX_TCP_ADDRESSES = 4
 MAX_DNS_RECORDS = 50
 DNS_TYPES = ("A", "AAAA", "CNAME", "MX", "TXT", "NS", "SOA", "PTR")
-_HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-\[\]%]{1,253}$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-\[\]%]{1,253}\Z")
 
 _FILTERED = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES, errno.EPERM}
 

@@ -33,16 +33,16 @@ _PS_BSD = set("auxfwcrTlvjsSHhmnLX")
 #: UNIX (one-dash) letters with no argument
 _PS_UNIX_FLAGS = set("AadeFfHjLlMNTwyZcP")
 #: UNIX letters taking a value, and what the value must look like
-_LIST = re.compile(r"^[0-9]+(,[0-9]+)*$")
-_NAMES = re.compile(r"^[A-Za-z0-9_.@:+-]+(,[A-Za-z0-9_.@:+-]+)*$")
+_LIST = re.compile(r"^[0-9]+(,[0-9]+)*\Z")
+_NAMES = re.compile(r"^[A-Za-z0-9_.@:+-]+(,[A-Za-z0-9_.@:+-]+)*\Z")
 _PS_UNIX_VALUED = {"p": _LIST, "q": _LIST, "s": _LIST, "g": _NAMES, "G": _NAMES, "u": _NAMES, "U": _NAMES,
                    "C": _NAMES, "t": _NAMES, "o": None, "O": None}
 _PS_LONG_FLAGS = {"--forest", "--no-headers", "--no-heading", "--headers", "--help", "--version", "--deselect"}
 _PS_LONG_VALUED = {"--pid": _LIST, "--ppid": _LIST, "--quick-pid": _LIST, "--sid": _LIST, "--user": _NAMES,
                    "--User": _NAMES, "--group": _NAMES, "--Group": _NAMES, "--tty": _NAMES, "--format": None,
-                   "--sort": "sort", "--cols": re.compile(r"^[0-9]+$"), "--columns": re.compile(r"^[0-9]+$"),
-                   "--width": re.compile(r"^[0-9]+$"), "--lines": re.compile(r"^[0-9]+$"),
-                   "--rows": re.compile(r"^[0-9]+$")}
+                   "--sort": "sort", "--cols": re.compile(r"^[0-9]+\Z"), "--columns": re.compile(r"^[0-9]+\Z"),
+                   "--width": re.compile(r"^[0-9]+\Z"), "--lines": re.compile(r"^[0-9]+\Z"),
+                   "--rows": re.compile(r"^[0-9]+\Z")}
 
 _PS_HELP = ("allowed: BSD letters from 'auxfwcrTlvjsSHhmnLX' (never 'e': it prints process environments), "
             "UNIX options like -ef, -eo FIELDS, -p PIDS, -u USER, -C NAME, --sort=-%cpu, --forest, or PIDs")

@@ -11,7 +11,7 @@ from ongrid_host.target import Target
 from ongridd.plugins.api import ToolError
 
 #: systemd unit name characters (systemd.unit(5)); templates ``foo@bar``
-UNIT_RE = re.compile(r"^[A-Za-z0-9_.:\\-]+(@[A-Za-z0-9_.:\\-]*)?(\.service)?$")
+UNIT_RE = re.compile(r"^[A-Za-z0-9_.:\\-]+(@[A-Za-z0-9_.:\\-]*)?(\.service)?\Z")
 _OTHER_UNIT_TYPES = frozenset({"socket", "target", "timer", "mount", "automount", "swap", "path", "slice",
                                "scope", "device"})
 SYSTEMD_MARKER = "/run/systemd/system"

@@ -56,7 +56,7 @@ STOP_REACTIONS = frozenset({"black_square_for_stop", "octagonal_sign"})
 MENTION_RE = re.compile(r"<@([A-Z0-9]{1,32})>")
 MAX_TEXT_CHARS = 32 * 1024
 MAX_REMEMBERED = 5000
-ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 _THREADS: OrderedDict[str, str] = OrderedDict()
 _PLACEHOLDERS: OrderedDict[str, str] = OrderedDict()
 

@@ -14,7 +14,7 @@ import re
 from ongridd.plugins.api import MarkupStyle
 
 LIMIT = 4096  # characters per Telegram message (we count the markup too)
-LANG_RE = re.compile(r"^[A-Za-z0-9_+-]{1,30}$")
+LANG_RE = re.compile(r"^[A-Za-z0-9_+-]{1,30}\Z")
 
 
 def escape(text: str) -> str:

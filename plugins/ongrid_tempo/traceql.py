@@ -30,7 +30,7 @@ from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import Tool, ToolCallContext, get_json, iso_utc, numeric_settings, parse_time
 
 DEFAULT_WINDOW_S = 3600.0
-TRACE_ID_RE = re.compile(r"^[0-9a-fA-F]{1,32}$")
+TRACE_ID_RE = re.compile(r"^[0-9a-fA-F]{1,32}\Z")
 _TIME = {"type": ["string", "number"]}
 _ERROR_CODES = ("STATUS_CODE_ERROR", 2, "2", "ERROR")
 

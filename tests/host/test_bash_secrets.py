@@ -55,6 +55,18 @@ LEAKS = [
     ("cat /etc/sudoers", "sudo policy", "refused"),
     ("cat /etc/ssl/private/server.pem", "TLS private keys", "refused"),
     ("cat /etc/ongrid/ongrid.yaml", "Ongrid's configuration", "refused"),
+    # copies of secrets under other names (found by a hostile review: Debian keeps daily copies)
+    ("cat /var/backups/shadow.bak", "system backups", "refused"),
+    ("cat /var/backups/gshadow.bak", "system backups", "refused"),
+    ("grep -r root /var/backups/", "system backups", "refused"),
+    ("cat /etc/shadow.dpkg-old", "password-hash file or a copy", "refused"),
+    ("cat /etc/shadow.bak", "password-hash file or a copy", "refused"),
+    ("cat /etc/shadow~", "password-hash file or a copy", "refused"),
+    ("cat /etc/gshadow.dpkg-new", "password-hash file or a copy", "refused"),
+    ("cat /etc/sudoers.dpkg-old", "sudo policy or a copy", "refused"),
+    ("cat /tmp/copy/id_rsa.old", "an ssh key", "refused"),
+    ("cat /etc/nginx/ssl/privkey.pem", "PEM file", "refused"),
+    ("cat /etc/haproxy/certs/site.pem", "PEM file", "refused"),
     ("cat /root/.ssh/authorized_keys", ".ssh", "refused"),
     ("sed -f /proc/1/cmdline /etc/hostname", "reads a script from a file", "write"),
     ("grep -f /proc/1/cmdline /etc/hostname", "would read /proc", "refused"),
@@ -80,7 +92,7 @@ STILL_READ = [
     "ps -u root", "ps --forest -e", "ip -br a", "ip -4 -br addr show dev lo", "ip -s link", "ip route get 127.0.0.1",
     "ip -j -p route show", "grep -r KEY /var/log", "grep -rn x /tmp", "grep /proc/ /etc/hostname",
     "sed -n /dev/p /etc/hostname", "cat /etc/ssh/sshd_config", "ls -la /proc/1", "find /proc -maxdepth 1 -name 1",
-    "stat /proc/1", "du -sh /etc", "cat /etc/hostname",
+    "stat /proc/1", "du -sh /etc", "cat /etc/hostname", "cat /tmp/copy/id_rsa.pub", "cat /etc/passwd",
 ]
 
 

@@ -24,6 +24,7 @@ def test_valid_units(given, unit):
     ("../../etc/passwd", "not a valid unit name"), ("a b", "not a valid unit name"),
     ("nginx.socket", "is a .socket unit"), ("multi-user.target", "is a .target unit"),
     ("getty@.service", "is a template"), ("x" * 300, "at most 255"),
+    ("nginx\n", "not a valid unit name"), ("nginx.service\n", "not a valid unit name"),  # '$' would match
 ])
 def test_invalid_units(given, why):
     with pytest.raises(ToolError, match=why.replace(".", r"\.").replace("(", r"\(")):
@@ -42,3 +43,19 @@ async def test_no_systemd_gives_a_clear_error(call):
 async def test_bad_unit_is_refused_before_anything_runs(call):
     with pytest.raises(ToolError, match=r"not a valid unit name"):
         await call("host_restart_service", {"service": "nginx;reboot", "reason": "x"})
+
+
+def test_no_validation_pattern_lets_a_trailing_newline_through():
+    """A pattern ending in ``$`` also matches before a final newline; the name and id checks end in ``\\Z``."""
+    from ongrid_host.bash_policy import _CMD_NAME
+    from ongrid_host.probes import _HOST_RE
+    from ongrid_host.proc_rules import _LIST, _NAMES
+
+    from ongridd.marketplace.index import NAME_RE, SHA256_RE
+    from ongridd.personas.prompt import _LOCALE_RE
+    from ongridd.tools.spec import TOOL_NAME_RE
+
+    for pattern, good in ((_CMD_NAME, "systemctl"), (_HOST_RE, "example.com"), (_LIST, "1,2"), (_NAMES, "root"),
+                          (NAME_RE, "pkg"), (SHA256_RE, "a" * 64), (_LOCALE_RE, "fr"), (TOOL_NAME_RE, "host_bash")):
+        assert pattern.match(good), pattern.pattern
+        assert not pattern.match(good + "\n"), pattern.pattern
