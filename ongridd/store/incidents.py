@@ -20,6 +20,7 @@ from ongridd.store.rows import (
     INCIDENT_STATUSES,
     check_choice,
     check_text,
+    clean_text,
     new_id,
     parse_time,
     row_dict,
@@ -32,14 +33,30 @@ MAX_LIST_LIMIT = 1000
 
 
 def _json_mapping(value: Any, field: str) -> dict[str, Any]:
+    """``value`` as a JSON object to store: string keys, every held secret
+    redacted (in keys and values, at any depth: :func:`clean_text` of its JSON
+    text); ValueError naming ``field`` when it is not a JSON-serialisable
+    mapping."""
     if not isinstance(value, Mapping):
         raise ValueError(f"{field}: expected a mapping, got {type(value).__name__}")
     out = {str(k): v for k, v in value.items()}
     try:
-        json.dumps(out)
+        text = json.dumps(out, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{field}: not JSON-serialisable: {exc}") from None
-    return out
+    cleaned = clean_text(text)
+    if cleaned == text:
+        return out
+    try:  # a redaction replaces text inside string literals with plain text: still the same JSON shape
+        redacted = json.loads(cleaned)
+    except ValueError:  # a secret that spans JSON syntax (never seen): refuse rather than store it
+        raise ValueError(f"{field}: holds a secret the daemon keeps, in a form that cannot be redacted") from None
+    return redacted if isinstance(redacted, dict) else out
+
+
+def _text(value: Any, field: str, *, optional: bool = False) -> str | None:
+    """:func:`check_text`, then stored with every held secret redacted (:func:`clean_text`)."""
+    return clean_text(check_text(value, field, optional=optional))
 
 
 def _limit(limit: Any) -> int:
@@ -178,10 +195,10 @@ class PluginStoreImpl:
     ) -> dict[str, Any]:
         """Insert or update the incident with this ``fingerprint``; returns the incident dict."""
         values = {
-            "fingerprint": check_text(fingerprint, "fingerprint"),
-            "alertname": check_text(alertname, "alertname"),
+            "fingerprint": _text(fingerprint, "fingerprint"),
+            "alertname": _text(alertname, "alertname"),
             "status": check_choice(status, INCIDENT_STATUSES, "status"),
-            "severity": check_text(severity, "severity", optional=True),
+            "severity": _text(severity, "severity", optional=True),
             "labels": _json_mapping(labels, "labels"),
             "annotations": _json_mapping(annotations, "annotations"),
             "starts_at": parse_time(starts_at, "starts_at"),
@@ -227,12 +244,12 @@ class PluginStoreImpl:
         (default now); ``recorded_by``: the caller who reported a change made
         outside Ongrid (None for Ongrid's own)."""
         values: dict[str, Any] = {
-            "kind": check_text(kind, "kind"),
-            "subject": check_text(subject, "subject"),
-            "actor": check_text(actor, "actor"),
+            "kind": _text(kind, "kind"),
+            "subject": _text(subject, "subject"),
+            "actor": _text(actor, "actor"),
             "detail": _json_mapping(detail, "detail"),
             "occurred_at": parse_time(occurred_at, "occurred_at"),
-            "recorded_by": check_text(recorded_by, "recorded_by", optional=True),
+            "recorded_by": _text(recorded_by, "recorded_by", optional=True),
         }
         if len(values["kind"]) > 64:
             raise ValueError(f"kind: at most 64 characters, got {len(values['kind'])}")

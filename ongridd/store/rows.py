@@ -143,6 +143,12 @@ def row_dict(row: Any, time_keys: Iterable[str] = ()) -> dict[str, Any]:
     return out
 
 
+@overload
+def clean_text(value: str) -> str: ...
+@overload
+def clean_text(value: None) -> None: ...
+@overload
+def clean_text(value: str | None) -> str | None: ...
 def clean_text(value: str | None) -> str | None:
     """``value`` as it may be stored: every secret the daemon holds redacted
     (see :mod:`ongridd.secretset`; every free-text column goes through

@@ -220,11 +220,13 @@ class Store:
 
         One row per (user, thread): agent ``default``, status ``open``.
         Race-safe: concurrent callers get the same row, exactly one sees True.
+        The thread name is stored (and looked up) with every held secret
+        redacted, as every free-text column is (:func:`clean_text`).
         """
         check_text(user_id, "user_id")
         check_text(thread_id, "thread_id")
         return await self._db.run_write_soon("get or create coordinator", sessions.get_or_create_coordinator,
-                                             user_id, thread_id)
+                                             user_id, clean_text(thread_id))
 
     async def delete_empty_coordinator(self, session_id: str) -> bool:
         """Delete a coordinator (thread) row that is still empty — no
@@ -447,7 +449,7 @@ def session_values(*, agent_id: str, user_id: str, parent_session_id: str | None
         "agent_id": agent_id,
         "user_id": user_id,
         "parent_session_id": parent_session_id,
-        "thread_id": thread_id,
+        "thread_id": clean_text(thread_id),
         "description": clean_text(description),
         "status": status,
         "turn_seq": turn_seq,

@@ -143,3 +143,36 @@ async def test_change_events(store):
         await ps.record_change_event(kind="x", subject="s", actor="a", detail="text")
     with pytest.raises(ValueError, match="kind"):
         await ps.record_change_event(kind="", subject="s", actor="a", detail={})
+
+
+async def test_a_held_secret_is_redacted_in_change_events_and_incidents(store):
+    """What a caller reports (a change's subject, actor and detail; an alert's labels and annotations)
+    is stored like every text column: a secret the daemon holds is redacted, at any depth."""
+    from ongridd.secretset import REDACTED, REGISTRY
+
+    ps = store.plugin_store
+    secret = "sk-held-change-secret-7781"
+    with REGISTRY.hold([secret]):
+        event = await ps.record_change_event(kind="deploy", subject=f"svc-{secret}", actor=f"ci {secret}",
+                                             detail={"k": secret, "nested": [{"v": f'q"{secret}'}], secret: 1},
+                                             recorded_by=f"bot-{secret}")
+        incident = await ps.upsert_incident(**_alert(labels={"alertname": "X", "token": secret},
+                                                     annotations={"summary": f"leaked {secret}"}))
+    stored = [*await ps.list_change_events(), *await ps.list_incidents()]
+    for got in (event, incident, *stored):
+        assert secret not in repr(got), got
+    assert event["subject"] == f"svc-{REDACTED}" and event["detail"]["nested"] == [{"v": f'q"{REDACTED}'}]
+    assert event["detail"][REDACTED] == 1 and incident["labels"]["token"] == REDACTED
+
+
+async def test_a_held_secret_in_a_thread_name_is_not_stored(store):
+    from ongridd.secretset import REDACTED, REGISTRY
+
+    secret = "sk-held-thread-secret-9902"
+    with REGISTRY.hold([secret]):
+        row, created = await store.get_or_create_coordinator("alice", f"thr-{secret}")
+        again, created_again = await store.get_or_create_coordinator("alice", f"thr-{secret}")
+    assert created and not created_again and again["id"] == row["id"]
+    assert row["thread_id"] == f"thr-{REDACTED}"
+    (listed,) = await store.list_threads("alice", limit=10)
+    assert listed["thread"] == f"thr-{REDACTED}"
