@@ -222,6 +222,8 @@ class _ChatUI:
         self.sent = 0
         self.ended = 0
         self.changed = trio.Event()
+        #: set once the first session frame has been shown
+        self.greeted = trio.Event()
 
     def _moved(self) -> None:
         self.changed.set()
@@ -395,6 +397,8 @@ async def _chat(args: argparse.Namespace) -> int:
 
     async def attached(ws: Any) -> None:
         """Serve one connection until it closes (returns) or the user quits."""
+        greeted = trio.Event()  # the session frame (and a resumed thread's last exchange) is shown
+
         async def reader() -> None:
             while True:
                 frame = safe_frame(json.loads(await ws.get_message()))
@@ -408,8 +412,13 @@ async def _chat(args: argparse.Namespace) -> int:
                         except (ClientError, RuntimeError) as exc:
                             ui._line(f"[could not read the thread's last exchange: {exc}]")
                     ui.prompt()
+                    greeted.set()
+                    ui.greeted.set()
 
         async def writer() -> None:
+            # nothing is sent before the thread's last exchange is read: a line sent earlier (piped
+            # input is there at once) would be read back as that exchange
+            await greeted.wait()
             async for line in lines_recv:
                 ui.user_sent()
                 try:
@@ -488,6 +497,7 @@ async def _chat(args: argparse.Namespace) -> int:
             line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
             if not line:  # EOF
                 if piped:
+                    await ui.greeted.wait()  # the thread's header, even for empty input
                     await answered()
                 outer.cancel_scope.cancel()
                 return

@@ -182,3 +182,49 @@ async def test_ask_into_a_closed_pipe_is_not_called_a_daemon_failure(tmp_path):
                     err += chunk
                 code = await proc.wait()
     assert code == 1 and b"cannot talk to the daemon" not in err and b"Traceback" not in err, err.decode()
+
+
+async def test_piped_chat_on_a_thread_shows_its_last_exchange_before_sending(tmp_path):
+    """Piped input is there at once: its first line must not be sent before the thread's last
+    exchange is read, or the line just sent is shown as that exchange (and its answer twice)."""
+    script = {"default": [{"content": "first answer"}, {"content": "second answer"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        async with serve(write_config(tmp_path, mapping)) as daemon:
+            async with ws(daemon.ws_url, "piped") as c:
+                assert (await c.ask("first question"))["text"] == "first answer"
+            proc = await trio.lowlevel.open_process(
+                ongrid_cmd("chat", "--url", daemon.url, "--thread", "piped"), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=subprocess_env())
+            out = b""
+            try:
+                with trio.fail_after(30):
+                    await proc.stdin.send_all(b"second question\n")
+                    await proc.stdin.aclose()
+                    while chunk := await proc.stdout.receive_some(65536):
+                        out += chunk
+                    assert await proc.wait() == 0
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+    text = out.decode()
+    exchange = text.split("— last exchange in this thread —", 1)[1].split("\n—\n", 1)[0]
+    assert "you> first question" in exchange and "first answer" in exchange, text
+    assert "second question" not in exchange, text
+    assert text.count("second answer") == 1, text
+
+
+async def test_piped_chat_with_no_input_still_names_the_thread(tmp_path):
+    mapping = prepare(tmp_path)
+    async with serve(write_config(tmp_path, mapping)) as daemon:
+        proc = await trio.lowlevel.open_process(
+            ongrid_cmd("chat", "--url", daemon.url, "--thread", "empty-in"), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=subprocess_env())
+        out = b""
+        with trio.fail_after(30):
+            while chunk := await proc.stdout.receive_some(65536):
+                out += chunk
+            assert await proc.wait() == 0
+    assert "[new thread empty-in" in out.decode(), out
