@@ -164,18 +164,22 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
                         print(f"\n[error] {frame['code']}: {frame['message']}", file=sys.stderr)
                         final = ""
         board.close()
-        print("\n=== Answer ===")
-        print_markdown(summarize_answer(final or "") if not args.llm_base_url else (final or ""))
-        runtime = handle.services.runtime
-        tree = await runtime.session_tree(session_id, user_id="local")
-        audit = await runtime.session_audit(session_id, user_id="local")
-        print("\n=== Session tree ===")
-        print(safe_text("\n".join(format_tree(tree))))
-        print("\n=== Audit (every tool call) ===")
-        print(safe_text("\n".join(format_audit(audit))))
-        print(f"\nAnswered by: {answered_by}.")
+        if not final:  # an error frame (printed above): nothing was answered, so nothing to show
+            print(f"\nNo answer: the turn ended with the error above (the model: {answered_by}).",
+                  file=sys.stderr)
+        else:
+            print("\n=== Answer ===")
+            print_markdown(summarize_answer(final) if not args.llm_base_url else final)
+            runtime = handle.services.runtime
+            tree = await runtime.session_tree(session_id, user_id="local")
+            audit = await runtime.session_audit(session_id, user_id="local")
+            print("\n=== Session tree ===")
+            print(safe_text("\n".join(format_tree(tree))))
+            print("\n=== Audit (every tool call) ===")
+            print(safe_text("\n".join(format_audit(audit))))
+            print(f"\nAnswered by: {answered_by}.")
         biggest = max(files, key=lambda f: f[1])[0]
-        if not args.llm_base_url:
+        if final and not args.llm_base_url:
             print(f"Check: the largest file made was {biggest.name}; "
                   f"{'it is named in the answer' if biggest.name in (final or '') else 'NOT named in the answer'}.")
         handle.shutdown.set()

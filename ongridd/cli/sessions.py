@@ -27,12 +27,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            ("audit", "every tool call of the session and its children"),
                            ("messages", "the stored transcript of a session")):
         q = ss.add_parser(name, help=helptext)
-        q.add_argument("session_id")
+        q.add_argument("session_id", help="a session id (the id `sessions list` shows, not the thread name)")
         q.add_argument("--json", action="store_true", help="print JSON")
         add_client_args(q)
         q.set_defaults(func=run)
     q = ss.add_parser("export", help="a thread with its whole tree, messages and audit as one JSON document")
-    q.add_argument("session_id")
+    q.add_argument("session_id", help="the thread's session id (as `sessions list` shows it)")
     q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     q.add_argument("--markdown", action="store_true", help="a readable transcript instead of JSON")
     q.add_argument("--json", action="store_true", help="JSON (the default; accepted for symmetry with the other commands)")

@@ -38,6 +38,18 @@ def test_ongrid_demo_names_the_real_largest_files():
         assert re.search(rf"{tool}\s+ok", audit), audit
 
 
+def test_ongrid_demo_with_an_unreachable_model_says_there_is_no_answer():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = subprocess.run(ongrid("demo", "--llm-base-url", f"http://127.0.0.1:{port}/v1", "--model", "x"),
+                         env=env(), capture_output=True, text=True, timeout=240)
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "[error] provider_error" in res.stderr and "No answer: the turn ended with the error above" in res.stderr
+    for section in ("=== Answer ===", "=== Session tree ===", "=== Audit", "Answered by"):  # nothing to show
+        assert section not in res.stdout, res.stdout
+
+
 def _prometheus_binaries() -> bool:
     return all(shutil.which(b) for b in ("prometheus", "prometheus-node-exporter"))
 
