@@ -242,6 +242,12 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#banner:not([hidden])", has_text="stopped").wait_for(timeout=30_000)
     again.locator(".status.killed").wait_for(timeout=30_000)
     assert page.locator("#stopturn").is_disabled()
+    # after a reload the banner is gone: the turn that never answered says so where it stands
+    page.reload()
+    page.locator("#conn.online").wait_for()
+    page.locator(".turn", has=page.locator(".msg.user", has_text="Trace it again")).locator(
+        ".msg.noanswer").wait_for(timeout=15_000)
+    assert page.locator(".msg.noanswer").count() == 1  # the answered turns have none
 
     # another user sees neither the thread nor its session (404)
     sid = page.locator("#thread-session").get_attribute("href").split("/")[-1]

@@ -348,6 +348,17 @@ async function refreshTranscript() {
   }
 }
 
+async function lastTurnInterrupted(sessionId) {
+  // the thread list says whether the thread's last turn ended without an answer (and is not running)
+  try {
+    const rows = await api("GET", "/api/sessions?limit=200");
+    const row = rows.find((r) => r.id === sessionId);
+    return Boolean(row && row.last_turn === "interrupted");
+  } catch (e) {
+    return false;
+  }
+}
+
 function scrollLog() {
   const log = $("log");
   log.scrollTop = log.scrollHeight;
@@ -365,18 +376,22 @@ async function loadTranscript(sessionId, gen) {
   }
   const log = $("log");
   const workers = new Map();  // AgentTool call id -> its history tile
+  const turns = [];  // each user message's turn, and whether a final answer ended it
   let turn = null;
   for (const m of rows) {
     if (m.role === "user") {
       turn = newTurnEl(m.content || "");
+      turns.push(turn);
       log.append(turn.el);
     } else if (m.role === "assistant") {
       if (!turn) { turn = newTurnEl(null); log.append(turn.el); }
       if (m.content) {
         // an answer without tool calls ends its turn: the final answer
-        const bubble = el("div", { class: m.tool_calls && m.tool_calls.length ? "msg assistant md" : "msg assistant final md" });
+        const final = !(m.tool_calls && m.tool_calls.length);
+        const bubble = el("div", { class: final ? "msg assistant final md" : "msg assistant md" });
         setServerHtml(bubble, m.html);
         turn.el.append(bubble);
+        if (final) turn.answered = true;
         state.lastAssistant = m.content;
       }
       const calls = (m.tool_calls || []).filter((c) => c && c.name);
@@ -399,6 +414,15 @@ async function loadTranscript(sessionId, gen) {
   // dispatches without a result yet belong to a turn still running: its live tiles replace them
   state.pendingHistory = [...workers.values()].filter((t) => !t.filled);
   scrollLog();
+  // a turn a later one followed without an answer failed, was stopped or was cut off by a restart
+  // (the live banner that said so is gone after a reload); the last one only once the daemon says so
+  const noAnswer = () => el("div", { class: "msg noanswer",
+                                     text: "No answer: this turn failed, was stopped or was cut off by a restart." });
+  turns.slice(0, -1).filter((t) => !t.answered).forEach((t) => t.el.append(noAnswer()));
+  const last = turns[turns.length - 1];
+  if (last && !last.answered && await lastTurnInterrupted(sessionId) && gen === state.attachGen) {
+    last.el.append(noAnswer());
+  }
 }
 
 function parseJson(text) {
