@@ -22,23 +22,25 @@ from ongridd.fakellm import open_fake_llm
 ANSWER = "**Disk** is fine.\n\n- the largest folder is `logs`\n- nothing else grows"
 
 
-async def _pipe_chat(url: str, thread: str, until: str) -> str:
-    """Run ``ongrid chat`` with pipes (not a TTY) until ``until`` is printed,
-    then end its input (EOF quits); returns everything it printed."""
+async def _pipe_chat(url: str, thread: str, until: str | None = None, data: bytes = b"") -> str:
+    """Run ``ongrid chat`` with pipes (not a TTY): write ``data``, wait until ``until`` is printed
+    (when given), then end its input (EOF quits); returns everything it printed once it exited 0."""
     proc = await trio.lowlevel.open_process(ongrid_cmd("chat", "--url", url, "--thread", thread),
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, env=subprocess_env())
     out = b""
     try:
         with trio.fail_after(30):
-            while until.encode() not in out:
+            if data:
+                await proc.stdin.send_all(data)
+            while until is not None and until.encode() not in out:
                 chunk = await proc.stdout.receive_some(65536)
                 assert chunk, f"chat exited before printing {until!r}: {out.decode(errors='replace')}"
                 out += chunk
             await proc.stdin.aclose()  # EOF: the client quits
             while chunk := await proc.stdout.receive_some(65536):
                 out += chunk
-            assert await proc.wait() == 0
+            assert await proc.wait() == 0, out.decode(errors="replace")
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -194,22 +196,7 @@ async def test_piped_chat_on_a_thread_shows_its_last_exchange_before_sending(tmp
         async with serve(write_config(tmp_path, mapping)) as daemon:
             async with ws(daemon.ws_url, "piped") as c:
                 assert (await c.ask("first question"))["text"] == "first answer"
-            proc = await trio.lowlevel.open_process(
-                ongrid_cmd("chat", "--url", daemon.url, "--thread", "piped"), stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=subprocess_env())
-            out = b""
-            try:
-                with trio.fail_after(30):
-                    await proc.stdin.send_all(b"second question\n")
-                    await proc.stdin.aclose()
-                    while chunk := await proc.stdout.receive_some(65536):
-                        out += chunk
-                    assert await proc.wait() == 0
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-    text = out.decode()
+            text = await _pipe_chat(daemon.url, "piped", data=b"second question\n")
     exchange = text.split("— last exchange in this thread —", 1)[1].split("\n—\n", 1)[0]
     assert "you> first question" in exchange and "first answer" in exchange, text
     assert "second question" not in exchange, text
@@ -219,12 +206,5 @@ async def test_piped_chat_on_a_thread_shows_its_last_exchange_before_sending(tmp
 async def test_piped_chat_with_no_input_still_names_the_thread(tmp_path):
     mapping = prepare(tmp_path)
     async with serve(write_config(tmp_path, mapping)) as daemon:
-        proc = await trio.lowlevel.open_process(
-            ongrid_cmd("chat", "--url", daemon.url, "--thread", "empty-in"), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=subprocess_env())
-        out = b""
-        with trio.fail_after(30):
-            while chunk := await proc.stdout.receive_some(65536):
-                out += chunk
-            assert await proc.wait() == 0
-    assert "[new thread empty-in" in out.decode(), out
+        out = await _pipe_chat(daemon.url, "empty-in")
+    assert "[new thread empty-in" in out, out
