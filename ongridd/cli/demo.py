@@ -181,7 +181,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
         biggest = max(files, key=lambda f: f[1])[0]
         if final and not args.llm_base_url:
             print(f"Check: the largest file made was {biggest.name}; "
-                  f"{'it is named in the answer' if biggest.name in (final or '') else 'NOT named in the answer'}.")
+                  f"{'it is named in the answer' if biggest.name in final else 'NOT named in the answer'}.")
         handle.shutdown.set()
         with trio.move_on_after(10):
             await handle.stopped.wait()

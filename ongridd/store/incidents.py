@@ -49,9 +49,11 @@ def _json_mapping(value: Any, field: str) -> dict[str, Any]:
         return out
     try:  # a redaction replaces text inside string literals with plain text: still the same JSON shape
         redacted = json.loads(cleaned)
-    except ValueError:  # a secret that spans JSON syntax (never seen): refuse rather than store it
-        raise ValueError(f"{field}: holds a secret the daemon keeps, in a form that cannot be redacted") from None
-    return redacted if isinstance(redacted, dict) else out
+    except ValueError:
+        redacted = None
+    if not isinstance(redacted, dict):  # a secret that spans JSON syntax: refuse rather than store it
+        raise ValueError(f"{field}: holds a secret the daemon keeps, in a form that cannot be redacted")
+    return redacted
 
 
 def _text(value: Any, field: str, *, optional: bool = False) -> str | None:
