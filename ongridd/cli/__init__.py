@@ -71,7 +71,20 @@ def _build(prog: str, commands: tuple[tuple[str, str, str], ...],
             sub.add_parser(name, help=help_text)
         elif name == next(n for n, m, _ in commands if m == module):  # register the module once
             importlib.import_module(module).add_parser(sub)
+    _describe_sub_commands(parser)
     return parser
+
+
+def _describe_sub_commands(parser: argparse.ArgumentParser) -> None:
+    """Give every sub-command parser without a description its one-line help, at every depth,
+    so ``ongrid demo --help`` says what ``ongrid --help`` says of it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                if child.description is None and helps.get(name):
+                    child.description = helps[name]
+                _describe_sub_commands(child)
 
 
 def _run(prog: str, commands: tuple[tuple[str, str, str], ...], argv: list[str] | None) -> int:

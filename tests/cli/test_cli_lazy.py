@@ -80,3 +80,23 @@ def test_a_global_option_value_is_not_taken_for_a_sub_command():
     assert cli._chosen_module(cli._ONGRID_COMMANDS, ["--help"]) is None
     out, modules = _run("ongrid_main", ["--token-file", "demo", "changes", "--help"])
     assert "usage: ongrid changes" in out and "ongridd.cli.changes" in modules and "ongridd.cli.demo" not in modules
+
+
+def test_every_sub_command_help_says_what_it_does(capsys):
+    """``ongrid X --help`` (and ``ongrid X Y --help``) says what X does: its own description, else
+    the line ``ongrid --help`` lists for it."""
+    for name, _module, help_text in cli._ONGRID_COMMANDS:
+        try:
+            cli.ongrid_main([name, "--help"])
+        except SystemExit:
+            pass
+        out = capsys.readouterr().out
+        described = out.split("\n\n")[1]  # after the usage lines, before the arguments
+        assert not described.startswith(("options:", "positional arguments:")), (name, out)
+        if name in ("demo", "chat", "ask", "sessions", "changes", "marketplace"):  # no description of their own
+            assert help_text in " ".join(out.split()), (name, out)
+    try:
+        cli.ongrid_main(["sessions", "tree", "--help"])
+    except SystemExit:
+        pass
+    assert "the session tree (coordinator → workers → reviewer)" in capsys.readouterr().out
