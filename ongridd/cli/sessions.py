@@ -228,4 +228,5 @@ def _write_export(args: argparse.Namespace, data: dict) -> int:
     except OSError as exc:
         print(f"ongrid: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    print(f"ongrid: wrote {args.output} ({len(text.encode()):,} bytes, readable by you only)", file=sys.stderr)
     return 0

@@ -150,6 +150,7 @@ async def test_export_round_trips_through_the_cli(tmp_path):
         target = tmp_path / "export.json"
         code, out, err = await run_cli("sessions", "export", sid, "--url", d.base_url, "-o", str(target))
         assert code == 0 and out == "", err
+        assert f"wrote {target}" in err  # said where it went (stdout stays empty)
         assert json.loads(target.read_text())["session"]["id"] == sid
         assert target.stat().st_mode & 0o777 == 0o600  # conversation content: owner only
         target.chmod(0o644)  # an existing file is rewritten owner-only too
