@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             stale = stale_entries(args.index)
             for name, want, got in stale:
                 print(f"{name}: index says {want}, source has {got}", file=sys.stderr)
+            if not stale:
+                print(f"{args.index}: every sha256 is current")
             return 1 if stale else 0
         if args.build:
             for project in projects(args.index.parent):

@@ -9,6 +9,7 @@ answer stays text) and then passes the result through nh3 with an allowlist:
 - attributes: ``href``/``title`` on ``a``, ``start`` on ``ol``; no ``style``,
   no event handlers (``on…``) — nothing outside the allowlist survives;
 - images are shown as their alt text (``[image: alt]``), never loaded;
+- a line break inside a paragraph stays a line break (``<br>``), as in chat tools;
 - link schemes: ``http``, ``https``, ``mailto`` only (a ``javascript:`` or
   ``data:`` link loses its ``href``); every link gets ``rel="noopener noreferrer"``.
 
@@ -53,8 +54,10 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 def _markdown() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
-    # "commonmark" with html off: raw HTML blocks/inline HTML are escaped as text
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    # "commonmark" with html off: raw HTML blocks/inline HTML are escaped as text; a line break in a
+    # paragraph is kept (``<br>``), as chat tools show it: answers are often line-oriented ("Decision:
+    # approve", then the reason; one finding a line)
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True})
     md.enable(["table", "strikethrough"])
     md.add_render_rule("image", _image_as_text)
     return md

@@ -178,6 +178,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _same_bytes(a: str, b: str) -> bool:
+    """Whether files ``a`` and ``b`` hold the same bytes (False when either cannot be read)."""
+    try:
+        return Path(a).read_bytes() == Path(b).read_bytes()
+    except OSError:
+        return False
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     known = known_tool_names(args)
     contributions = getattr(args, "_contributions", None)
@@ -202,7 +210,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             note = ""
             shadowed = builtin.by_name(persona.name)
             if shadowed is not None and Path(persona.source).resolve() != Path(shadowed.source).resolve():
-                note = " (overrides the built-in persona)"
+                note = (" (identical to the built-in persona)" if _same_bytes(persona.source, shadowed.source)
+                        else " (overrides the built-in persona)")
             lines = tool_problems(persona, contributions.tools if contributions is not None else None, known)
             problems += len(lines)
             _print(f"{'ok' if not lines else 'bad'}  {persona.name}  {persona.source}{note}", sys.stdout)

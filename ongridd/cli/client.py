@@ -252,21 +252,24 @@ class _ChatUI:
             self.prompted = False
 
     def prompt(self) -> None:
-        """Show the prompt marker (once) when idle."""
-        if not self.turn_running and not self.prompted:
+        """Show the prompt marker (once) when idle; with input from a pipe or a file there is
+        none (each line sent is echoed after the marker instead: :meth:`user_sent`)."""
+        if self.show_prompt and not self.turn_running and not self.prompted:
             self.out.write(self.PROMPT)
             self.out.flush()
-            self.prompted = self.show_prompt
-            if not self.show_prompt:
-                self.out.write("\n")
+            self.prompted = True
 
-    def user_sent(self) -> None:
-        """The user's Enter ended the prompt line.  A line typed ahead (echoed
-        before the prompt was drawn) leaves ``you> `` dangling after it: on a
-        terminal, erase the current line (CR + EL; a no-op at column 0)."""
+    def user_sent(self, text: str) -> None:
+        """``text`` is being sent.  On a terminal the user's Enter ended the prompt
+        line; a line typed ahead (echoed before the prompt was drawn) leaves ``you> ``
+        dangling after it, so the current line is erased (CR + EL; a no-op at column 0).
+        Input from a pipe or a file is not echoed by a terminal: the line is printed
+        after the marker, so the output reads as a transcript."""
         if self.show_prompt:
             self.out.write("\r\x1b[K")
             self.out.flush()
+        else:
+            self._line(f"{self.PROMPT}{text}")
         self.prompted = False
         self.turn_running = True
         self.sent += 1
@@ -317,7 +320,9 @@ class _ChatUI:
         if kind == "session":
             state = "re-attached to" if frame.get("resumed") else "new"
             self._line(f"[{state} thread {frame.get('thread')} — session {frame.get('session_id')}]")
-            self._line("[type a message and press Enter; Ctrl-C stops a running turn; Ctrl-C twice or Ctrl-D quits]")
+            if self.show_prompt:
+                self._line("[type a message and press Enter; Ctrl-C stops a running turn; Ctrl-C twice or Ctrl-D "
+                           "quits]")
         elif kind == "token":
             self.turn_running = True
             self.pending_text += frame.get("text", "")
@@ -420,7 +425,7 @@ async def _chat(args: argparse.Namespace) -> int:
             # input is there at once) would be read back as that exchange
             await greeted.wait()
             async for line in lines_recv:
-                ui.user_sent()
+                ui.user_sent(line)
                 try:
                     await ws.send_message(json.dumps({"type": "user_message", "text": line}))
                 except gone:

@@ -76,10 +76,21 @@ def print_markdown(text: str, out: Any = None) -> None:
         out.write(text + ("\n" if not text.endswith("\n") else ""))
         out.flush()
         return
+    _console(out).print(_markdown(text))
+    out.flush()
+
+
+def _markdown(text: str) -> Any:
+    """``text`` as a rich renderable: a link's address shown, not hidden; a line break inside a
+    paragraph kept, as the web console and chat tools show it (rich's own parser joins the lines)."""
     from rich.markdown import Markdown
 
-    _console(out).print(Markdown(text, hyperlinks=False))  # a link's address shown, not hidden
-    out.flush()
+    rendered = Markdown(text, hyperlinks=False)
+    for token in rendered.parsed:
+        for child in token.children or ():
+            if child.type == "softbreak":
+                child.type = "hardbreak"
+    return rendered
 
 
 def one_line(text: str) -> str:

@@ -44,6 +44,13 @@ def test_markdown_renders():
     assert_inert(html)
 
 
+def test_a_line_break_in_a_paragraph_is_kept():
+    # a reviewer's verdict and its reason, one finding a line: shown on their own lines, as chat tools do
+    assert markdown_html("Decision: approve\nReason: the runbook covers it") == (
+        "<p>Decision: approve<br>\nReason: the runbook covers it</p>\n")
+    assert "<br>" not in markdown_html("one paragraph\n\nanother")
+
+
 def test_hostile_markdown_is_text():
     for text in ("<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "[x](javascript:alert(1))",
                  "[x](JAVASCRIPT:alert(1))", "<a href='javascript:alert(1)'>y</a>", "[d](data:text/html,<b>)",

@@ -174,3 +174,6 @@ def test_update_index_rehashes_and_keeps_comments(tmp_path):
                          check=False)
     assert fix.returncode == 0 and f"updated sha256 of {entry.name}" in fix.stdout
     assert index.read_text(encoding="utf-8") == original  # comments, order and layout kept
+    again = subprocess.run([*UPDATE, "--check", "--index", str(index)], capture_output=True, text=True,
+                           env=python_env(), check=False)
+    assert again.returncode == 0 and "every sha256 is current" in again.stdout

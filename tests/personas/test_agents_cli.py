@@ -170,3 +170,12 @@ def test_real_entry_point_in_a_subprocess(corpus, tmp_path, repo):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert [d["name"] for d in json.loads(proc.stdout)] == BUILTINS
+
+
+def test_validate_a_copy_of_a_built_in_persona_says_so(capsys, repo, tmp_path):
+    # what a wheel install sees when it validates a checkout's agents/: the packaged built-ins are
+    # other files with the same bytes, and nothing is overridden
+    copy = tmp_path / "default.md"
+    copy.write_bytes((repo / "agents" / "default.md").read_bytes())
+    code, out, _ = run(capsys, "validate", str(copy))
+    assert code == 0 and "(identical to the built-in persona)" in out and "overrides" not in out

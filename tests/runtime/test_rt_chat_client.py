@@ -70,8 +70,8 @@ async def test_chat_reattach_shows_last_exchange_and_the_restart_cut(tmp_path):
         async with serve(config) as first:
             async with ws(first.ws_url, "cli") as c:
                 assert (await c.ask("is the disk ok?"))["text"] == ANSWER
-            # a pipe: the last exchange as plain text, the prompt marker
-            piped = await _pipe_chat(first.url, "cli", until="you> \n")
+            # a pipe: the last exchange as plain text, up to its closing line
+            piped = await _pipe_chat(first.url, "cli", until="\n—\n")
             assert "re-attached to thread cli" in piped
             assert "you> is the disk ok?" in piped
             assert ANSWER in piped and "cut off" not in piped
@@ -88,7 +88,7 @@ async def test_chat_reattach_shows_last_exchange_and_the_restart_cut(tmp_path):
             with trio.fail_after(10):
                 await first.proc.wait()
         async with serve(config) as second:
-            piped = await _pipe_chat(second.url, "cli", until="you> \n")
+            piped = await _pipe_chat(second.url, "cli", until="\n—\n")
             assert "you> and the memory?" in piped
             assert "the last turn was cut off by a restart" in piped
             assert "never answered" not in piped
@@ -201,6 +201,11 @@ async def test_piped_chat_on_a_thread_shows_its_last_exchange_before_sending(tmp
     assert "you> first question" in exchange and "first answer" in exchange, text
     assert "second question" not in exchange, text
     assert text.count("second answer") == 1, text
+    # a transcript: each line sent is printed after the marker, before its answer; no bare markers,
+    # no keyboard hints
+    after = text.split("\n—\n", 1)[1]
+    assert after.index("you> second question\n") < after.index("second answer"), text
+    assert "you> \n" not in text and "press Enter" not in text, text
 
 
 async def test_piped_chat_with_no_input_still_names_the_thread(tmp_path):

@@ -35,6 +35,14 @@ def test_safe_text_and_non_tty_markdown_strip_controls():
     assert not [c for c in UNSAFE if c in dumped] and json.loads(dumped)["text"] == HOSTILE
 
 
+def test_terminal_markdown_keeps_a_line_break_in_a_paragraph():
+    out = io.StringIO()
+    out.isatty = lambda: True  # type: ignore[method-assign]
+    print_markdown("Decision: reject\nReason: no runbook covers it\n\n- one\n  more", out)
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    assert "Decision: reject" in lines and "Reason: no runbook covers it" in lines, lines
+
+
 async def test_ask_and_chat_show_model_controls_as_text(tmp_path):
     async with open_fake_llm({"default": [{"content": HOSTILE}] * 4}) as fake:
         mapping = prepare(tmp_path)
