@@ -214,7 +214,10 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
         paths.append((".", "recursive"))  # no folder named: grep -r reads the folder it runs in
     argv = parsed.argv()
     if name in ("grep", "egrep") and grep_recursive(parsed):
-        argv = (argv[0], *grep_exclusions(), *argv[1:])
+        # after every option written: of contradictory --include and --exclude options GNU grep
+        # applies the last one that matches, so a written --include='*' cannot undo them
+        end = len(argv) - len(parsed.operands) - (1 if parsed.operands and parsed.end_marker else 0)
+        argv = (*argv[:end], *grep_exclusions(), *argv[end:])
     if name == "sed":
         argv = (argv[0], "--sandbox", *[w for w in argv[1:] if w != "--sandbox"])
     return argv, paths

@@ -272,7 +272,9 @@ def grep_exclusions() -> tuple[str, ...]:
     """Options that keep a recursive ``grep`` out of every secret-named
     file and folder it meets on the way (``--exclude-dir=.aws``,
     ``--exclude=*.key`` …): the recursion check can only see the folders
-    named on the command line, not what lies under them."""
+    named on the command line, not what lies under them.  They go after
+    every option the command wrote: of contradictory ``--include`` and
+    ``--exclude`` options grep applies the last that matches."""
     words = []
     for name in SECRET_NAMES:
         words += [f"--exclude-dir={name}", f"--exclude={name}"]
