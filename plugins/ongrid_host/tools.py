@@ -41,6 +41,21 @@ BASH_TOOL = "host_bash"
 BASH_CLASSIFY_TIMEOUT_S = 5.0
 WALK_MAX_S = 25
 
+def _sqlite_file(url: str) -> str | None:
+    """The absolute path of the SQLite file a database URL names, or None (another backend, an
+    in-memory database, a URL that does not parse)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return os.path.abspath(parsed.database)
+
+
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
@@ -63,13 +78,18 @@ class HostTools:
 
     @staticmethod
     def _daemon_areas(context: PluginContext) -> list[tuple[str, str]]:
-        """The daemon's own state folder and config file (tokens, database)."""
+        """The daemon's own state folder, config file (tokens), the ssh keys it logs in with and its
+        SQLite database wherever it is (with its -wal, -shm and -journal files)."""
         areas = [(os.path.abspath(context.config.state_dir), "Ongrid's state folder (database, secrets)")]
         if context.config.source:
             areas.append((os.path.abspath(context.config.source), "Ongrid's configuration file"))
         for host in context.hosts:  # the keys the daemon itself logs in with
             if host.ssh_key:
                 areas.append((os.path.abspath(host.ssh_key), f"the ssh key Ongrid uses for host {host.name!r}"))
+        database = _sqlite_file(context.config.database_url)
+        if database is not None:  # a database outside the state folder: every user's sessions
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                areas.append((database + suffix, "Ongrid's database"))
         return areas
 
     def analyze(self, args: dict[str, Any]) -> Verdict:

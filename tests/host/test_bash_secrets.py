@@ -155,6 +155,32 @@ def test_daemon_state_dir_and_config_are_forbidden(tmp_path):
     assert tools  # the default tools (no state dir under tmp_path) still build
 
 
+def test_a_sqlite_database_outside_the_state_dir_is_forbidden(tmp_path):
+    # every user's sessions are in it: another user's worker must not grep them out of the file
+    from ongrid_host.tools import HostTools
+
+    from ongridd.config import DatabaseConfig
+    from ongridd.plugins.api import PluginContext
+    db = tmp_path / "db"
+    db.mkdir()
+    for name in ("ongrid.db", "ongrid.db-wal", "ongrid.db-shm", "notes.txt"):
+        (db / name).write_text("alice-private\n")
+
+    def tools(url: str) -> HostTools:
+        return HostTools(PluginContext(config=Config(state_dir=str(tmp_path / "state"), database=DatabaseConfig(
+            url=url)), plugin_name="ongrid_host", hosts=(HostConfig(name="local"),)))
+
+    ht = tools(f"sqlite:///{db}/ongrid.db")
+    for cmd in (f"grep -a alice-private {db}/ongrid.db {db}/ongrid.db-wal", f"cat {db}/ongrid.db-shm",
+                f"grep -r alice-private {db}", f"tail -c 100 {db}/ongrid.db"):
+        verdict = ht.analyze({"cmd": cmd})
+        assert verdict.kind == "refused" and "forbidden path" in verdict.reason, (cmd, verdict)
+        assert "Ongrid's database" in verdict.reason or f"would include {db}/ongrid.db" in verdict.reason, verdict
+    assert ht.analyze({"cmd": f"cat {db}/notes.txt"}).kind == "read"
+    for url in ("postgresql://127.0.0.1/test", "sqlite://", "sqlite:///:memory:", "not a url"):
+        assert tools(url).analyze({"cmd": f"cat {db}/ongrid.db"}).kind == "read", url
+
+
 def test_symlink_into_a_forbidden_area_is_followed(tmp_path):
     link = tmp_path / "innocent.txt"
     link.symlink_to("/etc/shadow")
