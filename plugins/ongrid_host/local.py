@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 import time
 from typing import Any
 
 import psutil
 import trio
 
+from ongrid_host.cmdline_redact import redact_command_lines
 from ongrid_host.units import human_bytes, iso_utc
 
 #: filesystem types that hold no disk data (or are always full, like squashfs
@@ -21,7 +21,6 @@ PSEUDO_FSTYPES = frozenset({
 })
 MAX_MOUNTS = 50
 CPU_SAMPLE_S = 0.5
-_SECRET_ARG = re.compile(r"(?i)((?:password|passwd|pass|token|secret|api[-_]?key|key)[=:])\S+")
 
 
 def mount_usage(mountpoint: str, fstype: str, device: str) -> dict[str, Any] | None:
@@ -101,9 +100,8 @@ async def load_local() -> dict[str, Any]:
 
 
 def redact_cmdline(args: list[str], max_chars: int = 300) -> str:
-    """Join a command line, hide values of ``password=``-like arguments, cut."""
-    text = " ".join(args)
-    text = _SECRET_ARG.sub(r"\1***", text)
+    """Join a command line, hide secret-looking values (:mod:`ongrid_host.cmdline_redact`), cut."""
+    text = redact_command_lines(" ".join(args).replace("\n", " "))
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 

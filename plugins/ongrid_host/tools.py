@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from ongrid_host import fs, local, remote
+from ongrid_host.cmdline_redact import redact_command_lines
 from ongrid_host.bash_policy import Verdict, analyze
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.http_probe import probe_http
@@ -40,6 +41,11 @@ BASH_TOOL = "host_bash"
 #: how long deciding whether a command is read-only may take (paths are resolved)
 BASH_CLASSIFY_TIMEOUT_S = 5.0
 WALK_MAX_S = 25
+
+#: host_bash commands whose output shows other processes' command lines (ps, pgrep -a/-f, w's WHAT
+#: column, systemctl status's control-group tree): secret-looking values in them are hidden
+LISTS_COMMAND_LINES = frozenset({"ps", "pgrep", "w", "systemctl"})
+
 
 def _sqlite_file(url: str) -> str | None:
     """The absolute path of the SQLite file a database URL names, or None (another backend, an
@@ -347,14 +353,19 @@ class HostTools:
             timeout_s = args.get("timeout_s", 15)
             result = await t.run(verdict.argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
                                  max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd)
+            stdout = result.text("stdout")
             out = {
                 "host": t.name, "argv": list(verdict.argv), "class": verdict.kind,
                 "exit_code": result.exit_code, "timed_out": result.timed_out, "duration_ms": result.duration_ms,
-                "stdout": result.text("stdout"), "stdout_bytes": result.stdout_total,
+                "stdout": stdout, "stdout_bytes": result.stdout_total,
                 "stdout_cut_bytes": result.stdout_cut,
                 "stderr": result.text("stderr"), "stderr_bytes": result.stderr_total,
                 "stderr_cut_bytes": result.stderr_cut,
             }
+            redacted = redact_command_lines(stdout) if verdict.argv[0] in LISTS_COMMAND_LINES else stdout
+            if redacted != stdout:
+                out["stdout"], out["redacted"] = redacted, ("values that look like secrets in the command lines "
+                                                            "shown (--token X, password=X, URL passwords) are ***")
             if result.stdout_cut or result.stderr_cut:
                 out["note"] = (f"output cut: kept the first {human_bytes(BASH_MAX_STDOUT)} of stdout and "
                                f"{human_bytes(BASH_MAX_STDERR)} of stderr")
