@@ -144,6 +144,11 @@ class AgentsAPI:
             if later is not None:
                 raise PersonaError(f"{name!r} is defined in {current.source}, a folder read after {target_dir}; "
                                    "edit that file instead (an API edit would be undone by the next reload)")
+            source = Path(current.source)
+            if await trio.to_thread.run_sync(_in_user_roots, source, list(self.config.agent_user_roots)):
+                # a user file already defines it (whatever its file name): edit that file, never add a
+                # second file of the same name, which the next reload would resolve against the edit
+                path = source
         persona, warnings = await self._parse(raw, path)
         if persona is None:
             raise PersonaError("persona rejected: " + "; ".join(warnings), path=str(path), warnings=warnings)
@@ -154,7 +159,7 @@ class AgentsAPI:
         if redact(parsed_text) != parsed_text:  # a secret spelled with YAML escapes decodes to the value itself
             raise PersonaError(_HOLDS_SECRET)
         async with self._lock:
-            await trio.to_thread.run_sync(_write_atomic, target_dir, path, raw)
+            await trio.to_thread.run_sync(_write_atomic, path.parent, path, raw)
             self.agents.replace(persona)
         await self._record("update", name, actor, {"path": str(path), "warnings": warnings})
         out = persona.to_dict()
@@ -211,8 +216,13 @@ class AgentsAPI:
             await trio.to_thread.run_sync(lambda: source.unlink(missing_ok=True))
             self.agents.remove(name)
         await self._record("delete", name, actor, {"path": str(source)})
+        await self.reload()  # another user file of the same name, if any, now defines it (as after a restart)
         restored = self.agents.by_name(name)
-        return {"name": name, "deleted": True, "restored_builtin": restored is not None}
+        out = {"name": name, "deleted": True, "restored_builtin": restored is not None
+               and restored is self.agents.builtin(name)}
+        if restored is not None and not out["restored_builtin"]:  # another file of the same name takes over
+            out["now_from"] = restored.source
+        return out
 
     async def _record(self, action: str, name: str, actor: str, detail: dict) -> None:
         if self.store is None:

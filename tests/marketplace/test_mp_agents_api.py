@@ -103,6 +103,35 @@ async def test_delete_removes_a_user_agent(api):
         await api.delete("db-helper", actor="alice")
 
 
+async def test_put_edits_the_file_that_defines_the_persona_whatever_its_file_name(api):
+    # a second file of the same name would lose against the first one at the next reload: the edit undone,
+    # and a delete would then remove the other file
+    own = api.config.agents_write_dir / "my-agent.md"
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_text(persona("specialist-logs", description="Reads logs."))
+    await api.reload()
+    assert api.agents.by_name("specialist-logs").description == "Reads logs."
+    await api.put("specialist-logs", persona("specialist-logs", description="Reads logs v2."), actor="alice")
+    assert "Reads logs v2." in own.read_text() and not (own.parent / "specialist-logs.md").exists()
+    await api.reload()
+    assert api.agents.by_name("specialist-logs").description == "Reads logs v2."
+    assert api.agents.by_name("specialist-logs").source == str(own)
+    out = await api.delete("specialist-logs", actor="alice")
+    assert out == {"name": "specialist-logs", "deleted": True, "restored_builtin": False}
+    assert not own.exists() and api.agents.by_name("specialist-logs") is None
+
+
+async def test_delete_says_when_another_file_still_defines_the_persona(api):
+    first, second = (api.config.agents_write_dir / f"{n}.md" for n in ("a-logs", "b-logs"))
+    first.parent.mkdir(parents=True, exist_ok=True)
+    first.write_text(persona("logs-helper", description="First."))
+    second.write_text(persona("logs-helper", description="Second."))
+    await api.reload()
+    out = await api.delete("logs-helper", actor="alice")
+    assert out == {"name": "logs-helper", "deleted": True, "restored_builtin": False, "now_from": str(second)}
+    assert not first.exists() and api.agents.by_name("logs-helper").description == "Second."
+
+
 async def test_a_builtin_cannot_be_deleted_only_overridden(api):
     builtin = api.agents.by_name("specialist-disk")
     assert builtin is not None and api.agents.builtin("specialist-disk") is builtin
@@ -114,7 +143,7 @@ async def test_a_builtin_cannot_be_deleted_only_overridden(api):
     assert api.agents.by_name("specialist-disk").description == "Our own disk specialist."
     out = await api.delete("specialist-disk", actor="alice")
     assert out["restored_builtin"] is True
-    assert api.agents.by_name("specialist-disk") is builtin
+    assert api.agents.by_name("specialist-disk") == builtin  # the folders reloaded: the same file, parsed again
     with pytest.raises(OngridError, match="cannot be deleted"):
         await api.delete("specialist-disk", actor="alice")
 

@@ -903,7 +903,8 @@ async function onPersonaDelete() {
   const out = $("persona-result");
   try {
     const r = await api("DELETE", `/api/agents/${encodeURIComponent(name)}`);
-    out.textContent = r.restored_builtin ? `Deleted; the built-in ${name} is back.` : `Deleted ${name}.`;
+    out.textContent = r.restored_builtin ? `Deleted; the built-in ${name} is back.`
+      : r.now_from ? `Deleted that file; ${name} is still defined by ${String(r.now_from)}.` : `Deleted ${name}.`;
     out.className = "result good";
     $("persona-delete").hidden = true;
   } catch (e) {
