@@ -504,10 +504,17 @@ def read_secret(env_name: str, environ: Mapping[str, str] | None = None) -> str 
     return value or None
 
 
-def parse_tokens(raw: str | None) -> dict[str, str]:
-    """``"alice:tok1,bob:tok2"`` → ``{token: user}``.
+#: the shortest token accepted: a shorter one is guessed in no time, and since every text that holds a
+#: token is redacted, a short one (``disk``) would rewrite ordinary words in every message and log line
+MIN_TOKEN_CHARS_ACCEPTED = 8
 
-    Raises ConfigError naming the bad entry's position (never its value).
+
+def parse_tokens(raw: str | None) -> dict[str, str]:
+    """``"alice:token-of-alice,bob:token-of-bob"`` → ``{token: user}``.
+
+    Raises ConfigError naming the bad entry's position and user (never its
+    value): not of the form ``user:token``, or a token shorter than
+    :data:`MIN_TOKEN_CHARS_ACCEPTED` characters.
     """
     out: dict[str, str] = {}
     if not raw:
@@ -519,5 +526,11 @@ def parse_tokens(raw: str | None) -> dict[str, str]:
         user, sep, token = item.partition(":")
         if not sep or not user.strip() or not token.strip():
             raise ConfigError(f"token entry #{i + 1} is not of the form user:token")
+        if len(token.strip()) < MIN_TOKEN_CHARS_ACCEPTED:
+            raise ConfigError(
+                f"token entry #{i + 1} (user {user.strip()!r}) is {len(token.strip())} characters long; a token needs "
+                f"at least {MIN_TOKEN_CHARS_ACCEPTED} (16 or more random ones: python3 -c 'import secrets; "
+                "print(secrets.token_urlsafe(24))'): a short one is easy to guess, and every text that holds it "
+                "is redacted")
         out[token.strip()] = user.strip()
     return out

@@ -85,7 +85,12 @@ def test_secrets_never_in_repr_or_errors(tmp_path):
     with pytest.raises(ConfigError) as info:
         parse_tokens(f"alice:{secret},broken-entry")
     assert secret not in str(info.value) and "#2" in str(info.value)
-    assert parse_tokens("alice:tok1, bob:tok2") == {"tok1": "alice", "tok2": "bob"}
+    assert parse_tokens("alice:tok1-of-alice, bob:tok2-of-bob") == {"tok1-of-alice": "alice", "tok2-of-bob": "bob"}
+    # a short token is refused, naming the entry and its user, never the token
+    with pytest.raises(ConfigError, match=r"token entry #2 \(user 'bob'\) is 4 characters long; a token needs at "
+                                          r"least 8") as info:
+        parse_tokens("alice:tok1-of-alice,bob:disk")
+    assert "disk" not in str(info.value)
 
 
 def test_parse_listen():
