@@ -192,13 +192,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     problems = 0
     builtin = AgentRegistry(builtin_agents_dir())
     builtin.load([])
-    failed = False
-    loaded = skipped = 0
+    loaded = skipped = missing = 0
     for raw in args.paths:
         path = Path(raw)
         if not path.exists():
             _print(f"{path}: no such file or folder", sys.stderr)
-            failed = True
+            missing += 1
             continue
         registry = AgentRegistry()
         report = registry.load([path], known)
@@ -214,11 +213,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                         else " (overrides the built-in persona)")
             lines = tool_problems(persona, contributions.tools if contributions is not None else None, known)
             problems += len(lines)
-            _print(f"{'ok' if not lines else 'bad'}  {persona.name}  {persona.source}{note}", sys.stdout)
+            # tool problems are warnings: the persona loads (without the tools it cannot have)
+            _print(f"{'ok' if not lines else 'warn'}  {persona.name}  {persona.source}{note}", sys.stdout)
             for line in lines:
                 _print(f"     {line}", sys.stdout)
-    _print(f"{loaded} loaded, {skipped} skipped" + (f", {problems} tool problems" if problems else ""), sys.stdout)
-    return 1 if failed or skipped else 0  # tool problems are reported; the persona still loads
+    summary = f"{loaded} loaded, {skipped} skipped"
+    if missing:
+        summary += f", {missing} path{'s' if missing != 1 else ''} not found"
+    if problems:
+        summary += f", {problems} tool problem{'s' if problems != 1 else ''}"
+    _print(summary, sys.stdout)
+    return 1 if missing or skipped else 0  # tool problems are reported; the persona still loads
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:

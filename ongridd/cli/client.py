@@ -224,6 +224,8 @@ class _ChatUI:
         self.changed = trio.Event()
         #: set once the first session frame has been shown
         self.greeted = trio.Event()
+        #: error frames shown (a turn that failed, was stopped or refused; piped input: exit status 1)
+        self.errors = 0
 
     def _moved(self) -> None:
         self.changed.set()
@@ -351,6 +353,7 @@ class _ChatUI:
         elif kind == "error":
             self.board.close()
             self._line(f"[{frame.get('code')}] {frame.get('message')}")
+            self.errors += 1
             if frame.get("code") in ("stopped", "provider_error", "internal", "busy"):
                 self._turn_over()
 
@@ -535,11 +538,14 @@ async def _chat(args: argparse.Namespace) -> int:
         outer.start_soon(connection, outer)
         outer.start_soon(stdin_reader, outer)
         outer.start_soon(interrupts, outer)
+    if piped and result["code"] == 0 and ui.errors:
+        return 1  # a script learns that a line got no answer
     return result["code"]
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    """``ongrid chat``: 0 when the user quits, 2 on usage or connection errors."""
+    """``ongrid chat``: 0 when the user quits, 2 on usage or connection errors; with input from a pipe or
+    a file, 1 when a line's turn ended with an error instead of an answer."""
     try:
         _locale.setlocale(_locale.LC_ALL, "")
     except _locale.Error:

@@ -102,7 +102,7 @@ You look.
     assert "unknown tool 'host_du_sumary' (did you mean 'host_du_summary'?)" in out
     assert "tool 'host_restart_service' is dropped by permission_mode 'read-only'" in out
     assert "host_stat_file" not in out  # a read tool of the list is fine
-    assert f"bad  disk-typo  {tmp_path / 'p.md'}" in out
+    assert f"warn  disk-typo  {tmp_path / 'p.md'}" in out
     assert "1 loaded, 0 skipped, 2 tool problems" in out
 
 

@@ -202,6 +202,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.wait_for_timeout(300)
     assert page.evaluate("window.__pwned === undefined")
     assert watch.errors == [] and watch.csp_violations() == []
+    assert not [m for m in watch.console if "status of 404" in m], watch.console  # nothing missing (a favicon)
     # and the policy is a second wall: an inline script slipped into the page does not run
     page.evaluate("() => { const s = document.createElement('script'); s.textContent = 'window.__inline = 1';"
                   " document.body.append(s); }")

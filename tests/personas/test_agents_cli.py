@@ -113,8 +113,8 @@ def test_validate_good_files_exit_zero_and_notes_overrides(capsys, repo, tmp_pat
 
 
 def test_validate_missing_path_exits_one(capsys, tmp_path):
-    code, _, err = run(capsys, "validate", str(tmp_path / "missing"))
-    assert code == 1 and "no such file or folder" in err
+    code, out, err = run(capsys, "validate", str(tmp_path / "missing"))
+    assert code == 1 and "no such file or folder" in err and "0 loaded, 0 skipped, 1 path not found" in out
 
 
 def test_validate_unknown_tool_warns_but_loads(capsys, corpus):

@@ -22,9 +22,10 @@ from ongridd.fakellm import open_fake_llm
 ANSWER = "**Disk** is fine.\n\n- the largest folder is `logs`\n- nothing else grows"
 
 
-async def _pipe_chat(url: str, thread: str, until: str | None = None, data: bytes = b"") -> str:
+async def _pipe_chat(url: str, thread: str, until: str | None = None, data: bytes = b"", code: int = 0) -> str:
     """Run ``ongrid chat`` with pipes (not a TTY): write ``data``, wait until ``until`` is printed
-    (when given), then end its input (EOF quits); returns everything it printed once it exited 0."""
+    (when given), then end its input (EOF quits); returns everything it printed once it exited with
+    status ``code``."""
     proc = await trio.lowlevel.open_process(ongrid_cmd("chat", "--url", url, "--thread", thread),
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, env=subprocess_env())
@@ -40,7 +41,7 @@ async def _pipe_chat(url: str, thread: str, until: str | None = None, data: byte
             await proc.stdin.aclose()  # EOF: the client quits
             while chunk := await proc.stdout.receive_some(65536):
                 out += chunk
-            assert await proc.wait() == 0, out.decode(errors="replace")
+            assert await proc.wait() == code, out.decode(errors="replace")
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -206,6 +207,16 @@ async def test_piped_chat_on_a_thread_shows_its_last_exchange_before_sending(tmp
     after = text.split("\n—\n", 1)[1]
     assert after.index("you> second question\n") < after.index("second answer"), text
     assert "you> \n" not in text and "press Enter" not in text, text
+
+
+async def test_piped_chat_exits_1_when_a_line_gets_no_answer(tmp_path):
+    script = {"default": [{"content": "first answer"}, {"http_status": 500}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"].update(base_url=fake.base_url, max_retries=0)
+        async with serve(write_config(tmp_path, mapping)) as daemon:
+            text = await _pipe_chat(daemon.url, "failing", data=b"one\ntwo\n", code=1)
+    assert text.index("first answer") < text.index("you> two") < text.index("[provider_error]"), text
 
 
 async def test_piped_chat_with_no_input_still_names_the_thread(tmp_path):
