@@ -14,7 +14,7 @@ import contextlib
 import time
 from datetime import datetime
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -540,11 +540,15 @@ class Runtime:
 
                 spawnable = [p.name for p in snap.agents.spawnable(agents)]
                 turn.control_tools = build_control_tools(self._control_deps(turn, spawnable, spawn))
-                result = await self.runner.run_coordinator(
-                    snap=snap, agents=agents, turn=turn, text=text,
-                    publish=lambda f: self._publish(turn.session_id, f))
+                def publish(frame: dict[str, Any]) -> None:
+                    if frame.get("type") == "tool" and frame.get("status") == "started":
+                        turn.tool_calls += 1  # counted as they start: a stopped turn's calls count too
+                    self._publish(turn.session_id, frame)
+
+                result = await self.runner.run_coordinator(snap=snap, agents=agents, turn=turn, text=text,
+                                                           publish=publish)
                 status = result.status
-                turn.tool_calls = result.tool_calls
+                turn.tool_calls = max(turn.tool_calls, result.tool_calls)
                 if result.status == "provider_error":
                     end = frames.error("provider_error", result.detail or result.text or "the model provider failed")
                 elif result.status == "error":

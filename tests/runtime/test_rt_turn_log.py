@@ -21,6 +21,7 @@ async def test_connections_and_turns_are_logged_with_user_thread_and_outcome(tmp
     script = {"default": [
         {"tool_calls": [{"name": "no_such_tool", "arguments": {}}]},  # counted: the model made the call
         {"content": "done"},
+        {"tool_calls": [{"name": "query_knowledge", "arguments": {"query": "disk full"}}]},  # then stopped
         {"content": "slow", "delay_s": 30},
     ]}
     stream = io.StringIO()
@@ -30,8 +31,11 @@ async def test_connections_and_turns_are_logged_with_user_thread_and_outcome(tmp
             async with d.ws("ops") as c:
                 assert (await c.ask("first"))["text"] == "done"
                 await c.send({"type": "user_message", "text": "second"})
+                assert (await c.until_type("tool"))["name"] == "query_knowledge"
                 with trio.fail_after(10):
                     while not _events(stream, "turn_start")[1:]:
+                        await trio.sleep(0.05)
+                    while len(d.fake.requests) < 4:  # the step after the tool call is under way
                         await trio.sleep(0.05)
                 await c.send({"type": "stop"})
                 assert (await c.until_type("error"))["code"] == "stopped"
@@ -43,5 +47,5 @@ async def test_connections_and_turns_are_logged_with_user_thread_and_outcome(tmp
     assert conn["peer"].startswith("127.0.0.1:") and conn["resumed"] is False
     starts, ends = _events(stream, "turn_start"), _events(stream, "turn_end")
     assert [(e["user"], e["thread"], e["session_id"]) for e in starts] == [("local", "ops", session_id)] * 2
-    assert [(e["status"], e["tool_calls"], e["workers"]) for e in ends] == [("completed", 1, 0), ("stopped", 0, 0)]
+    assert [(e["status"], e["tool_calls"], e["workers"]) for e in ends] == [("completed", 1, 0), ("stopped", 1, 0)]
     assert all(e["user"] == "local" and e["thread"] == "ops" and e["duration_ms"] >= 0 for e in ends)

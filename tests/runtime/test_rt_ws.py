@@ -62,7 +62,7 @@ async def test_malformed_frames_get_bad_frame_and_the_connection_stays_open(tmp_
 
 
 async def test_tokens_users_and_other_users_sessions(tmp_path, monkeypatch):
-    monkeypatch.setenv("RT_TEST_TOKENS", "alice:tok-alice,bob:tok-bob")
+    monkeypatch.setenv("RT_TEST_TOKENS", "alice:tok-alice,bob:tok-bob-1")
     script = {
         "default": [{"tool_calls": [agent_call("rt-worker", "alice's task")]}, {"content": "alice done"}],
         "rt-worker": [{"tool_calls": [{"name": "rt_wait", "arguments": {"key": "alice"}}]}, {"content": "ok"}],
@@ -80,7 +80,7 @@ async def test_tokens_users_and_other_users_sessions(tmp_path, monkeypatch):
         with trio.fail_after(15):
             await started.wait()
         alice_task = d.task_id("rt-worker")
-        async with d.ws("main", token="tok-bob") as bob:
+        async with d.ws("main", token="tok-bob-1") as bob:
             assert bob.session_id != alice_sid  # same thread name, another user, another session
             await bob.send({"type": "stop", "task_id": alice_task})
             err = await bob.until_type("error")
@@ -88,7 +88,7 @@ async def test_tokens_users_and_other_users_sessions(tmp_path, monkeypatch):
             assert d.row(alice_task)["status"] == "running"
             async with httpx2.AsyncClient(base_url=d.base_url) as http:
                 for path in (f"/api/sessions/{alice_sid}/tree", f"/api/sessions/{alice_sid}/audit"):
-                    r = await http.get(path, headers={"Authorization": "Bearer tok-bob"})
+                    r = await http.get(path, headers={"Authorization": "Bearer tok-bob-1"})
                     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
                     assert (await http.get(path)).status_code == 401
                     r = await http.get(path, headers={"Authorization": "Bearer nope"})
