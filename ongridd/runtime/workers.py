@@ -21,6 +21,7 @@ from ongridd.errors import NotFound, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WORKERS, WORKERS_RUNNING, labelled
 from ongridd.runtime.ports import RuntimeStore, RuntimeWriter
+from ongridd.timeparse import iso_utc
 
 log = get_logger(__name__)
 
@@ -45,6 +46,8 @@ class WorkerTask:
     parent_id: str
     user_id: str
     status: str = "pending"
+    #: when it was created (ISO 8601 UTC, milliseconds): shown in its tiles
+    started_at: str = attrs.field(factory=lambda: iso_utc(time.time()))
     close_reason: str | None = None
     result: str = ""
     partial: str = ""
@@ -104,7 +107,7 @@ class WorkerManager:
         from ongridd.runtime import frames
 
         self.publish(task.coordinator_id, frames.agent_tile(task.task_id, task.persona, task.description,
-                                                            task.status))
+                                                            task.status, task.started_at))
 
     async def spawn(self, *, persona: str, description: str, brief: str, parent_id: str, coordinator_id: str,
                     user_id: str, timeout_s: float, run: RunFn, turn_seq: int | None = None) -> WorkerOutcome:

@@ -173,13 +173,17 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     fast.locator(".status.completed").wait_for(timeout=30_000)
     assert not page.locator("#stopturn").is_disabled()
     page.locator("#threads a[data-thread='ops-room'] .running-mark").wait_for()  # the thread list's marker
-    page.wait_for_timeout(1700)
-    assert re.fullmatch(r"[1-9]\d*s", slow.locator(".elapsed").inner_text())  # live elapsed time
-    # reload mid-turn: the running worker comes back as one live tile that can still be stopped
+    page.wait_for_timeout(2500)
+    before = slow.locator(".elapsed").inner_text()
+    assert re.fullmatch(r"[1-9]\d*s", before)  # live elapsed time
+    # reload mid-turn: the running worker comes back as one live tile that can still be stopped, its
+    # elapsed time counted from when it started, not from the reload
     page.reload()
     page.locator("#conn.online").wait_for()
     slow.locator(".status.running").wait_for(timeout=30_000)
     assert page.locator(".tile", has=page.locator(".persona", has_text="specialist-network")).count() == 1
+    after = slow.locator(".elapsed").inner_text()
+    assert int(after.rstrip("s")) >= int(before.rstrip("s")), (before, after)
     page.locator("#stopturn:not([disabled])").wait_for()
     slow.locator("button[data-stop]").click()
     slow.locator(".status.killed").wait_for(timeout=30_000)

@@ -577,7 +577,7 @@ function onTile(f) {
     const stored = adoptStoredDispatch(String(f.subagent_type || "?"), String(f.description || ""));
     const t = breakStream();
     t.chips = null;
-    tile = { status: "", started: Date.now(), ended: null };
+    tile = { status: "", started: startedAt(f), ended: null };
     tile.statusEl = el("span", { class: "status" });
     tile.elapsedEl = el("span", { class: "elapsed", "aria-label": "elapsed time" });
     tile.stopBtn = el("button", { type: "button", class: "small danger", "data-stop": id, text: "Stop",
@@ -615,6 +615,13 @@ function adoptStoredDispatch(persona, desc) {
   const turnEl = stored.el.closest(".turn");
   if (!state.turn && turnEl) state.turn = { el: turnEl, stream: null, chips: null, pendingChips: new Map() };
   return stored;
+}
+
+// When the worker started: the frame's started_at (so a reload or re-attach shows its true elapsed
+// time), never later than now (a browser clock behind the server's); now when the frame has none.
+function startedAt(f) {
+  const at = Date.parse(String(f.started_at || ""));
+  return Number.isFinite(at) ? Math.min(at, Date.now()) : Date.now();
 }
 
 function tickTile(tile) {
