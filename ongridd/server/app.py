@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from quart import Response, request
 from quart_trio import QuartTrio
+from quart_trio.wrappers import TrioRequest
 from werkzeug.exceptions import HTTPException
 
 from ongridd.errors import AuthError, NotFound, OngridError, PersonaError, TaskStateError
@@ -43,6 +44,14 @@ log = get_logger(__name__)
 
 #: body limit of a plugin route with ``auth="none"`` (platform webhooks; bytes)
 PLUGIN_OPEN_BODY_MAX = 1024 * 1024
+#: body limit of a request that carries no valid token (bytes; it is answered 401 whatever its body,
+#: and the server reads a body as it arrives, before any route runs) and of an authenticated one
+ANONYMOUS_BODY_MAX = 64 * 1024
+BODY_MAX = 4 * 1024 * 1024
+#: the time a body may take to arrive: a request without a valid token, and any other (seconds;
+#: then 408)
+ANONYMOUS_BODY_TIMEOUT_S = 10
+BODY_TIMEOUT_S = 60
 
 #: how long a request (or a socket) that arrives during start-up waits for the daemon to be ready (seconds)
 STARTUP_WAIT_S = 30.0
@@ -137,8 +146,10 @@ def _client_host(scope: Mapping[str, Any]) -> str | None:
 def create_app(services: AppServices) -> QuartTrio:
     """Build the app.  Routes are the contract of docs/architecture.md §15.4."""
     app = QuartTrio("ongridd")
-    app.config["MAX_CONTENT_LENGTH"] = 4 * 1024 * 1024
+    app.config["MAX_CONTENT_LENGTH"] = BODY_MAX
+    app.config["BODY_TIMEOUT"] = BODY_TIMEOUT_S
     app.config["RESPONSE_TIMEOUT"] = 300
+    app.request_class = _bounded_request_class(app.request_class, services)
     app.ongrid = services  # type: ignore[attr-defined]
 
     def current_user() -> str:
@@ -191,6 +202,37 @@ def serve_app(services: AppServices) -> Any:
     from ongridd.server.ws import ChatSocketFront
 
     return ChatSocketFront(create_app(services), services)
+
+
+def _bounded_request_class(base: type[TrioRequest], services: AppServices) -> type[TrioRequest]:
+    """``base`` (the framework's request class) with a body limit and time limit chosen per request,
+    before a byte of the body is read: the framework buffers every body as it arrives, before
+    routing, so without this any client could make each of its connections hold
+    ``MAX_CONTENT_LENGTH`` for ``BODY_TIMEOUT``.  An authenticated request (loopback mode: every
+    loopback one) gets :data:`BODY_MAX` / :data:`BODY_TIMEOUT_S`; one to an open plugin route
+    (a platform webhook, checked by its own signature) :data:`PLUGIN_OPEN_BODY_MAX` /
+    :data:`ANONYMOUS_BODY_TIMEOUT_S`; any other :data:`ANONYMOUS_BODY_MAX` /
+    :data:`ANONYMOUS_BODY_TIMEOUT_S`.  Over the limit → 413, too slow → 408."""
+
+    class BoundedRequest(base):  # type: ignore[valid-type, misc]
+        def __init__(self, method: str, scheme: str, path: str, *args: Any, **kwargs: Any) -> None:
+            limit, timeout = ANONYMOUS_BODY_MAX, ANONYMOUS_BODY_TIMEOUT_S
+            headers = args[1] if len(args) > 1 else kwargs.get("headers")
+            try:
+                services.auth.authenticate(bearer_token(headers.get("Authorization") if headers else None),
+                                           _client_host(kwargs.get("scope") or {}))
+                limit, timeout = BODY_MAX, BODY_TIMEOUT_S
+            except AuthError:
+                try:
+                    route = _plugin_route_of(services, method, path)
+                except Exception:  # noqa: BLE001 - no registry yet: the small limit
+                    route = None
+                if route is not None and getattr(route, "auth", "token") == "none":
+                    limit = PLUGIN_OPEN_BODY_MAX
+            kwargs["max_content_length"], kwargs["body_timeout"] = limit, timeout
+            super().__init__(method, scheme, path, *args, **kwargs)
+
+    return BoundedRequest
 
 
 def _plugin_route_of(services: AppServices, method: str, path: str) -> Any:

@@ -30,3 +30,38 @@ async def test_a_body_over_the_limit_is_a_json_413_that_closes_the_connection(tm
         assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
         assert r.headers["connection"].lower() == "close"
         assert (await http.get(d.base_url + "/healthz")).status_code == 200
+
+
+def test_a_request_without_a_valid_token_may_bring_only_a_small_body():
+    # the framework buffers a body as it arrives, before any route runs: the limit is chosen from the
+    # request head, so an anonymous client cannot make each of its connections hold megabytes
+    import types
+
+    from quart_trio.wrappers import TrioRequest
+    from werkzeug.datastructures import Headers
+
+    from ongridd.config import Config
+    from ongridd.server import app as server_app
+    from ongridd.server.auth import Authenticator
+
+    webhook = types.SimpleNamespace(auth="none", handler=None)
+    services = server_app.AppServices(config=Config(), auth=Authenticator({"tok-alice-0123456789": "alice"}),
+                                      plugin_routes=lambda: {("POST", "/api/channels/x/events"): webhook})
+    bounded = server_app._bounded_request_class(TrioRequest, services)
+
+    def limits(path: str, token: str | None = None, client: str = "203.0.113.9") -> tuple[int, int]:
+        headers = Headers({"Authorization": f"Bearer {token}"} if token else {})
+        req = bounded("POST", "http", path, b"", headers, "", "1.1", max_content_length=None, body_timeout=None,
+                      send_push_promise=None, scope={"client": (client, 40000)})
+        return req.body._max_content_length, req.body_timeout
+
+    anonymous = (server_app.ANONYMOUS_BODY_MAX, server_app.ANONYMOUS_BODY_TIMEOUT_S)
+    assert limits("/api/changes") == anonymous
+    assert limits("/api/changes", "wrong-token-0123456789") == anonymous
+    assert limits("/api/changes", "tok-alice-0123456789") == (server_app.BODY_MAX, server_app.BODY_TIMEOUT_S)
+    assert limits("/api/channels/x/events") == (server_app.PLUGIN_OPEN_BODY_MAX, server_app.ANONYMOUS_BODY_TIMEOUT_S)
+    open_mode = server_app.AppServices(config=Config(), auth=Authenticator({}))
+    loopback = server_app._bounded_request_class(TrioRequest, open_mode)
+    req = loopback("POST", "http", "/api/changes", b"", Headers(), "", "1.1", max_content_length=None,
+                   body_timeout=None, send_push_promise=None, scope={"client": ("127.0.0.1", 40000)})
+    assert req.body._max_content_length == server_app.BODY_MAX  # loopback mode: every loopback client is "local"
