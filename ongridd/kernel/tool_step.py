@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import trio
@@ -56,6 +57,7 @@ class ToolStep:
         n = len(self.calls)
         self.results: list[ToolResult | None] = [None] * n
         self._started: list[float | None] = [None] * n
+        self._notes: list[dict[str, Any]] = [{} for _ in range(n)]
         self._end_events: list[ToolEndEvent | None] = [None] * n
         self._message_events: list[ToolResultMessageEvent | None] = [None] * n
         self._answered = 0  # tool messages emitted so far (in order)
@@ -96,7 +98,7 @@ class ToolStep:
         events: list[KernelEvent] = []
         for i, call in enumerate(self.calls):
             if self.results[i] is None:
-                self.results[i] = self.runner.cancelled_result(call, self._started[i], reason)
+                self.results[i] = self.runner.cancelled_result(call, self._started[i], reason, self._notes[i])
             end = self._end_events[i]
             if end is None or not self.emit.reached(end):
                 events.append(ToolEndEvent(call.id, call.name, call.arguments, self.results[i]))  # type: ignore[arg-type]
@@ -113,7 +115,7 @@ class ToolStep:
         call = self.calls[i]
         self._started[i] = time.perf_counter()
         await self.emit(ToolStartEvent(call.id, call.name, call.arguments))
-        ctx = attrs.evolve(self.context, call_id=call.id)
+        ctx = attrs.evolve(self.context, call_id=call.id, notes=self._notes[i])
         try:
             result = await self.runner.run(call, ctx)
         except Exception as exc:  # the runner turns failures into results; this guards against its bugs

@@ -184,9 +184,11 @@ class AgentRunner:
     # ---- workers and the reviewer ----------------------------------------------
     async def spawn_worker(self, *, snap: Registries, agents: Mapping[str, Persona], persona: str, description: str, brief: str,
                            parent_id: str, coordinator_id: str, user_id: str,
-                           timeout_s: float | None = None, turn_seq: int | None = None) -> WorkerOutcome:
+                           timeout_s: float | None = None, turn_seq: int | None = None,
+                           on_created: Callable[[str], None] | None = None) -> WorkerOutcome:
         """Run ``persona`` as a child session of ``parent_id`` (see WorkerManager.spawn);
-        ``turn_seq``: the seq of the user message whose turn this is (stored on the row)."""
+        ``turn_seq``: the seq of the user message whose turn this is (stored on the row);
+        ``on_created``: told the worker's id as soon as it is known."""
 
         async def this_turn() -> int | None:
             return turn_seq
@@ -227,7 +229,7 @@ class AgentRunner:
 
         return await self.workers.spawn(persona=persona, description=description, brief=brief,
                                         parent_id=parent_id, coordinator_id=coordinator_id, user_id=user_id,
-                                        timeout_s=limit, run=run, turn_seq=turn_seq)
+                                        timeout_s=limit, run=run, turn_seq=turn_seq, on_created=on_created)
 
     # ---- interjection -----------------------------------------------------------
     async def run_interjection(self, *, turn: Turn, text: str, running: Sequence[WorkerTask],

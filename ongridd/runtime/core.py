@@ -533,10 +533,16 @@ class Runtime:
 
                 async def spawn(ctx: ToolCallContext, persona: str, description: str, prompt: str) -> WorkerOutcome:
                     turn.workers += 1
+
+                    def created(task_id: str) -> None:
+                        # kept with the AgentTool call if the turn is stopped first: the worker is then
+                        # closed killed (WorkerManager.spawn), and the transcript can link to it
+                        ctx.notes.update(task_id=task_id, subagent_type=persona, worker_status="killed")
+
                     return await self.runner.spawn_worker(
                         snap=snap, agents=agents, persona=persona, description=description, brief=prompt,
                         parent_id=turn.session_id, coordinator_id=turn.session_id, user_id=turn.user_id,
-                        turn_seq=await turn.turn_seq())
+                        turn_seq=await turn.turn_seq(), on_created=created)
 
                 spawnable = [p.name for p in snap.agents.spawnable(agents)]
                 turn.control_tools = build_control_tools(self._control_deps(turn, spawnable, spawn))

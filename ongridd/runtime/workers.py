@@ -110,9 +110,10 @@ class WorkerManager:
                                                             task.status, task.started_at))
 
     async def spawn(self, *, persona: str, description: str, brief: str, parent_id: str, coordinator_id: str,
-                    user_id: str, timeout_s: float, run: RunFn, turn_seq: int | None = None) -> WorkerOutcome:
+                    user_id: str, timeout_s: float, run: RunFn, turn_seq: int | None = None,
+                    on_created: Callable[[str], None] | None = None) -> WorkerOutcome:
         """Create the row (pending, and running in the same transaction; ``turn_seq``: the seq of the user message
-        whose turn this is), run ``run(task)`` under the time limit,
+        whose turn this is; ``on_created`` is told its id as soon as it is known), run ``run(task)`` under the time limit,
         close the row on every path.  Returns the outcome; raises only
         ``trio.Cancelled`` (after closing the row ``killed``) and StoreError
         (NotFound for an unknown parent) when the row cannot even be created.
@@ -126,6 +127,8 @@ class WorkerManager:
         created = self.writer.create_session(owner=coordinator_id, agent_id=persona, user_id=user_id,
                                              parent_session_id=parent_id, description=description,
                                              turn_seq=turn_seq)
+        if on_created is not None:
+            on_created(created.session_id)
         # queued together, so one transaction holds both: the row exists and says running before
         # the running tile is sent (a cancelled wait still writes them, the close right behind)
         running = self.writer.mark_running(created.session_id, owner=coordinator_id)

@@ -97,12 +97,14 @@ class ToolRunner:
         return self._result(call, status, text, started)
 
     def cancelled_result(self, call: ToolCall, started: float | None = None,
-                         reason: str = "stopped before it finished") -> ToolResult:
+                         reason: str = "stopped before it finished", notes: Mapping[str, Any] | None = None) -> ToolResult:
         """The result to record for a call that was cancelled (status ``cancelled``).
 
-        ``started``: a ``time.perf_counter()`` value to compute the duration from.
+        ``started``: a ``time.perf_counter()`` value to compute the duration from.  ``notes``:
+        what its handler recorded while it ran (:attr:`ToolCallContext.notes`), added to the result.
         """
-        text = error_text(f"{call.name or '(no name)'} was cancelled: {reason}", "cancelled")
+        message = f"{call.name or '(no name)'} was cancelled: {reason}"
+        text = json.dumps({**(notes or {}), "status": "cancelled", "error": message}, ensure_ascii=False, default=str)
         return self._result(call, "cancelled", text, started)
 
     def not_run_result(self, call: ToolCall, reason: str) -> ToolResult:

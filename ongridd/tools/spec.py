@@ -72,6 +72,9 @@ class ToolCallContext:
     set by the tool runner (computed once, off the event loop) and passed on
     by the review gate.  ``approval``: set by the review gate on the context
     it hands to the inner handler of an approved call; ``None`` otherwise.
+    ``notes``: what a handler records about its call while it runs (AgentTool:
+    the worker it started), added to the stored result if the call is
+    cancelled before it returns; a fresh mapping for each call.
     """
 
     session_id: str
@@ -82,6 +85,7 @@ class ToolCallContext:
     services: Any = None
     classification: Classification | None = None
     approval: Approval | None = None
+    notes: dict[str, Any] = attrs.field(factory=dict, eq=False)
 
     @property
     def approved_proposal_id(self) -> str | None:

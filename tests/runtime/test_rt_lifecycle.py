@@ -168,6 +168,10 @@ async def test_stopping_the_turn_kills_running_and_pending_workers(tmp_path):
         assert (await c.ask("again"))["text"] == "fresh answer"
         ids = [m["tool_call_id"] for m in tool_messages(d.requests("default")[-1])]
         assert ids == ["call_0_0", "call_0_1"]
+        # each cut-off dispatch's stored result names its worker, so the transcript can link to it
+        stored = [(tool_result(d.requests("default")[-1], i)) for i in ids]
+        assert [(r["status"], r["task_id"], r["subagent_type"], r["worker_status"]) for r in stored] == [
+            ("cancelled", w1["id"], "rt-worker", "killed"), ("cancelled", w2["id"], "rt-other", "killed")]
 
 
 async def test_worker_over_its_time_limit_fails_with_timeout(tmp_path):

@@ -451,7 +451,8 @@ function fillHistoryTile(tile, content) {
       el("div", { class: "result-body plain", text: String(content || "") })));
     return;
   }
-  const status = String(r.status || "");
+  // a dispatch cut off by a stop: the call is "cancelled", its worker (worker_status) ended "killed"
+  const status = String(r.worker_status || r.status || "");
   tile.statusEl.textContent = status;
   tile.statusEl.className = `status ${status.replace(/[^a-z]/g, "")}`;
   if (r.task_id) {
