@@ -362,7 +362,8 @@ class HostTools:
                 "stderr": result.text("stderr"), "stderr_bytes": result.stderr_total,
                 "stderr_cut_bytes": result.stderr_cut,
             }
-            redacted = redact_command_lines(stdout) if verdict.argv[0] in LISTS_COMMAND_LINES else stdout
+            program = os.path.basename(verdict.argv[0])  # /bin/ps as well (a reviewed call)
+            redacted = redact_command_lines(stdout) if program in LISTS_COMMAND_LINES else stdout
             if redacted != stdout:
                 out["stdout"], out["redacted"] = redacted, ("values that look like secrets in the command lines "
                                                             "shown (--token X, password=X, URL passwords) are ***")

@@ -24,9 +24,33 @@ from ongrid_host.local import redact_cmdline
     ("nginx: worker process", "nginx: worker process"),
     ("app --token --verbose", "app --token --verbose"),  # no value follows
     ("https://example.org/a:b@c", "https://example.org/a:b@c"),  # no user information
+    ("curl -u admin:hunter2 https://x", "curl -u admin:*** https://x"),
+    ("curl --user=admin:hunter2 x", "curl --user=admin:*** x"),
+    ("curl -H Authorization: Basic dXNlcjpodW50ZXIy x", "curl -H Authorization: Basic *** x"),
+    ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
+    ("sshpass -p hunter2 ssh h", "sshpass -p *** ssh h"),
+    ("/usr/bin/ldapsearch -x -w hunter2", "/usr/bin/ldapsearch -x -w ***"),
+    ("smbclient -U admin%hunter2 //h/s", "smbclient -U admin%*** //h/s"),
+    ("docker run --env=MYSQL_ROOT_PASSWORD=hunter2 img", "docker run --env=MYSQL_ROOT_PASSWORD=*** img"),
+    ("helm --set=db.password=hunter2", "helm --set=db.password=***"),
+    ('Environment="DB_PASSWORD=hunter2" "X=1"', 'Environment="DB_PASSWORD=***" "X=1"'),
+    ("curl https://api/x?api_key=hunter2&page=2", "curl https://api/x?api_key=***&page=2"),
+    ("env MYSQL_PWD=hunter2 mysqlslap -phunter2", "env MYSQL_PWD=*** mysqlslap -p***"),
+    ('app {"password":"hunter2","user":"ops"}', 'app {"password":"***","user":"ops"}'),
+    ("curl -H Cookie: session=hunter2", "curl -H Cookie: ***"),
+    ("app --token\x1chunter2", "app --token\x1c***"),  # any whitespace but a line break separates words
+    ("psql -U postgres -h db", "psql -U postgres -h db"),  # a user name, no password
+    ("java -cp /a/b:/c/d Main", "java -cp /a/b:/c/d Main"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_command_lines(line) == shown
+
+
+def test_long_words_cost_linear_time():
+    # a local user controls their processes' arguments (128 KiB each): no pattern may backtrack over a word
+    for hostile in ("sleep " + "a" * 400_000, "x " + "a" * 400_000 + "://u:p@h", 'x "a":"' * 60_000,
+                    "x ?" + "a" * 400_000, "x --" + "a" * 400_000 + "=v"):
+        assert len(redact_command_lines(hostile)) >= len(hostile) - 400_000
 
 
 def test_a_listing_keeps_its_layout():
