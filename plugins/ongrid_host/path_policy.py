@@ -219,14 +219,14 @@ class PathPolicy:
         for area, why in self.areas:
             if _under(form, area):
                 return f"{area}: {why}" if area not in why else why
-        parts = form.split("/")
+        parts = form.lower().split("/")  # names in any case: .ENV, server.KEY, ID_RSA
         for part in parts:
             if part in SECRET_NAMES:
                 return SECRET_NAMES[part]
+        base = parts[-1]
         for suffix, why in SECRET_SUFFIXES.items():
-            if parts[-1].endswith(suffix):
+            if base.endswith(suffix):
                 return why
-        base = parts[-1].lower()
         if not base.endswith(".pub"):
             for prefix, why in SECRET_PREFIXES.items():
                 if base.startswith(prefix):
@@ -272,13 +272,20 @@ def grep_exclusions() -> tuple[str, ...]:
     """Options that keep a recursive ``grep`` out of every secret-named
     file and folder it meets on the way (``--exclude-dir=.aws``,
     ``--exclude=*.key`` …): the recursion check can only see the folders
-    named on the command line, not what lies under them.  They go after
-    every option the command wrote: of contradictory ``--include`` and
-    ``--exclude`` options grep applies the last that matches."""
+    named on the command line, not what lies under them.  They match a
+    name in any case, like the policy, and go after every option the
+    command wrote: of contradictory ``--include`` and ``--exclude`` options
+    grep applies the last that matches."""
     words = []
     for name in SECRET_NAMES:
-        words += [f"--exclude-dir={name}", f"--exclude={name}"]
-    words += [f"--exclude=*{suffix}" for suffix in SECRET_SUFFIXES]
-    words += [f"--exclude={prefix}*" for prefix in SECRET_PREFIXES]
-    words += ["--exclude=*environ*", "--exclude-dir=.ssh"]
+        words += [f"--exclude-dir={_any_case(name)}", f"--exclude={_any_case(name)}"]
+    words += [f"--exclude=*{_any_case(suffix)}" for suffix in SECRET_SUFFIXES]
+    words += [f"--exclude={_any_case(prefix)}*" for prefix in SECRET_PREFIXES]
+    words += [f"--exclude=*{_any_case('environ')}*"]
     return tuple(dict.fromkeys(words))
+
+
+def _any_case(name: str) -> str:
+    """A glob matching ``name`` in any case (grep's globs are case-sensitive, the policy is not):
+    ``.ssh`` → ``.[sS][sS][hH]``."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in name)

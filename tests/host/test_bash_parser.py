@@ -263,8 +263,10 @@ def test_a_recursive_grep_skips_every_secret_named_file_and_folder_under_it(tmp_
 
     (tmp_path / "home" / ".aws").mkdir(parents=True)
     (tmp_path / "home" / "app").mkdir()
+    (tmp_path / "home" / ".SSH").mkdir()
     for rel in ("home/.aws/credentials", "home/.netrc", "home/app/server.key", "home/app/.env",
-                "home/.bash_history", "home/app/app.log"):
+                "home/.bash_history", "home/app/app.log", "home/app/Shadow.bak", "home/app/ID_RSA", "home/app/.ENV",
+                "home/app/server.KEY", "home/.SSH/config", "home/app/Credentials"):
         (tmp_path / rel).write_text("SEKRIT-line\n")
     # an --include of everything cannot undo the exclusions (GNU grep: the last matching one wins), and an
     # --include of some files still narrows the search

@@ -155,6 +155,13 @@ def test_daemon_state_dir_and_config_are_forbidden(tmp_path):
     assert tools  # the default tools (no state dir under tmp_path) still build
 
 
+@pytest.mark.parametrize("name", [".ENV", "server.KEY", "ID_RSA", "Shadow.bak", "cert.PEM", ".Bash_History"])
+def test_secret_names_are_matched_in_any_case(tmp_path, name):
+    (tmp_path / name).write_text("x")
+    verdict = analyze(f"cat {tmp_path}/{name}")
+    assert verdict.kind == "refused" and "forbidden path" in verdict.reason, verdict
+
+
 def test_a_sqlite_database_outside_the_state_dir_is_forbidden(tmp_path):
     # every user's sessions are in it: another user's worker must not grep them out of the file
     from ongrid_host.tools import HostTools
