@@ -199,7 +199,13 @@ class AgentsAPI:
         return None
 
     async def delete(self, name: str, *, actor: str) -> dict:
-        """Remove a user agent (built-ins can only be overridden)."""
+        """Remove the user file that defines persona ``name``, then reload the agents folders.
+
+        Returns ``{name, deleted: True, restored_builtin}`` (the built-in of that name is back),
+        plus ``now_from`` (a path) when another user file of the same name now defines it.
+        Raises NotFound for an unknown name, OngridError for a built-in (only overridden) or a
+        persona whose file is not in a user agents folder (a plugin's).  The reload parses every
+        user persona in a worker thread; cancelling the caller abandons it."""
         name = unicodedata.normalize("NFC", name)
         current = self.agents.by_name(name)
         if current is None:

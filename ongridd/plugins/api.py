@@ -100,7 +100,16 @@ __all__ = [
     "numeric_settings",
     "iso_utc",
     "format_duration",
+    "database_file",
 ]
+
+
+def database_file(config: Config) -> str | None:
+    """The absolute path of the daemon's SQLite database file (``config.database_url``; a
+    ``file:`` URI included), or None when the database is not a SQLite file.  Never raises."""
+    from ongridd.store.engine import sqlite_file
+
+    return sqlite_file(config.database_url)
 
 
 def load_front_matter(text: str) -> Any:

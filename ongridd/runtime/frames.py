@@ -39,15 +39,11 @@ def tool(name: str, status: str) -> dict[str, Any]:
     return {"type": "tool", "name": name, "status": status}
 
 
-def agent_tile(task_id: str, subagent_type: str, description: str, status: str,
-               started_at: str | None = None) -> dict[str, Any]:
+def agent_tile(task_id: str, subagent_type: str, description: str, status: str, started_at: str) -> dict[str, Any]:
     """``started_at``: when the worker started (ISO 8601 UTC), so a client that re-attaches shows its
     true elapsed time."""
-    out = {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
-           "description": description, "status": status}
-    if started_at is not None:
-        out["started_at"] = started_at
-    return out
+    return {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
+            "description": description, "status": status, "started_at": started_at}
 
 
 def agent_result(task_id: str, status: str, text: str) -> dict[str, Any]:

@@ -153,8 +153,7 @@ def create_app(services: AppServices) -> QuartTrio:
     app.ongrid = services  # type: ignore[attr-defined]
 
     def current_user() -> str:
-        return services.auth.authenticate(bearer_token(request.headers.get("Authorization")),
-                                          _client_host(request.scope))
+        return _request_user(services, request.headers, request.scope)
 
     _add_startup_gate(app, services)  # first: the other checks need the registries
     _add_origin_checks(app, services)
@@ -204,6 +203,12 @@ def serve_app(services: AppServices) -> Any:
     return ChatSocketFront(create_app(services), services)
 
 
+def _request_user(services: AppServices, headers: Any, scope: Mapping[str, Any]) -> str:
+    """The user a request's ``Authorization`` header and client address authenticate; AuthError."""
+    return services.auth.authenticate(bearer_token(headers.get("Authorization") if headers else None),
+                                      _client_host(scope))
+
+
 def _bounded_request_class(base: type[TrioRequest], services: AppServices) -> type[TrioRequest]:
     """``base`` (the framework's request class) with a body limit and time limit chosen per request,
     before a byte of the body is read: the framework buffers every body as it arrives, before
@@ -217,10 +222,8 @@ def _bounded_request_class(base: type[TrioRequest], services: AppServices) -> ty
     class BoundedRequest(base):  # type: ignore[valid-type, misc]
         def __init__(self, method: str, scheme: str, path: str, *args: Any, **kwargs: Any) -> None:
             limit, timeout = ANONYMOUS_BODY_MAX, ANONYMOUS_BODY_TIMEOUT_S
-            headers = args[1] if len(args) > 1 else kwargs.get("headers")
             try:
-                services.auth.authenticate(bearer_token(headers.get("Authorization") if headers else None),
-                                           _client_host(kwargs.get("scope") or {}))
+                _request_user(services, args[1] if len(args) > 1 else kwargs.get("headers"), kwargs.get("scope") or {})
                 limit, timeout = BODY_MAX, BODY_TIMEOUT_S
             except AuthError:
                 try:

@@ -92,6 +92,26 @@ def normalize_url(url: str | URL) -> URL:
     )
 
 
+def sqlite_file(url: str | URL) -> str | None:
+    """The absolute path of the SQLite file a database URL names (a ``file:`` URI opened with
+    ``uri=true`` included), or None: another backend, an in-memory database, a URL that does not
+    parse.  Never raises."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    db = parsed.database or ""
+    if parsed.drivername not in _SQLITE_DRIVERS or db in ("", ":memory:") or "mode=memory" in str(parsed.query):
+        return None
+    if str(parsed.query.get("uri", "")).lower() == "true" and db.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+
+        db = unquote(urlsplit(db).path)
+        if not db:
+            return None
+    return os.path.abspath(db)
+
+
 def shown_url(url: URL) -> str:
     """The URL as text with its password replaced by ``***``."""
     return url.render_as_string(hide_password=True)

@@ -6,7 +6,7 @@ bad arguments, a handler exception, a timeout each become a
 cancellation (``trio.Cancelled``) propagates.
 
 Error results are JSON text ``{"status": "error", "error": "..."}`` (``"timeout"``
-for a timeout).  A runner belongs to one run: it holds that run's read cache.
+for a timeout; ``"cancelled"`` for a call cut off, with what its handler noted).  A runner belongs to one run: it holds that run's read cache.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ CACHED_HINT = (
 )
 
 
-def error_text(message: str, status: str = "error") -> str:
-    """An error result as the model sees it: ``{"status": "error", "error": message}``."""
-    return json.dumps({"status": status, "error": message}, ensure_ascii=False)
+def error_text(message: str, status: str = "error", extra: Mapping[str, Any] | None = None) -> str:
+    """An error result as the model sees it: ``{"status": "error", "error": message}``, after the
+    members of ``extra`` (JSON values; they cannot replace ``status`` or ``error``)."""
+    return json.dumps({**(extra or {}), "status": status, "error": message}, ensure_ascii=False, default=str)
 
 
 def render_value(value: Any) -> str:
@@ -103,8 +104,7 @@ class ToolRunner:
         ``started``: a ``time.perf_counter()`` value to compute the duration from.  ``notes``:
         what its handler recorded while it ran (:attr:`ToolCallContext.notes`), added to the result.
         """
-        message = f"{call.name or '(no name)'} was cancelled: {reason}"
-        text = json.dumps({**(notes or {}), "status": "cancelled", "error": message}, ensure_ascii=False, default=str)
+        text = error_text(f"{call.name or '(no name)'} was cancelled: {reason}", "cancelled", notes)
         return self._result(call, "cancelled", text, started)
 
     def not_run_result(self, call: ToolCall, reason: str) -> ToolResult:

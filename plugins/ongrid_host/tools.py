@@ -32,6 +32,7 @@ from ongridd.plugins.api import (
     ToolCallContext,
     call_key,
     classify_off_thread,
+    database_file,
 )
 
 BASH_MAX_STDOUT = 12 * 1024
@@ -45,21 +46,6 @@ WALK_MAX_S = 25
 #: host_bash commands whose output shows other processes' command lines (ps, pgrep -a/-f, w's WHAT
 #: column, systemctl status's control-group tree): secret-looking values in them are hidden
 LISTS_COMMAND_LINES = frozenset({"ps", "pgrep", "w", "systemctl"})
-
-
-def _sqlite_file(url: str) -> str | None:
-    """The absolute path of the SQLite file a database URL names, or None (another backend, an
-    in-memory database, a URL that does not parse)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
-        return None
-    return os.path.abspath(parsed.database)
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -92,7 +78,7 @@ class HostTools:
         for host in context.hosts:  # the keys the daemon itself logs in with
             if host.ssh_key:
                 areas.append((os.path.abspath(host.ssh_key), f"the ssh key Ongrid uses for host {host.name!r}"))
-        database = _sqlite_file(context.config.database_url)
+        database = database_file(context.config)
         if database is not None:  # a database outside the state folder: every user's sessions
             for suffix in ("", "-wal", "-shm", "-journal"):
                 areas.append((database + suffix, "Ongrid's database"))

@@ -184,8 +184,12 @@ def test_a_sqlite_database_outside_the_state_dir_is_forbidden(tmp_path):
         assert verdict.kind == "refused" and "forbidden path" in verdict.reason, (cmd, verdict)
         assert "Ongrid's database" in verdict.reason or f"would include {db}/ongrid.db" in verdict.reason, verdict
     assert ht.analyze({"cmd": f"cat {db}/notes.txt"}).kind == "read"
-    for url in ("postgresql://127.0.0.1/test", "sqlite://", "sqlite:///:memory:", "not a url"):
+    for url in ("postgresql://127.0.0.1/test", "sqlite://", "sqlite:///:memory:", "not a url",
+                "postgresql://h:notaport/db"):
         assert tools(url).analyze({"cmd": f"cat {db}/ongrid.db"}).kind == "read", url
+    # a file: URI opened as one (uri=true) names the same file
+    uri = tools(f"sqlite:///file:{db}/ongrid.db?uri=true")
+    assert uri.analyze({"cmd": f"cat {db}/ongrid.db"}).kind == "refused"
 
 
 def test_symlink_into_a_forbidden_area_is_followed(tmp_path):
