@@ -1,19 +1,25 @@
-"""Hide secret-looking values in process command lines before a model sees them.
+"""Hide secret-looking values in command lines and command output before a model sees them.
 
-Other programs' command lines are data Ongrid does not own: a ``--token X``,
-``--password=X``, ``mysql -pX`` or ``https://user:X@host`` written there by
-someone else would otherwise reach the model (and its provider) through a
-process listing.  Ongrid cannot know those secrets (its own are redacted
-everywhere by the secret set), so this is a best-effort filter over the
-shapes in which command lines carry credentials:
+Other programs' command lines, logs and unit files are data Ongrid does not
+own: a ``--token X``, ``--password=X``, ``mysql -pX`` or
+``https://user:X@host`` written there by someone else would otherwise reach
+the model (and its provider) through a process listing or a host command's
+output (``host_bash`` passes all of its output through this filter).
+Ongrid cannot know those secrets (its own are redacted everywhere by the
+secret set), so this is a best-effort filter over the shapes in which
+command lines carry credentials:
 
 - an option, a ``name=value`` / ``name:value`` word (also inside another
   option's value: ``--env=DB_PASSWORD=X``, ``Environment="TOKEN=X"``), a
-  query parameter (``?api_key=X``) or a JSON member (``{"password":"X"}``)
-  whose name holds ``pass``, ``pwd``, ``token``, ``secret``, ``key``,
-  ``auth``, ``credential``, ``cookie`` or ``bearer``: its value, written in
-  the same word or as the next word, becomes ``***``; after
-  ``Authorization:`` the scheme (``Basic``, ``Bearer`` …) stays;
+  query parameter or comma-separated pair (``?api_key=X``,
+  ``-o user=bob,password=X``) or a JSON member (``{"password":"X"}``) whose
+  name says credential — a part of it (split at ``-``, ``_``, ``.`` …) is
+  ``password``, ``pwd``, ``token``, ``secret``, ``auth``, ``credential``,
+  ``cookie``, ``bearer`` or ends in one of them (``PGPASSWORD``), or ``key``
+  after ``api``, ``access``, ``private``, ``secret`` … (``--author`` and
+  ``key_buffer_size`` are not credentials): its value, written in the same
+  word or as the next word (even one starting with ``-``), becomes ``***``;
+  after ``Authorization:`` the scheme (``Basic``, ``Bearer`` …) stays;
 - the password of a URL's user information (``scheme://user:***@host``) and
   of ``--user``/``-u`` ``name:password`` (curl) or ``name%password``
   (smbclient ``-U``);
@@ -33,19 +39,44 @@ import re
 
 HIDDEN = "***"
 
-#: a name (option or key) that says its value is a credential
-_SECRET_NAME = re.compile(r"(?i)(pass|pwd|token|secret|key|auth|credential|cookie|bearer)")
+#: name parts (lower case, split at anything not a letter or digit) that say the value is a credential
+_SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "token", "secret", "credential",
+                           "credentials", "cookie", "bearer", "auth", "authorization", "apikey", "privatekey",
+                           "secretkey", "accesskey", "clientsecret", "sessionkey"})
+#: endings of a name part that say so too (``PGPASSWORD``, ``MYSQL_PWD`` → ``mysql``/``pwd``, ``ghtoken``)
+_SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "secretkey", "privatekey", "passphrase")
+#: a ``key`` part after one of these is a credential (``api_key``, ``AWS_SECRET_ACCESS_KEY``); ``key`` alone
+#: is one only as the whole name (``--key X``, ``KEY=X``), never as a part of ``key_buffer_size``
+_KEY_KINDS = frozenset({"api", "access", "private", "secret", "signing", "encryption", "master", "client",
+                        "account", "license", "session", "shared", "auth"})
+_PARTS = re.compile(r"[^a-z0-9]+")
+
+
+def _secret_name(name: str) -> bool:
+    """Whether an option or key ``name`` (``--api-key``, ``DB_PASSWORD``, ``apiKey``) names a credential;
+    ``--author``, ``--keyfile``, ``key_buffer_size`` do not."""
+    parts = [p for p in _PARTS.split(name.lower()) if p]
+    if parts == ["key"]:
+        return True
+    for i, part in enumerate(parts):
+        if part in _SECRET_PARTS or part.endswith(_SECRET_ENDINGS):
+            return True
+        if part == "key" and i > 0 and parts[i - 1] in _KEY_KINDS:
+            return True
+    return False
+
+
 #: ``--name=value``, ``/name=value``, ``name=value``, ``name:value`` (a URL's ``scheme:`` is not one: ``//``
 #: follows); matched from the word's start only
 _ASSIGNED = re.compile(r"([-/+]{0,2}[A-Za-z_][A-Za-z0-9_.-]*)([=:])(?!//)(.+)\Z", re.DOTALL)
 #: an option word standing alone: ``--token``, ``-password``
 _OPTION = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9_.-]*\Z")
 #: a URL's user information with a password (the scheme at most 32 characters: linear on any word)
-_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/:@]{0,256}:)[^\s/@]+@")
-#: a query parameter with a secret-looking name
-_QUERY_SECRET = re.compile(r"([?&;][^=&#\s]{0,64}=)([^&#\s]+)")
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/:@]{0,256}:)[^\s/]*@")
+#: a query parameter, or a ``name=value`` pair after a comma (``-o user=bob,password=X``)
+_QUERY_SECRET = re.compile(r"([?&;,]([^=&#,\s]{1,64})=)([^&#,\s]+)")
 #: a JSON member with a secret-looking name
-_JSON_SECRET = re.compile(r'("[^"\s]{1,64}"\s{0,4}:\s{0,4}")([^"]*)(")')
+_JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")([^"]*)(")')
 #: schemes of an ``Authorization`` header: the credential is the word after them
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
 #: client programs (by file name) and their options that take a password as the next word
@@ -79,47 +110,50 @@ def _redact_line(line: str) -> str:
         word = parts[i]
         if not word:
             continue
-        if hide_next and word.lower() in _AUTH_SCHEMES:  # "Authorization: Basic X": the value follows
-            continue
-        if hide_next and not word.startswith("-"):
-            parts[i], hide_next = HIDDEN, False
+        if hide_next:  # the value of a secret-named option, whatever it looks like (a token may start with -)
+            if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
+                parts[i], hide_next = HIDDEN, False
             continue
         if user_next and not word.startswith("-"):
             parts[i], user_next = _user_password(word), False
             continue
-        hide_next = user_next = False
-        if word in password_options or ((_OPTION.match(word) or word.endswith(":")) and _SECRET_NAME.search(word)):
+        user_next = False
+        if word in password_options or (_OPTION.match(word) and _secret_name(word)) or (
+                word.endswith(":") and _secret_name(word[:-1])):
             hide_next = True
         elif word in ("-u", "--user", "-U"):
             user_next = True
         elif mysql and word.startswith("-p") and len(word) > 2:
             parts[i] = f"-p{HIDDEN}"
         else:
-            parts[i] = _redact_word(word)
+            parts[i], hide_next = _redact_word(word)
     return "".join(parts)
 
 
-def _redact_word(word: str, depth: int = 0) -> str:
+def _redact_word(word: str, depth: int = 0) -> tuple[str, bool]:
     """One word: ``name=value`` (and a value that is itself one), query parameters, JSON members, URL
-    passwords."""
+    passwords.  Returns the word as shown, and whether the next word is the value
+    (``Authorization:Bearer`` then the credential)."""
     assigned = _ASSIGNED.match(word)
     if assigned:
         name, sep, value = assigned.groups()
-        if _SECRET_NAME.search(name):
-            return f"{name}{sep}{HIDDEN}"
+        if _secret_name(name):
+            if value.lower() in _AUTH_SCHEMES:
+                return word, True
+            return f"{name}{sep}{HIDDEN}", False
         if name in ("--user", "-u", "-U") and sep == "=":
-            return f"{name}={_user_password(value)}"
+            return f"{name}={_user_password(value)}", False
         if depth < 2:  # --env=DB_PASSWORD=X, Environment="TOKEN=X"
             quote = value[:1] if value[:1] in ("'", '"') else ""
             close = quote if quote and len(value) > 1 and value.endswith(quote) else ""
             inner = value[len(quote):len(value) - len(close)]
-            shown = _redact_word(inner, depth + 1)
+            shown, _ = _redact_word(inner, depth + 1)
             if shown != inner:
-                return f"{name}{sep}{quote}{shown}{close}"
-    word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _SECRET_NAME.search(m.group(1)) else m.group(0), word)
-    word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(3) if _SECRET_NAME.search(m.group(1))
+                return f"{name}{sep}{quote}{shown}{close}", False
+    word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2)) else m.group(0), word)
+    word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
                             else m.group(0), word)
-    return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word)
+    return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word), False
 
 
 def _user_password(value: str) -> str:

@@ -43,11 +43,6 @@ BASH_TOOL = "host_bash"
 BASH_CLASSIFY_TIMEOUT_S = 5.0
 WALK_MAX_S = 25
 
-#: host_bash commands whose output shows other processes' command lines (ps, pgrep -a/-f, w's WHAT
-#: column, systemctl status's control-group tree): secret-looking values in them are hidden
-LISTS_COMMAND_LINES = frozenset({"ps", "pgrep", "w", "systemctl"})
-
-
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
@@ -339,20 +334,20 @@ class HostTools:
             timeout_s = args.get("timeout_s", 15)
             result = await t.run(verdict.argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
                                  max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd)
-            stdout = result.text("stdout")
+            # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
+            # its output (--token X, password=X, URL passwords) are hidden before the model sees them
+            stdout, stderr = result.text("stdout"), result.text("stderr")
+            shown_out, shown_err = redact_command_lines(stdout), redact_command_lines(stderr)
             out = {
                 "host": t.name, "argv": list(verdict.argv), "class": verdict.kind,
                 "exit_code": result.exit_code, "timed_out": result.timed_out, "duration_ms": result.duration_ms,
-                "stdout": stdout, "stdout_bytes": result.stdout_total,
+                "stdout": shown_out, "stdout_bytes": result.stdout_total,
                 "stdout_cut_bytes": result.stdout_cut,
-                "stderr": result.text("stderr"), "stderr_bytes": result.stderr_total,
+                "stderr": shown_err, "stderr_bytes": result.stderr_total,
                 "stderr_cut_bytes": result.stderr_cut,
             }
-            program = os.path.basename(verdict.argv[0])  # /bin/ps as well (a reviewed call)
-            redacted = redact_command_lines(stdout) if program in LISTS_COMMAND_LINES else stdout
-            if redacted != stdout:
-                out["stdout"], out["redacted"] = redacted, ("values that look like secrets in the command lines "
-                                                            "shown (--token X, password=X, URL passwords) are ***")
+            if (shown_out, shown_err) != (stdout, stderr):
+                out["redacted"] = "values that look like credentials (--token X, password=X, URL passwords) are ***"
             if result.stdout_cut or result.stderr_cut:
                 out["note"] = (f"output cut: kept the first {human_bytes(BASH_MAX_STDOUT)} of stdout and "
                                f"{human_bytes(BASH_MAX_STDERR)} of stderr")

@@ -22,7 +22,13 @@ from ongrid_host.local import redact_cmdline
     ("/usr/bin/mysql -uroot -phunter2 db", "/usr/bin/mysql -uroot -p*** db"),
     ("pgrep -p 12 nginx", "pgrep -p 12 nginx"),  # not a MySQL client: -p is not a password
     ("nginx: worker process", "nginx: worker process"),
-    ("app --token --verbose", "app --token --verbose"),  # no value follows
+    ("app --token -AbC9 --verbose", "app --token *** --verbose"),  # a token may start with a dash
+    ("app --author alice --keyfile /etc/k.pem", "app --author alice --keyfile /etc/k.pem"),  # not credentials
+    ("mysqld --key_buffer_size=16M --key abc", "mysqld --key_buffer_size=16M --key ***"),
+    ("curl -H Authorization:Bearer tok123 x", "curl -H Authorization:Bearer *** x"),
+    ("psql postgres://ops:p@ss@db/x", "psql postgres://ops:***@db/x"),
+    ("mount -o username=bob,password=hunter2 //h/s", "mount -o username=bob,password=*** //h/s"),
+    ("env PGPASSWORD=hunter2 AWS_SECRET_ACCESS_KEY=k apiKey=z", "env PGPASSWORD=*** AWS_SECRET_ACCESS_KEY=*** apiKey=***"),
     ("https://example.org/a:b@c", "https://example.org/a:b@c"),  # no user information
     ("curl -u admin:hunter2 https://x", "curl -u admin:*** https://x"),
     ("curl --user=admin:hunter2 x", "curl --user=admin:*** x"),
@@ -90,3 +96,13 @@ async def test_get_host_processes_hides_them(call, process_with_a_token):
     out = await call("get_host_processes", {"top_n": 100, "sort_by": "rss"})
     rows = [p for p in out["processes"] if marker in p["cmdline"]]
     assert rows and "--token *** mysql-password=***" in rows[0]["cmdline"], rows
+
+
+async def test_host_bash_hides_them_in_any_output(call, tmp_path):
+    unit = tmp_path / "app.service"
+    unit.write_text('[Service]\nEnvironment="DB_PASSWORD=hunter2"\nExecStart=/usr/bin/app --port 80\n')
+    out = await call("host_bash", {"cmd": f"cat {unit}"})
+    assert out["class"] == "read" and 'Environment="DB_PASSWORD=***"' in out["stdout"], out
+    assert "hunter2" not in out["stdout"] and "--port 80" in out["stdout"] and out["redacted"]
+    plain = await call("host_bash", {"cmd": f"wc -l {unit}"})
+    assert "redacted" not in plain  # nothing hidden, nothing said
