@@ -224,7 +224,8 @@ class _ChatUI:
         self.changed = trio.Event()
         #: set once the first session frame has been shown
         self.greeted = trio.Event()
-        #: error frames shown (a turn that failed, was stopped or refused; piped input: exit status 1)
+        #: lines of this client whose turn ended without an answer: an error frame, or the daemon gone
+        #: while it ran (piped input: exit status 1)
         self.errors = 0
 
     def _moved(self) -> None:
@@ -241,6 +242,8 @@ class _ChatUI:
     def notice(self, text: str) -> None:
         """A line of its own (the live tiles ended first, the prompt line
         closed) — e.g. the daemon went away; the running turn is over."""
+        if self.ended < self.sent:  # a line of ours gets no answer
+            self.errors += 1
         self.board.close()
         self.pending_text = ""
         self.turn_running = False
@@ -353,7 +356,8 @@ class _ChatUI:
         elif kind == "error":
             self.board.close()
             self._line(f"[{frame.get('code')}] {frame.get('message')}")
-            self.errors += 1
+            if self.ended < self.sent:  # not an old turn's error replayed on attach
+                self.errors += 1
             if frame.get("code") in ("stopped", "provider_error", "internal", "busy"):
                 self._turn_over()
 

@@ -219,6 +219,23 @@ async def test_piped_chat_exits_1_when_a_line_gets_no_answer(tmp_path):
     assert text.index("first answer") < text.index("you> two") < text.index("[provider_error]"), text
 
 
+async def test_piped_chat_exits_0_when_only_an_earlier_turn_failed(tmp_path):
+    # another client's turn failed after it left: its error is shown on attach, but every line of this
+    # script was answered
+    script = {"default": [{"http_status": 500, "delay_s": 1}, {"content": "second answer"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"].update(base_url=fake.base_url, max_retries=0)
+        async with serve(write_config(tmp_path, mapping)) as daemon:
+            async with ws(daemon.ws_url, "shared") as c:
+                await c.send({"type": "user_message", "text": "first"})
+                with trio.fail_after(10):
+                    await fake.wait_requests(1)
+            await trio.sleep(1.5)  # the call fails with nobody attached
+            text = await _pipe_chat(daemon.url, "shared", data=b"second\n", code=0)
+    assert "[provider_error]" in text and text.index("you> second") < text.index("second answer"), text
+
+
 async def test_piped_chat_with_no_input_still_names_the_thread(tmp_path):
     mapping = prepare(tmp_path)
     async with serve(write_config(tmp_path, mapping)) as daemon:
