@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -504,18 +505,21 @@ def read_secret(env_name: str, environ: Mapping[str, str] | None = None) -> str 
     return value or None
 
 
-#: the shortest token accepted: a shorter one is guessed in no time, and since every text that holds a
-#: token is redacted, a short one (``disk``) would rewrite ordinary words in every message and log line
-MIN_TOKEN_CHARS_ACCEPTED = 8
+#: a bearer token's characters (RFC 6750 ``b64token``): what an ``Authorization`` header carries as is
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 def parse_tokens(raw: str | None) -> dict[str, str]:
     """``"alice:token-of-alice,bob:token-of-bob"`` → ``{token: user}``.
 
     Raises ConfigError naming the bad entry's position and user (never its
-    value): not of the form ``user:token``, or a token shorter than
-    :data:`MIN_TOKEN_CHARS_ACCEPTED` characters.
+    value): not of the form ``user:token``, a token shorter than
+    :data:`ongridd.secretset.MIN_SECRET_CHARS` characters, one with a
+    character outside RFC 6750's ``b64token`` (spaces, invisible or
+    non-ASCII characters), or one given to two users.
     """
+    from ongridd.secretset import MIN_SECRET_CHARS, MIN_TOKEN_CHARS
+
     out: dict[str, str] = {}
     if not raw:
         return out
@@ -526,11 +530,18 @@ def parse_tokens(raw: str | None) -> dict[str, str]:
         user, sep, token = item.partition(":")
         if not sep or not user.strip() or not token.strip():
             raise ConfigError(f"token entry #{i + 1} is not of the form user:token")
-        if len(token.strip()) < MIN_TOKEN_CHARS_ACCEPTED:
+        if len(token.strip()) < MIN_SECRET_CHARS:
             raise ConfigError(
                 f"token entry #{i + 1} (user {user.strip()!r}) is {len(token.strip())} characters long; a token needs "
-                f"at least {MIN_TOKEN_CHARS_ACCEPTED} (16 or more random ones: python3 -c 'import secrets; "
+                f"at least {MIN_SECRET_CHARS} ({MIN_TOKEN_CHARS} or more random ones: python3 -c 'import secrets; "
                 "print(secrets.token_urlsafe(24))'): a short one is easy to guess, and every text that holds it "
                 "is redacted")
-        out[token.strip()] = user.strip()
+        token, user = token.strip(), user.strip()
+        if not _BEARER_TOKEN.fullmatch(token):
+            raise ConfigError(f"token entry #{i + 1} (user {user!r}) holds a character a bearer token cannot: use "
+                              "letters, digits and - . _ ~ + / (and = at the end)")
+        if token in out:
+            raise ConfigError(f"token entry #{i + 1} (user {user!r}) repeats the token of user {out[token]!r}: "
+                              "each user needs a token of their own")
+        out[token] = user
     return out

@@ -36,12 +36,23 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from ongridd.errors import ConfigError
+
 #: what a secret value is replaced with
 REDACTED = "[redacted]"
 
 #: a token shorter than this gets a start-up warning (it is easy to guess and
 #: likely to occur by chance in tool output, where redaction then hides innocent text)
 MIN_TOKEN_CHARS = 16
+#: the shortest secret the daemon accepts (tokens, the API key, plugin secrets, the database
+#: password): every text that holds a secret is redacted, so a short one (``disk``, ``test``) would
+#: rewrite ordinary words in every message and log line — and it is guessed at once
+MIN_SECRET_CHARS = 8
+
+
+class ShortSecretError(ConfigError):
+    """A secret is shorter than :data:`MIN_SECRET_CHARS` (the message names where it comes from,
+    never the value)."""
 
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -297,7 +308,10 @@ def collect_secrets(config: Any, environ: Mapping[str, str] | None = None) -> Da
 
     The token variable's value is split into its tokens (``user:tok`` pairs)
     so each token is a secret on its own; the raw value is one too.  Never
-    raises for a malformed token list (the authenticator reports that).
+    raises for a malformed token list (the authenticator reports that, and a
+    short token: :func:`ongridd.config.parse_tokens`); raises
+    :class:`ShortSecretError` for any other secret shorter than
+    :data:`MIN_SECRET_CHARS`.
     """
     env = os.environ if environ is None else environ
     found: dict[str, str] = {}
@@ -312,9 +326,20 @@ def collect_secrets(config: Any, environ: Mapping[str, str] | None = None) -> Da
             _, sep, token = item.partition(":")
             if sep and token.strip():
                 values.add(token.strip())
-    values.update(url_password(config.database_url))
+    for name, value in found.items():
+        if name != config.server.tokens_env and len(value.strip()) < MIN_SECRET_CHARS:
+            raise ShortSecretError(_too_short(f"the secret in ${name}", len(value.strip())))
+    for password in url_password(config.database_url):
+        if len(password) < MIN_SECRET_CHARS:
+            raise ShortSecretError(_too_short("the database URL's password", len(password)))
+        values.add(password)
     return DaemonSecrets(env=found, tokens_raw=tokens_raw, api_key=found.get(config.llm.api_key_env),
                          values=frozenset(v for v in values if v))
+
+
+def _too_short(what: str, length: int) -> str:
+    return (f"{what} is {length} characters long; a secret needs at least {MIN_SECRET_CHARS} (every text that "
+            "holds it is redacted, so a short one would rewrite ordinary words everywhere, and it is easy to guess)")
 
 
 def remove_from_environ(secrets: DaemonSecrets, environ: Any = None) -> dict[str, str]:
@@ -404,6 +429,8 @@ def scrubbed_env(keys: Iterable[str] = BASE_ENV_KEYS, *, prefixes: Iterable[str]
 __all__ = [
     "REDACTED",
     "MIN_TOKEN_CHARS",
+    "MIN_SECRET_CHARS",
+    "ShortSecretError",
     "Redactor",
     "SecretRegistry",
     "REGISTRY",

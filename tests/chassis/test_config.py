@@ -91,6 +91,13 @@ def test_secrets_never_in_repr_or_errors(tmp_path):
                                           r"least 8") as info:
         parse_tokens("alice:tok1-of-alice,bob:disk")
     assert "disk" not in str(info.value)
+    for raw, why in (("alice:a      b-padded", r"#1 \(user 'alice'\) holds a character a bearer token cannot"),
+                     ("alice:" + "\u200b" * 8, "holds a character a bearer token cannot"),
+                     ("alice:tok-shared-0123,bob:tok-shared-0123", r"#2 \(user 'bob'\) repeats the token of user "
+                                                                  r"'alice'")):
+        with pytest.raises(ConfigError, match=why):
+            parse_tokens(raw)
+    assert parse_tokens("a:abc_DEF-1.2~3+4/5==") == {"abc_DEF-1.2~3+4/5==": "a"}
 
 
 def test_parse_listen():

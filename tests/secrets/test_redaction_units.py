@@ -118,6 +118,18 @@ def test_collect_reads_tokens_key_plugin_env_settings_and_the_database_password(
     assert env == before and REGISTRY.remembered("OPENAI_API_KEY") is None
 
 
+def test_a_short_secret_is_refused_naming_where_it_comes_from(tmp_path):
+    from ongridd.secretset import ShortSecretError
+
+    config = _config(tmp_path, "plugins: {settings: {bridge: {bot_token_env: BRIDGE_TOKEN}}}\n")
+    with pytest.raises(ShortSecretError, match=r"the secret in \$BRIDGE_TOKEN is 4 characters long") as info:
+        collect_secrets(config, {"BRIDGE_TOKEN": "test"})
+    assert "test" not in str(info.value)
+    pg = _config(tmp_path, "database: {url: 'postgresql://u:abc@h/db'}\n")
+    with pytest.raises(ShortSecretError, match="the database URL's password is 3 characters long"):
+        collect_secrets(pg, {})
+
+
 def test_daemon_secrets_leave_the_environment_while_held_and_come_back(monkeypatch, tmp_path):
     monkeypatch.setenv("ONGRID_TEST_SECRET_X", "remember-me-please-1")
     config = _config(tmp_path, "llm: {api_key_env: ONGRID_TEST_SECRET_X}\n")
