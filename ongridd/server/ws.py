@@ -41,8 +41,9 @@ MAX_MESSAGE_BYTES = 4 * MAX_FRAME_CHARS
 #: socket is closed (1008): guessing tokens costs a new connection every few tries
 MAX_REFUSED_HELLOS = 5
 #: seconds a connection may stay without a thread (no accepted hello, no implicit one) before
-#: it is told so and closed (1008); the daemon being ready starts the clock
-HELLO_TIMEOUT_S = 30.0
+#: it is told so and closed (1008); the daemon being ready starts the clock.  Short: until then a
+#: client without a token may hold a partial message of up to MAX_MESSAGE_BYTES in the server
+HELLO_TIMEOUT_S = 10.0
 #: past that deadline, a connection still without a thread whose close cannot be sent (its client
 #: does not read) has its TCP socket closed this much later (seconds)
 HELLO_ABORT_AFTER_S = 5.0
