@@ -30,7 +30,7 @@ EXPORTS = {
     "run_bridge_turn", "say_safely", "stop_thread",
     # helpers
     "parse_time", "parse_duration", "HttpAnswer", "get_json", "numeric_settings", "iso_utc",
-    "format_duration",
+    "format_duration", "database_file",
 }
 
 
