@@ -45,6 +45,12 @@ from ongridd.logs import get_logger
 
 log = get_logger(__name__)
 
+#: the ASGI scope key a chat socket sets once its client is known (an accepted hello, or a loopback
+#: client when no tokens are configured: :func:`mark_authenticated`); until then a message may be at
+#: most PRE_AUTH_MESSAGE_BYTES, so a client without a token cannot make the server hold the full
+#: message size for each of its connections
+AUTHENTICATED = "ongrid.authenticated"
+PRE_AUTH_MESSAGE_BYTES = 16 * 1024
 #: the ASGI events that say a connection has ended
 _DISCONNECTS = frozenset({"http.disconnect", "websocket.disconnect"})
 #: hypercorn connection handlers (``TCPServer``) in progress, in any server of this process
@@ -255,6 +261,8 @@ def _end_websocket_on_oversized_message() -> None:
     stream is ended as if the client had closed it (``StreamClosed``: the
     app gets ``websocket.disconnect``, hypercorn closes the TCP connection
     and its reader stops); nothing more is read from that connection.
+    Until the app marks the connection's client as known
+    (:func:`mark_authenticated`) the limit is :data:`PRE_AUTH_MESSAGE_BYTES`.
     Raises RuntimeError when hypercorn no longer has what this relies on."""
     from hypercorn.protocol import events, ws_stream
 
@@ -271,6 +279,10 @@ def _end_websocket_on_oversized_message() -> None:
         return
 
     async def _handle_events(self: Any) -> None:
+        full = self.config.websocket_max_message_size
+        scope = getattr(self, "scope", None)  # set once the upgrade request is read
+        known = isinstance(scope, dict) and scope.get(AUTHENTICATED) is True
+        self.buffer.max_length = full if known else min(full, PRE_AUTH_MESSAGE_BYTES)
         await original(self)
         # hypercorn raised (and caught) its FrameTooLargeError, and sent the close 1009, exactly
         # when the message buffer went over the limit; it never clears the buffer after that
@@ -284,6 +296,12 @@ def _end_websocket_on_oversized_message() -> None:
     _handle_events._ongrid_bounded = True  # type: ignore[attr-defined]
     _handle_events.__doc__ = original.__doc__
     stream_cls._handle_events = _handle_events  # type: ignore[union-attr]
+
+
+def mark_authenticated(scope: dict[str, Any]) -> None:
+    """Say that the client of this websocket ``scope`` is known: its messages may now be as large as
+    the server's ``websocket_max_message_size`` (before, :data:`PRE_AUTH_MESSAGE_BYTES`)."""
+    scope[AUTHENTICATED] = True
 
 
 def _keepalive_options() -> tuple[tuple[int, int, int], ...]:

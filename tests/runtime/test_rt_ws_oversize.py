@@ -170,3 +170,18 @@ def test_the_oversized_message_fix_is_applied_once_and_fails_loudly_without_its_
     with pytest.raises(RuntimeError, match="_handle_events"):
         connections._end_websocket_on_oversized_message()
 
+
+
+async def test_before_its_hello_a_client_may_send_only_a_small_message(tmp_path, caplog, monkeypatch):
+    # with tokens configured, a client is unknown until its hello is accepted: a message over
+    # PRE_AUTH_MESSAGE_BYTES ends the connection (1009) without the server holding the full size for it
+    monkeypatch.setenv("RT_TEST_TOKENS", "alice:tok-alice-0123456789")
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}, server={"tokens_env": "RT_TEST_TOKENS"}) as d:
+        big = connections.PRE_AUTH_MESSAGE_BYTES + 1024
+        sent, ended, code = await _send_until_closed(d.base_url, iter([_frame_head(0x1, big) + b"z" * big]))
+        assert ended and code == 1009
+        assert any(r.getMessage() == "websocket_message_too_big" and getattr(r, "ongrid_fields", {}).get("limit")
+                   == connections.PRE_AUTH_MESSAGE_BYTES for r in caplog.records)
+        async with d.ws("main", token="tok-alice-0123456789") as alice:  # after the hello: the full size
+            answer = await alice.ask("x" * 30_000)  # over the first limit, under the text limit
+            assert answer.get("text") == "hi", answer
