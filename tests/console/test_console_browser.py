@@ -184,6 +184,13 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert page.locator(".tile", has=page.locator(".persona", has_text="specialist-network")).count() == 1
     after = slow.locator(".elapsed").inner_text()
     assert int(after.rstrip("s")) >= int(before.rstrip("s")), (before, after)
+    # the transcript of turn 1, reloaded: the reviewer the ops worker's change waited for is under its tile
+    first = page.locator(".turn").first
+    first.locator(".tile.nested").first.wait_for()
+    assert first.locator(".tile.nested .persona").all_inner_texts() == ["reviewer"]
+    order = first.evaluate("t => Array.from(t.querySelectorAll('.tile .persona')).map(p => p.textContent)")
+    assert order.index("reviewer") == order.index("specialist-ops") + 1, order
+    assert first.locator(".tile.nested .status").inner_text() == "completed"
     page.locator("#stopturn:not([disabled])").wait_for()
     slow.locator("button[data-stop]").click()
     slow.locator(".status.killed").wait_for(timeout=30_000)

@@ -413,6 +413,7 @@ async function loadTranscript(sessionId, gen) {
   }
   // dispatches without a result yet belong to a turn still running: its live tiles replace them
   state.pendingHistory = [...workers.values()].filter((t) => !t.filled);
+  await nestedHistoryTiles(sessionId, [...workers.values()], gen);
   scrollLog();
   // a turn a later one followed without an answer failed, was stopped or was cut off by a restart
   // (the live banner that said so is gone after a reload); the last one only once the daemon says so
@@ -443,6 +444,44 @@ function historyTile(call) {
   return tile;
 }
 
+// What the workers themselves started (the reviewer a worker's change waited for; a worker's own
+// workers), read from the session tree and shown under the tile that started it, as live.
+async function nestedHistoryTiles(sessionId, tiles, gen) {
+  const byTask = new Map(tiles.filter((t) => t.taskId).map((t) => [t.taskId, t]));
+  if (!byTask.size) return;
+  let tree;
+  try {
+    tree = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/tree`);
+  } catch (e) {
+    return;  // the transcript stands without them
+  }
+  if (gen !== state.attachGen || !tree || !Array.isArray(tree.children)) return;
+  // depth first: each started session right after the tile of the one that started it (and after
+  // what that one started before it); returns the last element placed
+  const walk = (node, anchor, depth) => {
+    for (const child of Array.isArray(node.children) ? node.children : []) {
+      if (!child || typeof child !== "object") continue;
+      if (anchor === null) {  // the coordinator's own dispatches: their tiles are in the transcript
+        const tile = byTask.get(String(child.id || ""));
+        if (tile) walk(child, tile.el, 1);
+        continue;
+      }
+      const status = String(child.status || "");
+      const nested = el("div", { class: "tile history nested" },
+        el("div", { class: "tile-head" },
+          el("span", { class: "persona", text: String(child.agent_id || "?") }),
+          el("span", { class: "desc", text: String(child.description || "") }),
+          el("span", { class: `status ${status.replace(/[^a-z]/g, "")}`, text: status }),
+          el("a", { href: `#/s/${encodeURIComponent(String(child.id || ""))}`, class: "small", text: "audit" })));
+      nested.dataset.depth = String(Math.min(depth, 4));
+      anchor.after(nested);
+      anchor = depth < 8 ? walk(child, nested, depth + 1) : nested;
+    }
+    return anchor;
+  };
+  walk(tree, null, 0);
+}
+
 function fillHistoryTile(tile, content) {
   tile.filled = true;
   const r = parseJson(content);
@@ -456,6 +495,7 @@ function fillHistoryTile(tile, content) {
   tile.statusEl.textContent = status;
   tile.statusEl.className = `status ${status.replace(/[^a-z]/g, "")}`;
   if (r.task_id) {
+    tile.taskId = String(r.task_id);
     tile.link.replaceWith(el("a", { href: `#/s/${encodeURIComponent(String(r.task_id))}`, class: "small", text: "audit" }));
   }
   tile.el.append(el("details", { class: "result-box" }, el("summary", { text: `result (${status})` }),
