@@ -336,14 +336,23 @@ class Outlet(Protocol):
     async def failed(self, code: str, message: str) -> None: ...
 
 
+#: how long the end of a turn waits for a progress edit already sent (seconds): the platform applies
+#: edits of one message in the order they reach it, so the answer must not overtake one in flight
+EDIT_SETTLE_S = 30.0
+
+
 async def relay_turn(frames: Any, outlet: Outlet, *, min_interval_s: float = 1.0) -> str:
     """Follow ``frames`` (a :class:`~ongridd.plugins.chat.ChatTurn`) and keep
     ``outlet`` up to date: progress edits at most every ``min_interval_s``
-    seconds, then ``final`` or ``failed``.  Returns ``final``, ``error`` or
-    ``detached``.  An outlet call that raises is logged and does not stop
-    the relay (the turn runs on in the runtime regardless)."""
+    seconds, then ``final`` or ``failed`` — only once a progress edit in
+    flight has come back (at most :data:`EDIT_SETTLE_S`), since a request
+    already sent cannot be called back and a late one would replace the
+    answer.  Returns ``final``, ``error`` or ``detached``.  An outlet call
+    that raises is logged and does not stop the relay (the turn runs on in
+    the runtime regardless)."""
     progress = Progress()
     dirty = trio.Event()
+    ending, editor_done = trio.Event(), trio.Event()
 
     async def guarded(what: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         try:
@@ -355,22 +364,36 @@ async def relay_turn(frames: Any, outlet: Outlet, *, min_interval_s: float = 1.0
 
     async def editor() -> None:
         nonlocal dirty
-        while True:
-            await dirty.wait()
-            dirty = trio.Event()
-            await guarded("progress", outlet.progress, progress.markdown())
-            await trio.sleep(min_interval_s)
+        try:
+            while True:
+                await dirty.wait()
+                if ending.is_set():
+                    return
+                dirty = trio.Event()
+                await guarded("progress", outlet.progress, progress.markdown())
+                with trio.move_on_after(min_interval_s):
+                    await ending.wait()
+                if ending.is_set():
+                    return
+        finally:
+            editor_done.set()
 
     end: dict | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(editor)
-        async for frame in frames:
-            if progress.apply(frame):
-                dirty.set()
-            elif frame.get("type") in ("final", "error"):
-                end = frame
-                break
-        nursery.cancel_scope.cancel()  # an edit in flight is cut off; the end overwrites it anyway
+        try:
+            async for frame in frames:
+                if progress.apply(frame):
+                    dirty.set()
+                elif frame.get("type") in ("final", "error"):
+                    end = frame
+                    break
+        finally:
+            ending.set()
+            dirty.set()  # wake an editor waiting for a change: there will be none
+        with trio.move_on_after(EDIT_SETTLE_S):
+            await editor_done.wait()  # an edit in flight comes back before the end is sent
+        nursery.cancel_scope.cancel()
     if end is None:
         outcome = "detached"
         await guarded("failed", outlet.failed, "internal", "lost track of the turn; see the web console")

@@ -283,3 +283,32 @@ async def test_a_busy_bridge_turn_stores_nothing_not_even_its_thread(tmp_path):
         assert d.rows("SELECT id FROM chat_sessions WHERE user_id = 'bob'") == []
         assert d.rows("SELECT * FROM turn_origins") == []
         await c.until_type("final", "error", timeout=30)
+
+
+async def test_the_answer_is_sent_only_once_a_progress_edit_in_flight_came_back():
+    # a request already sent cannot be called back: the platform applies it whenever it arrives, and a
+    # late progress edit would replace the answer in the placeholder for good
+    from ongridd.plugins.bridgekit import relay_turn
+
+    order: list[str] = []
+
+    class SlowPlatform:
+        async def progress(self, markdown: str) -> None:
+            order.append("progress sent")
+            await trio.sleep(0.3)  # the platform's latency
+            order.append("progress applied")
+
+        async def final(self, markdown: str) -> None:
+            order.append(f"final {markdown}")
+
+        async def failed(self, code: str, message: str) -> None:
+            order.append(f"failed {code}")
+
+    async def frames():
+        yield {"type": "agent_tile", "task_id": "w1", "subagent_type": "specialist-disk", "description": "disk",
+               "status": "completed", "started_at": "2026-12-05T00:00:00Z"}
+        await trio.sleep(0.05)  # the edit is on its way when the answer comes
+        yield {"type": "final", "text": "the answer"}
+
+    assert await relay_turn(frames(), SlowPlatform(), min_interval_s=0.01) == "final"
+    assert order == ["progress sent", "progress applied", "final the answer"]
