@@ -242,3 +242,8 @@ class PluginResponse:
     status: int = 200
     body: Any = None
     content_type: str | None = None
+
+    @classmethod
+    def error(cls, status: int, code: str, message: str, **extra: Any) -> PluginResponse:
+        """An error answer in the daemon's shape: ``{"error": {"code", "message", …extra}}``."""
+        return cls(status=status, body={"error": {"code": code, "message": message, **extra}})

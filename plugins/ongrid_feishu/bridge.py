@@ -157,14 +157,14 @@ class FeishuBridge:
             body = self.open_body(req)
         except Refused as exc:
             log.warning("feishu_request_refused", reason=str(exc))
-            return PluginResponse(status=401, body={"error": "verification failed"})
+            return PluginResponse.error(401, "unauthorized", "verification failed")
         if body.get("type") == "url_verification":
             challenge = body.get("challenge")
             return PluginResponse(body={"challenge": challenge if isinstance(challenge, str) else ""})
         header = body.get("header") or {}
         event_id = header.get("event_id")
         if not isinstance(event_id, str) or not ID_RE.match(event_id):
-            return PluginResponse(status=400, body={"error": "event without header.event_id"})
+            return PluginResponse.error(400, "bad_request", "event without header.event_id")
         if not await self.context.chat.claim_event(PLATFORM, event_id):
             log.info("feishu_event_repeated", event_id=event_id)
             return PluginResponse(body={"ok": True})

@@ -6,7 +6,7 @@ fires again).  A change event (kind ``incident``) is recorded when an
 incident is new or its status changed — not for Alertmanager's repeats.
 
 Answers: 200 ``{"status": "ok", "received": n, "incidents": [{id, fingerprint,
-alertname, status}]}``; 400 ``{"error": ...}`` for a body that is not a
+alertname, status}]}``; 400 ``{"error": {"code", "message"}}`` for a body that is not a
 version 4 payload; 503 when the database is unavailable (Alertmanager retries
 5xx answers).
 """
@@ -42,18 +42,18 @@ def make_alertmanager_handler(store: PluginStore | None, names: IncidentNames = 
     """The route handler storing a notification's alerts in ``store``.
 
     Never raises for a bad body or a database failure: those are 400 and 503
-    answers with ``{"error": message}``.  Cancellation stops between alerts;
+    answers with ``{"error": {"code", "message"}}``.  Cancellation stops between alerts;
     the ones already stored stay (Alertmanager sends them all again).
     """
 
     async def handler(request: PluginRequest) -> PluginResponse:
         if store is None:
-            return PluginResponse(status=503, body={"error": "no incident store: the daemon has no database open"})
+            return PluginResponse.error(503, "unavailable", "no incident store: the daemon has no database open")
         try:
             notification = parse_notification(request.json)
         except WebhookError as exc:
             log.warning("alertmanager_payload_rejected", error=str(exc), user=request.user)
-            return PluginResponse(status=400, body={"error": str(exc)})
+            return PluginResponse.error(400, "bad_request", str(exc))
         stored = []
         try:
             previous = await _previous_statuses(store, notification)
@@ -75,8 +75,7 @@ def make_alertmanager_handler(store: PluginStore | None, names: IncidentNames = 
                                "alertname": alert.alertname, "status": incident["status"]})
         except (StoreError, ValueError) as exc:
             log.error("alertmanager_store_failed", error=str(exc), stored=len(stored))
-            return PluginResponse(status=503, body={"error": f"could not store the alerts: {exc}",
-                                                    "stored": len(stored)})
+            return PluginResponse.error(503, "unavailable", f"could not store the alerts: {exc}", stored=len(stored))
         log.info("alertmanager_notification", receiver=notification.receiver, alerts=len(stored),
                  status=notification.status)
         body: dict[str, Any] = {"status": "ok", "received": len(stored), "incidents": stored}

@@ -138,10 +138,10 @@ class SlackBridge:
     async def handle(self, req: PluginRequest) -> PluginResponse:
         if not self.verified(req):
             log.warning("slack_request_refused", reason="bad or stale signature")
-            return PluginResponse(status=401, body={"error": "invalid signature"})
+            return PluginResponse.error(401, "unauthorized", "invalid signature")
         body = req.json
         if not isinstance(body, dict):
-            return PluginResponse(status=400, body={"error": "expected a JSON object"})
+            return PluginResponse.error(400, "bad_request", "expected a JSON object")
         kind = body.get("type")
         if kind == "url_verification":
             challenge = body.get("challenge")
@@ -151,7 +151,7 @@ class SlackBridge:
         event = body.get("event")
         event_id = body.get("event_id")
         if not isinstance(event, dict) or not isinstance(event_id, str) or not ID_RE.match(event_id):
-            return PluginResponse(status=400, body={"error": "event_callback without event or event_id"})
+            return PluginResponse.error(400, "bad_request", "event_callback without event or event_id")
         if not await self.context.chat.claim_event(PLATFORM, event_id):
             log.info("slack_event_repeated", event_id=event_id, retry=req.headers.get("X-Slack-Retry-Num"))
             return PluginResponse(body={"ok": True})

@@ -146,10 +146,10 @@ class TelegramBridge:
         given = req.headers.get("X-Telegram-Bot-Api-Secret-Token") or ""
         if not self._secret or not hmac.compare_digest(given.encode(), self._secret.encode()):
             log.warning("telegram_request_refused", reason="bad secret token")
-            return PluginResponse(status=401, body={"error": "invalid secret token"})
+            return PluginResponse.error(401, "unauthorized", "invalid secret token")
         update = req.json
         if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
-            return PluginResponse(status=400, body={"error": "expected an Update object"})
+            return PluginResponse.error(400, "bad_request", "expected an Update object")
         await self.on_update(update)
         return PluginResponse(body={"ok": True})
 

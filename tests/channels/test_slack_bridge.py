@@ -143,7 +143,9 @@ def test_challenge_signed_turn_progress_final_split_retry_and_forgeries(slack):
     assert res.status_code == 200
     # forged and stale requests: 401, nothing starts
     other = event("Ev002", "<@UBOT> again?", ts="1700000000.000200")
-    assert post(url, other, sign(other, secret="wrong-secret-wrong-secret")).status_code == 401
+    forged = post(url, other, sign(other, secret="wrong-secret-wrong-secret"))
+    assert forged.status_code == 401 and forged.json() == {"error": {"code": "unauthorized",
+                                                                     "message": "invalid signature"}}
     assert post(url, other, sign(other, ts=int(time.time()) - 301)).status_code == 401
     tampered = sign(other)
     assert post(url, other.replace(b"again", b"AGAIN"), tampered).status_code == 401

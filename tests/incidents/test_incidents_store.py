@@ -82,16 +82,16 @@ async def test_firing_then_resolved_alert_is_one_incident_with_change_events(plu
 async def test_bad_payload_is_a_400_with_the_reason_and_stores_nothing(plugin):
     response = await post(plugin, {"version": "4", "status": "firing", "alerts": [{"status": "firing"}]})
     assert response.status == 400
-    assert "payload.alerts[0]: 'labels' is a required property" in response.body["error"]
+    assert "payload.alerts[0]: 'labels' is a required property" in response.body["error"]["message"]
     assert await plugin.store.plugin_store.list_incidents() == []
     response = await post(plugin, None)
-    assert response.status == 400 and "not JSON" in response.body["error"]
+    assert response.status == 400 and "not JSON" in response.body["error"]["message"]
 
 
 async def test_without_a_store_the_route_answers_503():
     handler = make_alertmanager_handler(None)
     response = await handler(request(payload(alert("DiskFull", "fp"))))
-    assert response.status == 503 and "no database" in response.body["error"]
+    assert response.status == 503 and "no database" in response.body["error"]["message"]
 
 
 async def test_active_and_filtered_incidents(plugin):
