@@ -189,7 +189,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     from ongridd.server.app import AppServices, serve_app
     from ongridd.server.auth import Authenticator
     from ongridd.server.connections import close_stalled_connections, harden_http_server
-    from ongridd.server.ws import MAX_MESSAGE_BYTES
+    from ongridd.server.ws import MAX_MESSAGE_BYTES, close_chat_sockets
     from ongridd.store import Store
 
     host, port = parse_listen(config.server.listen)
@@ -222,9 +222,12 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
         hconf.websocket_max_message_size = MAX_MESSAGE_BYTES  # read into memory before any check of ours
 
         shutdown = trio.Event()
+        # the HTTP server stops only once the turns are drained and the chat clients told (1001): its
+        # own stop closes every connection after HTTP_GRACEFUL_S, before a drained turn's last frames
+        http_stop = trio.Event()
         try:
             async with trio.open_nursery() as root:
-                binds = await root.start(partial(hypercorn_serve, app, hconf, shutdown_trigger=shutdown.wait))
+                binds = await root.start(partial(hypercorn_serve, app, hconf, shutdown_trigger=http_stop.wait))
                 base_url = binds[0] if binds else f"http://{host}:{port}"
                 log.info("daemon_listening", url=base_url)
                 notify("STATUS=starting; /healthz answers on " + base_url)
@@ -237,6 +240,11 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
                                             base_url=base_url, services=services, shutdown=shutdown,
                                             stopped=stopped)))
                 finally:
+                    # the turns are drained: tell the chat clients the daemon is stopping (1001), so
+                    # they can tell a stop from a crash (bounded: a client that does not read gets none)
+                    with trio.CancelScope(shield=True):
+                        await close_chat_sockets()
+                    http_stop.set()
                     # a client that stopped reading must not hold the stop: hypercorn's sends to it
                     # are shielded, so once the server's own grace is over its socket is closed
                     root.start_soon(close_stalled_connections, app, HTTP_GRACEFUL_S + STALLED_GRACE_S)

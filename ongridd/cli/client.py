@@ -149,8 +149,14 @@ async def _ask(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return 1
     except ConnectionClosed as exc:
-        print(f"ongrid: the daemon at {url} closed the connection ({_why(exc)}); is it shutting down? "
-              f"The turn's transcript is in thread {thread}.", file=sys.stderr)
+        reason = getattr(exc, "reason", None)
+        if getattr(reason, "code", None) == 1001:  # going away: a stop, not a crash
+            why = "it is stopping (a restart or a shutdown)"
+        else:
+            code = getattr(reason, "code", None)
+            why = f"it closed the connection{f' (code {code})' if code else ''}; is it shutting down or did it crash?"
+        print(f"ongrid: the daemon at {url} went away: {why}. The turn's transcript is in thread {thread} "
+              f"(`ongrid chat --thread {thread}` re-attaches once it is back).", file=sys.stderr)
         return 2
     except BrokenPipeError:
         raise  # our own output was closed (`| head`), not the daemon's connection

@@ -325,6 +325,12 @@ CONNECT_WAIT_S = 10.0
 
 #: close code of a socket refused because the daemon is still starting (RFC 6455 "try again later")
 CLOSE_TRY_AGAIN_LATER = 1013
+#: close code of a socket the daemon ends because it is stopping (RFC 6455 "going away"), and how
+#: long sending it may take (seconds; a client that does not read gets none)
+CLOSE_GOING_AWAY = 1001
+GOING_AWAY_SEND_S = 1.0
+#: the chat sockets this process serves (:func:`close_chat_sockets`)
+_OPEN: set[AsgiSocket] = set()
 
 
 async def serve_chat_socket(ws: Any, services: Any) -> None:
@@ -338,8 +344,10 @@ async def serve_chat_socket(ws: Any, services: Any) -> None:
     ``services.startup_wait_s``); when that runs out it gets one ``error``
     frame with code ``starting`` and is closed (1013).  A client that goes
     away, or cancellation (server shutdown), ends only this connection's
-    tasks; running turns are untouched.
+    tasks; running turns are untouched.  While it is served the socket is
+    in the set :func:`close_chat_sockets` closes when the daemon stops.
     """
+    _OPEN.add(ws)
     try:
         if not await _ready_or_refused(ws, services):
             return
@@ -351,8 +359,27 @@ async def serve_chat_socket(ws: Any, services: Any) -> None:
     except Exception:
         log.exception("ws_connection_failed")
         code = 1000
+    finally:
+        _OPEN.discard(ws)
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
         await ws.close(code)
+
+
+async def close_chat_sockets(timeout_s: float = GOING_AWAY_SEND_S) -> int:
+    """Close every chat socket this process still serves with 1001 (going away), all at once, so
+    that a client can tell a stop from a crash; a send not done within ``timeout_s`` is given up (a
+    client that does not read).  Returns how many were closed.  Never raises but Cancelled."""
+    sockets = [s for s in list(_OPEN) if s.accepted and not s.closed]
+
+    async def going_away(socket: AsgiSocket) -> None:
+        with contextlib.suppress(Exception):  # the peer may be gone already: nothing to tell it
+            await socket.close(CLOSE_GOING_AWAY, "the daemon is stopping")
+
+    with trio.move_on_after(timeout_s):
+        async with trio.open_nursery() as nursery:
+            for socket in sockets:
+                nursery.start_soon(going_away, socket)
+    return len(sockets)
 
 
 class AsgiSocket:

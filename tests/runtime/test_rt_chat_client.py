@@ -6,16 +6,19 @@ docs/architecture.md §15.1."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
 import subprocess
 from contextlib import AsyncExitStack
 
+import pytest
 import trio
 from pty_helpers import on_a_terminal, plain
 from rt_helpers import ongrid_cmd, prepare, subprocess_env
 from test_rt_process import serve, write_config, ws
+from trio_websocket import ConnectionClosed, open_websocket_url
 
 from ongridd.fakellm import open_fake_llm
 
@@ -241,3 +244,40 @@ async def test_piped_chat_with_no_input_still_names_the_thread(tmp_path):
     async with serve(write_config(tmp_path, mapping)) as daemon:
         out = await _pipe_chat(daemon.url, "empty-in")
     assert "[new thread empty-in" in out, out
+
+
+async def test_ask_says_the_daemon_stopped_its_turn_when_it_is_sent_sigterm(tmp_path):
+    # a graceful stop drains the turns while the chat sockets are still up, then closes them with 1001
+    # (going away): the client tells a stop from a crash
+    script = {"default": [{"content": "too late", "delay_s": 60}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        async with serve(write_config(tmp_path, mapping)) as daemon:
+            ask = await trio.lowlevel.open_process(ongrid_cmd("ask", "--url", daemon.url, "--thread", "stopping",
+                                                              "still there?"),
+                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                   env=subprocess_env())
+            try:
+                async with open_websocket_url(daemon.ws_url) as idle:  # another client, attached and idle
+                    await idle.send_message(json.dumps({"type": "hello", "thread": "idle"}))
+                    assert json.loads(await idle.get_message())["type"] == "session"
+                    with trio.fail_after(30):
+                        await fake.wait_requests(1)  # the turn is under way
+                        daemon.proc.send_signal(signal.SIGTERM)
+                        err = b""
+                        while chunk := await ask.stderr.receive_some(65536):
+                            err += chunk
+                        code = await ask.wait()
+                        with pytest.raises(ConnectionClosed) as closed:
+                            while True:
+                                await idle.get_message()
+                    assert closed.value.reason.code == 1001, closed.value.reason
+            finally:
+                if ask.returncode is None:
+                    ask.kill()
+                    await ask.wait()
+    text = err.decode()
+    # the turn is drained before the server stops: its end reaches the client, which says what happened
+    assert code == 1 and "the turn was stopped by a daemon shutdown" in text, text
+    assert "CloseReason" not in text and "1006" not in text, text
