@@ -127,13 +127,23 @@ def _measure(procs: dict[int, psutil.Process], top_n: int, sort_by: str) -> list
                     "pid": pid, "user": p.username(), "name": p.name(), "status": p.status(),
                     "cpu_pct": round(cpu, 1), "rss_bytes": rss, "rss_human": human_bytes(rss),
                     "started": iso_utc(p.create_time()),
-                    "cmdline": redact_cmdline(p.cmdline()),
+                    "cmdline": p.cmdline(),
                 })
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
+    return top_processes(rows, top_n, sort_by)
+
+
+def top_processes(rows: list[dict[str, Any]], top_n: int, sort_by: str) -> list[dict[str, Any]]:
+    """The ``top_n`` of ``rows`` by ``sort_by`` (``cpu``: ``cpu_pct``, then ``rss_bytes``; else the
+    reverse), largest first; the ``cmdline`` (a list of arguments) of each row kept becomes its
+    :func:`redact_cmdline` text.  Sorts ``rows`` in place."""
     key = "cpu_pct" if sort_by == "cpu" else "rss_bytes"
     rows.sort(key=lambda r: (r[key], r["rss_bytes"] if key == "cpu_pct" else r["cpu_pct"]), reverse=True)
-    return rows[:top_n]
+    kept = rows[:top_n]
+    for row in kept:
+        row["cmdline"] = redact_cmdline(row["cmdline"])
+    return kept
 
 
 async def processes_local(*, top_n: int, sort_by: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from ongrid_host.fs import DuTree, LargeFiles, du_result, filesystem_info, large_files_result
-from ongrid_host.local import CPU_SAMPLE_S, MAX_MOUNTS, PSEUDO_FSTYPES, redact_cmdline
+from ongrid_host.local import CPU_SAMPLE_S, MAX_MOUNTS, PSEUDO_FSTYPES, top_processes
 from ongrid_host.settings import HostSettings
 from ongrid_host.ssh import run_remote, run_remote_checked
 from ongrid_host.units import human_bytes, iso_utc
@@ -177,11 +177,9 @@ async def processes_remote(host: HostConfig, settings: HostSettings, *, top_n: i
         user, args = users.get(pid, (None, ""))
         rows.append({"pid": pid, "user": user, "name": comm, "status": state, "cpu_pct": round(cpu, 1),
                      "rss_bytes": rss, "rss_human": human_bytes(rss),
-                     "started": iso_utc(boot + start / clk), "cmdline": redact_cmdline(args.split())})
-    key = "cpu_pct" if sort_by == "cpu" else "rss_bytes"
-    rows.sort(key=lambda r: (r[key], r["rss_bytes"] if key == "cpu_pct" else r["cpu_pct"]), reverse=True)
+                     "started": iso_utc(boot + start / clk), "cmdline": args.split()})
     return {"host": host.name, "sort_by": sort_by, "cpu_interval_s": round(interval, 2),
-            "cpu_count": None, "process_count": len(s2), "processes": rows[:top_n]}
+            "cpu_count": None, "process_count": len(s2), "processes": top_processes(rows, top_n, sort_by)}
 
 
 # ---- walks through find -printf ---------------------------------------------

@@ -92,7 +92,7 @@ def validate_change(body: Any, *, now: float) -> dict[str, Any]:
 
 
 def _bad(field: str, message: str, status: int = 400, code: str = "bad_request") -> PluginResponse:
-    return PluginResponse(status=status, body={"error": {"code": code, "message": message, "field": field}})
+    return PluginResponse.error(status, code, message, field=field)
 
 
 def make_changes_handler(store: PluginStore | None,
@@ -101,11 +101,9 @@ def make_changes_handler(store: PluginStore | None,
 
     async def handler(request: PluginRequest) -> PluginResponse:
         if len(request.body) > MAX_BODY_BYTES:
-            return PluginResponse(status=413, body={"error": {
-                "code": "too_large", "message": f"body over {MAX_BODY_BYTES:,} bytes"}})
+            return PluginResponse.error(413, "too_large", f"body over {MAX_BODY_BYTES:,} bytes")
         if store is None:
-            return PluginResponse(status=503, body={"error": {
-                "code": "unavailable", "message": "no change store: the daemon has no database open"}})
+            return PluginResponse.error(503, "unavailable", "no change store: the daemon has no database open")
         body = request.json
         if body is None and request.body:
             try:
@@ -122,7 +120,7 @@ def make_changes_handler(store: PluginStore | None,
             return _bad(str(exc).split(":", 1)[0], str(exc))
         except StoreError as exc:
             log.warning("change_record_failed", error=str(exc))
-            return PluginResponse(status=503, body={"error": {"code": "unavailable", "message": str(exc)}})
+            return PluginResponse.error(503, "unavailable", str(exc))
         log.info("change_recorded", id=row.get("id"), kind=row.get("kind"), subject=row.get("subject"),
                  recorded_by=row.get("recorded_by"))
         return PluginResponse(status=201, body=row)
