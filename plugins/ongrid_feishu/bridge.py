@@ -12,7 +12,11 @@ encrypt key is set (Feishu does not sign the challenge); any failure is
 ``header.event_id`` (10 minutes, in the database) and answered at once.
 
 Handled: text messages from users (``sender_type: user``) in allowed
-chats; ``@`` mention keys are stripped; ``stop`` stops the running turn.
+chats: every direct message (``chat_type: p2p``), and a group message only
+when its ``mentions`` name the bot's own ``open_id`` (``GET /bot/v3/info``,
+asked once and kept; while it cannot be learnt no group message is
+answered).  The bot's mention key is removed from the text, another
+person's becomes ``@name``; ``stop`` stops the running turn.
 Thread: ``feishu:<chat_id>/<root message id>``.  Outbound:
 ``tenant_access_token`` (``/auth/v3/tenant_access_token/internal``, cached
 until shortly before it expires), replies to the root message
@@ -56,6 +60,7 @@ SIGNATURE_WINDOW_S = 300
 MENTION_KEY_RE = re.compile(r"@_user_\d{1,4}")
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}\Z")
 MAX_TEXT_CHARS = 32 * 1024
+MAX_NAME_CHARS = 64
 TOKEN_CODES_EXPIRED = frozenset({99991661, 99991663, 99991668})
 
 
@@ -76,6 +81,9 @@ class FeishuBridge:
         self.http = PlatformHTTP(context.http, PLATFORM)
         self._tenant: tuple[str, float] | None = None
         self._token_lock = trio.Lock()
+        #: the bot's own open_id (``GET /bot/v3/info``), learnt at the first group message
+        self.bot_open_id: str | None = None
+        self._bot_lock = trio.Lock()
 
     # ---- Open API ----------------------------------------------------------------
     async def tenant_token(self) -> str:
@@ -93,17 +101,20 @@ class FeishuBridge:
             self._tenant = (token, time.monotonic() + max(ttl - 300, 60))
             return token
 
-    async def api(self, method: str, path: str, payload: dict[str, Any], what: str) -> dict[str, Any]:
-        """An authenticated call; ``data`` of the answer or PlatformError
-        (an expired tenant token is fetched again once)."""
+    async def api(self, method: str, path: str, payload: dict[str, Any] | None, what: str,
+                  key: str = "data") -> dict[str, Any]:
+        """An authenticated call; the answer's ``key`` member (``data``; the
+        bot info puts its answer in ``bot``) or PlatformError (an expired
+        tenant token is fetched again once)."""
         for attempt in (1, 2):
             token = await self.tenant_token()
-            resp = await self.http.call(method, f"{self.settings.api_base_url}{path}", what=what, json=payload,
-                                        headers={"Authorization": f"Bearer {token}"})
+            extra: dict[str, Any] = {} if payload is None else {"json": payload}
+            resp = await self.http.call(method, f"{self.settings.api_base_url}{path}", what=what,
+                                        headers={"Authorization": f"Bearer {token}"}, **extra)
             data = _json(resp)
             code = data.get("code")
             if code == 0:
-                out = data.get("data")
+                out = data.get(key)
                 return out if isinstance(out, dict) else {}
             if code in TOKEN_CODES_EXPIRED and attempt == 1:
                 self._tenant = None
@@ -120,6 +131,24 @@ class FeishuBridge:
     async def update(self, message_id: str, md_text: str) -> None:
         await self.api("PUT", f"/im/v1/messages/{message_id}", {"msg_type": "post", "content": post_content(md_text)},
                        "update")
+
+    async def own_open_id(self) -> str | None:
+        """The bot's ``open_id``, asked of ``GET /bot/v3/info`` once and kept;
+        None (logged) while the platform does not give it.  Waits for a
+        call another task has in flight; cancellation leaves nothing kept."""
+        async with self._bot_lock:
+            if self.bot_open_id is None:
+                try:
+                    bot = await self.api("GET", "/bot/v3/info", None, "bot info", key="bot")
+                except PlatformError as exc:
+                    log.warning("feishu_bot_info_failed", error=str(exc))
+                    return None
+                oid = bot.get("open_id")
+                if not (isinstance(oid, str) and ID_RE.match(oid)):
+                    log.warning("feishu_bot_info_failed", error="no open_id in the bot info")
+                    return None
+                self.bot_open_id = oid
+            return self.bot_open_id
 
     # ---- inbound ---------------------------------------------------------------
     def open_body(self, req: PluginRequest) -> dict[str, Any]:
@@ -147,7 +176,7 @@ class FeishuBridge:
                 raise Refused("unsigned event")
         elif "encrypt" in body:
             raise Refused("encrypted payload but no encrypt key configured")
-        token = body.get("token") if body.get("type") == "url_verification" else (body.get("header") or {}).get("token")
+        token = body.get("token") if body.get("type") == "url_verification" else _member(body, "header").get("token")
         if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self._vtoken.encode()):
             raise Refused("bad verification token")
         return body
@@ -161,7 +190,7 @@ class FeishuBridge:
         if body.get("type") == "url_verification":
             challenge = body.get("challenge")
             return PluginResponse(body={"challenge": challenge if isinstance(challenge, str) else ""})
-        header = body.get("header") or {}
+        header = _member(body, "header")
         event_id = header.get("event_id")
         if not isinstance(event_id, str) or not ID_RE.match(event_id):
             return PluginResponse.error(400, "bad_request", "event without header.event_id")
@@ -176,7 +205,8 @@ class FeishuBridge:
         sender, msg = event.get("sender") or {}, event.get("message") or {}
         if not isinstance(sender, dict) or not isinstance(msg, dict) or sender.get("sender_type") != "user":
             return
-        open_id = (sender.get("sender_id") or {}).get("open_id")
+        sender_id = sender.get("sender_id")
+        open_id = sender_id.get("open_id") if isinstance(sender_id, dict) else None
         chat_id, message_id = msg.get("chat_id"), msg.get("message_id")
         root_id = msg.get("root_id") or message_id
         open_id, chat_id, message_id, root_id = (v if isinstance(v, str) and ID_RE.match(v) else None
@@ -192,11 +222,30 @@ class FeishuBridge:
         text = content.get("text") if isinstance(content, dict) else None
         if not isinstance(text, str):
             return
-        text = MENTION_KEY_RE.sub("", text).strip()[:MAX_TEXT_CHARS]
-        if not text:
-            return
         if not self.settings.allows(chat_id):
             log.info("feishu_chat_not_allowed", chat=chat_id)
+            return
+        mentions = _mentions(msg.get("mentions"))
+        group = msg.get("chat_type") != "p2p"  # group, topic group, or anything new: only when mentioned
+        self.context.chat.spawn(lambda: self.answer(open_id, chat_id, root_id, text, mentions, group),
+                                name="feishu message")
+
+    async def answer(self, open_id: str, chat_id: str, root_id: str, text: str,
+                     mentions: dict[str, tuple[str, str]], group: bool) -> None:
+        """One user's message, after the webhook has answered: in a group,
+        nothing unless it mentions the bot; then the refusal, ``stop`` or a
+        turn.  ``mentions``: mention key → (open_id, name)."""
+        own = await self.own_open_id() if group else None
+        if group and (own is None or all(oid != own for oid, _ in mentions.values())):
+            log.info("feishu_not_mentioned", chat=chat_id)
+            return
+
+        def spoken(m: re.Match[str]) -> str:
+            oid, name = mentions.get(m.group(0), (None, ""))
+            return "" if oid is None or oid == own or not name else f"@{name}"
+
+        text = MENTION_KEY_RE.sub(spoken, text).strip()[:MAX_TEXT_CHARS]
+        if not text:
             return
 
         async def say(markdown: str) -> None:
@@ -205,24 +254,41 @@ class FeishuBridge:
         ongrid_user = self.settings.ongrid_user(open_id)
         if ongrid_user is None:
             log.info("feishu_user_refused", im_user=open_id, chat=chat_id)
-            self.context.chat.spawn(say_safely, say, REFUSAL, name="feishu refusal")
+            await say_safely(say, REFUSAL)
             return
         conversation = f"{chat_id}/{root_id}"
         thread = f"feishu:{conversation}"
         if is_stop(text):
-            self.context.chat.spawn(lambda: stop_thread(self.context.chat, user=ongrid_user, thread=thread, say=say),
-                                    name="feishu stop")
+            await stop_thread(self.context.chat, user=ongrid_user, thread=thread, say=say)
             return
         origin = {"platform": PLATFORM, "im_user": open_id, "conversation": conversation}
 
         async def post(md_text: str) -> str | None:
             return await self.reply(root_id, md_text)
 
-        self.context.chat.spawn(
-            lambda: run_bridge_turn(self.context.chat, user=ongrid_user, thread=thread, text=text,
-                                    locale=self.settings.locale(chat_id), origin=origin, post=post, edit=self.update,
-                                    render=to_md, limit=LIMIT, interval_s=self.settings.edit_interval_s),
-            name="feishu turn")
+        await run_bridge_turn(self.context.chat, user=ongrid_user, thread=thread, text=text,
+                              locale=self.settings.locale(chat_id), origin=origin, post=post, edit=self.update,
+                              render=to_md, limit=LIMIT, interval_s=self.settings.edit_interval_s)
+
+
+def _mentions(raw: Any) -> dict[str, tuple[str, str]]:
+    """An event's ``message.mentions`` → {key: (open_id, name)}; malformed
+    entries are dropped, names cut to MAX_NAME_CHARS."""
+    out: dict[str, tuple[str, str]] = {}
+    for m in raw[:50] if isinstance(raw, list) else ():
+        if not isinstance(m, dict) or not isinstance(m.get("key"), str) or not MENTION_KEY_RE.fullmatch(m["key"]):
+            continue
+        oid = m["id"].get("open_id") if isinstance(m.get("id"), dict) else None
+        name = m["name"] if isinstance(m.get("name"), str) else ""
+        if isinstance(oid, str) and ID_RE.match(oid):
+            out[m["key"]] = (oid, " ".join(name.split())[:MAX_NAME_CHARS])
+    return out
+
+
+def _member(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    """``obj[key]`` when it is an object, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _json(resp: Any) -> dict[str, Any]:

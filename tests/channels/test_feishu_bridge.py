@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 APP_ID, APP_SECRET = "cli_a1b2c3d4e5", "app-secret-0123456789abcdef"
 VTOKEN, EKEY = "vtoken-0123456789abcdef", "ekey-0123456789abcdefghij"
 TENANT = "t-tenant-token-0123456789abcdef"
+BOT = "ou_bot0123456789"
 LONG = "Report:\n\n```\n" + "\n".join(f"/var/x{i:05d} {i} KiB <{i}>" for i in range(1800)) + "\n```\nEnd <at id=all></at>."
 
 
@@ -35,6 +36,9 @@ def open_api():
                              else {"code": 10014, "msg": "app secret invalid"})
         if call.headers.get("authorization") != f"Bearer {TENANT}":
             return 200, {}, {"code": 99991663, "msg": "tenant token invalid"}
+        if call.method == "GET" and call.path.endswith("/bot/v3/info"):  # the answer is in "bot", not "data"
+            return 200, {}, {"code": 0, "msg": "ok", "bot": {"activate_status": 2, "app_name": "ongrid",
+                                                            "ip_white_list": [], "open_id": BOT}}
         if call.method == "POST" and call.path.endswith("/reply"):
             return 200, {}, {"code": 0, "data": {"message_id": f"om_reply{next(ids)}"}}
         if call.method == "PUT" and "/im/v1/messages/" in call.path:
@@ -44,10 +48,21 @@ def open_api():
     return respond
 
 
+def mention(key: str, open_id: str, name: str) -> dict:
+    return {"key": key, "id": {"open_id": open_id, "union_id": "on_x", "user_id": ""}, "name": name,
+            "tenant_key": "t1"}
+
+
+BOT_MENTION = [mention("@_user_1", BOT, "Ongrid")]
+
+
 def wrap(event_id: str, text: str, *, open_id: str = "ou_alice", root: str | None = None,
-         message_id: str = "om_root1", chat: str = "oc_chat1") -> dict:
-    msg = {"message_id": message_id, "chat_id": chat, "chat_type": "group", "message_type": "text",
-           "content": json.dumps({"text": f"@_user_1 {text}"})}
+         message_id: str = "om_root1", chat: str = "oc_chat1", chat_type: str = "group",
+         mentions: list | None = None) -> dict:
+    """An ``im.message.receive_v1`` event; by default a group message that @-mentions the bot."""
+    msg = {"message_id": message_id, "chat_id": chat, "chat_type": chat_type, "message_type": "text",
+           "content": json.dumps({"text": f"@_user_1 {text}" if mentions is None else text}),
+           "mentions": BOT_MENTION if mentions is None else mentions}
     if root:
         msg["root_id"] = root
     return {"schema": "2.0", "header": {"event_id": event_id, "event_type": "im.message.receive_v1",
@@ -92,7 +107,8 @@ def test_encrypted_signed_event_turn_edits_final_split_retry_forgeries(tmp_path)
         body, headers = sealed({"type": "url_verification", "challenge": "ch-2", "token": "wrong"}, sign=False)
         assert httpx2.post(hook, content=body, headers=headers, timeout=10).status_code == 401
 
-        ev = wrap("ev-1", "what fills the data folder?")
+        ev = wrap("ev-1", "@_user_1 what fills the data folder? cc @_user_2",
+                  mentions=[*BOT_MENTION, mention("@_user_2", "ou_bob", "Bob  Li")])
         # forged: wrong signature key, stale timestamp, unsigned event, wrong verification token
         for b, h in (sealed(ev, key="not-the-key"), sealed(ev, ts=int(time.time()) - 400), sealed(ev, sign=False),
                      sealed({**ev, "header": {**ev["header"], "token": "nope"}})):
@@ -136,6 +152,25 @@ def test_encrypted_signed_event_turn_edits_final_split_retry_forgeries(tmp_path)
         refusal = double.wait_for(lambda: [c for c in double.find("/im/v1/messages/om_root9/reply")], 20, "refusal")
         assert "not mapped to an Ongrid user" in md(refusal[0])
         assert len(rows(db, "select id from turn_origins")) == 1
+        # the bot's mention key is taken out of the text, another person's becomes @name
+        users = rows(db, "select content from chat_messages where role = 'user' and session_id in "
+                         "(select id from chat_sessions where parent_session_id is null)")
+        assert users == [{"content": "what fills the data folder? cc @Bob Li"}]
+
+        def post(event: dict) -> None:
+            body, headers = sealed(event)
+            assert httpx2.post(hook, content=body, headers=headers, timeout=10).status_code == 200
+
+        # group messages that do not @-mention the bot start nothing and get no answer, not even the
+        # refusal; a direct message needs no mention; the bot's open_id was asked for once
+        post(wrap("ev-3", "hi all", open_id="ou_mallory", message_id="om_root10", mentions=[]))
+        post(wrap("ev-4", "@_user_1 look", message_id="om_root11", mentions=[mention("@_user_1", "ou_bob", "Bob")]))
+        post(wrap("ev-5", "what fills it", message_id="om_root12", chat_type="topic_group", mentions=[]))
+        post(wrap("ev-6", "stop", message_id="om_root13", chat_type="p2p", mentions=[]))
+        double.wait_for(lambda: double.find("/im/v1/messages/om_root13/reply"), 20, "the direct message's answer")
+        assert not any(double.find(f"/im/v1/messages/om_root1{i}/reply") for i in range(3))
+        assert len(rows(db, "select id from turn_origins")) == 1
+        assert len(double.find("/bot/v3/info")) == 1
     finally:
         stop(daemon)
         stop(llm)
