@@ -13,7 +13,13 @@ secret (constant-time compare) or 401 and nothing starts.
 Either way every ``update_id`` is claimed once in the database (10
 minutes), so a redelivered update never starts a second turn.  Handled:
 ``message`` with ``text`` from a human (``from.is_bot`` false) in an
-allowed chat.  ``stop`` / ``/stop`` stops the running turn.  Thread names:
+allowed chat: every message of a private chat, and in a group only one
+addressed to the bot — its ``entities`` mention ``@<bot username>``
+(``mention``, ``bot_command`` such as ``/stop@bot``, ``text_mention``) or
+it replies to one of the bot's messages.  The bot's identity comes from
+``getMe``, asked once and kept; while it cannot be learnt no group message
+is answered.  ``@<bot username>`` is removed from the text.  ``stop`` /
+``/stop`` stops the running turn.  Thread names:
 ``telegram:<chat id>`` or ``telegram:<chat id>/<message_thread_id>``
 (forum topics).  Outbound HTML (``parse_mode: HTML``), split at 4,096.
 Logs never carry the bot URL (it holds the token).
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from typing import Any
 
 import trio
@@ -51,6 +58,8 @@ DEFAULT_API = "https://api.telegram.org"
 MAX_TEXT_CHARS = 32 * 1024
 MAX_BACKOFF_S = 30.0
 MAX_UPDATES = 100
+MAX_ENTITIES = 100
+USERNAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
 
 
 def _retry_after(resp: Any) -> float | None:
@@ -74,6 +83,9 @@ class TelegramBridge:
         self.poll_timeout_s = poll_timeout_s
         self.http = PlatformHTTP(context.http, PLATFORM, retry_after=_retry_after)
         self.offset: int | None = None
+        #: the bot's own (user id, username) from ``getMe``, learnt at the first group message
+        self.me: tuple[int, str] | None = None
+        self._me_lock = trio.Lock()
 
     # ---- Bot API ---------------------------------------------------------------
     async def api(self, method: str, payload: dict[str, Any], **kwargs: Any) -> Any:
@@ -109,6 +121,24 @@ class TelegramBridge:
         except PlatformError as exc:
             if "message is not modified" not in str(exc):
                 raise
+
+    async def identity(self) -> tuple[int, str] | None:
+        """The bot's (user id, username), asked of ``getMe`` once and kept;
+        None (logged) while the API does not give it.  Waits for a call
+        another task has in flight; cancellation leaves nothing kept."""
+        async with self._me_lock:
+            if self.me is None:
+                try:
+                    me = await self.api("getMe", {})
+                except PlatformError as exc:
+                    log.warning("telegram_get_me_failed", error=str(exc))
+                    return None
+                uid, name = (me.get("id"), me.get("username")) if isinstance(me, dict) else (None, None)
+                if not (isinstance(uid, int) and isinstance(name, str) and USERNAME_RE.match(name)):
+                    log.warning("telegram_get_me_failed", error="no id or username in the getMe answer")
+                    return None
+                self.me = (uid, name)
+            return self.me
 
     # ---- inbound ---------------------------------------------------------------
     async def poll_forever(self) -> None:
@@ -175,6 +205,20 @@ class TelegramBridge:
         if not self.settings.allows(str(chat_id)):
             log.info("telegram_chat_not_allowed", chat=chat_id)
             return
+        group = chat.get("type") != "private"  # group, supergroup, or anything new: only when addressed
+        self.context.chat.spawn(lambda: self.answer(msg, text, chat_id, user_id, message_id, thread_id, group),
+                                name="telegram message")
+
+    async def answer(self, msg: dict[str, Any], text: str, chat_id: int, user_id: int, message_id: int,
+                     thread_id: int | None, group: bool) -> None:
+        """One user's message, after it was claimed: in a group, nothing
+        unless it is addressed to the bot; then the refusal, ``stop`` or a turn."""
+        if group:
+            me = await self.identity()
+            if me is None or not _addressed(msg, text, me):
+                log.info("telegram_not_addressed", chat=chat_id)
+                return
+            text = re.sub(rf"@{me[1]}(?!\w)", "", text, flags=re.IGNORECASE)
         text = text.strip()[:MAX_TEXT_CHARS]
         if not text:
             return
@@ -186,12 +230,11 @@ class TelegramBridge:
         ongrid_user = self.settings.ongrid_user(str(user_id))
         if ongrid_user is None:
             log.info("telegram_user_refused", im_user=user_id, chat=chat_id)
-            self.context.chat.spawn(say_safely, say, REFUSAL, name="telegram refusal")
+            await say_safely(say, REFUSAL)
             return
         thread = f"telegram:{conversation}"
         if is_stop(text):
-            self.context.chat.spawn(lambda: stop_thread(self.context.chat, user=ongrid_user, thread=thread, say=say),
-                                    name="telegram stop")
+            await stop_thread(self.context.chat, user=ongrid_user, thread=thread, say=say)
             return
         origin = {"platform": PLATFORM, "im_user": str(user_id), "conversation": conversation}
 
@@ -201,8 +244,39 @@ class TelegramBridge:
         async def edit(ref: int, html_text: str) -> None:
             await self.edit(chat_id, ref, html_text)
 
-        self.context.chat.spawn(
-            lambda: run_bridge_turn(self.context.chat, user=ongrid_user, thread=thread, text=text,
-                                    locale=self.settings.locale(str(chat_id)), origin=origin, post=post, edit=edit,
-                                    render=to_html, limit=LIMIT, interval_s=self.settings.edit_interval_s),
-            name="telegram turn")
+        await run_bridge_turn(self.context.chat, user=ongrid_user, thread=thread, text=text,
+                              locale=self.settings.locale(str(chat_id)), origin=origin, post=post, edit=edit,
+                              render=to_html, limit=LIMIT, interval_s=self.settings.edit_interval_s)
+
+
+def _addressed(msg: dict[str, Any], text: str, me: tuple[int, str]) -> bool:
+    """Whether a group message is meant for the bot ``me`` = (user id,
+    username): a ``mention`` or ``bot_command`` entity naming it, a
+    ``text_mention`` of it, or a reply to one of its messages.  Entity
+    offsets and lengths count UTF-16 code units, as the Bot API defines."""
+    reply = msg.get("reply_to_message")
+    replied = reply.get("from") if isinstance(reply, dict) else None
+    if isinstance(replied, dict) and replied.get("id") == me[0]:
+        return True
+    entities = msg.get("entities")
+    if not isinstance(entities, list):
+        return False
+    units = text.encode("utf-16-le")
+    handle = "@" + me[1].lower()
+    for entity in entities[:MAX_ENTITIES]:
+        if not isinstance(entity, dict):
+            continue
+        kind, offset, length = entity.get("type"), entity.get("offset"), entity.get("length")
+        if kind == "text_mention":
+            user = entity.get("user")
+            if isinstance(user, dict) and user.get("id") == me[0]:
+                return True
+            continue
+        if kind not in ("mention", "bot_command") or not (isinstance(offset, int) and isinstance(length, int)):
+            continue
+        if offset < 0 or length <= 0 or length > 100:
+            continue
+        word = units[offset * 2:(offset + length) * 2].decode("utf-16-le", "replace").lower()
+        if word == handle if kind == "mention" else word.endswith(handle):
+            return True
+    return False

@@ -22,6 +22,7 @@ TOKEN = "123456:AAE-test-token-0123456789abcdefXYZ"
 WEBHOOK_SECRET = "whsec-0123456789abcdefghij"
 HOSTILE = ('Done. <script>alert("x")</script> & <b>not bold</b> [click](javascript:alert(1)) '
            '[docs](https://example.org/?a=1&b="2")\n\n```sh\necho "<tag>" && true\n```')
+BOT_ID, BOT_NAME = 777000111, "ongrid_ops_bot"
 LONG = "Findings:\n\n```\n" + "\n".join(f"/srv/f{i:04d} <{i}> & more" for i in range(300)) + "\n```\n\n" + HOSTILE
 
 
@@ -51,6 +52,9 @@ class BotAPI:
                     if ready or time.monotonic() >= deadline:
                         return 200, {}, {"ok": True, "result": ready}
                     self.cond.wait(max(0.01, deadline - time.monotonic()))
+        if method == "getMe":
+            return 200, {}, {"ok": True, "result": {"id": BOT_ID, "is_bot": True, "first_name": "Ongrid",
+                                                    "username": BOT_NAME}}
         if method == "sendMessage":
             return 200, {}, {"ok": True, "result": {"message_id": next(self.ids), "chat": {"id": call.payload["chat_id"]}}}
         if method == "editMessageText":
@@ -59,9 +63,21 @@ class BotAPI:
 
 
 def update(update_id: int, text: str, *, user: int = 42, chat: int = -1001, thread: int | None = 7,
-           message_id: int = 10) -> dict:
-    msg = {"message_id": message_id, "date": 1, "text": text, "chat": {"id": chat, "type": "supergroup"},
+           message_id: int = 10, chat_type: str = "supergroup", addressed: bool = True,
+           entities: list | None = None) -> dict:
+    """A ``message`` update; in a group, by default addressed to the bot
+    (``@bot text``, or ``/cmd@bot`` for a command) with the entity the Bot API sets."""
+    if addressed and chat_type != "private":
+        if text.startswith("/"):
+            text = f"{text}@{BOT_NAME}"
+            entities = [{"type": "bot_command", "offset": 0, "length": len(text)}]
+        else:
+            text = f"@{BOT_NAME} {text}"
+            entities = [{"type": "mention", "offset": 0, "length": len(BOT_NAME) + 1}]
+    msg = {"message_id": message_id, "date": 1, "text": text, "chat": {"id": chat, "type": chat_type},
            "from": {"id": user, "is_bot": False, "first_name": "Op"}}
+    if entities is not None:
+        msg["entities"] = entities
     if thread is not None:
         msg.update(message_thread_id=thread, is_topic_message=True)
     return {"update_id": update_id, "message": msg}
@@ -134,6 +150,30 @@ def test_polling_turn_progress_final_html_split_outage_and_refusal(tmp_path):
         log = (tmp_path / "daemon.log").read_text()
         assert "telegram_poll_failed" in log and "telegram_poll_recovered" in log
         assert len(rows(db, "select id from chat_sessions where parent_session_id is null")) == 1
+        users = rows(db, "select content from chat_messages where role = 'user' and session_id in "
+                         "(select id from chat_sessions where parent_session_id is null)")
+        assert users == [{"content": "what fills the data folder?"}]  # the bot's @name taken out
+
+        def answered(message_id: int) -> list:
+            return [c for c in double.find("/sendMessage")
+                    if (c.payload.get("reply_parameters") or {}).get("message_id") == message_id]
+
+        # in a group only what is addressed to the bot is answered, the refusal included: not a plain
+        # message, not a mention of another bot; a reply to the bot's message is; a mention after an
+        # emoji (entity offsets count UTF-16 units) is; a private chat needs no mention
+        api.push(update(503, "hello?", user=99, chat=555, thread=None, message_id=12, addressed=False))
+        api.push(update(504, "@other_bot stop", thread=None, message_id=13, addressed=False,
+                        entities=[{"type": "mention", "offset": 0, "length": 10}]))
+        reply = update(505, "stop", thread=None, message_id=14, addressed=False)
+        reply["message"]["reply_to_message"] = {"message_id": 1000, "from": {"id": BOT_ID, "is_bot": True}}
+        api.push(reply)
+        api.push(update(506, f"🔥 @{BOT_NAME} stop", thread=None, message_id=15, addressed=False,
+                        entities=[{"type": "mention", "offset": 3, "length": len(BOT_NAME) + 1}]))
+        api.push(update(507, "stop", chat=42, chat_type="private", thread=None, message_id=16))
+        for mid in (14, 15, 16):
+            double.wait_for(lambda mid=mid: answered(mid), 30, f"the answer to message {mid}")
+        assert not answered(12) and not answered(13)
+        assert len(double.find("/getMe")) == 1
     finally:
         stop(daemon)
         stop(llm)
