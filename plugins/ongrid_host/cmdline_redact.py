@@ -25,7 +25,11 @@ command lines carry credentials:
   (smbclient ``-U``);
 - a client's own password option: ``-pX`` of the MySQL/MariaDB tools,
   ``redis-cli -a X``, ``sshpass -p X``, the OpenLDAP tools' ``-w X``,
-  ``mongo``/``mongosh -p X``.
+  ``mongo``/``mongosh -p X``;
+- the same names in configuration files: ``password = X``, ``password= X``,
+  ``db_password: X`` (INI, YAML, TOML, shell), and a quoted value holding
+  spaces (``password: "a b c"``, ``DB_PASSWORD="a b"``) is hidden up to
+  its closing quote on the same line.
 
 :func:`redact_command_lines` keeps every other character of the text,
 whitespace and line breaks included, so a ``ps`` table keeps its columns'
@@ -88,6 +92,8 @@ _PASSWORD_OPTIONS = {
 #: programs whose ``-p`` takes the password in the same word (the MySQL and MariaDB tools)
 _MYSQL = re.compile(r"(?:mysql[a-z_-]{0,16}|mariadb(?:-[a-z]{1,16})?)\Z")
 _WORDS = re.compile(r"(\s+)")
+#: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
+_BARE_NAME = re.compile(r"[\"']?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 
 
 def redact_command_lines(text: str) -> str:
@@ -105,55 +111,77 @@ def _redact_line(line: str) -> str:
     programs = {_program(word) for word in parts[::2] if word}
     mysql = any(_MYSQL.match(name) for name in programs)
     password_options = {opt for name in programs for opt in _PASSWORD_OPTIONS.get(name, ())}
-    hide_next = user_next = False
+    hide_next = user_next = named = False
+    open_quote = ""  # a hidden value's quote not yet closed: the words up to its close go too
     for i in range(0, len(parts), 2):
         word = parts[i]
         if not word:
             continue
+        if open_quote:
+            parts[i - 1] = parts[i] = ""
+            if word.endswith(open_quote):
+                open_quote = ""
+            continue
+        if named and word in ("=", ":"):  # "password = X" of a configuration file
+            hide_next, named = True, False
+            continue
+        if named and word[0] in "=:" and len(word) > 1:  # "password =X"
+            parts[i], named, open_quote = word[0] + HIDDEN, False, _unclosed(word[1:])
+            continue
+        named = False
         if hide_next:  # the value of a secret-named option, whatever it looks like (a token may start with -)
             if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
-                parts[i], hide_next = HIDDEN, False
+                parts[i], hide_next, open_quote = HIDDEN, False, _unclosed(word)
             continue
         if user_next and not word.startswith("-"):
             parts[i], user_next = _user_password(word), False
             continue
         user_next = False
         if word in password_options or (_OPTION.match(word) and _secret_name(word)) or (
-                word.endswith(":") and _secret_name(word[:-1])):
+                word[-1] in ":=" and _BARE_NAME.match(word[:-1]) and _secret_name(word[:-1])):
             hide_next = True
         elif word in ("-u", "--user", "-U"):
             user_next = True
         elif mysql and word.startswith("-p") and len(word) > 2:
             parts[i] = f"-p{HIDDEN}"
         else:
-            parts[i], hide_next = _redact_word(word)
+            named = bool(_BARE_NAME.match(word)) and _secret_name(word)
+            if not named:
+                parts[i], hide_next, open_quote = _redact_word(word)
     return "".join(parts)
 
 
-def _redact_word(word: str, depth: int = 0) -> tuple[str, bool]:
+def _unclosed(value: str) -> str:
+    """The quote ``value`` opens and does not close (``"a`` → ``"``), else ``""``."""
+    quote = value[:1]
+    return quote if quote in ("'", '"') and not (len(value) > 1 and value.endswith(quote)) else ""
+
+
+def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str]:
     """One word: ``name=value`` (and a value that is itself one), query parameters, JSON members, URL
-    passwords.  Returns the word as shown, and whether the next word is the value
-    (``Authorization:Bearer`` then the credential)."""
+    passwords.  Returns the word as shown, whether the next word is the value
+    (``Authorization:Bearer`` then the credential), and the quote a hidden value opened and
+    did not close (``DB_PASSWORD="a`` of ``DB_PASSWORD="a b"``), else ``""``."""
     assigned = _ASSIGNED.match(word)
     if assigned:
         name, sep, value = assigned.groups()
         if _secret_name(name):
             if value.lower() in _AUTH_SCHEMES:
-                return word, True
-            return f"{name}{sep}{HIDDEN}", False
+                return word, True, ""
+            return f"{name}{sep}{HIDDEN}", False, _unclosed(value)
         if name in ("--user", "-u", "-U") and sep == "=":
-            return f"{name}={_user_password(value)}", False
+            return f"{name}={_user_password(value)}", False, ""
         if depth < 2:  # --env=DB_PASSWORD=X, Environment="TOKEN=X"
             quote = value[:1] if value[:1] in ("'", '"') else ""
             close = quote if quote and len(value) > 1 and value.endswith(quote) else ""
             inner = value[len(quote):len(value) - len(close)]
-            shown, _ = _redact_word(inner, depth + 1)
+            shown, _, _ = _redact_word(inner, depth + 1)
             if shown != inner:
-                return f"{name}{sep}{quote}{shown}{close}", False
+                return f"{name}{sep}{quote}{shown}{close}", False, ""
     word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2)) else m.group(0), word)
     word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
                             else m.group(0), word)
-    return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word), False
+    return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word), False, ""
 
 
 def _user_password(value: str) -> str:

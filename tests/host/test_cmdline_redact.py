@@ -47,6 +47,18 @@ from ongrid_host.local import redact_cmdline
     ("app --token\x1chunter2", "app --token\x1c***"),  # any whitespace but a line break separates words
     ("psql -U postgres -h db", "psql -U postgres -h db"),  # a user name, no password
     ("java -cp /a/b:/c/d Main", "java -cp /a/b:/c/d Main"),
+    # configuration files (host_bash output): INI, YAML, TOML and shell shapes, quoted values with spaces
+    ("password = hunter2", "password = ***"),
+    ("  db_password: 'hunter 2'  # rotated", "  db_password: ***  # rotated"),
+    ('secret_key = "a b c"', "secret_key = ***"),
+    ("password =hunter2", "password =***"),
+    ("password= hunter2", "password= ***"),
+    ('export DB_PASSWORD="hunter 2" X=1', "export DB_PASSWORD=*** X=1"),
+    ('"api_key" = "k1"', '"api_key" = ***'),
+    ("app --token 'a b' -v", "app --token *** -v"),
+    ("key_buffer_size = 16M", "key_buffer_size = 16M"),  # not credentials, as on a command line
+    ("author: bob", "author: bob"),
+    ("the password is weak", "the password is weak"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_command_lines(line) == shown
@@ -55,7 +67,8 @@ def test_secret_looking_values_are_hidden(line, shown):
 def test_long_words_cost_linear_time():
     # a local user controls their processes' arguments (128 KiB each): no pattern may backtrack over a word
     for hostile in ("sleep " + "a" * 400_000, "x " + "a" * 400_000 + "://u:p@h", 'x "a":"' * 60_000,
-                    "x ?" + "a" * 400_000, "x --" + "a" * 400_000 + "=v"):
+                    "x ?" + "a" * 400_000, "x --" + "a" * 400_000 + "=v", 'password = "' + "a " * 200_000,
+                    "password " * 100_000):
         assert len(redact_command_lines(hostile)) >= len(hostile) - 400_000
 
 
