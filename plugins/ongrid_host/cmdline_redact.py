@@ -42,6 +42,8 @@ from __future__ import annotations
 import re
 
 HIDDEN = "***"
+#: what a tool's answer says (``redacted``) when this filter changed something in it
+REDACTED_NOTE = "values that look like credentials (--token X, password=X, URL passwords) are ***"
 
 #: name parts (lower case, split at anything not a letter or digit) that say the value is a credential
 _SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "token", "secret", "credential",

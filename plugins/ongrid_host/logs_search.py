@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 import trio
 
+from ongrid_host.cmdline_redact import REDACTED_NOTE, redact_command_lines
 from ongrid_host.logs_lines import LineSplitter, Matcher, last_timestamp, line_timestamp
 from ongrid_host.path_policy import PathPolicy, normalize
 from ongrid_host.services import UNIT_RE
@@ -90,7 +91,14 @@ class Hits:
             heapq.heapreplace(self.heap, (rank, self.seq, hit))
 
     def result(self) -> dict[str, Any]:
+        """The answer: the hits newest first, their lines passed through the
+        credential filter (``redacted`` says when it hid something), the totals."""
         hits = [h() for _, _, h in sorted(self.heap, key=lambda e: (e[0], e[1]), reverse=True)]
+        redacted = False
+        for hit in hits:
+            shown = redact_command_lines(hit["line"])
+            if shown != hit["line"]:
+                hit["line"], redacted = shown, True
         out: dict[str, Any] = {"hits": hits, "total_matched": self.total_matched,
                                "more_available": self.total_matched > len(hits) or not self.complete,
                                "scanned_bytes": self.scanned_bytes, "complete": self.complete,
@@ -99,6 +107,8 @@ class Hits:
             self.notes.append(f"{len(self.sources) - 50} more sources not listed")
         if self.notes:
             out["notes"] = self.notes
+        if redacted:
+            out["redacted"] = REDACTED_NOTE
         return out
 
 

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from ongrid_host import fs, local, remote
-from ongrid_host.cmdline_redact import redact_command_lines
+from ongrid_host.cmdline_redact import REDACTED_NOTE, redact_command_lines
 from ongrid_host.bash_policy import Verdict, analyze
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.http_probe import probe_http
@@ -347,7 +347,7 @@ class HostTools:
                 "stderr_cut_bytes": result.stderr_cut,
             }
             if (shown_out, shown_err) != (stdout, stderr):
-                out["redacted"] = "values that look like credentials (--token X, password=X, URL passwords) are ***"
+                out["redacted"] = REDACTED_NOTE
             if result.stdout_cut or result.stderr_cut:
                 out["note"] = (f"output cut: kept the first {human_bytes(BASH_MAX_STDOUT)} of stdout and "
                                f"{human_bytes(BASH_MAX_STDERR)} of stderr")

@@ -287,3 +287,23 @@ async def test_journal_over_ssh(sshd, tmp_path, journal_dir):  # noqa: F811
     out = await remote(pattern="refused", source="journal", host="lo-ssh", unit="checkout.service")
     assert [(h["host"], h["unit"], h["line"]) for h in out["hits"]] == [
         ("lo-ssh", "checkout.service", "checkout ERROR: connection to postgres-main refused")]
+
+
+async def test_credentials_in_log_lines_are_hidden(tmp_path):
+    # another program's log holds its connection string, a header and a config dump: the hits show the lines
+    # with the values hidden and say so; a search that finds none of them has no "redacted"
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "app.log").write_text(
+        "2026-03-02T10:00:00Z ERROR connect postgres://app:s3cr3t-pw@db:5432/x failed\n"
+        '2026-03-02T10:00:01Z DEBUG request headers Authorization: Bearer tok-AbC123 "x-trace: 1"\n'
+        "2026-03-02T10:00:02Z INFO config db_password = hunter2-long retries = 3\n"
+        "2026-03-02T10:00:03Z INFO nothing secret here\n")
+    call = search_tool([d])
+    out = await call(pattern="2026-03-02", source="files")
+    lines = "\n".join(h["line"] for h in out["hits"])
+    assert out["total_matched"] == 4 and out["redacted"].startswith("values that look like credentials")
+    assert all(s not in lines for s in ("s3cr3t-pw", "tok-AbC123", "hunter2-long"))
+    assert "postgres://app:***@db:5432/x" in lines and "Authorization: Bearer ***" in lines
+    assert "db_password = *** retries = 3" in lines and "nothing secret here" in lines
+    assert "redacted" not in await call(pattern="nothing secret", source="files")
