@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import attrs
 
 from ongridd.config import Config, HostConfig, read_secret, read_yaml_file
+from ongridd.credfilter import REDACTED_NOTE, redact_credentials
 from ongridd.errors import ConfigError, OngridError, StoreError, ToolError, ToolTimeout
 from ongridd.logs import StructuredLogger, get_logger
 from ongridd.plugins.bridgekit import (
@@ -69,6 +70,8 @@ __all__ = [
     "PluginStore",
     "scrubbed_env",
     "redact",
+    "redact_credentials",
+    "REDACTED_NOTE",
     "ChatAPI",
     "ChatTurn",
     "Origin",

@@ -9,7 +9,7 @@ from typing import Any
 import psutil
 import trio
 
-from ongrid_host.cmdline_redact import redact_command_lines
+from ongridd.plugins.api import redact_credentials
 from ongrid_host.units import human_bytes, iso_utc
 
 #: filesystem types that hold no disk data (or are always full, like squashfs
@@ -100,8 +100,8 @@ async def load_local() -> dict[str, Any]:
 
 
 def redact_cmdline(args: list[str], max_chars: int = 300) -> str:
-    """Join a command line, hide secret-looking values (:mod:`ongrid_host.cmdline_redact`), cut."""
-    text = redact_command_lines(" ".join(args).replace("\n", " "))
+    """Join a command line, hide secret-looking values (:func:`ongridd.credfilter.redact_credentials`), cut."""
+    text = redact_credentials(" ".join(args).replace("\n", " "))
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 

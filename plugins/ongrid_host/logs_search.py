@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongrid_host.cmdline_redact import REDACTED_NOTE, redact_command_lines
+from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
 from ongrid_host.logs_lines import LineSplitter, Matcher, last_timestamp, line_timestamp
 from ongrid_host.path_policy import PathPolicy, normalize
 from ongrid_host.services import UNIT_RE
@@ -96,7 +96,7 @@ class Hits:
         hits = [h() for _, _, h in sorted(self.heap, key=lambda e: (e[0], e[1]), reverse=True)]
         redacted = False
         for hit in hits:
-            shown = redact_command_lines(hit["line"])
+            shown = redact_credentials(hit["line"])
             if shown != hit["line"]:
                 hit["line"], redacted = shown, True
         out: dict[str, Any] = {"hits": hits, "total_matched": self.total_matched,

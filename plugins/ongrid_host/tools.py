@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from ongrid_host import fs, local, remote
-from ongrid_host.cmdline_redact import REDACTED_NOTE, redact_command_lines
+from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
 from ongrid_host.bash_policy import Verdict, analyze
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.http_probe import probe_http
@@ -337,7 +337,7 @@ class HostTools:
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")
-            shown_out, shown_err = redact_command_lines(stdout), redact_command_lines(stderr)
+            shown_out, shown_err = redact_credentials(stdout), redact_credentials(stderr)
             out = {
                 "host": t.name, "argv": list(verdict.argv), "class": verdict.kind,
                 "exit_code": result.exit_code, "timed_out": result.timed_out, "duration_ms": result.duration_ms,

@@ -22,7 +22,8 @@ EXPORTS = {
     # context, routes, store
     "PluginContext", "PluginRequest", "PluginResponse", "PluginStore", "HostConfig",
     # secrets, logging, files
-    "scrubbed_env", "redact", "get_logger", "StructuredLogger", "read_yaml_file", "load_front_matter",
+    "scrubbed_env", "redact", "redact_credentials", "REDACTED_NOTE", "get_logger", "StructuredLogger",
+    "read_yaml_file", "load_front_matter",
     # channel bridges
     "ChatAPI", "ChatTurn", "Origin", "PlatformError", "PlatformHTTP", "Progress", "heading_text",
     "inline_spans", "markdown_blocks", "relay_turn", "split_rendered", "split_text", "REFUSAL",

@@ -31,7 +31,7 @@ command lines carry credentials:
   spaces (``password: "a b c"``, ``DB_PASSWORD="a b"``) is hidden up to
   its closing quote on the same line.
 
-:func:`redact_command_lines` keeps every other character of the text,
+:func:`redact_credentials` keeps every other character of the text,
 whitespace and line breaks included, so a ``ps`` table keeps its columns'
 starts.  Pure; linear in the text's length (every pattern is anchored or
 bounded, so no input makes a regular expression backtrack over a word).
@@ -98,7 +98,7 @@ _WORDS = re.compile(r"(\s+)")
 _BARE_NAME = re.compile(r"[\"']?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 
 
-def redact_command_lines(text: str) -> str:
+def redact_credentials(text: str) -> str:
     """``text`` (one or more command lines, or a listing holding them) with secret-looking
     values replaced by ``***``; everything else unchanged."""
     return "\n".join(_redact_line(line) for line in text.split("\n"))

@@ -8,7 +8,7 @@ import sys
 import uuid
 
 import pytest
-from ongrid_host.cmdline_redact import redact_command_lines
+from ongridd.credfilter import redact_credentials
 from ongrid_host.local import redact_cmdline
 
 
@@ -61,7 +61,7 @@ from ongrid_host.local import redact_cmdline
     ("the password is weak", "the password is weak"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
-    assert redact_command_lines(line) == shown
+    assert redact_credentials(line) == shown
 
 
 def test_long_words_cost_linear_time():
@@ -69,12 +69,12 @@ def test_long_words_cost_linear_time():
     for hostile in ("sleep " + "a" * 400_000, "x " + "a" * 400_000 + "://u:p@h", 'x "a":"' * 60_000,
                     "x ?" + "a" * 400_000, "x --" + "a" * 400_000 + "=v", 'password = "' + "a " * 200_000,
                     "password " * 100_000):
-        assert len(redact_command_lines(hostile)) >= len(hostile) - 400_000
+        assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
 def test_a_listing_keeps_its_layout():
     table = "  PID CMD\n    1 /sbin/init\n  42 app --token   sk-1\n"
-    assert redact_command_lines(table) == "  PID CMD\n    1 /sbin/init\n  42 app --token   ***\n"
+    assert redact_credentials(table) == "  PID CMD\n    1 /sbin/init\n  42 app --token   ***\n"
     assert redact_cmdline(["x", "--token", "sk-live-SECRET123", "-pHunter2", "--api-key", "AKIA123"]) == (
         "x --token *** -pHunter2 --api-key ***")
 
