@@ -26,7 +26,7 @@ command lines carry credentials:
 - a client's own password option: ``-pX`` of the MySQL/MariaDB tools,
   ``redis-cli -a X``, ``sshpass -p X``, the OpenLDAP tools' ``-w X``,
   ``mongo``/``mongosh -p X``;
-- the same names in configuration files: ``password = X``, ``password= X``,
+- the same names in configuration files and JSON: ``password = X``, ``password= X``,
   ``db_password: X`` (INI, YAML, TOML, shell), and a quoted value holding
   spaces (``password: "a b c"``, ``DB_PASSWORD="a b"``) is hidden up to
   its closing quote on the same line.
@@ -83,6 +83,8 @@ _URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://
 _QUERY_SECRET = re.compile(r"([?&;,]([^=&#,\s]{1,64})=)([^&#,\s]+)")
 #: a JSON member with a secret-looking name
 _JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")([^"]*)(")')
+#: a JSON member whose string value is still open at the word's end (a value holding a space)
+_JSON_OPEN = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")[^"]*\Z')
 #: schemes of an ``Authorization`` header: the credential is the word after them
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
 #: client programs (by file name) and their options that take a password as the next word
@@ -114,26 +116,28 @@ def _redact_line(line: str) -> str:
     mysql = any(_MYSQL.match(name) for name in programs)
     password_options = {opt for name in programs for opt in _PASSWORD_OPTIONS.get(name, ())}
     hide_next = user_next = named = False
-    open_quote = ""  # a hidden value's quote not yet closed: the words up to its close go too
+    # a hidden value's quote not yet closed: the words up to its close go too (the close itself stays
+    # when the opening quote is still shown, as in a JSON member: "password":"***")
+    open_quote, keep_close = "", False
     for i in range(0, len(parts), 2):
         word = parts[i]
         if not word:
             continue
         if open_quote:
-            parts[i - 1] = parts[i] = ""
-            if word.endswith(open_quote):
-                open_quote = ""
+            at = word.find(open_quote)
+            parts[i - 1], parts[i] = "", "" if at < 0 else word[at if keep_close else at + 1:]
+            open_quote = open_quote if at < 0 else ""
             continue
         if named and word in ("=", ":"):  # "password = X" of a configuration file
             hide_next, named = True, False
             continue
         if named and word[0] in "=:" and len(word) > 1:  # "password =X"
-            parts[i], named, open_quote = word[0] + HIDDEN, False, _unclosed(word[1:])
+            parts[i], named, open_quote, keep_close = word[0] + HIDDEN, False, _unclosed(word[1:]), False
             continue
         named = False
         if hide_next:  # the value of a secret-named option, whatever it looks like (a token may start with -)
             if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
-                parts[i], hide_next, open_quote = HIDDEN, False, _unclosed(word)
+                parts[i], hide_next, open_quote, keep_close = HIDDEN, False, _unclosed(word), False
             continue
         if user_next and not word.startswith("-"):
             parts[i], user_next = _user_password(word), False
@@ -149,7 +153,7 @@ def _redact_line(line: str) -> str:
         else:
             named = bool(_BARE_NAME.match(word)) and _secret_name(word)
             if not named:
-                parts[i], hide_next, open_quote = _redact_word(word)
+                parts[i], hide_next, open_quote, keep_close = _redact_word(word)
     return "".join(parts)
 
 
@@ -159,31 +163,36 @@ def _unclosed(value: str) -> str:
     return quote if quote in ("'", '"') and not (len(value) > 1 and value.endswith(quote)) else ""
 
 
-def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str]:
+def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
     """One word: ``name=value`` (and a value that is itself one), query parameters, JSON members, URL
     passwords.  Returns the word as shown, whether the next word is the value
-    (``Authorization:Bearer`` then the credential), and the quote a hidden value opened and
-    did not close (``DB_PASSWORD="a`` of ``DB_PASSWORD="a b"``), else ``""``."""
+    (``Authorization:Bearer`` then the credential), the quote a hidden value opened and
+    did not close (``DB_PASSWORD="a`` of ``DB_PASSWORD="a b"``, ``{"token":"a`` of
+    ``{"token":"a b"}``) or ``""``, and whether its close is to be shown (the JSON member's)."""
     assigned = _ASSIGNED.match(word)
     if assigned:
         name, sep, value = assigned.groups()
         if _secret_name(name):
             if value.lower() in _AUTH_SCHEMES:
-                return word, True, ""
-            return f"{name}{sep}{HIDDEN}", False, _unclosed(value)
+                return word, True, "", False
+            return f"{name}{sep}{HIDDEN}", False, _unclosed(value), False
         if name in ("--user", "-u", "-U") and sep == "=":
-            return f"{name}={_user_password(value)}", False, ""
+            return f"{name}={_user_password(value)}", False, "", False
         if depth < 2:  # --env=DB_PASSWORD=X, Environment="TOKEN=X"
             quote = value[:1] if value[:1] in ("'", '"') else ""
             close = quote if quote and len(value) > 1 and value.endswith(quote) else ""
             inner = value[len(quote):len(value) - len(close)]
-            shown, _, _ = _redact_word(inner, depth + 1)
+            shown, _, _, _ = _redact_word(inner, depth + 1)
             if shown != inner:
-                return f"{name}{sep}{quote}{shown}{close}", False, ""
+                return f"{name}{sep}{quote}{shown}{close}", False, "", False
     word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2)) else m.group(0), word)
     word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
                             else m.group(0), word)
-    return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word), False, ""
+    word = _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word)
+    member = _JSON_OPEN.search(word)
+    if member and _secret_name(member.group(2)):  # {"token":"a b"} split into words: hide up to the close
+        return word[:member.end(1)] + HIDDEN, False, '"', True
+    return word, False, "", False
 
 
 def _user_password(value: str) -> str:

@@ -22,7 +22,16 @@ from typing import Any
 import attrs
 
 from ongridd.plugins.api import ToolError
-from ongridd.plugins.api import Tool, ToolCallContext, get_json, iso_utc, numeric_settings, parse_time
+from ongridd.plugins.api import (
+    REDACTED_NOTE,
+    Tool,
+    ToolCallContext,
+    get_json,
+    iso_utc,
+    numeric_settings,
+    parse_time,
+    redact_credentials,
+)
 
 DEFAULT_WINDOW_S = 3600.0
 _TIME = {"type": ["string", "number"]}
@@ -88,8 +97,10 @@ def _ts_iso(ns: Any) -> str | None:
 
 
 def shape_streams(result: list, settings: LokiSettings, limit: int, notes: list[str]) -> dict[str, Any]:
-    """Streams → bounded ``streams``, counts and ``truncated``."""
+    """Streams → bounded ``streams``, counts and ``truncated``; each line
+    through the credential filter (``redacted`` when it hid something)."""
     streams: list[dict[str, Any]] = []
+    redacted = False
     total_lines = sum(len(s.get("values") or []) for s in result if isinstance(s, dict))
     kept = 0
     budget = min(limit, settings.max_lines)
@@ -109,7 +120,9 @@ def shape_streams(result: list, settings: LokiSettings, limit: int, notes: list[
             if len(line) > settings.max_line_chars:
                 line = line[:settings.max_line_chars] + f" …[{len(pair[1]) - settings.max_line_chars} chars cut]"
                 cut_lines += 1
-            entries.append({"ts": _ts_iso(pair[0]), "line": line})
+            shown = redact_credentials(line)
+            redacted = redacted or shown != line
+            entries.append({"ts": _ts_iso(pair[0]), "line": shown})
             kept += 1
         streams.append({"labels": s.get("stream") or {}, "entries": entries})
     truncated = kept < total_lines or len(streams) < len(result)
@@ -117,7 +130,8 @@ def shape_streams(result: list, settings: LokiSettings, limit: int, notes: list[
         notes.append(f"showing {len(streams)} of {len(result)} streams")
     if cut_lines:
         notes.append(f"{cut_lines} long lines cut to {settings.max_line_chars} characters")
-    return {"streams": streams, "stream_count": len(result), "line_count": total_lines, "truncated": truncated}
+    out = {"streams": streams, "stream_count": len(result), "line_count": total_lines, "truncated": truncated}
+    return {**out, "redacted": REDACTED_NOTE} if redacted else out
 
 
 def shape_series(result_type: str, result: list, settings: LokiSettings, notes: list[str]) -> dict[str, Any]:

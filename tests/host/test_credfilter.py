@@ -59,6 +59,9 @@ from ongrid_host.local import redact_cmdline
     ("key_buffer_size = 16M", "key_buffer_size = 16M"),  # not credentials, as on a command line
     ("author: bob", "author: bob"),
     ("the password is weak", "the password is weak"),
+    ('{"password":"a b","x":1}', '{"password":"***","x":1}'),  # a JSON string with a space in it
+    ('{"headers":{"Authorization":"Bearer tok-1"},"u":"ops"}', '{"headers":{"Authorization":"***"},"u":"ops"}'),
+    ('{"msg":"a b","n":1}', '{"msg":"a b","n":1}'),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown

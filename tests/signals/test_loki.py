@@ -23,6 +23,9 @@ STREAMS = [
       for i in range(40)]),
     ({"app": "checkout", "pod": "checkout-2"}, [(BASE_NS + 5 * 10**9, "level=error msg=\"" + "x" * 5000 + "\"")]),
     ({"app": "search", "pod": "search-1"}, [(BASE_NS, "level=info ok")]),
+    ({"app": "auth", "pod": "auth-1"}, [
+        (BASE_NS, 'level=debug msg="login" password=hunter2-x dsn="postgres://svc:pw-123@db/auth" n=1'),
+        (BASE_NS + 10**9, '{"level":"info","headers":{"Authorization":"Bearer tok-9f8e"},"user":"ops"}')]),
 ]
 SELECTOR = re.compile(r'^\{(\w+)="([^"]*)"\}\s*(?:\|=\s*"([^"]*)")?$')
 
@@ -103,6 +106,19 @@ async def test_streams_and_line_length_are_bounded(loki):
                                                   end="2026-03-02T11:00:00Z")
     line = cut["streams"][0]["entries"][0]["line"]
     assert len(line) < 130 and line.endswith("chars cut]")
+
+
+async def test_credentials_in_lines_are_hidden(loki):
+    # another service's log lines (logfmt, a DSN, JSON with an Authorization header) reach the model with
+    # the values hidden, and the answer says so; a query whose lines hold none has no "redacted"
+    _, url = loki
+    out = await tool_for(url)(query='{app="auth"}', start="2026-03-02T09:00:00Z", end="2026-03-02T11:00:00Z")
+    lines = [e["line"] for e in out["streams"][0]["entries"]]
+    assert lines == ['{"level":"info","headers":{"Authorization":"***"},"user":"ops"}',
+                     'level=debug msg="login" password=*** dsn="postgres://svc:***@db/auth" n=1']
+    assert out["redacted"].startswith("values that look like credentials")
+    plain = await tool_for(url)(query='{app="search"}', start="2026-03-02T09:00:00Z", end="2026-03-02T11:00:00Z")
+    assert "redacted" not in plain
 
 
 async def test_bad_query_passes_lokis_error_text_through(loki):
