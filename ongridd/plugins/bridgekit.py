@@ -617,8 +617,7 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
 
 async def stop_thread(chat: Any, *, user: str, thread: str, say: Callable[[str], Awaitable[Any]]) -> bool:
     """Stop the running turn of (user, thread) and say so with ``say(markdown)``."""
-    session_id = await chat.session_of(user=user, thread=thread)
-    stopped = await chat.stop(session_id)
+    stopped = await chat.stop_thread(user=user, thread=thread)
     try:
         await say(STOPPED if stopped else "Nothing is running in this conversation.")
     except PlatformError as exc:

@@ -197,25 +197,37 @@ class ChatAPI:
         with self._need().subscribe(session_id) as pair:
             yield pair
 
-    async def stop(self, session_id: str, task_id: str | None = None) -> bool:
-        """Stop the thread's running turn (or one worker, ``task_id``).
-        Returns False when nothing was running (or the session is unknown)."""
+    async def stop(self, session_id: str, *, user: str, task_id: str | None = None) -> bool:
+        """Stop the thread's running turn (or one worker, ``task_id``) on
+        behalf of the Ongrid ``user``.  Returns False when nothing was
+        running, the session is unknown, or it is not ``user``'s."""
         from ongridd.errors import NotFound, TaskStateError
 
         runtime = self._need()
         row = await runtime.store.get_session(session_id)
-        if row is None:
+        if row is None or row["user_id"] != user:
             return False
         try:
-            await runtime.stop(session_id, user_id=row["user_id"], task_id=task_id)
+            await runtime.stop(session_id, user_id=user, task_id=task_id)
         except (NotFound, TaskStateError):
             return False
         return True
 
-    async def session_of(self, *, user: str, thread: str) -> str:
-        """The coordinator session id of (user, thread) (created when missing)."""
-        session_id, _ = await self._need().open_thread(user_id=user, thread=thread)
-        return session_id
+    async def stop_thread(self, *, user: str, thread: str) -> bool:
+        """Stop the running turn of (``user``, ``thread``); False when
+        nothing was running.  A thread that does not exist yet is not left
+        behind (its row is made only to look and deleted again)."""
+        from ongridd.errors import NotFound, TaskStateError
+
+        runtime = self._need()
+        session_id, resumed = await runtime.open_thread(user_id=user, thread=thread, hold=True)
+        try:
+            await runtime.stop(session_id, user_id=user)
+        except (NotFound, TaskStateError):
+            return False
+        finally:
+            await runtime.release_thread(session_id, created=not resumed)
+        return True
 
     def running(self, session_id: str) -> bool:
         """Whether a turn is running in the session."""

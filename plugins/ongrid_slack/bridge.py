@@ -218,9 +218,12 @@ class SlackBridge:
             return
         session_id = self.placeholders.get(f"{item.get('channel')}/{item.get('ts')}")
         user = event.get("user")
-        if session_id is None or not isinstance(user, str) or self.settings.ongrid_user(user) is None:
+        ongrid_user = self.settings.ongrid_user(user) if isinstance(user, str) else None
+        if session_id is None or ongrid_user is None:
             return
-        self.context.chat.spawn(self.context.chat.stop, session_id, name="slack stop reaction")
+        # only the turn's own user stops it: another member's ⏹ (mapped to someone else) does nothing
+        self.context.chat.spawn(lambda: self.context.chat.stop(session_id, user=ongrid_user),
+                                name="slack stop reaction")
 
     def _say(self, channel: str, thread_ts: str) -> Any:
         async def say(markdown: str) -> None:

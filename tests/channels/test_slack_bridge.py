@@ -186,7 +186,7 @@ def test_stop_message_stops_the_running_turn(tmp_path):
     double = PlatformDouble(slack_responder()).start()
     llm, llm_url = start_fake_llm(tmp_path, script)
     settings = {"ongrid_slack": {"api_base_url": double.url + "/api", "default_user": "bob",
-                                 "edit_interval_s": 0.2, "channels": [CHANNEL]}}
+                                 "users": {"U777": "carol"}, "edit_interval_s": 0.2, "channels": [CHANNEL]}}
     daemon, url = start_serve(tmp_path, llm_url, settings, SLACK_BOT_TOKEN=TOKEN, SLACK_SIGNING_SECRET=SECRET)
     try:
         # start-up says the bridge is on and which default-named secrets it took (names, never values)
@@ -238,10 +238,26 @@ def test_stop_message_stops_the_running_turn(tmp_path):
         target = ph.response["ts"]
         double.wait_for(lambda: len(rows(db, "select id from chat_sessions where parent_session_id is not null "
                                              "and status = 'running'")) == 1, 30, "the second worker")
-        reaction = json.dumps({"type": "event_callback", "event_id": "EvS5", "event": {
-            "type": "reaction_added", "user": "U555", "reaction": "black_square_for_stop",
-            "item": {"type": "message", "channel": CHANNEL, "ts": target}}}).encode()
-        assert post(url, reaction, sign(reaction)).status_code == 200
+        def reaction(event_id: str, user: str) -> bytes:
+            return json.dumps({"type": "event_callback", "event_id": event_id, "event": {
+                "type": "reaction_added", "user": user, "reaction": "black_square_for_stop",
+                "item": {"type": "message", "channel": CHANNEL, "ts": target}}}).encode()
+
+        # another member, mapped to another Ongrid user, cannot stop bob's turn; their "stop" in a new
+        # conversation says nothing is running there and leaves no thread behind
+        other = reaction("EvS5a", "U777")
+        assert post(url, other, sign(other)).status_code == 200
+        theirs = event("EvS5b", "<@UBOT> stop", user="U777", ts="1700000000.000800")
+        assert post(url, theirs, sign(theirs)).status_code == 200
+        double.wait_for(lambda: [p for p in double.find("/chat.postMessage") if p.payload["thread_ts"] ==
+                                 "1700000000.000800" and "Nothing is running" in p.payload["text"]], 30,
+                        "the answer to the other user's stop")
+        time.sleep(0.5)
+        assert len(rows(db, "select id from chat_sessions where parent_session_id is not null "
+                            "and status = 'running'")) == 1
+        assert not rows(db, "select id from chat_sessions where user_id = 'carol'")
+        mine = reaction("EvS5", "U555")
+        assert post(url, mine, sign(mine)).status_code == 200
         double.wait_for(lambda: any(u.payload["ts"] == target and u.payload["text"] == "⏹ Stopped."
                                     for u in double.find("/chat.update")), 30, "the reaction stop")
         assert len(rows(db, "select id from chat_sessions where status = 'killed'")) == 2
