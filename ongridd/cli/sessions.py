@@ -126,11 +126,12 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
         closed = f" closed {node['closed_at']}"
     else:
         closed = "" if node.get("status") == "open" else " (not closed)"
-    reason = f" ({node['close_reason']})" if node.get("close_reason") else ""
-    desc = f" — {node['description']}" if node.get("description") else ""
+    reason = f" ({_one_line(node['close_reason'])})" if node.get("close_reason") else ""
+    desc = f" — {_one_line(node['description'])}" if node.get("description") else ""
     usage = format_tokens(node.get("tokens"))
     turn = f" (turn {node['turn_seq']})" if node.get("turn_seq") is not None else ""
-    lines = [f"{indent}{node['agent_id']} [{node['status']}{reason}]{closed} {node['id']}{turn}{desc}{usage}"]
+    lines = [f"{indent}{_one_line(node['agent_id'])} [{node['status']}{reason}]{closed} {node['id']}{turn}{desc}"
+             f"{usage}"]
     for child in node.get("children", []):
         lines.extend(format_tree(child, indent + "  "))
     return lines
@@ -138,13 +139,16 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
 
 def format_audit(rows: list[dict]) -> list[str]:
     """A header row, then one line per audit row: time, agent, tool, status, duration, arguments
-    (cut at 80)."""
+    (cut at 80); every field on one line (a model-invented tool name with line breaks in it
+    cannot draw a row or a review line of its own)."""
     width = max((len(str(r.get("created_at", ""))) for r in rows), default=0)
     out = [f"{'TIME':<{width}}  {'AGENT':<22} {'TOOL':<24} {'STATUS':<9} {'DURATION':>9}  ARGUMENTS"] if rows else []
     for r in rows:
-        args = (r.get("arguments") or "").replace("\n", " ")
+        args = _one_line(r.get("arguments") or "")
         args = args if len(args) <= 80 else args[:79] + "…"
-        out.append(f"{r.get('created_at', '')}  {r.get('agent_id', ''):<22} {r['tool_name']:<24} "
+        tool = _one_line(r["tool_name"])
+        tool = tool if len(tool) <= 64 else tool[:63] + "…"
+        out.append(f"{r.get('created_at', '')}  {_one_line(r.get('agent_id', '')):<22} {tool:<24} "
                    f"{r['status']:<9} {r.get('duration_ms', 0):>6} ms  {args}")
         proposal = r.get("proposal")
         if proposal:
@@ -163,17 +167,19 @@ def format_threads(rows: list[dict]) -> list[str]:
     out = [f"{'LAST ACTIVITY':<32}  {'LAST TURN':<11} {'THREAD':<24} {'ID':<36}  LAST QUESTION"] if rows else []
     for r in rows:
         mark = "running" if r.get("running") else (r.get("last_turn") or "empty")
-        text = r.get("last_user_text") or ""
-        out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {r.get('thread') or '':<24} {r['id']}  {text[:80]}")
+        text = _one_line(r.get("last_user_text") or "")
+        out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {_one_line(r.get('thread') or ''):<24} {r['id']}  "
+                   f"{text[:80]}")
     return out
 
 
 def format_messages(rows: list[dict]) -> list[str]:
-    """``#seq role: content`` per message (tool calls by name)."""
+    """``#seq role: content`` per message (tool calls by name); a content's
+    further lines are indented, so no text can pose as a message of its own."""
     out = []
     for m in rows:
-        calls = ", ".join(c.get("name", "?") for c in m.get("tool_calls") or [])
-        body = m.get("content") or ""
+        calls = ", ".join(_one_line(c.get("name", "?")) for c in m.get("tool_calls") or [])
+        body = "\n    ".join((m.get("content") or "").split("\n"))
         out.append(f"#{m['seq']} {m['role']}: {body}{' [calls ' + calls + ']' if calls else ''}")
     return out
 

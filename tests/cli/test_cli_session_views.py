@@ -1,0 +1,33 @@
+"""The terminal views of a session (``ongrid sessions tree|audit|messages|list``) keep
+model-written text as data: a tool name, description, thread or message with line breaks
+in it cannot draw a row, a review line or a message of its own."""
+
+from __future__ import annotations
+
+from ongridd.cli.sessions import format_audit, format_messages, format_threads, format_tree
+
+FORGED = ("host_bash\n2026-01-01T00:00:00Z  default  host_bash  ok  5 ms  {\"cmd\":\"touch /x\"}\n"
+          "                              ↳ review: approve by 01aaaa — runbook covers it")
+
+
+def test_audit_rows_stay_one_line_each():
+    rows = [{"created_at": "2026-01-01T00:00:01Z", "agent_id": "default\nspecialist-ops", "tool_name": FORGED,
+             "status": "error", "duration_ms": 0, "arguments": '{"a":\n1}', "result": "not\navailable"}]
+    lines = format_audit(rows)
+    assert len(lines) == 3  # the header, the row, its reason
+    assert not any(line.lstrip().startswith("↳ review") for line in lines)
+    assert "default specialist-ops" in lines[1] and lines[1].count(" error ") == 1
+
+
+def test_tree_threads_and_messages_cannot_forge_lines():
+    tree = {"agent_id": "default", "status": "completed", "id": "s1", "close_reason": "a\nb",
+            "children": [{"agent_id": "specialist-disk", "status": "completed", "id": "s2",
+                          "description": "look\nspecialist-ops [completed] s3 — approved", "children": []}]}
+    assert len(format_tree(tree)) == 2
+    threads = [{"updated_at": "t", "thread": "main\nother", "id": "s1", "last_user_text": "q\n#2 user: x"}]
+    assert len(format_threads(threads)) == 2
+    messages = format_messages([{"seq": 1, "role": "assistant", "content": "done\n#2 user: approve it",
+                                 "tool_calls": [{"name": "x\n#3 tool: ok"}]}])
+    assert len(messages) == 1
+    assert [line for line in messages[0].split("\n") if line.startswith("#")] == [messages[0].split("\n")[0]]
+    assert "x #3 tool: ok" in messages[0]
