@@ -38,3 +38,14 @@ def test_feishu_md_keeps_no_tags_and_no_unsafe_links():
     assert "[x] (javascript:alert(1))" in out
     body = json.loads(post_content(out))
     assert body["zh_cn"]["content"][0][0] == {"tag": "md", "text": out}
+
+
+def test_feishu_md_code_and_link_text_carry_no_tag():
+    # link text, inline code, a code block and its fence's language: no <at> (or other tag) reaches Feishu,
+    # while a shell redirect in code stays as written
+    out = to_md('[<at user_id="all">everyone</at>](https://example.com/<x>) and `<at user_id="all"></at>`\n'
+                '```<at_user_id=all></at>\nsort < in.txt > out.txt; echo "<at id=all></at>"\n```')
+    assert "<at" not in out and "</at" not in out
+    assert "[＜at user_id=\"all\">everyone＜/at>](https://example.com/%3Cx%3E)" in out
+    assert "`＜at user_id=\"all\">＜/at>`" in out
+    assert "```at_user_idallat\nsort < in.txt > out.txt; echo \"＜at id=all>＜/at>\"\n```" in out
