@@ -95,13 +95,17 @@ READLINK = CommandSpec("readlink", flags("f|canonicalize e|canonicalize-existing
 REALPATH = CommandSpec("realpath", (*flags("e|canonicalize-existing m|canonicalize-missing L|logical P|physical "
                                            "q|quiet s|strip z|zero"), F(long="no-symlinks"),
                                     V(long="relative-to"), V(long="relative-base")), operands="meta")
-FILE = CommandSpec("file", (*flags("b|brief i|mime L|dereference h|no-dereference z|uncompress k|keep-going "
-                                   "N|no-pad p|preserve-date r|raw 0|print0 mime-type mime-encoding "
+FILE = CommandSpec("file", (*flags("b|brief i|mime L|dereference h|no-dereference k|keep-going "
+                                   "N|no-pad r|raw 0|print0 mime-type mime-encoding "
                                    "no-buffer"), V("F", "separator"),
                             V("e", "exclude", pattern(r"[a-z_]+", "a test name"))),
                    refused=((("C", "compile"), WRITES_FILE, WRITE), (("f", "files-from"), NAMES_FROM_FILE, WRITE),
                             (("m", "magic-file"), "loads another magic file", WRITE),
-                            (("s", "special-files"), "reads devices", WRITE)),
+                            (("s", "special-files"), "reads devices", WRITE),
+                            (("z", "uncompress"), "may start decompressor programs on the file; use zcat to look "
+                             "inside", WRITE),
+                            (("Z", "uncompress-noreport"), "may start decompressor programs on the file", WRITE),
+                            (("p", "preserve-date"), "sets the file's times back (a metadata write)", WRITE)),
                    operands="read")
 _SUM = (*flags("b|binary t|text z|zero tag"),)
 _SUM_REFUSED = ((("c", "check"), "reads the files named inside a checksum list (their paths cannot be checked)",

@@ -115,7 +115,8 @@ def _others() -> list[str]:
         "cat -A /etc/gshadow", "cat --show-all /etc/shadow-", "cat --fake /etc/hostname",
         "wc --files0-from=/proc/1/cmdline", "wc -l {d}/shadowlink", "md5sum /etc/shadow", "md5sum -c {d}/victim.txt",
         "sha256sum --check {d}/victim.txt", "sha256sum /etc/gshadow", "file -C -m {d}/victim.txt",
-        "file --compile {d}/victim.txt", "file -s /dev/sda", "file /proc/1/environ", "zcat /dev/zero",
+        "file --compile {d}/victim.txt", "file -s /dev/sda", "file -z {d}/victim.txt",
+        "file --uncompress-noreport {d}/victim.txt", "file -p {d}/victim.txt", "file /proc/1/environ", "zcat /dev/zero",
         "zcat /proc/1/environ", "zgrep -r x /etc", "zgrep KEY /etc/shadow", "stat --fake x",
         "readlink --fake x", "realpath --fake x",
         # grep: recursion into secrets, symlink following, files of patterns
