@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 INTERJECTION_DEBOUNCE_S = 0.3
+#: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running:
+#: that turn answers it (never sent to the model: ``name`` is wire only for tool messages)
+JOINED_TURN = "joined_turn"
 #: how long a stopped turn (or one ending during shutdown) waits for its writes
 #: before its last frame goes out; the writes themselves stay queued regardless
 STOPPED_TURN_WRITE_WAIT_S = 5.0
@@ -410,8 +413,10 @@ class Runtime:
                                limit: int = 500) -> list[Row]:
         """The stored transcript of a session of the caller, in seq order:
         ``{seq, role, content, html, tool_calls, tool_call_id, created_at}``
-        (``html``: the sanitised rendering of assistant text, else None), at
-        most ``limit`` (≤ MESSAGES_PAGE_MAX) after ``after_seq``.  NotFound as
+        (``html``: the sanitised rendering of assistant text, else None; a
+        user message sent while the thread's turn ran, which that turn
+        answered, also has ``joined: true``), at most ``limit``
+        (≤ MESSAGES_PAGE_MAX) after ``after_seq``.  NotFound as
         :meth:`session_tree`."""
         await self._owned(session_id, user_id)
         await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)
@@ -420,6 +425,7 @@ class Runtime:
         out = [{"seq": r["seq"], "role": r["role"], "content": r["content"],
                 "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
                 "tool_calls": r["tool_calls"], "tool_call_id": r["tool_call_id"], "created_at": r["created_at"]}
+               | ({"joined": True} if r["role"] == "user" and r.get("name") == JOINED_TURN else {})
                for r in rows]
         # stored summaries of older turns (the history budget), each right after the last message it
         # covers; on a full page only those up to its last seq (the next page has the rest)
@@ -471,10 +477,10 @@ class Runtime:
             raise Busy(f"this thread already has {len(running.inbox)} messages waiting for its turn; "
                        "send again once it has answered")
         if running is not None and running.queued:  # joins the waiting turn as a pending message
-            running.inbox.append(Message(role="user", content=text))
+            running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
             return
         if running is not None:
-            running.inbox.append(Message(role="user", content=text))
+            running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
             if running.ended:  # too late for this turn: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)

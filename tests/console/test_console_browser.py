@@ -40,6 +40,7 @@ SCRIPT = {
         # turn 2: a slow worker the user stops, and a fast one
         {"tool_calls": [agent_call("specialist-network", "Trace the path", "slow trace"),
                         agent_call("specialist-compute", "Check the load", "quick load check")]},
+        {"content": "Noted: DNS too."},  # the interjection call for the message sent while turn 2 runs
         {"content": "After the stop: the load check answered."},
         # turn 3: a hostile answer
         {"content": HOSTILE},
@@ -173,6 +174,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     fast.locator(".status.completed").wait_for(timeout=30_000)
     assert not page.locator("#stopturn").is_disabled()
     page.locator("#threads a[data-thread='ops-room'] .running-mark").wait_for()  # the thread list's marker
+    # a message sent while the turn runs joins it (one interjection call acknowledges it)
+    page.locator("#text").fill("also check DNS")
+    page.locator("#text").press("Enter")
+    page.locator(".msg", has_text="Noted: DNS too.").wait_for(timeout=30_000)
     page.wait_for_timeout(2500)
     before = slow.locator(".elapsed").inner_text()
     assert re.fullmatch(r"[1-9]\d*s", before)  # live elapsed time
@@ -260,6 +265,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator(".turn", has=page.locator(".msg.user", has_text="Trace it again")).locator(
         ".msg.noanswer").wait_for(timeout=15_000)
     assert page.locator(".msg.noanswer").count() == 1  # the answered turns have none
+    # the message that joined turn 2 is shown inside it, not as a turn of its own that never answered
+    second = page.locator(".turn", has=page.locator(".msg.user", has_text="Trace the network"))
+    assert second.locator(".msg.user", has_text="also check DNS").count() == 1
+    assert page.locator(".turn", has=page.locator(".msg.user", has_text="also check DNS")).count() == 1
 
     # another user sees neither the thread nor its session (404)
     sid = page.locator("#thread-session").get_attribute("href").split("/")[-1]

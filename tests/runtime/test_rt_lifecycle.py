@@ -295,6 +295,10 @@ async def test_user_message_during_a_dispatch_gets_an_interjection(tmp_path):
             stored = d.rows("SELECT role, content FROM chat_messages WHERE session_id = ? AND role = 'user' "
                             "ORDER BY seq", (c.session_id,))
             assert [s["content"] for s in stored] == ["is web-1's disk full?", "forget the disk, is the network ok?"]
+            # the transcript says the second one joined the running turn (a reload shows it inside that turn)
+            items = await d.runtime.session_messages(c.session_id, user_id="local")
+            assert [(m["content"], m.get("joined", False)) for m in items if m["role"] == "user"] == [
+                ("is web-1's disk full?", False), ("forget the disk, is the network ok?", True)]
             audit = sorted((a["tool_name"], a["status"]) for a in d.audit(c.session_id))
             assert audit == [("AgentTool", "ok"), ("SendMessage", "ok"), ("TaskStop", "ok")]
 
@@ -347,6 +351,9 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         assert (await c.ask("and now?"))["text"] == "next turn"
         users = [m["content"] for m in d.requests("default")[-1].body["messages"] if m["role"] == "user"]
         assert users[:3] == ["first", "also check the certificates", "and now?"]
+        # the stopped turn never answered it: kept as a message of its own, not one that joined a turn
+        items = await d.runtime.session_messages(c.session_id, user_id="local")
+        assert [m.get("joined", False) for m in items if m["role"] == "user"] == [False, False, False]
         sid = c.session_id
         d.runtime._hub("an-idle-thread")
         assert sid in d.runtime.dedup and "an-idle-thread" in d.runtime.hubs

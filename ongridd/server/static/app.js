@@ -379,7 +379,10 @@ async function loadTranscript(sessionId, gen) {
   const turns = [];  // each user message's turn, and whether a final answer ended it
   let turn = null;
   for (const m of rows) {
-    if (m.role === "user") {
+    if (m.role === "user" && m.joined && turn) {
+      // sent while the turn ran: that turn answers it, so it is shown inside it, not as a turn of its own
+      turn.el.append(el("div", { class: "msg user", text: m.content || "" }));
+    } else if (m.role === "user") {
       turn = newTurnEl(m.content || "");
       turns.push(turn);
       log.append(turn.el);
