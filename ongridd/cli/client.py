@@ -233,6 +233,9 @@ class _ChatUI:
         #: lines of this client whose turn ended without an answer: an error frame, or the daemon gone
         #: while it ran (piped input: exit status 1)
         self.errors = 0
+        #: how this client's last line ended: None (answered), an error frame's code, or "unsent"
+        #: (the daemon went away before the line could be sent)
+        self.last_end: str | None = None
 
     def _moved(self) -> None:
         self.changed.set()
@@ -358,12 +361,15 @@ class _ChatUI:
             self.board.close()
             self._end_prompt()
             print_markdown(frame.get("text", ""), self.out)
+            if self.ended < self.sent:
+                self.last_end = None
             self._turn_over()
         elif kind == "error":
             self.board.close()
             self._line(f"[{frame.get('code')}] {frame.get('message')}")
             if self.ended < self.sent:  # not an old turn's error replayed on attach
                 self.errors += 1
+                self.last_end = frame.get("code")
             if frame.get("code") in ("stopped", "provider_error", "internal", "busy"):
                 self._turn_over()
 
@@ -394,6 +400,8 @@ def _fetch_last_exchange(args: argparse.Namespace, session_id: str) -> tuple[dic
 
 #: how long ``ongrid chat`` tries to reconnect after the daemon went away (seconds)
 RECONNECT_FOR_S = 30.0
+#: how long piped ``ongrid chat`` keeps sending a line again that was refused busy or not sent (seconds)
+RETRY_FOR_S = 120.0
 
 
 async def _chat(args: argparse.Namespace) -> int:
@@ -442,7 +450,9 @@ async def _chat(args: argparse.Namespace) -> int:
                 try:
                     await ws.send_message(json.dumps({"type": "user_message", "text": line}))
                 except gone:
-                    ui.notice("[not sent — the daemon went away; type it again once re-attached]")
+                    ui.last_end = "unsent"
+                    ui.notice("[not sent — the daemon went away; " + (
+                        "it is sent again once re-attached]" if piped else "type it again once re-attached]"))
                     raise
 
         try:
@@ -519,13 +529,31 @@ async def _chat(args: argparse.Namespace) -> int:
                     await answered()
                 outer.cancel_scope.cancel()
                 return
-            if line.strip():
-                sent = ui.sent
+            if line.strip() and not piped:
                 await lines_send.send(line.rstrip("\n"))
-                if piped:
-                    while ui.sent == sent:  # the writer has taken it; then wait for its turn to end
-                        await ui.changed.wait()
-                    await answered()
+            elif line.strip():
+                await send_piped(line.rstrip("\n"))
+
+    async def send_piped(text: str) -> None:
+        """Send one line of a script and wait for its turn to end.  A line the
+        daemon refused ``busy`` (nothing was run or stored: it was full, or
+        shutting down) or that could not be sent (it went away) is sent again,
+        after 0.5 s doubling to 8 s, for up to RETRY_FOR_S; a line whose turn
+        ran is never sent twice."""
+        delay, deadline = 0.5, trio.current_time() + RETRY_FOR_S
+        while True:
+            sent = ui.sent
+            await lines_send.send(text)  # once a writer takes it: after a reconnect, once re-attached
+            while ui.sent == sent:  # the writer has taken it; then wait for its turn to end
+                await ui.changed.wait()
+            await answered()
+            if ui.last_end not in ("busy", "unsent") or trio.current_time() + delay > deadline:
+                return
+            ui.errors -= 1  # the line is sent again: its outcome is the retry's
+            if ui.last_end == "busy":
+                ui._line(f"[sending it again in {delay:g} s]")
+                await trio.sleep(delay)
+                delay = min(delay * 2, 8.0)
 
     async def interrupts(outer: trio.Nursery) -> None:
         last = -10.0

@@ -142,9 +142,10 @@ class ChatAPI:
         ``origin``: an :class:`Origin` or ``{platform, im_user, conversation}``.
 
         Returns a subscribed :class:`ChatTurn` (close it).  Raises ValueError
-        for bad arguments, OngridError when the daemon is shutting down or
-        not running, StoreError when the database fails, :class:`~ongridd.errors.Busy`
-        when the daemon's turn queue is full (nothing was run or stored; no origin recorded)."""
+        for bad arguments, OngridError when the daemon is not running,
+        StoreError when the database fails, :class:`~ongridd.errors.Busy`
+        when the daemon is shutting down or its turn queue is full (nothing was run or
+        stored; no origin recorded)."""
         runtime = self._need()
         origin = Origin.coerce(origin)
         if not isinstance(user, str) or not user.strip():

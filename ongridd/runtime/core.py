@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from ongridd.config import Config
-from ongridd.errors import Busy, NotFound, OngridError, ProviderError, TaskStateError
+from ongridd.errors import Busy, NotFound, ProviderError, TaskStateError
 from ongridd.llm.types import Message, ModelClient
 from ongridd.logs import get_logger
 from ongridd.metrics import TURNS, labelled
@@ -449,8 +449,8 @@ class Runtime:
 
         Returns once the turn (or interjection) is started — or queued for a
         slot (§4 Load; a message for a thread whose turn waits joins it);
-        raises NotFound for a session of another user, OngridError while
-        shutting down and Busy (nothing run or stored) when the queue is full.
+        raises NotFound for a session of another user, and Busy (nothing run
+        or stored) while shutting down or when the queue is full.
         ``ticket``: a place from :meth:`reserve_turn` (used for a new turn;
         released when the message joins a running turn or on any error).
         """
@@ -468,7 +468,7 @@ class Runtime:
         if row.get("parent_session_id") is not None:
             raise NotFound(f"{session_id} is not a chat thread")
         if not self.accepting or self.nursery is None:
-            raise OngridError("the daemon is shutting down; try again shortly")
+            raise Busy("the daemon is shutting down; nothing was run or stored; send it again once it is back")
         running = self.turns.get(session_id)
         if running is not None and ticket is not None:  # joins the running turn: no new turn to hold a place for
             ticket.release()

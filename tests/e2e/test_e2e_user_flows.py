@@ -198,3 +198,57 @@ def test_sd_notify_ready_and_watchdog(tmp_path):
             proc.kill()
             proc.wait()
         server.close()
+
+
+def test_piped_chat_sends_the_next_line_again_after_a_restart(tmp_path):
+    # a script piped into ongrid chat while the daemon restarts (SIGTERM, then started again): the line
+    # whose turn was stopped is not sent twice; the next line, refused busy by the stopping daemon or not
+    # sent at all, is sent again once the chat has re-attached, and is answered
+    script = {"default": [{"delay_s": 60, "content": "never"}, {"content": "second line answered"}]}
+    llm, llm_url = start_fake_llm(tmp_path, script)
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    listen = f"127.0.0.1:{port.getsockname()[1]}"
+    port.close()
+    url = f"http://{listen}"
+
+    def serve() -> subprocess.Popen:
+        proc = subprocess.Popen(ongridd("serve", "--state-dir", str(tmp_path / "state"), "--listen", listen),
+                                cwd=tmp_path, env=env(ONGRID_LLM_BASE_URL=llm_url, ONGRID_LLM_MODEL="scripted"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", int(listen.rsplit(":", 1)[1])), timeout=1):
+                    return proc
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("the daemon did not start")
+
+    daemon = serve()
+    chat = None
+    try:
+        chat = subprocess.Popen(ongrid("chat", "--url", url, "--thread", "script"), env=env(),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        chat.stdin.write("first line\nsecond line\n")
+        chat.stdin.close()
+        seen = ""
+        while "you> first line" not in seen:
+            seen += chat.stdout.readline()
+        time.sleep(1.0)  # the first line's model call is under way
+        daemon.terminate()
+        assert daemon.wait(timeout=30) == 0
+        daemon = serve()
+        chat.stdin = None  # closed above: the input ended
+        out, _ = chat.communicate(timeout=120)
+        seen += out
+        assert "stopped by a daemon shutdown" in seen
+        assert "second line answered" in seen, seen
+        assert chat.returncode == 1, seen  # the first line got no answer
+        users = rows(tmp_path / "state" / "ongrid.db", "select content from chat_messages where role = 'user'")
+        assert [u["content"] for u in users] == ["first line", "second line"]
+    finally:
+        if chat is not None and chat.poll() is None:
+            chat.kill()
+        stop(daemon)
+        stop(llm)
