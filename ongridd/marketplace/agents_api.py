@@ -28,7 +28,8 @@ import contextlib
 import functools
 import json
 import os
-import tempfile
+import secrets
+import stat
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -98,13 +99,22 @@ class AgentsAPI:
         out["warnings"] = persona_warnings(persona.source, getattr(report, "warnings", ()) or ())
         return out
 
-    def get(self, name: str) -> dict:
+    async def get(self, name: str) -> dict:
+        """The persona ``name`` as :meth:`list` describes it, with its ``body``
+        and ``text``: the whole file as it is on disk, comments and layout
+        kept, ready to edit and PUT back (``text_from: "file"``); or, when
+        the file cannot be read as it was loaded (gone, too large, not
+        UTF-8), the file rebuilt from the persona's fields
+        (``text_from: "fields"``).  Raises NotFound.  The file is read in a
+        worker thread; cancelling the caller abandons the read."""
         persona = self.agents.by_name(name)
         if persona is None:
             raise NotFound(f"no persona {name!r}")
         out = self._described(persona)
         out["body"] = persona.body
-        out["text"] = persona_to_text(persona)  # the whole file, ready to edit and PUT back
+        on_disk = await trio.to_thread.run_sync(_file_text, persona.source, abandon_on_cancel=True)
+        out["text"] = redact(on_disk) if on_disk is not None else persona_to_text(persona)
+        out["text_from"] = "file" if on_disk is not None else "fields"
         return out
 
     def _known_tools(self) -> set[str]:
@@ -407,15 +417,39 @@ async def _layout(roots: builtins.list[Path]) -> tuple[tuple[Path, ...], tuple[P
     return await trio.to_thread.run_sync(look, abandon_on_cancel=True)
 
 
+def _file_text(source: Any) -> str | None:
+    """The text of a persona's file, or None when it is not a regular file
+    of at most MAX_FILE_BYTES in UTF-8 (a BOM dropped)."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO in its place cannot block
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+                return None
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        return raw.decode("utf-8-sig") if len(raw) <= MAX_FILE_BYTES else None
+    except (OSError, ValueError):
+        return None
+
+
 def _write_atomic(directory: Path, path: Path, text: bytes) -> None:
+    """Replace ``path`` by a file holding ``text`` (a temporary file renamed
+    over it).  The file keeps the mode of the one it replaces; a new one gets
+    0666 less the process umask, as any file the daemon creates."""
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".md")
+    tmp = directory / f".tmp-{secrets.token_hex(8)}.md"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
+            with contextlib.suppress(FileNotFoundError):
+                os.fchmod(fh.fileno(), stat.S_IMODE(os.stat(path).st_mode))
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -332,7 +332,7 @@ def _add_agent_routes(app: QuartTrio, services: AppServices, current_user: Calla
     @app.get("/api/agents/<name>")
     async def agents_get(name: str):
         current_user()
-        return _json(services.agents_api.get(name))
+        return _json(await services.agents_api.get(name))
 
     @app.put("/api/agents/<name>")
     async def agents_put(name: str):

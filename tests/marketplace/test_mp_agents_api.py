@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from pathlib import Path
 
@@ -52,11 +54,31 @@ async def test_put_writes_the_file_and_replaces_live(api):
     assert any("unknown tool 'no_such_tool'" in w for w in out["warnings"])
     live = api.agents.by_name("db-helper")
     assert live is not None and live.tools == ("get_host_load", "no_such_tool")
-    assert api.get("db-helper")["body"].strip() == "You are db-helper."
+    assert (await api.get("db-helper"))["body"].strip() == "You are db-helper."
     assert await _events(api) == [("update", "db-helper", "alice")]
-    # a second PUT replaces it
+    # a new file gets the usual mode (0666 less the umask), not a temporary file's 0600
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    # a second PUT replaces it, keeping the mode the operator gave the file
+    path.chmod(0o640)
     await api.put("db-helper", persona("db-helper", description="Second version."), actor="bob")
     assert api.agents.by_name("db-helper").description == "Second version."
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+async def test_get_gives_the_file_as_written_comments_included(api):
+    # the editor edits the operator's file: its comments and layout come back as written
+    text = ("---\n# owner: team-tls, ticket OPS-123\nname: cert-helper\ndescription: Checks certificates.  # keep short\n"
+            "when_to_use: A certificate question.\ntools: [host_probe_http]\n---\nYou check certificates.\n")
+    await api.put("cert-helper", text, actor="alice")
+    got = await api.get("cert-helper")
+    assert got["text"] == text and got["text_from"] == "file"
+    # the file gone (the watcher has not reloaded yet): rebuilt from the loaded persona's fields
+    (api.config.agents_write_dir / "cert-helper.md").unlink()
+    rebuilt = await api.get("cert-helper")
+    assert rebuilt["text_from"] == "fields" and "name: cert-helper" in rebuilt["text"]
+    assert "# owner" not in rebuilt["text"]
 
 
 @pytest.mark.parametrize("text,message", [
