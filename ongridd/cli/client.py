@@ -236,6 +236,9 @@ class _ChatUI:
         #: how this client's last line ended: None (answered), an error frame's code, or "unsent"
         #: (the daemon went away before the line could be sent)
         self.last_end: str | None = None
+        #: the answer the re-attach's last exchange printed: the same turn's ``final``, replayed to a
+        #: client that was away when it ended, is not printed a second time
+        self.shown_answer: str | None = None
 
     def _moved(self) -> None:
         self.changed.set()
@@ -320,6 +323,7 @@ class _ChatUI:
         if answer is not None and last_turn != "interrupted":
             self._end_prompt()
             print_markdown(answer.get("content", ""), self.out)
+            self.shown_answer = answer.get("content", "")
         if last_turn == "interrupted":
             self._line("[the last turn was cut off by a restart or a stop, or it failed, before it answered "
                        "(the daemon log says which); send a message to go on]")
@@ -360,8 +364,11 @@ class _ChatUI:
         elif kind == "final":
             self.board.close()
             self._end_prompt()
-            print_markdown(frame.get("text", ""), self.out)
-            if self.ended < self.sent:
+            mine = self.ended < self.sent
+            if mine or frame.get("text", "") != self.shown_answer:  # not the replay of what was just shown
+                print_markdown(frame.get("text", ""), self.out)
+            self.shown_answer = None
+            if mine:
                 self.last_end = None
             self._turn_over()
         elif kind == "error":

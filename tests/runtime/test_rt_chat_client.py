@@ -100,6 +100,25 @@ async def test_chat_reattach_shows_last_exchange_and_the_restart_cut(tmp_path):
             assert "cut off by a restart" in shown and "and the memory?" in shown
 
 
+async def test_an_answer_given_while_away_is_shown_once_on_reattach(tmp_path):
+    """The turn ends while no client is attached: re-attaching prints it in the
+    last exchange, and the replayed ``final`` of that turn is not printed again."""
+    script = {"default": [{"delay_s": 1.0, "content": "the answer while you were away"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        config = write_config(tmp_path, mapping)
+        async with serve(config) as daemon:
+            async with ws(daemon.ws_url, "away") as c:
+                await c.send({"type": "user_message", "text": "go away"})
+                with trio.fail_after(15):
+                    await fake.wait_requests(1)
+            await trio.sleep(2.0)  # the turn ends with nobody attached
+            piped = await _pipe_chat(daemon.url, "away", until="\n—\n")
+            assert "you> go away" in piped
+            assert piped.count("the answer while you were away") == 1, piped
+
+
 async def test_chat_reconnects_after_the_daemon_restarts(tmp_path):
     """kill -9 the daemon while ``ongrid chat`` is attached, start it again on
     the same port: the chat says so on a line of its own, re-attaches to the
