@@ -244,6 +244,29 @@ def _plugin_route_of(services: AppServices, method: str, path: str) -> Any:
     return table.get((method, path))
 
 
+_ROUTE_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
+
+
+def _methods_of(app: QuartTrio, services: AppServices, path: str) -> list[str]:
+    """The methods some route other than the plugin catch-all — the daemon's
+    own or a plugin's — takes at ``path`` (for a 405's ``Allow``)."""
+    from werkzeug.exceptions import HTTPException as WerkzeugHTTPException
+
+    adapter = app.url_map.bind("localhost")
+    out = []
+    for method in _ROUTE_METHODS:
+        if _plugin_route_of(services, method, path) is not None:
+            out.append(method)
+            continue
+        try:
+            rule, _ = adapter.match(path, method=method, return_rule=True)
+        except WerkzeugHTTPException:  # no such route, another method only, or a redirect
+            continue
+        if rule.endpoint != "plugin_route":
+            out.append(method)
+    return out
+
+
 def _add_startup_gate(app: QuartTrio, services: AppServices) -> None:
     """Hold requests that need the registries or the runtime until the daemon
     is ready; 503 ``{"error": "the daemon is still starting"}`` (with
@@ -436,7 +459,13 @@ def _add_plugin_routes(app: QuartTrio, services: AppServices, current_user: Call
     async def plugin_route(path: str):
         route = _plugin_route_of(services, request.method, "/" + path)
         if route is None:
-            return _error(404, "not_found", f"no route {request.method} /{path}")
+            allowed = _methods_of(app, services, "/" + path)
+            if not allowed:
+                return _error(404, "not_found", f"no route {request.method} /{path}")
+            resp = _error(405, "method_not_allowed", f"/{path} does not take {request.method}; it takes "
+                                                     f"{', '.join(allowed)}")
+            resp.headers["Allow"] = ", ".join(allowed)
+            return resp
         from ongridd.plugins.api import PluginRequest, PluginResponse
 
         open_route = getattr(route, "auth", "token") == "none"

@@ -11,16 +11,19 @@ import pytest
 from tests.runtime.rt_helpers import open_daemon
 
 
-@pytest.mark.parametrize("method,path", [("TRACE", "/"), ("FOO", "/"), ("DELETE", "/healthz"),
-                                         ("PATCH", "/api/changes")])
-async def test_a_method_not_allowed_is_a_json_error_with_allow(tmp_path, method, path):
+@pytest.mark.parametrize("method,path,allow", [
+    ("TRACE", "/", "GET"), ("FOO", "/", "GET"), ("DELETE", "/healthz", "GET"), ("PATCH", "/api/changes", "POST"),
+    ("POST", "/api/sessions", "GET"), ("PATCH", "/api/agents/default", "GET, PUT, DELETE"),
+])
+async def test_a_method_not_allowed_is_a_json_error_with_allow(tmp_path, method, path, allow):
+    # the daemon's own routes and the plugin routes' catch-all alike: 405 naming the methods, not 404
     async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d, httpx2.AsyncClient() as http:
         r = await http.request(method, d.base_url + path)
-        if r.status_code == 404:  # a route that takes no method at all: not found, in the same shape
-            assert r.json()["error"]["code"] == "not_found"
-            return
-        assert r.status_code == 405 and r.headers["content-type"].startswith("application/json")
-        assert r.json()["error"]["code"] == "method_not_allowed" and r.headers["allow"]
+        assert r.status_code == 405 and r.headers["content-type"].startswith("application/json"), r.text
+        assert r.json()["error"]["code"] == "method_not_allowed"
+        assert set(allow.split(", ")) <= set(r.headers["allow"].split(", ")), r.headers["allow"]
+        unknown = await http.get(d.base_url + "/api/no-such-route")
+        assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
 
 
 async def test_a_body_over_the_limit_is_a_json_413_that_closes_the_connection(tmp_path):
