@@ -21,6 +21,7 @@ KINDS_HELP = "deploy, rollback, config, flag, migration, scale, restart, mainten
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("changes", help="record changes made outside Ongrid (deploys, config pushes, flags)")
+    add_client_args(p)  # also between `changes` and its command
     cs = p.add_subparsers(dest="changes_command", metavar="COMMAND")
     cs.required = True
     r = cs.add_parser("record", help="record one change; prints its id")

@@ -29,6 +29,7 @@ LIST_TIMEOUT_S = 10.0
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("marketplace", help="marketplace: list, install and uninstall plugin packages")
+    add_client_args(parser)  # also between `marketplace` and its action
     sub = parser.add_subparsers(dest="marketplace_command", metavar="ACTION")
     sub.required = True
 

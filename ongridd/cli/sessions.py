@@ -16,6 +16,7 @@ from ongridd.cli.common import ClientError, add_client_args, http_json, print_js
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sessions", help="list sessions; show one's tree, audit, messages or export from the running daemon")
+    add_client_args(p)  # also between `sessions` and its command: `ongrid sessions --url U list`
     ss = p.add_subparsers(dest="sessions_command", metavar="COMMAND")
     ss.required = True
     q = ss.add_parser("list", help="your chat threads, newest activity first")
@@ -34,8 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q = ss.add_parser("export", help="a thread with its whole tree, messages and audit as one JSON document")
     q.add_argument("session_id", help="the thread's session id (as `sessions list` shows it)")
     q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    q.add_argument("--markdown", action="store_true", help="a readable transcript instead of JSON")
-    q.add_argument("--json", action="store_true", help="JSON (the default; accepted for symmetry with the other commands)")
+    form = q.add_mutually_exclusive_group()  # both: a usage error (exit 2), before any request
+    form.add_argument("--markdown", action="store_true", help="a readable transcript instead of JSON")
+    form.add_argument("--json", action="store_true",
+                      help="JSON (the default; accepted for symmetry with the other commands)")
     add_client_args(q)
     q.set_defaults(func=run)
 
@@ -216,9 +219,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_export(args: argparse.Namespace, data: dict) -> int:
-    if args.markdown and args.json:
-        print("ongrid: sessions export: --json and --markdown exclude each other", file=sys.stderr)
-        return 1
     from ongridd.cli.termui import safe_text
 
     text = safe_text(format_markdown(data)) if args.markdown else json.dumps(data, ensure_ascii=False, indent=2) + "\n"

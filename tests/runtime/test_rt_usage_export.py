@@ -160,7 +160,7 @@ async def test_export_round_trips_through_the_cli(tmp_path):
         code, out_json, err = await run_cli("sessions", "export", sid, "--url", d.base_url, "--json")
         assert code == 0 and json.loads(out_json)["session"]["id"] == sid  # --json: the default, accepted
         code, _out, err = await run_cli("sessions", "export", sid, "--url", d.base_url, "--json", "--markdown")
-        assert code == 1 and "exclude each other" in err
+        assert code == 2 and "not allowed with argument" in err  # a usage error
 
         code, out, err = await run_cli("sessions", "export", sid, "--url", d.base_url, "--markdown")
         assert code == 0, err
