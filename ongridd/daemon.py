@@ -52,12 +52,15 @@ class DaemonHandle:
 
 
 def check_state_dir(path: Path) -> None:
-    """Create the state dir if its parent allows; refuse a non-writable one.
+    """Create the state dir if its parent allows (owner-only, 0700: it holds
+    the conversations; an existing one keeps its mode); refuse a
+    non-writable one.
 
     Raises ConfigError with the path and what to do.
     """
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the state dir {path}: {exc.strerror}; "
                           "pass --state-dir or set ONGRID_STATE_DIR to a writable folder") from None

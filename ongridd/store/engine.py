@@ -112,6 +112,21 @@ def sqlite_file(url: str | URL) -> str | None:
     return os.path.abspath(db)
 
 
+def _create_owner_only(url: URL) -> None:
+    """Create a SQLite database file that does not exist yet as an empty,
+    owner-only (0600) file, so the conversations it will hold are not
+    readable by every local user under a 022 umask (SQLite gives its -wal,
+    -shm and -journal files the database file's mode).  A ``file:`` URI,
+    an existing file or a failure is left to SQLite.  Never raises."""
+    path = sqlite_file(url)
+    if path is None or str(url.query.get("uri", "")).lower() == "true":
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except OSError:
+        pass
+
+
 def shown_url(url: URL) -> str:
     """The URL as text with its password replaced by ``***``."""
     return url.render_as_string(hide_password=True)
@@ -133,6 +148,7 @@ def create_engine(
     on the pool.  Creating the engine does not connect.
     """
     if url.drivername.startswith("sqlite"):
+        _create_owner_only(url)
         engine = sa.create_engine(
             url,
             connect_args={"timeout": float(busy_timeout_s), "check_same_thread": False},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import sqlite3
 import subprocess
 import sys
@@ -89,8 +90,15 @@ def test_serve_answers_healthz_creates_tables_and_stops_on_sigterm(tmp_path):
     import httpx2
 
     state = tmp_path / "state"
+    umask = os.umask(0o022)  # the usual umask of a shell (the daemon inherits it)
     with serving(tmp_path, state) as d:
+        os.umask(umask)
         assert d.health == {"status": "ok"}
+        # the conversations are the owner's only: the state dir it made 0700, the database 0600
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        for name in ("ongrid.db", "ongrid.db-wal", "ongrid.db-shm"):
+            if (state / name).exists():
+                assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
         metrics = httpx2.get(d.url + "/metrics", timeout=5).text
         assert "ongrid_turns_total" in metrics and "ongrid_websocket_clients" in metrics
         agents = httpx2.get(d.url + "/api/agents", timeout=5).json()
