@@ -187,6 +187,10 @@ def format_messages(rows: list[dict]) -> list[str]:
     return out
 
 
+#: the shape of a session id (a UUID); anything else given as one is most likely a thread's name
+_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+
+
 def run(args: argparse.Namespace) -> int:
     """Exit 0 on success, 1 on an HTTP error (e.g. 404), 2 when the daemon cannot be reached."""
     if args.sessions_command == "list":
@@ -199,7 +203,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"ongrid: {exc}", file=sys.stderr)
         return 2
     except RuntimeError as exc:
-        print(f"ongrid: {exc}", file=sys.stderr)
+        hint = ""
+        if args.sessions_command != "list" and "404" in str(exc) and not _SESSION_ID.match(args.session_id):
+            hint = (f" ({args.session_id!r} is not a session id: give the id `ongrid sessions list` shows "
+                    "for the thread, not its name)")
+        print(f"ongrid: {exc}{hint}", file=sys.stderr)
         return 1
     if args.sessions_command == "export":
         return _write_export(args, data)

@@ -161,6 +161,8 @@ async def test_export_round_trips_through_the_cli(tmp_path):
         assert code == 0 and json.loads(out_json)["session"]["id"] == sid  # --json: the default, accepted
         code, _out, err = await run_cli("sessions", "export", sid, "--url", d.base_url, "--json", "--markdown")
         assert code == 2 and "not allowed with argument" in err  # a usage error
+        code, _out, err = await run_cli("sessions", "tree", "main", "--url", d.base_url)  # a thread's name
+        assert code == 1 and "404" in err and "not a session id" in err and "sessions list" in err
 
         code, out, err = await run_cli("sessions", "export", sid, "--url", d.base_url, "--markdown")
         assert code == 0, err
