@@ -322,6 +322,14 @@ def _getent_check(parsed: Parsed) -> None:
         raise Refusal(REFUSED, f"getent: database '{db}' holds password hashes (a secret)")
     if db not in GETENT_DBS:
         raise Refusal(WRITE, f"getent: database '{db}' is not one of {', '.join(GETENT_DBS)}")
+    if db in _NAME_SERVICE_DBS and len(parsed.operands) > 1:
+        raise Refusal(REFUSED, f"getent {db} KEY sends the key to the DNS servers, which would carry any "
+                               "text out of this host; use host_probe_dns, whose names an operator lists "
+                               f"(getent {db} with no key lists the local file)")
+
+
+#: databases whose lookups by key go to DNS (or another network name service)
+_NAME_SERVICE_DBS = frozenset({"hosts", "ahosts", "ahostsv4", "ahostsv6", "networks"})
 
 
 GETENT = CommandSpec("getent", (V("s", "service", NAME), F("i", "no-idn")), check=_getent_check)

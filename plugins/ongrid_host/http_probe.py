@@ -20,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import h11
 import trio
 
+from ongrid_host.egress import ProbeTargets
 from ongrid_host.probes import check_target_host, resolve
 from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import Outcome
@@ -145,8 +146,8 @@ async def _exchange(stream: trio.abc.Stream, method: str, target: str, host_head
     return out
 
 
-async def probe_http(url: str, *, method: str = "GET", timeout_s: float = 10.0, insecure: bool = False,
-                     ca_file: str | None = None) -> dict[str, Any] | Outcome:
+async def probe_http(url: str, *, targets: ProbeTargets, method: str = "GET", timeout_s: float = 10.0,
+                     insecure: bool = False, ca_file: str | None = None) -> dict[str, Any] | Outcome:
     """``host_probe_http``: one request to ``url`` (http or https).
 
     Returns a dict with ``status``, ``timings_ms`` (``dns``, ``connect``,
@@ -158,7 +159,9 @@ async def probe_http(url: str, *, method: str = "GET", timeout_s: float = 10.0, 
     (``Outcome`` status ``error``) carrying the reason and the certificate;
     with ``insecure`` the request is made anyway.  Connection failures and
     the time limit also give an error result with the timings so far.
-    Raises ToolError for a bad URL.  Reads at most 1 MiB of body.
+    Raises ToolError for a bad URL, or a host that is not among ``targets``
+    (checked before its name is resolved; a name resolving to a link-local
+    address is refused too).  Reads at most 1 MiB of body.
     """
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
@@ -168,6 +171,7 @@ async def probe_http(url: str, *, method: str = "GET", timeout_s: float = 10.0, 
     if method not in ("GET", "HEAD"):
         raise ToolError(f"method: {method!r} is not GET or HEAD")
     host = check_target_host(parts.hostname, field="url")
+    targets.check_host(host, "url")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
@@ -193,6 +197,7 @@ async def probe_http(url: str, *, method: str = "GET", timeout_s: float = 10.0, 
         with trio.move_on_after(timeout_s) as scope:
             addresses, timings["dns"] = await resolve(host, port, timeout_s=timeout_s)
             family, sockaddr = addresses[0]
+            targets.check_resolved(host, sockaddr[0], "url")
             result["address"] = sockaddr[0]
             state["phase"] = "connecting"
             t = time.monotonic()

@@ -25,6 +25,7 @@ import dns.resolver
 import dns.reversename
 import trio
 
+from ongrid_host.egress import ProbeTargets
 from ongridd.plugins.api import ToolError
 
 MAX_TCP_ADDRESSES = 4
@@ -85,18 +86,23 @@ async def _connect_one(family: int, sockaddr: tuple, timeout_s: float) -> dict[s
         sock.close()
 
 
-async def probe_tcp(host: str, port: int, *, timeout_s: float) -> dict[str, Any]:
+async def probe_tcp(host: str, port: int, *, timeout_s: float, targets: ProbeTargets) -> dict[str, Any]:
     """``host_probe_tcp``: connect to ``host:port``.
 
     ``state``: ``open`` (connected), ``closed`` (refused: reachable, nothing
     listening), ``filtered`` (an ICMP unreachable/prohibited answer),
     ``timeout`` (no answer at all), ``error`` (anything else).  Tries up to
     ``MAX_TCP_ADDRESSES`` resolved addresses in order, stopping at the first
-    open or closed one.  Raises ToolError when the name cannot be resolved.
+    open or closed one.  Raises ToolError when the name cannot be resolved,
+    or when the host is not among ``targets`` (checked before the name is
+    resolved; a name resolving to a link-local address is refused too).
     """
     host = check_target_host(host)
+    targets.check_host(host, "target")
     deadline = time.monotonic() + timeout_s
     addresses, dns_ms = await resolve(host, port, timeout_s=timeout_s)
+    for _family, sockaddr in addresses[:MAX_TCP_ADDRESSES]:
+        targets.check_resolved(host, sockaddr[0], "target")
     attempts = []
     for family, sockaddr in addresses[:MAX_TCP_ADDRESSES]:
         remaining = deadline - time.monotonic()
@@ -159,14 +165,17 @@ def _rrsets(section: list, limit: int) -> list[dict[str, Any]]:
     return out
 
 
-async def probe_dns(name: str, rtype: str, *, server: str | None, timeout_s: float) -> dict[str, Any]:
+async def probe_dns(name: str, rtype: str, *, server: str | None, timeout_s: float,
+                    targets: ProbeTargets) -> dict[str, Any]:
     """``host_probe_dns``: one query (recursion desired) to ``server`` or the
     first nameserver in /etc/resolv.conf; UDP, retried over TCP when the
     answer is truncated (dnspython, Trio backend).
 
     An NXDOMAIN or an empty answer is a result (``rcode``), not an error.
-    Raises ToolError for a bad name/type/server, no answer within
-    ``timeout_s``, or a network error (e.g. ICMP port unreachable).
+    Raises ToolError for a bad name/type/server, a name (for PTR: an
+    address) or a server that is not among ``targets`` (the query would
+    carry the name out), no answer within ``timeout_s``, or a network error
+    (e.g. ICMP port unreachable).
     """
 
     if rtype not in DNS_TYPES:
@@ -181,7 +190,17 @@ async def probe_dns(name: str, rtype: str, *, server: str | None, timeout_s: flo
         qname = dns.name.from_text(query_name)
     except dns.exception.DNSException as exc:
         raise ToolError(f"name: {name!r} is not a valid DNS name: {exc}") from None
+    address = None  # a reverse name is checked as the address it names
+    if qname.is_subdomain(dns.reversename.ipv4_reverse_domain) or qname.is_subdomain(
+            dns.reversename.ipv6_reverse_domain):
+        try:
+            address = dns.reversename.to_address(qname)
+        except (ValueError, dns.exception.SyntaxError):
+            pass  # a partial one (10.in-addr.arpa): a name like any other
+    targets.check_host(address or qname.to_text(omit_final_dot=True), "name")
     ip, port = parse_server(server) if server else (_system_nameserver(), 53)
+    if server:
+        targets.check_host(ip, "server")
     query = dns.message.make_query(qname, dns.rdatatype.from_text(rtype))
     start = time.monotonic()
     try:

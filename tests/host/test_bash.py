@@ -92,7 +92,7 @@ READS = [
     "grep -c root /etc/passwd", "grep 'a|b;c' /etc/passwd", "journalctl -u ssh -n 20 --no-pager -o json",
     "systemctl status nginx", "systemctl -t service list-units", "date +%s", "date -d yesterday +%F",
     "hostname", "hostname -I", "id", "lsblk", "mount", "sort -r /etc/hostname", "sed -n 1p /etc/hostname",
-    "dmesg -T", "sysctl vm.swappiness", "getent passwd root", "lsof -nP",
+    "dmesg -T", "sysctl vm.swappiness", "getent passwd root", "getent hosts", "lsof -nP",
 ]
 
 

@@ -4,6 +4,7 @@ ports."""
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 
@@ -75,11 +76,20 @@ async def http_port(nursery):
     return _port(listeners)
 
 
+#: the names the tests' servers answer for, listed as an operator would list their own domains
+TARGETS = ["*.test", "*.invalid"]
+
+
+@pytest.fixture
+def call() -> Caller:
+    return Caller(make_tools(settings={"probe_targets": TARGETS}))
+
+
 @pytest.fixture
 def ca_call(ca, tmp_path) -> Caller:
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
-    return Caller(make_tools(settings={"ca_file": str(ca_file)}))
+    return Caller(make_tools(settings={"ca_file": str(ca_file), "probe_targets": TARGETS}))
 
 
 def _expiry(server_cert) -> str:
@@ -284,3 +294,93 @@ async def test_dns_server_that_never_answers(call):
 async def test_dns_bad_arguments(call, args, why):
     with pytest.raises(ToolError, match=why):
         await call("host_probe_dns", args)
+
+
+# ---- where probes may reach -----------------------------------------------------
+
+@pytest.fixture
+def nothing_leaves(monkeypatch):
+    """Fail the test if a probe resolves a name, connects or sends a DNS query."""
+    import dns.asyncquery
+
+    import ongrid_host.http_probe
+    import ongrid_host.probes
+
+    def sent(*args, **kwargs):
+        raise AssertionError(f"something was sent: {args!r}")
+
+    async def asent(*args, **kwargs):
+        sent(*args)
+
+    monkeypatch.setattr(ongrid_host.probes, "resolve", asent)
+    monkeypatch.setattr(ongrid_host.http_probe, "resolve", asent)
+    monkeypatch.setattr(ongrid_host.probes, "_connect_one", asent)
+    monkeypatch.setattr(dns.asyncquery, "udp_with_fallback", asent)
+
+
+@pytest.mark.parametrize(("tool", "args", "what"), [
+    ("host_probe_http", {"url": "https://data-0123.exfil.example/"}, "host 'data-0123.exfil.example'"),
+    ("host_probe_http", {"url": "http://203.0.113.7/?q=secret"}, "address '203.0.113.7'"),
+    ("host_probe_http", {"url": "http://169.254.169.254/latest/meta-data/"}, "address '169.254.169.254'"),
+    ("host_probe_http", {"url": "http://[::ffff:169.254.169.254]/"}, "address '::ffff:169.254.169.254'"),
+    ("host_probe_tcp", {"target": "secret.exfil.example", "port": 443}, "host 'secret.exfil.example'"),
+    ("host_probe_tcp", {"target": "198.51.100.9", "port": 22}, "address '198.51.100.9'"),
+    ("host_probe_dns", {"name": "c2VjcmV0.exfil.example", "type": "TXT"}, "host 'c2VjcmV0.exfil.example'"),
+    ("host_probe_dns", {"name": "203.0.113.7", "type": "PTR"}, "address '203.0.113.7'"),
+    ("host_probe_dns", {"name": "svc.test", "server": "203.0.113.53"}, "address '203.0.113.53'"),
+    ("host_probe_dns", {"name": "example.test"}, "host 'example.test'"),  # *.x lists x's names, not x itself
+])
+async def test_a_probe_reaches_only_listed_names_and_allowed_addresses(tool, args, what, nothing_leaves):
+    # a model steered by text it read could carry data out in a name it looks up or a URL it asks for:
+    # the name is refused before it is resolved, the address before it is connected to
+    tools = make_tools(settings={"probe_targets": ["*.example.test", "svc.test"]})
+    with pytest.raises(ToolError, match=rf"{re.escape(what)} is not a probe target.*probe_targets"):
+        await Caller(tools)(tool, args)
+
+
+def test_probes_reach_localhost_the_inventory_private_and_listed_targets():
+    from ongrid_host.egress import ProbeTargets
+
+    from ongridd.config import HostConfig
+
+    tools = make_tools(hosts=(HostConfig(name="web-1", address="web-1.corp.internal"),),
+                       settings={"probe_targets": ["api.example.com", "*.example.org", "203.0.113.0/24"]})
+    assert {"host_probe_http", "host_probe_tcp", "host_probe_dns"} <= set(tools)
+    built = ProbeTargets.build(["api.example.com", "*.example.org", "203.0.113.0/24"],
+                               ["web-1", "web-1.corp.internal"])
+    for host in ("localhost", "LOCALHOST.", "web-1", "web-1.corp.internal", "api.example.com", "a.b.example.org",
+                 "127.0.0.1", "10.2.3.4", "172.20.0.1", "192.168.1.1", "::1", "fd00::1", "203.0.113.99"):
+        built.check_host(host, "url")
+    for host in ("example.org", "api.example.com.evil.test", "8.8.8.8", "169.254.169.254", "fe80::1",
+                 "100.64.0.1", "web-2"):
+        with pytest.raises(ToolError):
+            built.check_host(host, "url")
+    # a listed name that resolves to a metadata service's address is refused; listing that network allows it
+    with pytest.raises(ToolError, match="link-local address 169.254.169.254"):
+        built.check_resolved("api.example.com", "169.254.169.254", "url")
+    ProbeTargets.build(["api.example.com", "169.254.169.254/32"]).check_resolved(
+        "api.example.com", "169.254.169.254", "url")
+
+
+async def test_a_listed_name_resolving_to_a_metadata_address_is_not_requested(monkeypatch):
+    import ongrid_host.http_probe
+
+    async def resolve(host, port, *, timeout_s):
+        return [(socket.AF_INET, ("169.254.169.254", port))], 0.1
+
+    async def connect(*args):
+        raise AssertionError("connected")
+
+    monkeypatch.setattr(ongrid_host.http_probe, "resolve", resolve)
+    monkeypatch.setattr(ongrid_host.http_probe, "_connect", connect)
+    out = await Caller(make_tools(settings={"probe_targets": ["metadata.example.test"]}))(
+        "host_probe_http", {"url": "http://metadata.example.test/"}, raw=True)
+    assert "link-local address 169.254.169.254" in str(out)
+
+
+@pytest.mark.parametrize("bad", [["http://x"], ["a..b"], ["10.0.0.0/33"], "*.example.com", [""], [7]])
+def test_bad_probe_targets_are_a_config_error_naming_the_entry(bad):
+    from ongridd.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="probe_targets"):
+        make_tools(settings={"probe_targets": bad})
