@@ -96,7 +96,7 @@ class SlackBridge:
 
     async def post(self, channel: str, thread_ts: str, text: str) -> str | None:
         data = await self.api("chat.postMessage", {"channel": channel, "thread_ts": thread_ts, "text": text,
-                                                   "unfurl_links": False})
+                                                   "unfurl_links": False, "unfurl_media": False})
         ts = data.get("ts")
         return ts if isinstance(ts, str) else None
 

@@ -116,6 +116,8 @@ def test_challenge_signed_turn_progress_final_split_retry_and_forgeries(slack):
     assert all(a.count("```") % 2 == 0 for a in answer)  # no code block broken
     assert answer[-1].endswith("That is all: *nothing* is on fire &lt;ok&gt; &amp; done.")
     assert all(p.payload["thread_ts"] == "1700000000.000100" for p in posts)
+    # no link or media preview: Slack's servers would fetch a URL the model wrote (and what it carries)
+    assert all(p.payload["unfurl_links"] is False and p.payload["unfurl_media"] is False for p in posts)
     failed = [c for c in double.calls if c.status >= 429]
     assert sorted(c.status for c in failed) == [429, 500]
     # the edit after the 429 waited for Retry-After
