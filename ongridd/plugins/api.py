@@ -17,6 +17,7 @@ from ongridd.errors import ConfigError, OngridError, StoreError, ToolError, Tool
 from ongridd.logs import StructuredLogger, get_logger
 from ongridd.plugins.bridgekit import (
     REFUSAL,
+    BotIdentity,
     BridgeSettings,
     MarkupStyle,
     MessageOutlet,
@@ -78,6 +79,7 @@ __all__ = [
     "get_logger",
     "PlatformError",
     "PlatformHTTP",
+    "BotIdentity",
     "Progress",
     "heading_text",
     "inline_spans",

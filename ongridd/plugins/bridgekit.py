@@ -211,6 +211,44 @@ class PlatformError(Exception):
 
 
 @attrs.define
+class BotIdentity:
+    """What the platform says the bot itself is (its user id, open_id…),
+    asked once and kept: ``await get()`` runs ``fetch()`` (async; returns
+    the value, or None when the answer does not give it; raises
+    PlatformError) the first time, and again after a failure no sooner
+    than ``retry_after_s`` (meanwhile None at once, so a flood of messages
+    does not become a flood of calls).  Concurrent callers wait for the
+    call in flight.  ``what``: for the log line of a failure.  Cancelling a
+    caller cancels only its wait (a cancelled fetch keeps nothing)."""
+
+    fetch: Callable[[], Awaitable[Any]]
+    what: str
+    retry_after_s: float = 60.0
+    value: Any = None
+    _failed_at: float | None = None
+    _lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    async def get(self) -> Any:
+        async with self._lock:
+            if self.value is not None:
+                return self.value
+            if self._failed_at is not None and trio.current_time() - self._failed_at < self.retry_after_s:
+                return None
+            try:
+                value = await self.fetch()
+            except PlatformError as exc:
+                value, error = None, str(exc)
+            else:
+                error = "the answer does not say"
+            if value is None:
+                self._failed_at = trio.current_time()
+                log.warning("bridge_identity_unknown", what=self.what, error=error, retry_in_s=self.retry_after_s)
+                return None
+            self.value = value
+            return value
+
+
+@attrs.define
 class PlatformHTTP:
     """``http``: an ``httpx2.AsyncClient``; ``name``: the platform (for logs).
     ``attempts``: tries per call (429 and 5xx/transport failures count);

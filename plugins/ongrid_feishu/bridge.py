@@ -38,6 +38,7 @@ from ongrid_feishu.crypto import decrypt, signature_ok
 from ongrid_feishu.markup import LIMIT, post_content, to_md
 from ongridd.plugins.api import (
     REFUSAL,
+    BotIdentity,
     BridgeSettings,
     PlatformError,
     PlatformHTTP,
@@ -82,8 +83,7 @@ class FeishuBridge:
         self._tenant: tuple[str, float] | None = None
         self._token_lock = trio.Lock()
         #: the bot's own open_id (``GET /bot/v3/info``), learnt at the first group message
-        self.bot_open_id: str | None = None
-        self._bot_lock = trio.Lock()
+        self.bot = BotIdentity(fetch=self._bot_open_id, what="feishu bot open_id")
 
     # ---- Open API ----------------------------------------------------------------
     async def tenant_token(self) -> str:
@@ -132,23 +132,10 @@ class FeishuBridge:
         await self.api("PUT", f"/im/v1/messages/{message_id}", {"msg_type": "post", "content": post_content(md_text)},
                        "update")
 
-    async def own_open_id(self) -> str | None:
-        """The bot's ``open_id``, asked of ``GET /bot/v3/info`` once and kept;
-        None (logged) while the platform does not give it.  Waits for a
-        call another task has in flight; cancellation leaves nothing kept."""
-        async with self._bot_lock:
-            if self.bot_open_id is None:
-                try:
-                    bot = await self.api("GET", "/bot/v3/info", None, "bot info", key="bot")
-                except PlatformError as exc:
-                    log.warning("feishu_bot_info_failed", error=str(exc))
-                    return None
-                oid = bot.get("open_id")
-                if not (isinstance(oid, str) and ID_RE.match(oid)):
-                    log.warning("feishu_bot_info_failed", error="no open_id in the bot info")
-                    return None
-                self.bot_open_id = oid
-            return self.bot_open_id
+    async def _bot_open_id(self) -> str | None:
+        """``GET /bot/v3/info``'s ``bot.open_id`` (None when it has none); PlatformError."""
+        oid = (await self.api("GET", "/bot/v3/info", None, "bot info", key="bot")).get("open_id")
+        return oid if isinstance(oid, str) and ID_RE.match(oid) else None
 
     # ---- inbound ---------------------------------------------------------------
     def open_body(self, req: PluginRequest) -> dict[str, Any]:
@@ -235,7 +222,7 @@ class FeishuBridge:
         """One user's message, after the webhook has answered: in a group,
         nothing unless it mentions the bot; then the refusal, ``stop`` or a
         turn.  ``mentions``: mention key → (open_id, name)."""
-        own = await self.own_open_id() if group else None
+        own = await self.bot.get() if group else None
         if group and (own is None or all(oid != own for oid, _ in mentions.values())):
             log.info("feishu_not_mentioned", chat=chat_id)
             return

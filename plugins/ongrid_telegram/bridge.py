@@ -37,6 +37,7 @@ import trio
 from ongrid_telegram.markup import LIMIT, to_html
 from ongridd.plugins.api import (
     REFUSAL,
+    BotIdentity,
     BridgeSettings,
     PlatformError,
     PlatformHTTP,
@@ -84,8 +85,7 @@ class TelegramBridge:
         self.http = PlatformHTTP(context.http, PLATFORM, retry_after=_retry_after)
         self.offset: int | None = None
         #: the bot's own (user id, username) from ``getMe``, learnt at the first group message
-        self.me: tuple[int, str] | None = None
-        self._me_lock = trio.Lock()
+        self.me = BotIdentity(fetch=self._get_me, what="telegram getMe")
 
     # ---- Bot API ---------------------------------------------------------------
     async def api(self, method: str, payload: dict[str, Any], **kwargs: Any) -> Any:
@@ -122,23 +122,13 @@ class TelegramBridge:
             if "message is not modified" not in str(exc):
                 raise
 
-    async def identity(self) -> tuple[int, str] | None:
-        """The bot's (user id, username), asked of ``getMe`` once and kept;
-        None (logged) while the API does not give it.  Waits for a call
-        another task has in flight; cancellation leaves nothing kept."""
-        async with self._me_lock:
-            if self.me is None:
-                try:
-                    me = await self.api("getMe", {})
-                except PlatformError as exc:
-                    log.warning("telegram_get_me_failed", error=str(exc))
-                    return None
-                uid, name = (me.get("id"), me.get("username")) if isinstance(me, dict) else (None, None)
-                if not (isinstance(uid, int) and isinstance(name, str) and USERNAME_RE.match(name)):
-                    log.warning("telegram_get_me_failed", error="no id or username in the getMe answer")
-                    return None
-                self.me = (uid, name)
-            return self.me
+    async def _get_me(self) -> tuple[int, str] | None:
+        """``getMe``'s (id, username) (None when it lacks one); PlatformError."""
+        me = await self.api("getMe", {})
+        uid, name = (me.get("id"), me.get("username")) if isinstance(me, dict) else (None, None)
+        if isinstance(uid, int) and isinstance(name, str) and USERNAME_RE.match(name):
+            return uid, name
+        return None
 
     # ---- inbound ---------------------------------------------------------------
     async def poll_forever(self) -> None:
@@ -214,7 +204,7 @@ class TelegramBridge:
         """One user's message, after it was claimed: in a group, nothing
         unless it is addressed to the bot; then the refusal, ``stop`` or a turn."""
         if group:
-            me = await self.identity()
+            me = await self.me.get()
             if me is None or not _addressed(msg, text, me):
                 log.info("telegram_not_addressed", chat=chat_id)
                 return

@@ -312,3 +312,30 @@ async def test_the_answer_is_sent_only_once_a_progress_edit_in_flight_came_back(
 
     assert await relay_turn(frames(), SlowPlatform(), min_interval_s=0.01) == "final"
     assert order == ["progress sent", "progress applied", "final the answer"]
+
+
+async def test_bot_identity_is_asked_once_and_after_a_failure_at_most_once_a_minute(autojump_clock):
+    from ongridd.plugins.api import BotIdentity, PlatformError
+
+    answers = [PlatformError("HTTP 500"), None, "ou_bot"]
+    calls = []
+
+    async def fetch():
+        calls.append(trio.current_time())
+        await trio.sleep(1)  # in flight: concurrent callers wait for it
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    bot = BotIdentity(fetch=fetch, what="test bot")
+    async with trio.open_nursery() as nursery:  # a burst of messages: one call
+        for _ in range(5):
+            nursery.start_soon(bot.get)
+    assert len(calls) == 1 and await bot.get() is None  # failed: not asked again within the minute
+    await trio.sleep(61)
+    assert await bot.get() is None and len(calls) == 2  # the answer did not say
+    await trio.sleep(61)
+    assert await bot.get() == "ou_bot" and len(calls) == 3
+    await trio.sleep(3600)
+    assert await bot.get() == "ou_bot" and len(calls) == 3  # kept

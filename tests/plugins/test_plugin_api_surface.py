@@ -27,7 +27,7 @@ EXPORTS = {
     # channel bridges
     "ChatAPI", "ChatTurn", "Origin", "PlatformError", "PlatformHTTP", "Progress", "heading_text",
     "inline_spans", "markdown_blocks", "relay_turn", "split_rendered", "split_text", "REFUSAL",
-    "BridgeSettings", "is_stop", "say_once", "say_active", "MessageOutlet", "MarkupStyle",
+    "BridgeSettings", "BotIdentity", "is_stop", "say_once", "say_active", "MessageOutlet", "MarkupStyle",
     "run_bridge_turn", "say_safely", "stop_thread",
     # helpers
     "parse_time", "parse_duration", "HttpAnswer", "get_json", "numeric_settings", "iso_utc",
