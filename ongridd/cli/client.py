@@ -290,6 +290,7 @@ class _ChatUI:
         self.prompted = False
         self.turn_running = True
         self.sent += 1
+        self.last_end = None  # this line's own outcome from here on (a retry's earlier busy is over)
         self._moved()
 
     def _flush_text(self) -> None:

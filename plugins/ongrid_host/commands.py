@@ -470,17 +470,35 @@ SS = CommandSpec("ss", (
     V("A", "query"), V("F", "filter", role="read")),
     refused=((("K", "kill"), "kills sockets", WRITE), (("D", "diag"), WRITES_FILE, WRITE),
              (("E", "events"), NEVER_ENDS, REFUSED), (("N", "net"), "enters another network namespace", WRITE)),
-    end_marker=False)
+    end_marker=False, check=lambda p: _numeric_hosts("ss", p.operands))
 NETSTAT = CommandSpec("netstat", (
     *flags("a|all n|numeric t|tcp u|udp w|raw x|unix l|listening p|program r|route i|interfaces s|statistics "
            "e|extend o|timers W|wide g|groups M|masquerade 4 6 v|verbose N|symbolic numeric-hosts numeric-ports "
            "numeric-users"),
     V("A", "protocol", NAMES)),
     refused=((("c", "continuous"), NEVER_ENDS, REFUSED),), operands="none")
+#: an ss filter's host: an address or prefix (``10.0.0.0/8``, ``[::1]``, ``*``), with or without
+#: ``:port``, or a port alone (``:https``)
+_SS_HOST = re.compile(r"(\*|[0-9.]+(/[0-9]{1,2})?|\[[0-9A-Fa-f:.*]+\](/[0-9]{1,3})?|[0-9A-Fa-f:]*::?[0-9A-Fa-f:]*"
+                      r"(/[0-9]{1,3})?)?(:[A-Za-z0-9*_-]+)?\Z")
+
+
+def _numeric_hosts(command: str, operands: Sequence[str]) -> None:
+    """An ss filter's ``dst``/``src`` hosts must be addresses: ss looks a name up in DNS,
+    which would carry whatever it spells out of the host."""
+    words = [w for operand in operands for w in operand.split()]
+    for before, word in zip(words, words[1:], strict=False):
+        if before.lower() in ("dst", "src") and not _SS_HOST.match(word):
+            raise Refusal(REFUSED, f"{command}: host {word!r} after {before!r} is not an address; a name would be "
+                                   "looked up in DNS (give the address, e.g. 'dst 10.0.0.5:443')")
+
+
 _LSOF_WORD = re.compile(r"[A-Za-z0-9_.:@,^\[\]/-]*")
 LSOF = CommandSpec("lsof", (
     *flags("n P l t a w b R V X"),
-    O("i", check=pattern(r"[46]?([A-Za-z]+)?(@[A-Za-z0-9_.:\[\]-]+)?(:[A-Za-z0-9_,-]+)?", "an internet address")),
+    # the host of -i@HOST numeric only: a name would be looked up in DNS (and carry whatever it spells out)
+    O("i", check=pattern(r"[46]?([A-Za-z]+)?(@([0-9.]+|\[[0-9A-Fa-f:.]+\]))?(:[A-Za-z0-9_,-]+)?",
+                         "an internet address (a numeric host: names are not looked up)")),
     V("p", check=pattern(r"\^?[0-9]+(,\^?[0-9]+)*", "process ids")),
     V("u", check=pattern(r"\^?[A-Za-z0-9_.-]+(,\^?[A-Za-z0-9_.-]+)*", "user names")),
     V("c", check=NAME), V("g", check=pattern(r"[0-9,^]+", "process group ids")),

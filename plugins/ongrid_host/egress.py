@@ -27,6 +27,7 @@ address needs the address to be allowed.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -49,9 +50,14 @@ def _name(value: str) -> str:
     return value.strip().rstrip(".").lower()
 
 
+#: a host name as it may be looked up: dot-separated labels of letters, digits, ``-`` and ``_``
+_HOST_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*\.?\Z")
+
+
 def _address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``value`` as an address, the whole of it (an IPv6 zone ``%eth0`` included), else None."""
     try:
-        return ipaddress.ip_address(value.strip().strip("[]").split("%", 1)[0])
+        return ipaddress.ip_address(value.strip().removeprefix("[").removesuffix("]"))
     except ValueError:
         return None
 
@@ -120,10 +126,12 @@ class ProbeTargets:
     def check_host(self, host: str, field: str) -> None:
         """Before anything is sent: a name must be listed, an address allowed.  Raises ToolError."""
         address = _address(host)
+        if "%" in host:  # a zone is text that a lookup of the whole would carry out (::1%<data>.example)
+            raise self._refuse(f"{host!r} (an address with a zone)", field)
         if address is not None:
             if not self.allows_address(address):
                 raise self._refuse(f"address {host!r}", field)
-        elif not self.allows_name(host):
+        elif not (len(host) <= 253 and _HOST_NAME.match(host) and self.allows_name(host)):
             raise self._refuse(f"host {host!r}", field)
 
     def check_resolved(self, host: str, address: str, field: str) -> None:

@@ -31,3 +31,20 @@ def test_tree_threads_and_messages_cannot_forge_lines():
     assert len(messages) == 1
     assert [line for line in messages[0].split("\n") if line.startswith("#")] == [messages[0].split("\n")[0]]
     assert "x #3 tool: ok" in messages[0]
+
+
+def test_piped_chat_retries_only_a_line_whose_own_last_attempt_was_refused():
+    # a line refused busy, then accepted and running when the daemon dies: its turn ran, so it must not be
+    # sent again; the refusal of the earlier attempt is not this attempt's outcome
+    import io
+
+    from ongridd.cli.client import _ChatUI
+
+    ui = _ChatUI(io.StringIO(), prompt=False)
+    ui.user_sent("the piped line")
+    ui.render({"type": "error", "code": "busy", "message": "busy"})
+    assert ui.last_end == "busy"  # sent again by the script loop
+    ui.user_sent("the piped line")
+    assert ui.last_end is None
+    ui.notice("[the daemon went away; reconnecting…]")  # while its turn ran
+    assert ui.last_end is None and ui.errors == 2

@@ -92,7 +92,8 @@ READS = [
     "grep -c root /etc/passwd", "grep 'a|b;c' /etc/passwd", "journalctl -u ssh -n 20 --no-pager -o json",
     "systemctl status nginx", "systemctl -t service list-units", "date +%s", "date -d yesterday +%F",
     "hostname", "hostname -I", "id", "lsblk", "mount", "sort -r /etc/hostname", "sed -n 1p /etc/hostname",
-    "dmesg -T", "sysctl vm.swappiness", "getent passwd root", "getent hosts", "lsof -nP",
+    "dmesg -T", "sysctl vm.swappiness", "getent passwd root", "getent hosts", "lsof -nP", "ss -tn dst 10.0.0.5:443",
+    "ss -t dst :https", "lsof -iTCP@127.0.0.1:22",
 ]
 
 

