@@ -48,7 +48,8 @@ REDACTED_NOTE = "values that look like credentials (--token X, password=X, URL p
 #: name parts (lower case, split at anything not a letter or digit) that say the value is a credential
 _SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "token", "secret", "credential",
                            "credentials", "cookie", "bearer", "auth", "authorization", "apikey", "privatekey",
-                           "secretkey", "accesskey", "clientsecret", "sessionkey"})
+                           "secretkey", "accesskey", "clientsecret", "sessionkey", "requirepass", "masterauth",
+                           "signature", "sig", "psk"})
 #: endings of a name part that say so too (``PGPASSWORD``, ``MYSQL_PWD`` → ``mysql``/``pwd``, ``ghtoken``)
 _SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "secretkey", "privatekey", "passphrase")
 #: a ``key`` part after one of these is a credential (``api_key``, ``AWS_SECRET_ACCESS_KEY``); ``key`` alone
@@ -82,9 +83,22 @@ _URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://
 #: a query parameter, or a ``name=value`` pair after a comma (``-o user=bob,password=X``)
 _QUERY_SECRET = re.compile(r"([?&;,]([^=&#,\s]{1,64})=)([^&#,\s]+)")
 #: a JSON member with a secret-looking name
-_JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")([^"]*)(")')
+_JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")((?:[^"\\]|\\.)*)(")')
+#: the same inside a JSON string (a JSON log line carried as a string: ``{"log":"{\"password\":\"X\"}"}``)
+_JSON_ESCAPED = re.compile(r'(\\"([^"\\\s]{1,64})\\"\s{0,4}:\s{0,4}\\")((?:[^"\\]|\\[^"])*)(\\")')
 #: a JSON member whose string value is still open at the word's end (a value holding a space)
-_JSON_OPEN = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")[^"]*\Z')
+_JSON_OPEN = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")(?:[^"\\]|\\.)*\Z')
+#: a JSON member's name and colon ending a word: its value is the next word (``{"password": "X"}``)
+_JSON_KEY_END = re.compile(r'"([^"\s]{1,64})"\s{0,4}:\Z')
+#: an XML element holding a secret-named value on one line (``<password>X</password>``)
+_XML_SECRET = re.compile(r"(<([A-Za-z_][\w.:-]{0,63})>)([^<]{1,1000})(</\2>)")
+#: a word that is a credential on its own after ``Bearer``/``Basic`` (a token, base64)
+_TOKEN_WORD = re.compile(r"([A-Za-z0-9._~+/=-]{8,})([\"',;]{0,2})\Z")
+#: a JSON member's name standing alone as a word (``{"token"`` of ``{"token" : "X"}``)
+_JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s]{1,64})"\Z')
+#: the lines of a PEM private key between its BEGIN and END lines
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 #: schemes of an ``Authorization`` header: the credential is the word after them
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
 #: client programs (by file name) and their options that take a password as the next word
@@ -102,8 +116,18 @@ _BARE_NAME = re.compile(r"[\"']?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 
 def redact_credentials(text: str) -> str:
     """``text`` (one or more command lines, or a listing holding them) with secret-looking
-    values replaced by ``***``; everything else unchanged."""
-    return "\n".join(_redact_line(line) for line in text.split("\n"))
+    values replaced by ``***``; everything else unchanged (a PEM private key's lines
+    between its BEGIN and END lines each become ``***``)."""
+    out = []
+    in_key = False
+    for line in text.split("\n"):
+        if in_key:
+            in_key = not _PEM_END.search(line)
+            out.append(line if not in_key else HIDDEN)
+            continue
+        in_key = bool(_PEM_BEGIN.search(line)) and not _PEM_END.search(line)
+        out.append(_redact_line(line))
+    return "\n".join(out)
 
 
 def _program(word: str) -> str:
@@ -111,50 +135,110 @@ def _program(word: str) -> str:
 
 
 def _redact_line(line: str) -> str:
+    line = _XML_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
+                           else m.group(0), line)
     parts = _WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
-    programs = {_program(word) for word in parts[::2] if word}
+    words = [word for word in parts[::2] if word]
+    programs = {_program(word) for word in words}
     mysql = any(_MYSQL.match(name) for name in programs)
     password_options = {opt for name in programs for opt in _PASSWORD_OPTIONS.get(name, ())}
-    hide_next = user_next = named = False
+    netrc = bool(words) and words[0] == "machine"  # machine H login U password X
+    hide_next = user_next = named = named_value = token_next = hide_rest = False
     # a hidden value's quote not yet closed: the words up to its close go too (the close itself stays
     # when the opening quote is still shown, as in a JSON member: "password":"***")
     open_quote, keep_close = "", False
+    previous = ""
+    first = True  # the line's first word: a configuration file's "key value" (requirepass X)
     for i in range(0, len(parts), 2):
         word = parts[i]
         if not word:
             continue
+        was_first, first = first, False
+        before, previous = previous, word
+        if hide_rest:  # a cookie header: every pair after it
+            parts[i] = HIDDEN if word != HIDDEN else word
+            continue
         if open_quote:
-            at = word.find(open_quote)
+            at = _closing(word, open_quote, 0)
             parts[i - 1], parts[i] = "", "" if at < 0 else word[at if keep_close else at + 1:]
             open_quote = open_quote if at < 0 else ""
             continue
-        if named and word in ("=", ":"):  # "password = X" of a configuration file
-            hide_next, named = True, False
-            continue
-        if named and word[0] in "=:" and len(word) > 1:  # "password =X"
-            parts[i], named, open_quote, keep_close = word[0] + HIDDEN, False, _unclosed(word[1:]), False
-            continue
-        named = False
+        if named:
+            named = False
+            if word in ("=", ":", "=>"):  # "password = X" of a configuration file, "'password' => X" of PHP
+                hide_next = True
+                continue
+            if word[0] in "=:" and len(word) > 1:  # "password =X"
+                parts[i], open_quote, keep_close = _hide_value(word[1:], word[0])
+                continue
+            if named_value:  # "requirepass X" opening a line, "password X" of a .netrc line
+                parts[i], open_quote, keep_close = _hide_value(word)
+                continue
+        if token_next:
+            token_next = False
+            token = _TOKEN_WORD.match(word)
+            if token:  # "Bearer eyJ…" in an access log
+                parts[i] = HIDDEN + token.group(2)
+                continue
         if hide_next:  # the value of a secret-named option, whatever it looks like (a token may start with -)
             if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
-                parts[i], hide_next, open_quote, keep_close = HIDDEN, False, _unclosed(word), False
+                parts[i], open_quote, keep_close = _hide_value(word)
+                hide_next = False
             continue
         if user_next and not word.startswith("-"):
             parts[i], user_next = _user_password(word), False
             continue
         user_next = False
-        if word in password_options or (_OPTION.match(word) and _secret_name(word)) or (
-                word[-1] in ":=" and _BARE_NAME.match(word[:-1]) and _secret_name(word[:-1])):
+        if word.lstrip("\"'").lower() in ("bearer", "basic"):
+            token_next = True
+        elif word.lower() == "by" and before.lower() == "identified":  # SQL: IDENTIFIED BY 'X'
             hide_next = True
+        elif word in password_options or (_OPTION.match(word) and _secret_name(word)):
+            hide_next = True
+        elif word[-1] in ":=" and _BARE_NAME.match(word[:-1]) and _secret_name(word[:-1]):
+            hide_next = True
+            hide_rest = _PARTS.sub("", word[:-1].lower()) in ("cookie", "setcookie")
         elif word in ("-u", "--user", "-U"):
             user_next = True
         elif mysql and word.startswith("-p") and len(word) > 2:
             parts[i] = f"-p{HIDDEN}"
+        elif _BARE_NAME.match(word) and _secret_name(word):
+            named, named_value = True, was_first or (netrc and _PARTS.sub("", word.lower()) == "password")
+        elif (key := _JSON_KEY_WORD.match(word)) and _secret_name(key.group(1)):
+            named, named_value = True, False  # {"token" : "X"}
+        elif (key := _JSON_KEY_END.search(word)) and _secret_name(key.group(1)):
+            hide_next = True  # {"password": "X"}
         else:
-            named = bool(_BARE_NAME.match(word)) and _secret_name(word)
-            if not named:
-                parts[i], hide_next, open_quote, keep_close = _redact_word(word)
+            parts[i], hide_next, open_quote, keep_close = _redact_word(word)
     return "".join(parts)
+
+
+def _closing(word: str, quote: str, start: int) -> int:
+    """The index of the first ``quote`` in ``word`` from ``start`` that a backslash does not
+    escape, else -1."""
+    i = start
+    while i < len(word):
+        c = word[i]
+        if c == "\\":
+            i += 2
+        elif c == quote:
+            return i
+        else:
+            i += 1
+    return -1
+
+
+def _hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
+    """A value word hidden: a quoted one keeps its quotes and what follows its close
+    (``"hunter2"},`` → ``"***"},``).  Returns the word as shown, the quote it opened and did
+    not close (the next words are hidden up to it), and True (that close is shown)."""
+    quote = word[:1]
+    if quote not in ("'", '"'):
+        return lead + HIDDEN, "", False
+    end = _closing(word, quote, 1)
+    if end < 0:
+        return lead + quote + HIDDEN, quote, True
+    return lead + quote + HIDDEN + word[end:], "", False
 
 
 def _unclosed(value: str) -> str:
@@ -164,6 +248,23 @@ def _unclosed(value: str) -> str:
 
 
 def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
+    """:func:`_redact_word_as_is`, and for a word that changes nothing so but opens with
+    quotes or brackets, the same of what follows them (``"MYSQL_ROOT_PASSWORD=X",`` of a
+    JSON list)."""
+    out = _redact_word_as_is(word, depth)
+    lead = len(word) - len(word.lstrip("\"'[({"))
+    if out[0] != word or not lead or depth:
+        return out
+    body, tail = word[lead:], ""
+    quote = next((c for c in word[:lead] if c in "\"'"), "")
+    end = _closing(body, quote, 0) if quote else -1
+    if end >= 0:  # up to the quote that closes the opening one: what follows it stays
+        body, tail = body[:end], body[end:]
+    shown, hide_next, opened, keep = _redact_word_as_is(body, depth + 1)
+    return word[:lead] + shown + tail, hide_next, opened, keep
+
+
+def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
     """One word: ``name=value`` (and a value that is itself one), query parameters, JSON members, URL
     passwords.  Returns the word as shown, whether the next word is the value
     (``Authorization:Bearer`` then the credential), the quote a hidden value opened and
@@ -188,6 +289,8 @@ def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
     word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2)) else m.group(0), word)
     word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
                             else m.group(0), word)
+    word = _JSON_ESCAPED.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
+                             else m.group(0), word)
     word = _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word)
     member = _JSON_OPEN.search(word)
     if member and _secret_name(member.group(2)):  # {"token":"a b"} split into words: hide up to the close

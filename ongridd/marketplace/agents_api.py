@@ -104,8 +104,8 @@ class AgentsAPI:
         and ``text``: the whole file as it is on disk, comments and layout
         kept, ready to edit and PUT back (``text_from: "file"``); or, when
         the file cannot be read as it was loaded (gone, too large, not
-        UTF-8), the file rebuilt from the persona's fields
-        (``text_from: "fields"``).  Raises NotFound.  The file is read in a
+        UTF-8, or no longer this very persona: changed or swapped since),
+        the file rebuilt from the persona's fields (``text_from: "fields"``).  Raises NotFound.  The file is read in a
         worker thread; cancelling the caller abandons the read."""
         persona = self.agents.by_name(name)
         if persona is None:
@@ -113,6 +113,11 @@ class AgentsAPI:
         out = self._described(persona)
         out["body"] = persona.body
         on_disk = await trio.to_thread.run_sync(_file_text, persona.source, abandon_on_cancel=True)
+        if on_disk is not None:  # only the very persona that was loaded: a file swapped since (another
+            # persona, a symlink to anything else the daemon can read) is not shown
+            parsed, _ = await self._parse(on_disk.encode("utf-8"), Path(persona.source))
+            if parsed is None or parsed.to_dict() != persona.to_dict():
+                on_disk = None
         out["text"] = redact(on_disk) if on_disk is not None else persona_to_text(persona)
         out["text_from"] = "file" if on_disk is not None else "fields"
         return out

@@ -49,19 +49,40 @@ from ongrid_host.local import redact_cmdline
     ("java -cp /a/b:/c/d Main", "java -cp /a/b:/c/d Main"),
     # configuration files (host_bash output): INI, YAML, TOML and shell shapes, quoted values with spaces
     ("password = hunter2", "password = ***"),
-    ("  db_password: 'hunter 2'  # rotated", "  db_password: ***  # rotated"),
-    ('secret_key = "a b c"', "secret_key = ***"),
+    ("  db_password: 'hunter 2'  # rotated", "  db_password: '***'  # rotated"),  # quotes kept
+    ('secret_key = "a b c"', 'secret_key = "***"'),
     ("password =hunter2", "password =***"),
     ("password= hunter2", "password= ***"),
     ('export DB_PASSWORD="hunter 2" X=1', "export DB_PASSWORD=*** X=1"),
-    ('"api_key" = "k1"', '"api_key" = ***'),
-    ("app --token 'a b' -v", "app --token *** -v"),
+    ('"api_key" = "k1"', '"api_key" = "***"'),
+    ("app --token 'a b' -v", "app --token '***' -v"),
     ("key_buffer_size = 16M", "key_buffer_size = 16M"),  # not credentials, as on a command line
     ("author: bob", "author: bob"),
-    ("the password is weak", "the password is weak"),
     ('{"password":"a b","x":1}', '{"password":"***","x":1}'),  # a JSON string with a space in it
     ('{"headers":{"Authorization":"Bearer tok-1"},"u":"ops"}', '{"headers":{"Authorization":"***"},"u":"ops"}'),
     ('{"msg":"a b","n":1}', '{"msg":"a b","n":1}'),
+    # what real logs and configs hold
+    ('{"user": "svc", "password": "hunter2"}', '{"user": "svc", "password": "***"}'),  # json.dumps spacing
+    ('{"api_key": "AKIA1234567890SECRET", "user": "svc"}', '{"api_key": "***", "user": "svc"}'),
+    ('{"token" : "a b", "n": 1}', '{"token" : "***", "n": 1}'),
+    ('{"password":"hun\\"ter2 two","x":1}', '{"password":"***","x":1}'),  # an escaped quote inside
+    ('{"log":"{\\"password\\":\\"hunter2\\"}"}', '{"log":"{\\"password\\":\\"***\\"}"}'),
+    ("requirepass hunter2", "requirepass ***"), ("masterauth hunter2", "masterauth ***"),
+    ("    auth_pass hunter2", "    auth_pass ***"), ("password\thunter2", "password\t***"),
+    ("machine db login ops password hunter2", "machine db login ops password ***"),
+    ("<password>hunter2</password>", "<password>***</password>"),
+    ("<user>ops</user><secret>s3</secret>", "<user>ops</user><secret>***</secret>"),
+    ('"MYSQL_ROOT_PASSWORD=hunter2",', '"MYSQL_ROOT_PASSWORD=***",'),
+    ("Cookie: a=1; sessionid=hunter2; x=2", "Cookie: *** *** ***"),
+    ('10.0.0.1 - - "GET / HTTP/1.1" 200 "Bearer eyJhbGciOi.x.y"', '10.0.0.1 - - "GET / HTTP/1.1" 200 "Bearer ***"'),
+    ("proxy_set_header Authorization \"Basic dXNlcjpwdw==\";", "proxy_set_header Authorization \"Basic ***\";"),
+    ("'password' => 'hunter2',", "'password' => '***',"),
+    ("CREATE USER app IDENTIFIED BY 'hunter2';", "CREATE USER app IDENTIFIED BY '***';"),
+    ('psk="hunter2-wifi"', "psk=***"),
+    ("https://b.blob/x?sv=1&sig=abcDEF%2B&se=2", "https://b.blob/x?sv=1&sig=***&se=2"),
+    ("https://s3/x?X-Amz-Signature=abc123&X-Amz-Date=1", "https://s3/x?X-Amz-Signature=***&X-Amz-Date=1"),
+    ("the password is weak", "the password is weak"),  # prose: no separator, not a line's first word
+    ("password is weak", "password *** weak"),  # a line's first word is a key: a prose word is hidden too
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown

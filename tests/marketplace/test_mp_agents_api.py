@@ -74,8 +74,16 @@ async def test_get_gives_the_file_as_written_comments_included(api):
     await api.put("cert-helper", text, actor="alice")
     got = await api.get("cert-helper")
     assert got["text"] == text and got["text_from"] == "file"
+    # swapped for a symlink to another file the daemon can read: not shown (the loaded persona's fields are)
+    path = api.config.agents_write_dir / "cert-helper.md"
+    secret = api.config.agents_write_dir.parent / "outside.txt"
+    secret.write_text("AWS_SECRET_ACCESS_KEY=abcdefghijklmnop\n")
+    path.rename(path.with_suffix(".bak"))
+    path.symlink_to(secret)
+    swapped = await api.get("cert-helper")
+    assert swapped["text_from"] == "fields" and "abcdefghijklmnop" not in swapped["text"]
+    path.unlink()
     # the file gone (the watcher has not reloaded yet): rebuilt from the loaded persona's fields
-    (api.config.agents_write_dir / "cert-helper.md").unlink()
     rebuilt = await api.get("cert-helper")
     assert rebuilt["text_from"] == "fields" and "name: cert-helper" in rebuilt["text"]
     assert "# owner" not in rebuilt["text"]
