@@ -26,10 +26,15 @@ command lines carry credentials:
 - a client's own password option: ``-pX`` of the MySQL/MariaDB tools,
   ``redis-cli -a X``, ``sshpass -p X``, the OpenLDAP tools' ``-w X``,
   ``mongo``/``mongosh -p X``;
-- the same names in configuration files and JSON: ``password = X``, ``password= X``,
-  ``db_password: X`` (INI, YAML, TOML, shell), and a quoted value holding
-  spaces (``password: "a b c"``, ``DB_PASSWORD="a b"``) is hidden up to
-  its closing quote on the same line.
+- the same names in configuration files and logs: ``password = X``,
+  ``password= X``, ``db_password: X`` (INI, YAML, TOML, shell), ``'password'
+  => X`` (PHP), a line's first word as a key (``requirepass X``), ``.netrc``
+  lines, ``<password>X</password>``, JSON members as loggers write them
+  (``{"password": "X"}``, escaped quotes, JSON inside a JSON string), quoted
+  list items (``"MYSQL_ROOT_PASSWORD=X",``); a quoted value holding spaces is
+  hidden up to its closing quote on the same line, the quotes kept;
+- every pair after ``Cookie:``, a token after ``Bearer`` or ``Basic`` on its
+  own, ``IDENTIFIED BY 'X'``, and the lines of a PEM private key.
 
 :func:`redact_credentials` keeps every other character of the text,
 whitespace and line breaks included, so a ``ps`` table keeps its columns'
