@@ -202,6 +202,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert slow.locator("button[data-stop]").is_hidden()
     page.locator(".turn").last.locator(".msg.final").wait_for(timeout=30_000)
     assert "After the stop" in page.locator(".turn").last.locator(".msg.final").inner_text()
+    # the page was reloaded during the turn: the message sent before the reload, stored as the turn
+    # went on, shows in it once the turn ends (without another reload)
+    page.locator(".turn", has=page.locator(".msg.user", has_text="Trace the network")).locator(
+        ".msg.user", has_text="also check DNS").wait_for(timeout=15_000)
     fast.locator(".status.completed").wait_for()
     slow.locator(".status.killed").wait_for()  # the stored outcome once the turn ended
     assert "load is fine" in fast.locator(".result-body").text_content()

@@ -23,6 +23,9 @@ const state = {
   buffer: [],
   running: false,
   pendingHistory: [],  // stored dispatches of a running turn, waiting for their live tiles
+  ownTurn: false,  // this page started the running turn (else it attached to it: reload when it ends)
+  refreshing: false,  // a transcript refresh runs (refreshAgain: another was asked for meanwhile)
+  refreshAgain: false,
   adopted: false,      // a live tile took the place of a stored dispatch (re-attached mid-turn)
   turn: null,          // live turn: {el, stream, chips}
   tiles: new Map(),    // task_id -> {el, status, started, elapsedEl, stopBtn, resultBox}
@@ -330,21 +333,33 @@ function resetLog() {
   state.pendingHistory = [];
   state.adopted = false;
   state.sawLive = false;
+  state.ownTurn = false;
   state.lastAssistant = "";
   setRunning(false);
 }
 
-// Render the log again from the database (tiles become their stored results).
+// Render the log again from the database (tiles become their stored results).  One at a time: a
+// refresh asked for while one runs (two turns ending in a row) runs once that one is done, so two
+// never append to the same log.
 async function refreshTranscript() {
-  const gen = state.attachGen;
-  $("log").replaceChildren();
-  state.tiles.clear();
-  state.pendingHistory = [];
-  state.adopted = false;
+  if (state.refreshing) { state.refreshAgain = true; return; }
+  state.refreshing = true;
   try {
-    await loadTranscript(state.sessionId, gen);
-  } catch (e) {
-    if (gen === state.attachGen) banner(`Could not reload the transcript: ${e.message}`);
+    do {
+      state.refreshAgain = false;
+      const gen = state.attachGen;
+      $("log").replaceChildren();
+      state.tiles.clear();
+      state.pendingHistory = [];
+      state.adopted = false;
+      try {
+        await loadTranscript(state.sessionId, gen);
+      } catch (e) {
+        if (gen === state.attachGen) banner(`Could not reload the transcript: ${e.message}`);
+      }
+    } while (state.refreshAgain);
+  } finally {
+    state.refreshing = false;
   }
 }
 
@@ -733,9 +748,11 @@ function onError(f) {
 
 function endTurn() {
   setRunning(false);
-  // re-attached mid-turn: stored dispatches whose live tiles never came are stale now
-  // (or adopted: their results went out while this page was away)
-  if (state.adopted || (state.pendingHistory || []).length) refreshTranscript();
+  // re-attached mid-turn: stored dispatches whose live tiles never came are stale now (or adopted:
+  // their results went out while this page was away), and messages sent before the reload that
+  // joined the turn were stored only as it went on: the transcript is read again
+  if (state.adopted || (state.pendingHistory || []).length || !state.ownTurn) refreshTranscript();
+  state.ownTurn = false;
   for (const tile of state.tiles.values()) {
     if (!TERMINAL.has(tile.status)) tile.stopBtn.disabled = true;
   }
@@ -761,6 +778,7 @@ function onSend(ev) {
     state.turn = newTurnEl(text);
     $("log").append(state.turn.el);
     state.tiles.clear();
+    state.ownTurn = true;
   } else {
     // an interjection during a running turn
     liveTurn().el.append(el("div", { class: "msg user", text }));

@@ -1,0 +1,43 @@
+"""The web console reloaded while a turn runs, in a real browser (Debian's chromium via
+Playwright) against a real ``ongridd serve``: a message sent before the reload that joined
+the running turn shows in the transcript once the turn ends, without another reload."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import need
+from tests.console.console_helpers import PageWatch, browser, daemon, have_browser
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "carol-token-0123456789abcdef"
+SCRIPT = {"default": [
+    {"delay_s": 4, "content": "First answer after a slow think."},
+    {"content": "Noted your second message."},  # the interjection call
+    {"content": "Final answer covering both messages."},
+]}
+
+
+def test_a_message_that_joined_the_turn_shows_after_a_reload_mid_turn(tmp_path):
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    with daemon(tmp_path, SCRIPT, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        watch = PageWatch(page)
+        page.goto(d["url"] + "/#/t/reload-room")
+        page.locator("#token").fill(TOKEN)
+        page.locator("#signin button[type=submit]").click()
+        page.locator("#conn.online").wait_for()
+        page.locator("#text").fill("M1 first")
+        page.locator("#text").press("Enter")
+        page.wait_for_timeout(1000)
+        page.locator("#text").fill("M2 important second message")
+        page.locator("#text").press("Enter")
+        page.locator(".msg", has_text="Noted your second message.").wait_for(timeout=15_000)
+        page.reload()  # the model is still thinking about M1
+        page.locator("#conn.online").wait_for()
+        page.locator(".msg", has_text="Final answer covering both messages.").wait_for(timeout=30_000)
+        page.locator(".msg.user", has_text="M2 important second message").wait_for(timeout=15_000)
+        assert page.locator(".msg.user", has_text="M2 important second message").count() == 1
+        assert page.locator(".msg.noanswer").count() == 0
+        assert watch.errors == []
