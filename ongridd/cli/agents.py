@@ -166,7 +166,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     persona = registry.by_name(args.name)
     if persona is None:
         known = ", ".join(registry.names()) or "none"
-        _print(f"no persona named {args.name!r}; known: {known}", sys.stderr)
+        hint = ("" if getattr(args, "config", None) or getattr(args, "agents_dir", None) else
+                " (personas in your own folders: pass --config FILE, the daemon's configuration, or --agents-dir DIR)")
+        _print(f"no persona named {args.name!r}; known: {known}{hint}", sys.stderr)
         return 1
     if args.json:
         data: dict[str, Any] = persona.to_dict()
@@ -223,6 +225,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if problems:
         summary += f", {problems} tool problem{'s' if problems != 1 else ''}"
     _print(summary, sys.stdout)
+    if getattr(args, "strict", False) and problems:
+        return 1  # --strict: a tool problem fails the check too (a CI gate)
     return 1 if missing or skipped else 0  # tool problems are reported; the persona still loads
 
 
@@ -267,6 +271,8 @@ def add_parser(subparsers: Any) -> None:
     p = sub.add_parser("validate", help="check persona files or folders: unknown tools (with the closest real "
                                         "name), tools permission_mode drops; exit 1 if any file is skipped")
     p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 on a tool problem too (an unknown or dropped tool), not only on a skipped file")
     config_args(p)
     p.set_defaults(func=_guarded(_cmd_validate))
 

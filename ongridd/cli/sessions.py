@@ -123,8 +123,9 @@ def format_markdown(doc: dict) -> str:
 
 
 def format_tree(node: dict, indent: str = "") -> list[str]:
-    """Lines of a session tree: ``agent [status] closed… id (turn N) — description · usage``
-    (``turn N``: a worker's ``turn_seq``; usage: format_tokens)."""
+    """Lines of a session tree: ``agent [status] closed… id (for message #N) — description · usage``
+    (``#N``: a worker's ``turn_seq``, the seq of the user message whose turn started it; usage:
+    format_tokens)."""
     if node.get("closed_at"):
         closed = f" closed {node['closed_at']}"
     else:
@@ -132,7 +133,7 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
     reason = f" ({_one_line(node['close_reason'])})" if node.get("close_reason") else ""
     desc = f" — {_one_line(node['description'])}" if node.get("description") else ""
     usage = format_tokens(node.get("tokens"))
-    turn = f" (turn {node['turn_seq']})" if node.get("turn_seq") is not None else ""
+    turn = f" (for message #{node['turn_seq']})" if node.get("turn_seq") is not None else ""
     lines = [f"{indent}{_one_line(node['agent_id'])} [{node['status']}{reason}]{closed} {node['id']}{turn}{desc}"
              f"{usage}"]
     for child in node.get("children", []):

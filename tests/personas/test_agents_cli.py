@@ -122,6 +122,14 @@ def test_validate_unknown_tool_warns_but_loads(capsys, corpus):
     assert code == 0
     assert "specialist-disk.md:5: unknown tool 'df_report'" in err
     assert "1 loaded, 0 skipped" in out
+    # --strict: a CI gate fails on the misspelled tool too
+    code, out, _err = run(capsys, "validate", "--strict", str(corpus / "c1" / "agents"))
+    assert code == 1 and "tool problem" in out
+
+
+def test_show_of_an_unknown_persona_says_how_to_find_your_own(capsys):
+    code, _out, err = run(capsys, "show", "team-sre")
+    assert code == 1 and "no persona named 'team-sre'" in err and "--config FILE" in err
 
 
 def test_catalog_excludes_default_and_reviewer(capsys):

@@ -467,4 +467,4 @@ async def test_worker_rows_carry_the_seq_of_the_user_message_of_their_turn(tmp_p
         assert tree["turn_seq"] is None and sorted(n["turn_seq"] for n in tree["children"]) == [first, second, second]
         from ongridd.cli.sessions import format_tree
 
-        assert sum(f"(turn {second})" in line for line in format_tree(tree)) == 2
+        assert sum(f"(for message #{second})" in line for line in format_tree(tree)) == 2
