@@ -32,6 +32,7 @@ from ongridd.personas.prompt import (
 )
 from ongridd.runtime.compaction import ThreadHistories
 from ongridd.runtime.gate import ReviewGate
+from ongridd.runtime.history import JOINED_STORED
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import Registries
 from ongridd.runtime.sink import PersistSink
@@ -178,7 +179,9 @@ class AgentRunner:
             return drained
 
         return await self._run(persona=persona, system_prompt=system, history=history,
-                               user_message=Message(role="user", content=text), bag=bag, reminder=reminder,
+                               user_message=Message(role="user", content=text,
+                                                    name=JOINED_STORED if turn.text_stored else None),
+                               bag=bag, reminder=reminder,
                                ctx=ctx, sink=sink, inbox=inbox)
 
     # ---- workers and the reviewer ----------------------------------------------

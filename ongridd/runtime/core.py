@@ -29,6 +29,7 @@ from ongridd.runtime import frames
 from ongridd.runtime.admission import Ticket, TurnAdmission
 from ongridd.runtime.agentrun import AgentRunner
 from ongridd.runtime.control import ControlDeps, DedupTable, build_control_tools
+from ongridd.runtime.history import JOINED_STORED, JOINED_TURN
 from ongridd.runtime.hub import SessionHub, UndeliveredEnds
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 INTERJECTION_DEBOUNCE_S = 0.3
-#: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running:
-#: that turn answers it (never sent to the model: ``name`` is wire only for tool messages)
-JOINED_TURN = "joined_turn"
 #: how long a stopped turn (or one ending during shutdown) waits for its writes
 #: before its last frame goes out; the writes themselves stay queued regardless
 STOPPED_TURN_WRITE_WAIT_S = 5.0
@@ -93,6 +91,8 @@ class Turn:
     admitted: bool = False
     #: the queued write of the user message that started it (its seq is the workers' ``turn_seq``)
     user_write: PendingWrite | None = None
+    #: its text is already stored (a follow-up turn answering messages stored as they were sent)
+    text_stored: bool = False
 
     def keep_user_write(self, write: PendingWrite) -> None:
         """The sink's ``on_user_message``: the first message a person sent in this turn starts it."""
@@ -480,7 +480,7 @@ class Runtime:
             running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
             return
         if running is not None:
-            running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
+            running.inbox.append(self._joined(running, text))
             if running.ended:  # too late for this turn: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)
@@ -582,6 +582,8 @@ class Runtime:
             _end_interjections(turn)  # they belong to this turn: none may emit after its final
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
                 self._keep_unseen(turn)
+            if turn.inbox:  # too late for its last model call: stored now, answered by a follow-up turn
+                self._store_inbox(turn)
             status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
             leftover = [m.content for m in turn.inbox if m.content]
@@ -626,12 +628,34 @@ class Runtime:
         turn.started = time.monotonic()
         log.info("turn_start", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
 
+    def _joined(self, turn: Turn, text: str) -> Message:
+        """A message joining ``turn`` while it runs, for its inbox: queued for
+        the store at once, its commit not held back (no await: it joins the
+        turn before anything else can end it), once the turn's own first
+        message is queued — so a crash before the turn's next model call
+        keeps it, in the order it was sent; before that, kept for that first
+        model call to store."""
+        if turn.user_write is None:
+            return Message(role="user", content=text, name=JOINED_TURN)
+        self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=text,
+                                   name=JOINED_TURN).commit_soon()
+        return Message(role="user", content=text, name=JOINED_STORED)
+
     def _keep_unseen(self, turn: Turn) -> None:
         """A stopped turn never showed the model the messages still in its
-        inbox: queue them for the thread so the next turn sees them."""
-        while turn.inbox:
-            msg = turn.inbox.pop(0)
-            self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=msg.content)
+        inbox: those not stored yet are stored for the thread, so the next
+        turn sees them."""
+        self._store_inbox(turn)
+        turn.inbox.clear()
+
+    def _store_inbox(self, turn: Turn) -> None:
+        """Store the messages of ``turn``'s inbox not stored yet (they are then
+        marked stored in the inbox)."""
+        for i, msg in enumerate(turn.inbox):
+            if msg.name != JOINED_STORED:
+                self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=msg.content,
+                                           name=JOINED_TURN)
+                turn.inbox[i] = Message(role="user", content=msg.content, name=JOINED_STORED)
 
     async def _settle_writes(self, turn: Turn, status: str, end: Row) -> tuple[str, Row]:
         """Wait until the turn's writes are committed, so its last frame only
@@ -663,7 +687,8 @@ class Runtime:
         if not self.accepting or self.nursery is None or turn.session_id in self.turns:
             log.warning("follow_up_dropped", session_id=turn.session_id)
             return
-        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread)
+        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread,
+                      text_stored=True)  # its messages were stored as they arrived
         self.turns[turn.session_id] = follow
         self._hub(turn.session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, follow, text)

@@ -20,7 +20,7 @@ from ongridd.kernel import events as ev
 from ongridd.llm.types import Message, Usage
 from ongridd.metrics import TOOL_CALLS, TOOL_SECONDS, labelled
 from ongridd.runtime import frames
-from ongridd.runtime.history import tool_calls_to_json
+from ongridd.runtime.history import JOINED_STORED, tool_calls_to_json
 from ongridd.runtime.ports import Row, RuntimeWriter
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class PersistSink:
             msg = event.message
             if msg.role == "assistant" and msg.content and self.on_text:
                 self.on_text(msg.content)
-            if self.persist_messages:
+            if self.persist_messages and msg.name != JOINED_STORED:  # not a message stored when it was sent
                 write = self.persist_message(msg)
                 if (isinstance(event, ev.UserMessageEvent) and event.source != "kernel"
                         and self.owner == self.session_id):

@@ -351,9 +351,10 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         assert (await c.ask("and now?"))["text"] == "next turn"
         users = [m["content"] for m in d.requests("default")[-1].body["messages"] if m["role"] == "user"]
         assert users[:3] == ["first", "also check the certificates", "and now?"]
-        # the stopped turn never answered it: kept as a message of its own, not one that joined a turn
+        # stored as it was sent, as having joined the (then stopped) turn, once and in the order sent
         items = await d.runtime.session_messages(c.session_id, user_id="local")
-        assert [m.get("joined", False) for m in items if m["role"] == "user"] == [False, False, False]
+        assert [(m["content"], m.get("joined", False)) for m in items if m["role"] == "user"] == [
+            ("first", False), ("also check the certificates", True), ("and now?", False)]
         sid = c.session_id
         d.runtime._hub("an-idle-thread")
         assert sid in d.runtime.dedup and "an-idle-thread" in d.runtime.hubs
