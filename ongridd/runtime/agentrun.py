@@ -173,6 +173,8 @@ class AgentRunner:
             fixed = len(system) + len(schemas) + len(reminder() or "")
         history = await self.histories.history_for_turn(session_id=turn.session_id, user_id=turn.user_id,
                                                         new_user_text=text, fixed_chars=fixed)
+        if turn.stored_texts:  # a follow-up turn: its messages are stored already, and are its new message
+            history = _without_last(history, turn.stored_texts)
 
         def inbox() -> list[Message]:
             drained, turn.inbox[:] = list(turn.inbox), []
@@ -180,7 +182,7 @@ class AgentRunner:
 
         return await self._run(persona=persona, system_prompt=system, history=history,
                                user_message=Message(role="user", content=text,
-                                                    name=JOINED_STORED if turn.text_stored else None),
+                                                    name=JOINED_STORED if turn.stored_texts else None),
                                bag=bag, reminder=reminder,
                                ctx=ctx, sink=sink, inbox=inbox)
 
@@ -281,6 +283,19 @@ class AgentRunner:
                                   call_id=call.id)
             result = await runner.run(call, ctx)
             await sink(ToolEndEvent(call_id=call.id, name=call.name, arguments=call.arguments, result=result))
+
+
+def _without_last(history: list[Message], texts: Sequence[str]) -> list[Message]:
+    """``history`` without the last user message of each of ``texts`` (the
+    messages a follow-up turn answers: stored as they arrived, sent to the
+    model as that turn's new user message, not twice)."""
+    out = list(history)
+    for text in texts:
+        for i in range(len(out) - 1, -1, -1):
+            if out[i].role == "user" and out[i].content == text:
+                del out[i]
+                break
+    return out
 
 
 def _per_second(clock: Callable[[], datetime], render: Callable[[datetime | None], str | None]) -> Callable[[], str | None]:

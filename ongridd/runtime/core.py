@@ -91,8 +91,11 @@ class Turn:
     admitted: bool = False
     #: the queued write of the user message that started it (its seq is the workers' ``turn_seq``)
     user_write: PendingWrite | None = None
-    #: its text is already stored (a follow-up turn answering messages stored as they were sent)
-    text_stored: bool = False
+    #: the messages it answers that were stored as they were sent (a follow-up turn's): not stored
+    #: again, and left out of the history it reads (they are its new user message)
+    stored_texts: tuple[str, ...] = ()
+    #: the queued writes of the inbox's stored messages (by ``id`` of the Message)
+    inbox_writes: dict[int, PendingWrite] = attrs.field(factory=dict)
 
     def keep_user_write(self, write: PendingWrite) -> None:
         """The sink's ``on_user_message``: the first message a person sent in this turn starts it."""
@@ -586,7 +589,10 @@ class Runtime:
                 self._store_inbox(turn)
             status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
-            leftover = [m.content for m in turn.inbox if m.content]
+            self._store_inbox(turn)  # one that arrived during the wait above
+            late = [m for m in turn.inbox if m.content]
+            leftover = [m.content or "" for m in late]
+            first_write = turn.inbox_writes.get(id(late[0])) if late else None
             turn.inbox.clear()
             self.turns.pop(turn.session_id, None)
             if turn.ticket is not None:
@@ -604,7 +610,7 @@ class Runtime:
                          reason="too many answers waiting for a client to re-attach; the transcript has it")
             turn.done.set()
             if leftover:
-                self._follow_up(turn, "\n\n".join(leftover))
+                self._follow_up(turn, leftover, first_write)
 
     def _ticket(self, session_id: str, user_id: str, *, force: bool = False) -> Ticket:
         return self.admission.enqueue(user_id, force=force,
@@ -633,13 +639,14 @@ class Runtime:
         the store at once, its commit not held back (no await: it joins the
         turn before anything else can end it), once the turn's own first
         message is queued — so a crash before the turn's next model call
-        keeps it, in the order it was sent; before that, kept for that first
-        model call to store."""
+        keeps it — after any earlier one still waiting (in the order sent);
+        before that, kept for that first model call to store."""
+        msg = Message(role="user", content=text, name=JOINED_TURN)
         if turn.user_write is None:
-            return Message(role="user", content=text, name=JOINED_TURN)
-        self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=text,
-                                   name=JOINED_TURN).commit_soon()
-        return Message(role="user", content=text, name=JOINED_STORED)
+            return msg
+        turn.inbox.append(msg)
+        self._store_inbox(turn)
+        return turn.inbox.pop()
 
     def _keep_unseen(self, turn: Turn) -> None:
         """A stopped turn never showed the model the messages still in its
@@ -649,13 +656,16 @@ class Runtime:
         turn.inbox.clear()
 
     def _store_inbox(self, turn: Turn) -> None:
-        """Store the messages of ``turn``'s inbox not stored yet (they are then
-        marked stored in the inbox)."""
+        """Store the messages of ``turn``'s inbox not stored yet, in order (they
+        are then marked stored in the inbox; their writes kept in
+        ``turn.inbox_writes``)."""
         for i, msg in enumerate(turn.inbox):
             if msg.name != JOINED_STORED:
-                self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=msg.content,
-                                           name=JOINED_TURN)
-                turn.inbox[i] = Message(role="user", content=msg.content, name=JOINED_STORED)
+                write = self.writer.append_message(turn.session_id, owner=turn.session_id, role="user",
+                                                   content=msg.content, name=JOINED_TURN)
+                write.commit_soon()
+                turn.inbox[i] = stored = Message(role="user", content=msg.content, name=JOINED_STORED)
+                turn.inbox_writes[id(stored)] = write
 
     async def _settle_writes(self, turn: Turn, status: str, end: Row) -> tuple[str, Row]:
         """Wait until the turn's writes are committed, so its last frame only
@@ -681,17 +691,19 @@ class Runtime:
                                          f"{more}; see the daemon log")
         return status, end
 
-    def _follow_up(self, turn: Turn, text: str) -> None:
+    def _follow_up(self, turn: Turn, texts: list[str], first_write: PendingWrite | None) -> None:
         """Messages that arrived during the turn's last model call (too late
-        for it) get a turn of their own, so no user message goes unanswered."""
+        for it; ``texts``, stored as they arrived, the first with
+        ``first_write``) get a turn of their own, so no user message goes
+        unanswered."""
         if not self.accepting or self.nursery is None or turn.session_id in self.turns:
             log.warning("follow_up_dropped", session_id=turn.session_id)
             return
         follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread,
-                      text_stored=True)  # its messages were stored as they arrived
+                      stored_texts=tuple(texts), user_write=first_write)
         self.turns[turn.session_id] = follow
         self._hub(turn.session_id).turn_running = True
-        self.nursery.start_soon(self._run_turn, follow, text)
+        self.nursery.start_soon(self._run_turn, follow, "\n\n".join(texts))
 
     async def _interject(self, turn: Turn) -> None:
         """Interjection calls, one at a time: each is one model call in which

@@ -323,7 +323,13 @@ async def test_message_sent_while_the_final_answer_streams_is_answered(tmp_path)
         second = await c.until_type("final", "error")
         assert second == {"type": "final", "text": "second answer", "html": "<p>second answer</p>\n"}
         users = [m["content"] for m in d.requests("default")[2].body["messages"] if m["role"] == "user"]
-        assert "first question" in users and "second question" in users
+        assert "first question" in users and users.count("second question") == 1  # sent once, as its question
+        # stored once, as it was sent (before the first answer), marked as having joined that turn
+        stored = d.rows("SELECT role, name, content FROM chat_messages WHERE session_id = ? ORDER BY seq",
+                        (c.session_id,))
+        assert [(m["role"], m["name"], m["content"]) for m in stored] == [
+            ("user", None, "first question"), ("user", "joined_turn", "second question"),
+            ("assistant", None, "first answer"), ("assistant", None, "second answer")]
 
 
 async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):

@@ -1,0 +1,100 @@
+"""Messages that join a running turn are stored once, in the order they were sent, and sent to
+the model once: a follow-up turn answering late messages, a message joining a follow-up turn
+while it settles its writes, messages joining a turn before and after its first message is
+stored (delays injected to open each window)."""
+
+from __future__ import annotations
+
+import trio
+from rt_helpers import open_daemon
+
+from ongridd.runtime import core
+
+
+async def test_a_follow_up_turn_sends_its_message_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 3.0)
+    script = {"default": [{"delay_s": 1.0, "content": "first answer"}, {"content": "second answer"},
+                          {"content": "third answer"}]}
+    async with open_daemon(tmp_path, script) as d, d.ws("debounce") as c:
+        await c.send({"type": "user_message", "text": "first question"})
+        with trio.fail_after(10):
+            await d.fake.wait_requests(1)
+        await c.send({"type": "user_message", "text": "second question"})
+        assert (await c.until_type("final", "error"))["text"] == "first answer"
+        assert (await c.until_type("final", "error"))["text"] == "second answer"
+        msgs = d.requests("default")[1].body["messages"]
+        users = [m["content"] for m in msgs if m["role"] == "user"]
+        assert users.count("second question") == 1, users
+
+
+def _user_rows(d, sid):
+    return [(r["content"], r["name"]) for r in d.rows(
+        "SELECT content, name FROM chat_messages WHERE session_id = ? AND role = 'user' ORDER BY seq", (sid,))]
+
+
+async def test_a_message_joining_a_follow_up_while_it_settles_is_stored(tmp_path, monkeypatch):
+    monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 3.0)
+    orig = core.Runtime._settle_writes
+
+    async def slow_settle(self, turn, status, end):
+        if turn.stored_texts:
+            await trio.sleep(1.5)
+        return await orig(self, turn, status, end)
+
+    monkeypatch.setattr(core.Runtime, "_settle_writes", slow_settle)
+    script = {"default": [{"delay_s": 1.0, "content": "a1"}, {"content": "a2"}, {"content": "a3"},
+                          {"content": "a4"}]}
+    async with open_daemon(tmp_path, script) as d, d.ws("lost") as c:
+        await c.send({"type": "user_message", "text": "Q1"})
+        with trio.fail_after(10):
+            await d.fake.wait_requests(1)
+        await c.send({"type": "user_message", "text": "Q2"})
+        assert (await c.until_type("final", "error"))["text"] == "a1"
+        with trio.fail_after(10):
+            while True:
+                t = d.runtime.turns.get(c.session_id)
+                if t is not None and t.stored_texts and t.ended:
+                    break
+                await trio.sleep(0.01)
+        await c.send({"type": "user_message", "text": "Q3"})
+        assert (await c.until_type("final", "error"))["text"] == "a2"
+        assert (await c.until_type("final", "error"))["text"] == "a3"
+        await trio.sleep(2)
+        rows = _user_rows(d, c.session_id)
+        assert [r[0] for r in rows] == ["Q1", "Q2", "Q3"], rows
+
+
+async def test_messages_joining_a_starting_turn_are_stored_in_the_order_sent(tmp_path, monkeypatch):
+    from ongridd.runtime import sink as sinkmod, compaction
+    monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 5.0)
+    orig_hist = compaction.ThreadHistories.history_for_turn
+
+    async def slow_hist(self, **kw):
+        await trio.sleep(1.0)
+        return await orig_hist(self, **kw)
+
+    monkeypatch.setattr(compaction.ThreadHistories, "history_for_turn", slow_hist)
+    orig_call = sinkmod.PersistSink.__call__
+
+    async def slow_call(self, event):
+        await orig_call(self, event)
+        from ongridd.kernel import events as ev
+        if isinstance(event, ev.UserMessageEvent) and event.source == "user":
+            await trio.sleep(1.0)  # a slow commit of the turn's first message
+
+    monkeypatch.setattr(sinkmod.PersistSink, "__call__", slow_call)
+    script = {"default": [{"content": "a1"}, {"content": "a2"}, {"content": "a3"}]}
+    async with open_daemon(tmp_path, script) as d, d.ws("order") as c:
+        await c.send({"type": "user_message", "text": "T"})
+        await trio.sleep(0.4)
+        await c.send({"type": "user_message", "text": "A"})  # before T is stored
+        with trio.fail_after(10):
+            while d.runtime.turns[c.session_id].user_write is None:
+                await trio.sleep(0.01)
+        await c.send({"type": "user_message", "text": "B"})  # T stored, model not asked yet
+        assert (await c.until_type("final", "error"))["text"] == "a1"
+        await trio.sleep(1)
+        rows = _user_rows(d, c.session_id)
+        users = [m["content"] for m in d.requests("default")[0].body["messages"] if m["role"] == "user"]
+        assert [r[0] for r in rows] == ["T", "A", "B"], rows
+        assert users[:3] == ["T", "A", "B"], users  # as the model saw them
