@@ -91,6 +91,8 @@ _QUERY_SECRET = re.compile(r"([?&;,]([^=&#,\s]{1,64})=)([^&#,\s]+)")
 _JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")((?:[^"\\]|\\.)*)(")')
 #: the same inside a JSON string (a JSON log line carried as a string: ``{"log":"{\"password\":\"X\"}"}``)
 _JSON_ESCAPED = re.compile(r'(\\"([^"\\\s]{1,64})\\"\s{0,4}:\s{0,4}\\")((?:[^"\\]|\\[^"])*)(\\")')
+#: the same inside a JSON string, still open at the word's end (``{"log":"{\"password\":\"a b\"}"}``)
+_JSON_ESCAPED_OPEN = re.compile(r'(\\"([^"\\\s]{1,64})\\"\s{0,4}:\s{0,4}\\")(?:[^"\\]|\\[^"])*\Z')
 #: a JSON member whose string value is still open at the word's end (a value holding a space)
 _JSON_OPEN = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")(?:[^"\\]|\\.)*\Z')
 #: a JSON member's name and colon ending a word: its value is the next word (``{"password": "X"}``)
@@ -99,6 +101,13 @@ _JSON_KEY_END = re.compile(r'"([^"\s]{1,64})"\s{0,4}:\Z')
 _XML_SECRET = re.compile(r"(<([A-Za-z_][\w.:-]{0,63})>)([^<]{1,1000})(</\2>)")
 #: a word that is a credential on its own after ``Bearer``/``Basic`` (a token, base64)
 _TOKEN_WORD = re.compile(r"([A-Za-z0-9._~+/=-]{8,})([\"',;]{0,2})\Z")
+#: keys of configuration files written "key value" whose value is a credential (the whole key, any case)
+_CONFIG_KEYS = frozenset({"password", "passwd", "pass", "passphrase", "requirepass", "masterauth", "auth_pass",
+                          "secret", "token", "apikey", "api_key", "api_token", "access_token", "auth_token",
+                          "secret_key", "client_secret", "private_key", "smtp_pass", "smtp_password",
+                          "db_password", "bindpw", "bind_pw", "rootpw", "psk", "wpa_passphrase", "sasl_password"})
+#: characters closing a structure around an unquoted value, kept after it
+_CLOSERS = "\"',;)]}"
 #: a JSON member's name standing alone as a word (``{"token"`` of ``{"token" : "X"}``)
 _JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s]{1,64})"\Z')
 #: the lines of a PEM private key between its BEGIN and END lines
@@ -144,10 +153,12 @@ def _redact_line(line: str) -> str:
                            else m.group(0), line)
     parts = _WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
     words = [word for word in parts[::2] if word]
-    programs = {_program(word) for word in words}
-    mysql = any(_MYSQL.match(name) for name in programs)
-    password_options = {opt for name in programs for opt in _PASSWORD_OPTIONS.get(name, ())}
+    # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
+    mysql = False
+    password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
+    # "requirepass X" (redis), "auth_pass X" (keepalived): a known key, then one value (and a comment)
+    key_value = len(words) == 2 or (len(words) > 2 and words[2].startswith(("#", ";")))
     hide_next = user_next = named = named_value = token_next = hide_rest = False
     # a hidden value's quote not yet closed: the words up to its close go too (the close itself stays
     # when the opening quote is still shown, as in a JSON member: "password":"***")
@@ -160,6 +171,11 @@ def _redact_line(line: str) -> str:
             continue
         was_first, first = first, False
         before, previous = previous, word
+        program = _program(word)
+        if program in _PASSWORD_OPTIONS:
+            password_options.update(_PASSWORD_OPTIONS[program])
+        elif not mysql and _MYSQL.match(program):
+            mysql = True
         if hide_rest:  # a cookie header: every pair after it
             parts[i] = HIDDEN if word != HIDDEN else word
             continue
@@ -208,7 +224,8 @@ def _redact_line(line: str) -> str:
         elif mysql and word.startswith("-p") and len(word) > 2:
             parts[i] = f"-p{HIDDEN}"
         elif _BARE_NAME.match(word) and _secret_name(word):
-            named, named_value = True, was_first or (netrc and _PARTS.sub("", word.lower()) == "password")
+            named, named_value = True, (was_first and key_value and word.strip("\"'").lower() in _CONFIG_KEYS) or (
+                netrc and _PARTS.sub("", word.lower()) == "password")
         elif (key := _JSON_KEY_WORD.match(word)) and _secret_name(key.group(1)):
             named, named_value = True, False  # {"token" : "X"}
         elif (key := _JSON_KEY_END.search(word)) and _secret_name(key.group(1)):
@@ -220,7 +237,9 @@ def _redact_line(line: str) -> str:
 
 def _closing(word: str, quote: str, start: int) -> int:
     """The index of the first ``quote`` in ``word`` from ``start`` that a backslash does not
-    escape, else -1."""
+    escape (``\\"``, the quote of a JSON string inside a JSON string, as written), else -1."""
+    if len(quote) > 1:
+        return word.find(quote, start)
     i = start
     while i < len(word):
         c = word[i]
@@ -238,8 +257,8 @@ def _hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
     (``"hunter2"},`` → ``"***"},``).  Returns the word as shown, the quote it opened and did
     not close (the next words are hidden up to it), and True (that close is shown)."""
     quote = word[:1]
-    if quote not in ("'", '"'):
-        return lead + HIDDEN, "", False
+    if quote not in ("'", '"'):  # what closes around it stays (3600, → ***,  X"; → ***";)
+        return lead + HIDDEN + word[len(word.rstrip(_CLOSERS)):], "", False
     end = _closing(word, quote, 1)
     if end < 0:
         return lead + quote + HIDDEN, quote, True
@@ -297,9 +316,10 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
     word = _JSON_ESCAPED.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
                              else m.group(0), word)
     word = _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word)
-    member = _JSON_OPEN.search(word)
-    if member and _secret_name(member.group(2)):  # {"token":"a b"} split into words: hide up to the close
-        return word[:member.end(1)] + HIDDEN, False, '"', True
+    for pattern, quote in ((_JSON_ESCAPED_OPEN, '\\"'), (_JSON_OPEN, '"')):
+        member = pattern.search(word)
+        if member and _secret_name(member.group(2)):  # {"token":"a b"} split into words: hide up to the close
+            return word[:member.end(1)] + HIDDEN, False, quote, True
     return word, False, "", False
 
 

@@ -82,7 +82,19 @@ from ongrid_host.local import redact_cmdline
     ("https://b.blob/x?sv=1&sig=abcDEF%2B&se=2", "https://b.blob/x?sv=1&sig=***&se=2"),
     ("https://s3/x?X-Amz-Signature=abc123&X-Amz-Date=1", "https://s3/x?X-Amz-Signature=***&X-Amz-Date=1"),
     ("the password is weak", "the password is weak"),  # prose: no separator, not a line's first word
-    ("password is weak", "password *** weak"),  # a line's first word is a key: a prose word is hidden too
+    ("requirepass hunter2 # from the vault", "requirepass *** # from the vault"),
+    ('{"log":"{\\"password\\":\\"hunter2 two\\"}","stream":"stdout"}',
+     '{"log":"{\\"password\\":\\"***\\"}","stream":"stdout"}'),  # a docker json-file log line
+    ('{"token_ttl": 3600, "user": 1}', '{"token_ttl": ***, "user": 1}'),  # an unquoted value's comma stays
+    ('Authorization: Bearer tok-1"', 'Authorization: Bearer ***"'),
+    # ordinary output with credential-like words in it stays as it is
+    ("auth required pam_permit.so", "auth required pam_permit.so"),
+    ("password [success=1 default=ignore] pam_unix.so obscure", "password [success=1 default=ignore] "
+                                                                "pam_unix.so obscure"),
+    ("PASS_MAX_DAYS 99999", "PASS_MAX_DAYS 99999"), ("google-auth 2.23.0", "google-auth 2.23.0"),
+    ("tiktoken 0.5.1", "tiktoken 0.5.1"), ("password is weak", "password is weak"),
+    ("auth-rpcgss-module.service loaded inactive dead", "auth-rpcgss-module.service loaded inactive dead"),
+    ("docker run -d -p 27017:27017 --name db mongo", "docker run -d -p 27017:27017 --name db mongo"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
