@@ -115,8 +115,11 @@ class AgentsAPI:
         on_disk = await trio.to_thread.run_sync(_file_text, persona.source, abandon_on_cancel=True)
         if on_disk is not None:  # only the very persona that was loaded: a file swapped since (another
             # persona, a symlink to anything else the daemon can read) is not shown
-            parsed, _ = await self._parse(on_disk.encode("utf-8"), Path(persona.source))
-            if parsed is None or parsed.to_dict() != persona.to_dict():
+            try:
+                parsed, _ = await self._parse(on_disk.encode("utf-8"), Path(persona.source))
+            except PersonaError:  # the parse did not answer in time: the fields, not an error
+                parsed = None
+            if parsed is None or parsed.to_dict() != persona.to_dict() or parsed.body != persona.body:
                 on_disk = None
         out["text"] = redact(on_disk) if on_disk is not None else persona_to_text(persona)
         out["text_from"] = "file" if on_disk is not None else "fields"

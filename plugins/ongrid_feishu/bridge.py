@@ -222,14 +222,14 @@ class FeishuBridge:
         """One user's message, after the webhook has answered: in a group,
         nothing unless it mentions the bot; then the refusal, ``stop`` or a
         turn.  ``mentions``: mention key → (open_id, name)."""
-        own = await self.bot.get() if group else None
+        own = await self.bot.get() if group or mentions else None
         if group and (own is None or all(oid != own for oid, _ in mentions.values())):
             log.info("feishu_not_mentioned", chat=chat_id)
             return
 
-        def spoken(m: re.Match[str]) -> str:
+        def spoken(m: re.Match[str]) -> str:  # the bot's own mention goes (any, when it is not known)
             oid, name = mentions.get(m.group(0), (None, ""))
-            return "" if oid is None or oid == own or not name else f"@{name}"
+            return "" if oid is None or own is None or oid == own or not name else f"@{name}"
 
         text = MENTION_KEY_RE.sub(spoken, text).strip()[:MAX_TEXT_CHARS]
         if not text:

@@ -477,10 +477,34 @@ NETSTAT = CommandSpec("netstat", (
            "numeric-users"),
     V("A", "protocol", NAMES)),
     refused=((("c", "continuous"), NEVER_ENDS, REFUSED),), operands="none")
-#: an ss filter's host: an address or prefix (``10.0.0.0/8``, ``[::1]``, ``*``), with or without
-#: ``:port``, or a port alone (``:https``)
-_SS_HOST = re.compile(r"(\*|[0-9.]+(/[0-9]{1,2})?|\[[0-9A-Fa-f:.*]+\](/[0-9]{1,3})?|[0-9A-Fa-f:]*::?[0-9A-Fa-f:]*"
-                      r"(/[0-9]{1,3})?)?(:[A-Za-z0-9*_-]+)?\Z")
+#: an ss filter's port: ``:443``, ``:https``, ``:*``
+_SS_PORT = re.compile(r"[A-Za-z0-9*_-]{1,32}\Z")
+
+
+def _ss_host_ok(word: str) -> bool:
+    """Whether an ss filter's host is an address or prefix (``10.0.0.0/8``,
+    ``[::1]``, ``*``), with or without ``:port``, or a port alone (``:https``)."""
+    host, port = word, ""
+    if word.startswith("["):
+        host, sep, rest = word[1:].partition("]")
+        if not sep or (rest and not (rest.startswith(":") and _SS_PORT.match(rest[1:]))):
+            return False
+        return host == "*" or _network(host)
+    if word.count(":") == 1:
+        host, _, port = word.partition(":")
+        if not _SS_PORT.match(port):
+            return False
+    return host in ("", "*") or _network(host)
+
+
+def _network(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _numeric_hosts(command: str, operands: Sequence[str]) -> None:
@@ -488,9 +512,9 @@ def _numeric_hosts(command: str, operands: Sequence[str]) -> None:
     which would carry whatever it spells out of the host."""
     words = [w for operand in operands for w in operand.split()]
     for before, word in zip(words, words[1:], strict=False):
-        if before.lower() in ("dst", "src") and not _SS_HOST.match(word):
-            raise Refusal(REFUSED, f"{command}: host {word!r} after {before!r} is not an address; a name would be "
-                                   "looked up in DNS (give the address, e.g. 'dst 10.0.0.5:443')")
+        if before.lower() in ("dst", "src") and not (len(word) <= 100 and _ss_host_ok(word)):
+            raise Refusal(REFUSED, f"{command}: host {word[:60]!r} after {before!r} is not an address; a name "
+                                   "would be looked up in DNS (give the address, e.g. 'dst 10.0.0.5:443')")
 
 
 _LSOF_WORD = re.compile(r"[A-Za-z0-9_.:@,^\[\]/-]*")

@@ -78,8 +78,12 @@ class ProbeTargets:
         """From the setting's list (None: unset) and the inventory's host names
         and addresses.  Raises ConfigError naming a bad entry."""
         names = {"localhost"}
+        inventory: list[Network] = []  # the inventory's address literals, reachable as listed
         for entry in inventory_names:
-            if entry and _address(entry) is None:
+            address = _address(entry) if entry else None
+            if address is not None:
+                inventory.append(ipaddress.ip_network(address))
+            elif entry:
                 names.add(_name(entry))
         domains: list[str] = []
         listed: list[Network] = []
@@ -105,8 +109,8 @@ class ProbeTargets:
                 domains.append("." + label)
             else:
                 names.add(label)
-        return cls(names=frozenset(names), domains=tuple(domains), networks=DEFAULT_NETWORKS + tuple(listed),
-                   listed=tuple(listed))
+        return cls(names=frozenset(names), domains=tuple(domains),
+                   networks=DEFAULT_NETWORKS + tuple(inventory) + tuple(listed), listed=tuple(listed))
 
     def _refuse(self, what: str, field: str) -> ToolError:
         return ToolError(f"{field}: {what} is not a probe target, so nothing was sent to it. Probes reach "

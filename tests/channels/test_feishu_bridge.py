@@ -168,6 +168,10 @@ def test_encrypted_signed_event_turn_edits_final_split_retry_forgeries(tmp_path)
         post(wrap("ev-5", "what fills it", message_id="om_root12", chat_type="topic_group", mentions=[]))
         post(wrap("ev-6", "stop", message_id="om_root13", chat_type="p2p", mentions=[]))
         double.wait_for(lambda: double.find("/im/v1/messages/om_root13/reply"), 20, "the direct message's answer")
+        # a direct message that @s the bot anyway: the mention goes, "stop" is a stop
+        post(wrap("ev-7", "stop", message_id="om_root14", chat_type="p2p"))
+        stop_reply = double.wait_for(lambda: double.find("/im/v1/messages/om_root14/reply"), 20, "its answer")
+        assert "Nothing is running" in md(stop_reply[0])
         assert not any(double.find(f"/im/v1/messages/om_root1{i}/reply") for i in range(3))
         assert len(rows(db, "select id from turn_origins")) == 1
         assert len(double.find("/bot/v3/info")) == 1

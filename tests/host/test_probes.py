@@ -354,8 +354,9 @@ def test_probes_reach_localhost_the_inventory_private_and_listed_targets():
                        settings={"probe_targets": ["api.example.com", "*.example.org", "203.0.113.0/24"]})
     assert {"host_probe_http", "host_probe_tcp", "host_probe_dns"} <= set(tools)
     built = ProbeTargets.build(["api.example.com", "*.example.org", "203.0.113.0/24"],
-                               ["web-1", "web-1.corp.internal"])
+                               ["web-1", "web-1.corp.internal", "db-9", "198.51.100.20"])
     for host in ("localhost", "LOCALHOST.", "web-1", "web-1.corp.internal", "api.example.com", "a.b.example.org",
+                 "198.51.100.20",  # an inventory host's address literal
                  "127.0.0.1", "10.2.3.4", "172.20.0.1", "192.168.1.1", "::1", "fd00::1", "203.0.113.99"):
         built.check_host(host, "url")
     for host in ("example.org", "api.example.com.evil.test", "8.8.8.8", "169.254.169.254", "fe80::1",

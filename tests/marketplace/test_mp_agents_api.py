@@ -74,6 +74,12 @@ async def test_get_gives_the_file_as_written_comments_included(api):
     await api.put("cert-helper", text, actor="alice")
     got = await api.get("cert-helper")
     assert got["text"] == text and got["text_from"] == "file"
+    # the body edited on disk, not reloaded yet: the text shown is the loaded persona's, as its body is
+    path0 = api.config.agents_write_dir / "cert-helper.md"
+    path0.write_text(text.replace("You check certificates.", "You check certificates, edited."))
+    edited = await api.get("cert-helper")
+    assert edited["text_from"] == "fields" and "edited" not in edited["text"]
+    path0.write_text(text)
     # swapped for a symlink to another file the daemon can read: not shown (the loaded persona's fields are)
     path = api.config.agents_write_dir / "cert-helper.md"
     secret = api.config.agents_write_dir.parent / "outside.txt"
