@@ -91,7 +91,8 @@ class AgentRunner:
                                            user_id=ctx.user_id, timeout_s=timeout_s, turn_seq=await turn_seq())
 
         return ReviewGate(store=self.store, spawn_reviewer=spawn_reviewer,
-                          reviewer_timeout_s=self.config.limits.reviewer_timeout_s)
+                          reviewer_timeout_s=self.config.limits.reviewer_timeout_s,
+                          on_decision=self.workers.note_decision)
 
     async def _run(self, *, persona: Persona, system_prompt: str, history: Sequence[Message],
                    user_message: Message | None, bag: ToolBag, reminder: str | Callable[[], str | None] | None, ctx: ToolCallContext,

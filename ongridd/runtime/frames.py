@@ -39,11 +39,16 @@ def tool(name: str, status: str) -> dict[str, Any]:
     return {"type": "tool", "name": name, "status": status}
 
 
-def agent_tile(task_id: str, subagent_type: str, description: str, status: str, started_at: str) -> dict[str, Any]:
+def agent_tile(task_id: str, subagent_type: str, description: str, status: str, started_at: str,
+               decision: str | None = None) -> dict[str, Any]:
     """``started_at``: when the worker started (ISO 8601 UTC), so a client that re-attaches shows its
-    true elapsed time."""
-    return {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
+    true elapsed time.  ``decision``: a reviewer's, once the review gate has decided (``approve`` or
+    ``reject``: the gate's reading of the answer, recorded on the proposal, not the answer's text)."""
+    tile = {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
             "description": description, "status": status, "started_at": started_at}
+    if decision is not None:
+        tile["decision"] = decision
+    return tile
 
 
 def agent_result(task_id: str, status: str, text: str) -> dict[str, Any]:

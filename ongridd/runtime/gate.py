@@ -87,6 +87,8 @@ class ReviewGate:
     store: RuntimeStore
     spawn_reviewer: SpawnReviewer
     reviewer_timeout_s: float = 60.0
+    #: told ``(reviewer task id, "approve" | "reject")`` once a reviewer's answer is decided
+    on_decision: Callable[[str, str], None] | None = None
 
     async def _decide(self, proposal_id: str, decision: Decision, reviewer_id: str | None) -> bool:
         """Record the decision on the proposal row (bounded shield: also when
@@ -151,6 +153,8 @@ class ReviewGate:
             if decision.approved and not recorded:  # no unrecorded change: fail closed
                 decision = reject("the approval could not be recorded in the database; the tool did not run "
                                   "(fail closed)", "the approval could not be recorded")
+            if reviewer_id is not None and self.on_decision is not None:
+                self.on_decision(reviewer_id, "approve" if decision.approved else "reject")
             if not decision.approved:
                 return Outcome({"status": "rejected", "message": decision.message, "reason": decision.reason,
                                 "proposal_id": proposal_id, "reviewer_session_id": reviewer_id}, "rejected")

@@ -53,6 +53,8 @@ class WorkerTask:
     partial: str = ""
     finish_reason: str | None = None
     stopped_by: str | None = None
+    #: a reviewer's decision as the review gate read it (``approve``/``reject``), once decided
+    decision: str | None = None
     stop_requested: bool = False
     cancel_scope: trio.CancelScope | None = None
     done: trio.Event = attrs.field(factory=trio.Event)
@@ -107,7 +109,15 @@ class WorkerManager:
         from ongridd.runtime import frames
 
         self.publish(task.coordinator_id, frames.agent_tile(task.task_id, task.persona, task.description,
-                                                            task.status, task.started_at))
+                                                            task.status, task.started_at, task.decision))
+
+    def note_decision(self, task_id: str, decision: str) -> None:
+        """The review gate decided on what reviewer ``task_id`` answered: its
+        tile says so (``decision`` on its ``agent_tile``)."""
+        task = self.tasks.get(task_id)
+        if task is not None:
+            task.decision = decision
+            self._tile(task)
 
     async def spawn(self, *, persona: str, description: str, brief: str, parent_id: str, coordinator_id: str,
                     user_id: str, timeout_s: float, run: RunFn, turn_seq: int | None = None,

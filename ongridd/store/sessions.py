@@ -26,7 +26,7 @@ from ongridd.store.rows import (
     row_dict,
     utcnow,
 )
-from ongridd.store.schema import chat_sessions
+from ongridd.store.schema import chat_sessions, mutating_proposals
 
 SESSION_TIME_KEYS = ("created_at", "started_at", "closed_at")
 USAGE_KEYS = ("model_calls", "prompt_tokens", "completion_tokens", "cached_tokens")
@@ -286,9 +286,19 @@ TREE_KEYS = (
 def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
     with read_tx(engine) as conn:
         rows = subtree_rows(conn, session_id)
+        # a reviewer's node says what the gate decided on its answer (the proposal it decided)
+        reviewers = [r["id"] for r in rows if r["agent_id"] == "reviewer"]
+        decided = {} if not reviewers else dict(conn.execute(
+            sa.select(mutating_proposals.c.reviewer_session_id, mutating_proposals.c.decision)
+            .where(mutating_proposals.c.session_id.in_({r["parent_session_id"] for r in rows
+                                                        if r["agent_id"] == "reviewer"}),
+                   mutating_proposals.c.reviewer_session_id.in_(reviewers))).all())
     if not rows:
         return None
     nodes = {r["id"]: {**{k: r[k] for k in TREE_KEYS}, "tokens": usage_of(r), "children": []} for r in rows}
+    for rid, decision in decided.items():
+        if rid in nodes and decision:
+            nodes[rid]["decision"] = decision
     for r in rows[1:]:
         nodes[r["parent_session_id"]]["children"].append(nodes[r["id"]])
     return nodes[session_id]

@@ -129,6 +129,9 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert "the big folder is logs" in disk.locator("details .result-body").inner_text()
     assert disk.locator("details .result-body strong").inner_text() == "logs"  # rendered markdown
     assert "rejected by the reviewer" in ops.locator("details .result-body").inner_text()
+    # the reviewer's tile says what the gate decided, not only that the reviewer completed
+    reviewer_tile = turn.locator(".tile", has=page.locator(".persona", has_text="reviewer"))
+    assert reviewer_tile.locator(".decision.decision-reject").inner_text() == "reject"
     # order in the turn: user message, streamed text, tiles, then the final answer
     classes = turn.evaluate("t => Array.from(t.children).map(c => c.className)")
     first_tile = next(i for i, c in enumerate(classes) if c.startswith("tile"))
@@ -196,6 +199,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     order = first.evaluate("t => Array.from(t.querySelectorAll('.tile .persona')).map(p => p.textContent)")
     assert order.index("reviewer") == order.index("specialist-ops") + 1, order
     assert first.locator(".tile.nested .status").inner_text() == "completed"
+    assert first.locator(".tile.nested .decision-reject").inner_text() == "reject"  # after the reload too
     page.locator("#stopturn:not([disabled])").wait_for()
     slow.locator("button[data-stop]").click()
     slow.locator(".status.killed").wait_for(timeout=30_000)

@@ -94,6 +94,11 @@ async def test_gate_decisions(tmp_path):
             tree = await d.runtime.session_tree(c.session_id, user_id="local")
             assert tree["children"][0]["id"] == worker["id"]
             assert [g["id"] for g in tree["children"][0]["children"]] == [reviewer["id"]]
+            # the gate's decision on the reviewer's tile, live and in the tree (not the answer's words)
+            assert tree["children"][0]["children"][0]["decision"] == decision, variant
+            assert "decision" not in tree["children"][0]
+            decided = [f for f in c.of_type("agent_tile") if f["task_id"] == reviewer["id"] and "decision" in f]
+            assert [f["decision"] for f in decided] == [decision], variant
 
 
 async def test_reviewer_timeout_and_crash_reject(tmp_path):

@@ -490,6 +490,8 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
           el("span", { class: "persona", text: String(child.agent_id || "?") }),
           el("span", { class: "desc", text: String(child.description || "") }),
           el("span", { class: `status ${status.replace(/[^a-z]/g, "")}`, text: status }),
+          child.decision === "approve" || child.decision === "reject"
+            ? decisionBadge(el("span"), child.decision) : null,
           el("a", { href: `#/s/${encodeURIComponent(String(child.id || ""))}`, class: "small", text: "audit" })));
       nested.dataset.depth = String(Math.min(depth, 4));
       anchor.after(nested);
@@ -660,7 +662,22 @@ function onTile(f) {
     tile.stopBtn.disabled = true;
     tile.stopBtn.hidden = true;  // a finished worker has nothing to stop
   }
+  if (f.decision === "approve" || f.decision === "reject") {  // a reviewer's, as the gate decided it
+    if (!tile.decisionEl) {
+      tile.decisionEl = el("span");
+      tile.statusEl.after(tile.decisionEl);
+    }
+    decisionBadge(tile.decisionEl, f.decision);
+  }
   tickTile(tile);
+}
+
+// The review gate's decision on a reviewer's answer (from the server, not the answer's text).
+function decisionBadge(node, decision) {
+  node.className = `decision decision-${decision}`;
+  node.textContent = decision;
+  node.title = decision === "approve" ? "the gate approved the change: it ran" : "the gate rejected the change: it did not run";
+  return node;
 }
 
 // Re-attached to a running turn: the stored dispatch this live tile stands for, whose
