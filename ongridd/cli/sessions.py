@@ -134,8 +134,9 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
     desc = f" — {_one_line(node['description'])}" if node.get("description") else ""
     usage = format_tokens(node.get("tokens"))
     turn = f" (for message #{node['turn_seq']})" if node.get("turn_seq") is not None else ""
-    lines = [f"{indent}{_one_line(node['agent_id'])} [{node['status']}{reason}]{closed} {node['id']}{turn}{desc}"
-             f"{usage}"]
+    decided = f" → {node['decision']}" if node.get("decision") in ("approve", "reject") else ""  # a reviewer's
+    lines = [f"{indent}{_one_line(node['agent_id'])} [{node['status']}{reason}{decided}]{closed} {node['id']}{turn}"
+             f"{desc}{usage}"]
     for child in node.get("children", []):
         lines.extend(format_tree(child, indent + "  "))
     return lines

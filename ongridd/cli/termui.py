@@ -102,7 +102,8 @@ def one_line(text: str) -> str:
 def tile_line(frame: dict) -> str:
     """One line for an ``agent_tile`` frame: mark, persona, status, description."""
     status = str(frame.get("status", ""))
-    return one_line(f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}] "
+    decided = f" → {frame['decision']}" if frame.get("decision") in ("approve", "reject") else ""  # a reviewer's
+    return one_line(f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}{decided}] "
                     f"{frame.get('description', '')}")  # one line, whatever the model named it
 
 
@@ -127,7 +128,7 @@ class TileBoard:
         old = self.tiles.get(task_id)
         self.tiles[task_id] = frame
         if not self.tty:
-            if old is None or old.get("status") != frame.get("status"):
+            if old is None or (old.get("status"), old.get("decision")) != (frame.get("status"), frame.get("decision")):
                 self.out.write(tile_line(frame) + "\n")
                 self.out.flush()
             return

@@ -341,7 +341,8 @@ class Progress:
             return True
         if kind == "agent_tile":
             tid = str(frame.get("task_id"))
-            self.tiles[tid] = {k: str(frame.get(k) or "") for k in ("subagent_type", "description", "status")}
+            self.tiles[tid] = {k: str(frame.get(k) or "") for k in ("subagent_type", "description", "status",
+                                                                    "decision")}
             return True
         return False
 
@@ -355,7 +356,8 @@ class Progress:
             out.append("")
             for t in tiles[:MAX_TILES_SHOWN]:
                 mark = TILE_MARK.get(t["status"], "•")
-                out.append(f"{mark} **{t['subagent_type']}** — {t['description'][:200]} ({t['status']})")
+                decided = f", {t['decision']}" if t["decision"] in ("approve", "reject") else ""  # a reviewer's
+                out.append(f"{mark} **{t['subagent_type']}** — {t['description'][:200]} ({t['status']}{decided})")
             if len(tiles) > MAX_TILES_SHOWN:
                 out.append(f"… and {len(tiles) - MAX_TILES_SHOWN} more")
         return out

@@ -48,3 +48,15 @@ def test_piped_chat_retries_only_a_line_whose_own_last_attempt_was_refused():
     assert ui.last_end is None
     ui.notice("[the daemon went away; reconnecting…]")  # while its turn ran
     assert ui.last_end is None and ui.errors == 2
+
+
+def test_a_reviewer_shows_the_gates_decision_in_the_tree_and_its_tile_line():
+    from ongridd.cli.termui import tile_line
+
+    tree = {"agent_id": "specialist-ops", "status": "completed", "id": "w1", "children": [
+        {"agent_id": "reviewer", "status": "completed", "id": "r1", "decision": "reject", "children": []}]}
+    assert "reviewer [completed → reject]" in format_tree(tree)[1]
+    line = tile_line({"type": "agent_tile", "subagent_type": "reviewer", "status": "completed",
+                      "description": "review: restart nginx", "decision": "reject"})
+    assert "[completed → reject]" in line
+    assert "→" not in tile_line({"subagent_type": "reviewer", "status": "completed", "decision": "yes please"})
