@@ -32,7 +32,6 @@ from ongridd.personas.prompt import (
 )
 from ongridd.runtime.compaction import ThreadHistories
 from ongridd.runtime.gate import ReviewGate
-from ongridd.runtime.history import JOINED_STORED
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import Registries
 from ongridd.runtime.sink import PersistSink
@@ -174,17 +173,13 @@ class AgentRunner:
             fixed = len(system) + len(schemas) + len(reminder() or "")
         history = await self.histories.history_for_turn(session_id=turn.session_id, user_id=turn.user_id,
                                                         new_user_text=text, fixed_chars=fixed)
-        if turn.stored_texts:  # a follow-up turn: its messages are stored already, and are its new message
-            history = _without_last(history, turn.stored_texts)
 
         def inbox() -> list[Message]:
             drained, turn.inbox[:] = list(turn.inbox), []
             return drained
 
         return await self._run(persona=persona, system_prompt=system, history=history,
-                               user_message=Message(role="user", content=text,
-                                                    name=JOINED_STORED if turn.stored_texts else None),
-                               bag=bag, reminder=reminder,
+                               user_message=Message(role="user", content=text), bag=bag, reminder=reminder,
                                ctx=ctx, sink=sink, inbox=inbox)
 
     # ---- workers and the reviewer ----------------------------------------------
@@ -284,19 +279,6 @@ class AgentRunner:
                                   call_id=call.id)
             result = await runner.run(call, ctx)
             await sink(ToolEndEvent(call_id=call.id, name=call.name, arguments=call.arguments, result=result))
-
-
-def _without_last(history: list[Message], texts: Sequence[str]) -> list[Message]:
-    """``history`` without the last user message of each of ``texts`` (the
-    messages a follow-up turn answers: stored as they arrived, sent to the
-    model as that turn's new user message, not twice)."""
-    out = list(history)
-    for text in texts:
-        for i in range(len(out) - 1, -1, -1):
-            if out[i].role == "user" and out[i].content == text:
-                del out[i]
-                break
-    return out
 
 
 def _per_second(clock: Callable[[], datetime], render: Callable[[datetime | None], str | None]) -> Callable[[], str | None]:

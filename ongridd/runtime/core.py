@@ -29,7 +29,6 @@ from ongridd.runtime import frames
 from ongridd.runtime.admission import Ticket, TurnAdmission
 from ongridd.runtime.agentrun import AgentRunner
 from ongridd.runtime.control import ControlDeps, DedupTable, build_control_tools
-from ongridd.runtime.history import JOINED_STORED, JOINED_TURN
 from ongridd.runtime.hub import SessionHub, UndeliveredEnds
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
@@ -42,6 +41,9 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 INTERJECTION_DEBOUNCE_S = 0.3
+#: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running:
+#: that turn answers it (never sent to the model: ``name`` is wire only for tool messages)
+JOINED_TURN = "joined_turn"
 #: how long a stopped turn (or one ending during shutdown) waits for its writes
 #: before its last frame goes out; the writes themselves stay queued regardless
 STOPPED_TURN_WRITE_WAIT_S = 5.0
@@ -91,11 +93,6 @@ class Turn:
     admitted: bool = False
     #: the queued write of the user message that started it (its seq is the workers' ``turn_seq``)
     user_write: PendingWrite | None = None
-    #: the messages it answers that were stored as they were sent (a follow-up turn's): not stored
-    #: again, and left out of the history it reads (they are its new user message)
-    stored_texts: tuple[str, ...] = ()
-    #: the queued writes of the inbox's stored messages (by ``id`` of the Message)
-    inbox_writes: dict[int, PendingWrite] = attrs.field(factory=dict)
 
     def keep_user_write(self, write: PendingWrite) -> None:
         """The sink's ``on_user_message``: the first message a person sent in this turn starts it."""
@@ -483,7 +480,7 @@ class Runtime:
             running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
             return
         if running is not None:
-            running.inbox.append(self._joined(running, text))
+            running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
             if running.ended:  # too late for this turn: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)
@@ -585,14 +582,9 @@ class Runtime:
             _end_interjections(turn)  # they belong to this turn: none may emit after its final
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
                 self._keep_unseen(turn)
-            if turn.inbox:  # too late for its last model call: stored now, answered by a follow-up turn
-                self._store_inbox(turn)
             status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
-            self._store_inbox(turn)  # one that arrived during the wait above
-            late = [m for m in turn.inbox if m.content]
-            leftover = [m.content or "" for m in late]
-            first_write = turn.inbox_writes.get(id(late[0])) if late else None
+            leftover = [m.content for m in turn.inbox if m.content]
             turn.inbox.clear()
             self.turns.pop(turn.session_id, None)
             if turn.ticket is not None:
@@ -610,7 +602,7 @@ class Runtime:
                          reason="too many answers waiting for a client to re-attach; the transcript has it")
             turn.done.set()
             if leftover:
-                self._follow_up(turn, leftover, first_write)
+                self._follow_up(turn, "\n\n".join(leftover))
 
     def _ticket(self, session_id: str, user_id: str, *, force: bool = False) -> Ticket:
         return self.admission.enqueue(user_id, force=force,
@@ -634,38 +626,12 @@ class Runtime:
         turn.started = time.monotonic()
         log.info("turn_start", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
 
-    def _joined(self, turn: Turn, text: str) -> Message:
-        """A message joining ``turn`` while it runs, for its inbox: queued for
-        the store at once, its commit not held back (no await: it joins the
-        turn before anything else can end it), once the turn's own first
-        message is queued — so a crash before the turn's next model call
-        keeps it — after any earlier one still waiting (in the order sent);
-        before that, kept for that first model call to store."""
-        msg = Message(role="user", content=text, name=JOINED_TURN)
-        if turn.user_write is None:
-            return msg
-        turn.inbox.append(msg)
-        self._store_inbox(turn)
-        return turn.inbox.pop()
-
     def _keep_unseen(self, turn: Turn) -> None:
         """A stopped turn never showed the model the messages still in its
-        inbox: those not stored yet are stored for the thread, so the next
-        turn sees them."""
-        self._store_inbox(turn)
-        turn.inbox.clear()
-
-    def _store_inbox(self, turn: Turn) -> None:
-        """Store the messages of ``turn``'s inbox not stored yet, in order (they
-        are then marked stored in the inbox; their writes kept in
-        ``turn.inbox_writes``)."""
-        for i, msg in enumerate(turn.inbox):
-            if msg.name != JOINED_STORED:
-                write = self.writer.append_message(turn.session_id, owner=turn.session_id, role="user",
-                                                   content=msg.content, name=JOINED_TURN)
-                write.commit_soon()
-                turn.inbox[i] = stored = Message(role="user", content=msg.content, name=JOINED_STORED)
-                turn.inbox_writes[id(stored)] = write
+        inbox: queue them for the thread so the next turn sees them."""
+        while turn.inbox:
+            msg = turn.inbox.pop(0)
+            self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=msg.content)
 
     async def _settle_writes(self, turn: Turn, status: str, end: Row) -> tuple[str, Row]:
         """Wait until the turn's writes are committed, so its last frame only
@@ -691,19 +657,16 @@ class Runtime:
                                          f"{more}; see the daemon log")
         return status, end
 
-    def _follow_up(self, turn: Turn, texts: list[str], first_write: PendingWrite | None) -> None:
+    def _follow_up(self, turn: Turn, text: str) -> None:
         """Messages that arrived during the turn's last model call (too late
-        for it; ``texts``, stored as they arrived, the first with
-        ``first_write``) get a turn of their own, so no user message goes
-        unanswered."""
+        for it) get a turn of their own, so no user message goes unanswered."""
         if not self.accepting or self.nursery is None or turn.session_id in self.turns:
             log.warning("follow_up_dropped", session_id=turn.session_id)
             return
-        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread,
-                      stored_texts=tuple(texts), user_write=first_write)
+        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread)
         self.turns[turn.session_id] = follow
         self._hub(turn.session_id).turn_running = True
-        self.nursery.start_soon(self._run_turn, follow, "\n\n".join(texts))
+        self.nursery.start_soon(self._run_turn, follow, text)
 
     async def _interject(self, turn: Turn) -> None:
         """Interjection calls, one at a time: each is one model call in which

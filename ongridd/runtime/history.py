@@ -14,13 +14,6 @@ from typing import Any
 
 from ongridd.llm.types import Message, ToolCall
 
-#: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running:
-#: that turn answers it (never sent to the model: ``name`` is wire only for tool messages)
-JOINED_TURN = "joined_turn"
-#: the in-memory name of such a message already stored when it was sent (the turn's sink does not
-#: store it again); stored as JOINED_TURN
-JOINED_STORED = "joined_turn:stored"
-
 INTERRUPTED = json.dumps({"status": "error", "error": "interrupted: the turn was stopped or the daemon "
                           "restarted before this call returned; its result is unknown"})
 

@@ -20,7 +20,7 @@ from ongridd.kernel import events as ev
 from ongridd.llm.types import Message, Usage
 from ongridd.metrics import TOOL_CALLS, TOOL_SECONDS, labelled
 from ongridd.runtime import frames
-from ongridd.runtime.history import JOINED_STORED, tool_calls_to_json
+from ongridd.runtime.history import tool_calls_to_json
 from ongridd.runtime.ports import Row, RuntimeWriter
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class PersistSink:
             msg = event.message
             if msg.role == "assistant" and msg.content and self.on_text:
                 self.on_text(msg.content)
-            if self.persist_messages and msg.name != JOINED_STORED:  # not a message stored when it was sent
+            if self.persist_messages:
                 write = self.persist_message(msg)
                 if (isinstance(event, ev.UserMessageEvent) and event.source != "kernel"
                         and self.owner == self.session_id):
@@ -92,8 +92,13 @@ class PersistSink:
                     # bounded: a database outage delays the turn, never blocks it
                     if self.on_user_message is not None:
                         self.on_user_message(write)
-                    with trio.move_on_after(USER_MESSAGE_WAIT_S):
-                        await write.settled()
+                    if event.source == "inbox":
+                        # messages that joined the turn are drained together: each is queued at once,
+                        # without a wait between them (a stop there would drop the rest unstored)
+                        write.commit_soon()
+                    else:
+                        with trio.move_on_after(USER_MESSAGE_WAIT_S):
+                            await write.settled()
         elif isinstance(event, ev.ModelCallEvent):
             self.add_usage(event.usage)
         elif isinstance(event, ev.ToolStartEvent):

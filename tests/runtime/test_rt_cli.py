@@ -88,7 +88,7 @@ async def test_done_turn_with_ask_and_sessions(tmp_path):
         assert code == 0, err
         lines = out.splitlines()
         assert lines[0].startswith("default [open] " + sid)
-        assert any(line.startswith("    reviewer [completed]") for line in lines)
+        assert any(line.startswith("    reviewer [completed → reject]") for line in lines)  # and the decision
 
         code, out, err = await run_cli("sessions", "audit", sid, "--url", d.base_url, "--json")
         assert code == 0, err

@@ -1,7 +1,7 @@
 """Messages that join a running turn are stored once, in the order they were sent, and sent to
 the model once: a follow-up turn answering late messages, a message joining a follow-up turn
 while it settles its writes, messages joining a turn before and after its first message is
-stored (delays injected to open each window)."""
+stored, a stop while joined messages are being stored (delays injected to open each window)."""
 
 from __future__ import annotations
 
@@ -35,9 +35,11 @@ def _user_rows(d, sid):
 async def test_a_message_joining_a_follow_up_while_it_settles_is_stored(tmp_path, monkeypatch):
     monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 3.0)
     orig = core.Runtime._settle_writes
+    settled: list[object] = []
 
     async def slow_settle(self, turn, status, end):
-        if turn.stored_texts:
+        settled.append(turn)
+        if len(settled) == 2:  # the follow-up turn
             await trio.sleep(1.5)
         return await orig(self, turn, status, end)
 
@@ -51,10 +53,7 @@ async def test_a_message_joining_a_follow_up_while_it_settles_is_stored(tmp_path
         await c.send({"type": "user_message", "text": "Q2"})
         assert (await c.until_type("final", "error"))["text"] == "a1"
         with trio.fail_after(10):
-            while True:
-                t = d.runtime.turns.get(c.session_id)
-                if t is not None and t.stored_texts and t.ended:
-                    break
+            while len(settled) < 2:
                 await trio.sleep(0.01)
         await c.send({"type": "user_message", "text": "Q3"})
         assert (await c.until_type("final", "error"))["text"] == "a2"
@@ -62,6 +61,41 @@ async def test_a_message_joining_a_follow_up_while_it_settles_is_stored(tmp_path
         await trio.sleep(2)
         rows = _user_rows(d, c.session_id)
         assert [r[0] for r in rows] == ["Q1", "Q2", "Q3"], rows
+
+
+async def test_a_stop_while_joined_messages_are_stored_loses_none(tmp_path, monkeypatch):
+    # messages that joined before the turn's first model call are drained together: a stop while the
+    # first of them commits (slowly, here) must not leave the others unstored
+    from ongridd.runtime import compaction
+    from ongridd.store import writer as writer_mod
+
+    orig_hist = compaction.ThreadHistories.history_for_turn
+
+    async def slow_hist(self, **kw):
+        await trio.sleep(1.0)
+        return await orig_hist(self, **kw)
+
+    monkeypatch.setattr(compaction.ThreadHistories, "history_for_turn", slow_hist)
+    orig_settled = writer_mod.PendingWrite.settled
+
+    async def slow_settled(self):
+        if self.kind == "message" and (self.values or {}).get("content") == "A":
+            await trio.sleep(2.0)
+        await orig_settled(self)
+
+    monkeypatch.setattr(writer_mod.PendingWrite, "settled", slow_settled)
+    # the interjection call for A and B comes first (the history read is slowed), then the turn's own
+    script = {"default": [{"content": "noted"}, {"delay_s": 30, "content": "never"}]}
+    async with open_daemon(tmp_path, script) as d, d.ws("stop-drain") as c:
+        await c.send({"type": "user_message", "text": "T"})
+        await trio.sleep(0.3)
+        await c.send({"type": "user_message", "text": "A"})
+        await c.send({"type": "user_message", "text": "B"})
+        await trio.sleep(1.5)  # the history read is over; the drain is storing A
+        await c.send({"type": "stop"})
+        assert (await c.until_type("error"))["code"] == "stopped"
+        await trio.sleep(1)
+        assert [r[0] for r in _user_rows(d, c.session_id)] == ["T", "A", "B"]
 
 
 async def test_messages_joining_a_starting_turn_are_stored_in_the_order_sent(tmp_path, monkeypatch):

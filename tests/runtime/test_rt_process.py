@@ -172,29 +172,3 @@ async def test_sigterm_with_a_worker_running_exits_0_and_kills_it(tmp_path):
     audit = db_rows(db, "SELECT tool_name, status FROM audit_logs WHERE session_id = ?", (tile["task_id"],))
     assert audit == [{"tool_name": "rt_sleep", "status": "cancelled"}]
     check_invariants(db, stopped=True)
-
-
-async def test_kill_9_keeps_a_message_that_joined_the_running_turn(tmp_path):
-    # a message sent while the model thinks about the turn's first one is stored as it is sent, not at
-    # the turn's next model call: a crash before that call keeps it, after the first, marked as joined
-    script = {"default": [{"delay_s": 60, "content": "never answered"}, {"content": "Noted."}]}
-    async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        config = write_config(tmp_path, mapping)
-        db = Path(mapping["state_dir"]) / "ongrid.db"
-        async with serve(config) as first, ws(first.ws_url, "joined") as c:
-            sid = c.session_id
-            await c.send({"type": "user_message", "text": "M1 first"})
-            with trio.fail_after(15):
-                await fake.wait_requests(1)
-            await c.send({"type": "user_message", "text": "M2 important second message"})
-            assert (await c.until_type("interim"))["text"] == "Noted."  # the interjection call: M2 arrived
-            first.proc.send_signal(signal.SIGKILL)
-            with trio.fail_after(10):
-                await first.proc.wait()
-        stored = db_rows(db, "SELECT role, name, content FROM chat_messages WHERE session_id = ? ORDER BY seq",
-                         (sid,))
-        assert stored == [{"role": "user", "name": None, "content": "M1 first"},
-                          {"role": "user", "name": "joined_turn", "content": "M2 important second message"}]
-    check_invariants(db, stopped=True)
