@@ -106,8 +106,8 @@ _CONFIG_KEYS = frozenset({"password", "passwd", "pass", "passphrase", "requirepa
                           "secret", "token", "apikey", "api_key", "api_token", "access_token", "auth_token",
                           "secret_key", "client_secret", "private_key", "smtp_pass", "smtp_password",
                           "db_password", "bindpw", "bind_pw", "rootpw", "psk", "wpa_passphrase", "sasl_password"})
-#: characters closing a structure around an unquoted value, kept after it
-_CLOSERS = "\"',;)]}"
+#: a character closing around an unquoted value (one is kept after it: a JSON member's comma, a quote)
+_CLOSERS = "\"',;"
 #: a JSON member's name standing alone as a word (``{"token"`` of ``{"token" : "X"}``)
 _JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s]{1,64})"\Z')
 #: the lines of a PEM private key between its BEGIN and END lines
@@ -158,7 +158,7 @@ def _redact_line(line: str) -> str:
     password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
     # "requirepass X" (redis), "auth_pass X" (keepalived): a known key, then one value (and a comment)
-    key_value = len(words) == 2 or (len(words) > 2 and words[2].startswith(("#", ";")))
+    key_value = len(words) == 2 or (len(words) > 2 and words[2].startswith(("#", ";"))) or _quoted_value_line(line)
     hide_next = user_next = named = named_value = token_next = hide_rest = False
     # a hidden value's quote not yet closed: the words up to its close go too (the close itself stays
     # when the opening quote is still shown, as in a JSON member: "password":"***")
@@ -223,7 +223,7 @@ def _redact_line(line: str) -> str:
             user_next = True
         elif mysql and word.startswith("-p") and len(word) > 2:
             parts[i] = f"-p{HIDDEN}"
-        elif _BARE_NAME.match(word) and _secret_name(word):
+        elif _BARE_NAME.match(word) and (_secret_name(word) or word.strip("\"'").lower() in _CONFIG_KEYS):
             named, named_value = True, (was_first and key_value and word.strip("\"'").lower() in _CONFIG_KEYS) or (
                 netrc and _PARTS.sub("", word.lower()) == "password")
         elif (key := _JSON_KEY_WORD.match(word)) and _secret_name(key.group(1)):
@@ -233,6 +233,18 @@ def _redact_line(line: str) -> str:
         else:
             parts[i], hide_next, open_quote, keep_close = _redact_word(word)
     return "".join(parts)
+
+
+def _quoted_value_line(line: str) -> bool:
+    """Whether ``line`` is ``key "a quoted value"`` with at most a comment after it (a
+    configuration file's key-value line whose value holds spaces)."""
+    _, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    quote = rest[:1]
+    if quote not in ("'", '"'):
+        return False
+    end = _closing(rest, quote, 1)
+    return end > 0 and (not rest[end + 1:].strip() or rest[end + 1:].strip().startswith(("#", ";")))
 
 
 def _closing(word: str, quote: str, start: int) -> int:
@@ -257,8 +269,8 @@ def _hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
     (``"hunter2"},`` → ``"***"},``).  Returns the word as shown, the quote it opened and did
     not close (the next words are hidden up to it), and True (that close is shown)."""
     quote = word[:1]
-    if quote not in ("'", '"'):  # what closes around it stays (3600, → ***,  X"; → ***";)
-        return lead + HIDDEN + word[len(word.rstrip(_CLOSERS)):], "", False
+    if quote not in ("'", '"'):  # a separator or quote closing around it stays (3600, → ***,  X" → ***")
+        return lead + HIDDEN + (word[-1] if len(word) > 1 and word[-1] in _CLOSERS else ""), "", False
     end = _closing(word, quote, 1)
     if end < 0:
         return lead + quote + HIDDEN, quote, True

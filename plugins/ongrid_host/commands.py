@@ -484,6 +484,8 @@ _SS_PORT = re.compile(r"[A-Za-z0-9*_-]{1,32}\Z")
 def _ss_host_ok(word: str) -> bool:
     """Whether an ss filter's host is an address or prefix (``10.0.0.0/8``,
     ``[::1]``, ``*``), with or without ``:port``, or a port alone (``:https``)."""
+    if "%" in word:  # a zone is free text: a lookup of it would carry it out
+        return False
     host, port = word, ""
     if word.startswith("["):
         host, sep, rest = word[1:].partition("]")

@@ -81,8 +81,8 @@ class ProbeTargets:
         inventory: list[Network] = []  # the inventory's address literals, reachable as listed
         for entry in inventory_names:
             address = _address(entry) if entry else None
-            if address is not None:
-                inventory.append(ipaddress.ip_network(address))
+            if address is not None:  # an IPv4-mapped one as the IPv4 address it is (allows_address maps too)
+                inventory.append(ipaddress.ip_network(getattr(address, "ipv4_mapped", None) or address))
             elif entry:
                 names.add(_name(entry))
         domains: list[str] = []

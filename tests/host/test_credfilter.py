@@ -95,6 +95,9 @@ from ongrid_host.local import redact_cmdline
     ("tiktoken 0.5.1", "tiktoken 0.5.1"), ("password is weak", "password is weak"),
     ("auth-rpcgss-module.service loaded inactive dead", "auth-rpcgss-module.service loaded inactive dead"),
     ("docker run -d -p 27017:27017 --name db mongo", "docker run -d -p 27017:27017 --name db mongo"),
+    ('requirepass "my secret pass"', 'requirepass "***"'), ('psk "my wifi key" # home', 'psk "***" # home'),
+    ("--password hunter2!)", "--password ***"), ("--password ))]]", "--password ***"),  # no closer reveals it
+    ("bindpw hunter2", "bindpw ***"), ("rootpw {SSHA}abc", "rootpw ***"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
