@@ -223,9 +223,10 @@ def _redact_line(line: str) -> str:
             user_next = True
         elif mysql and word.startswith("-p") and len(word) > 2:
             parts[i] = f"-p{HIDDEN}"
-        elif _BARE_NAME.match(word) and (_secret_name(word) or word.strip("\"'").lower() in _CONFIG_KEYS):
-            named, named_value = True, (was_first and key_value and word.strip("\"'").lower() in _CONFIG_KEYS) or (
-                netrc and _PARTS.sub("", word.lower()) == "password")
+        elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
+                                         or _secret_name(word)):
+            named = True
+            named_value = (was_first and key_value and config_key) or (netrc and _PARTS.sub("", word.lower()) == "password")
         elif (key := _JSON_KEY_WORD.match(word)) and _secret_name(key.group(1)):
             named, named_value = True, False  # {"token" : "X"}
         elif (key := _JSON_KEY_END.search(word)) and _secret_name(key.group(1)):

@@ -42,6 +42,7 @@ from ongridd.marketplace.locks import registry_lock
 from ongridd.personas.frontmatter import MAX_FILE_BYTES
 from ongridd.personas.origin import persona_origin, persona_warnings
 from ongridd.personas.parse import parse_persona_text, persona_to_text
+from ongridd.personas.registry import content_digest
 from ongridd.secretset import redact
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
 
@@ -104,22 +105,23 @@ class AgentsAPI:
         and ``text``: the whole file as it is on disk, comments and layout
         kept, ready to edit and PUT back (``text_from: "file"``); or, when
         the file cannot be read as it was loaded (gone, too large, not
-        UTF-8, or no longer this very persona: changed or swapped since),
-        the file rebuilt from the persona's fields (``text_from: "fields"``).  Raises NotFound.  The file is read in a
+        UTF-8, or not the bytes the registry loaded or this API wrote:
+        changed or swapped since), the file rebuilt from the persona's
+        fields (``text_from: "fields"``).  Raises NotFound.  The file is read in a
         worker thread; cancelling the caller abandons the read."""
         persona = self.agents.by_name(name)
         if persona is None:
             raise NotFound(f"no persona {name!r}")
         out = self._described(persona)
         out["body"] = persona.body
-        on_disk = await trio.to_thread.run_sync(_file_text, persona.source, abandon_on_cancel=True)
-        if on_disk is not None:  # only the very persona that was loaded: a file swapped since (another
-            # persona, a symlink to anything else the daemon can read) is not shown
+        raw = await trio.to_thread.run_sync(_file_bytes, persona.source, abandon_on_cancel=True)
+        on_disk = None
+        # only the very bytes that were loaded: a file changed or swapped since (another persona, a
+        # symlink to anything else the daemon can read) is not shown
+        if raw is not None and content_digest(raw) == self.agents.loaded_digest(persona.source):
             try:
-                parsed, _ = await self._parse(on_disk.encode("utf-8"), Path(persona.source))
-            except PersonaError:  # the parse did not answer in time: the fields, not an error
-                parsed = None
-            if parsed is None or parsed.to_dict() != persona.to_dict() or parsed.body != persona.body:
+                on_disk = raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
                 on_disk = None
         out["text"] = redact(on_disk) if on_disk is not None else persona_to_text(persona)
         out["text_from"] = "file" if on_disk is not None else "fields"
@@ -179,6 +181,7 @@ class AgentsAPI:
         async with self._lock:
             await trio.to_thread.run_sync(_write_atomic, path.parent, path, raw)
             self.agents.replace(persona)
+            self.agents.note_written(str(path), raw)
         await self._record("update", name, actor, {"path": str(path), "warnings": warnings})
         out = persona.to_dict()
         out["warnings"] = warnings
@@ -425,9 +428,9 @@ async def _layout(roots: builtins.list[Path]) -> tuple[tuple[Path, ...], tuple[P
     return await trio.to_thread.run_sync(look, abandon_on_cancel=True)
 
 
-def _file_text(source: Any) -> str | None:
-    """The text of a persona's file, or None when it is not a regular file
-    of at most MAX_FILE_BYTES in UTF-8 (a BOM dropped)."""
+def _file_bytes(source: Any) -> bytes | None:
+    """The bytes of a persona's file, or None when it is not a regular file
+    of at most MAX_FILE_BYTES."""
     try:
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO in its place cannot block
     except (OSError, TypeError, ValueError):
@@ -438,8 +441,8 @@ def _file_text(source: Any) -> str | None:
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
                 return None
             raw = fh.read(MAX_FILE_BYTES + 1)
-        return raw.decode("utf-8-sig") if len(raw) <= MAX_FILE_BYTES else None
-    except (OSError, ValueError):
+        return raw if len(raw) <= MAX_FILE_BYTES else None
+    except OSError:
         return None
 
 

@@ -118,6 +118,11 @@ def _realpath(path: str, real_dirs: dict[str, str]) -> str:
 _SETTLED_NS = 2_000_000_000
 
 
+def content_digest(raw: bytes) -> bytes:
+    """The digest files are compared by (BLAKE2b, 20 bytes)."""
+    return hashlib.blake2b(raw, digest_size=20).digest()
+
+
 def _signature(st: os.stat_result) -> tuple[int, int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -181,7 +186,7 @@ class FileRegistry(Generic[T]):
         if isinstance(got, FrontmatterProblem):
             return None, [f"{where(spath, got.line)}: {got.message}; file skipped"]
         raw, st = got
-        digest = hashlib.blake2b(raw, digest_size=20).digest()
+        digest = content_digest(raw)
         if hit is not None and hit.digest == digest and hit.opts == opts:
             obj, warnings = hit.obj, list(hit.warnings)
         else:
@@ -206,6 +211,17 @@ class FileRegistry(Generic[T]):
 
     def names(self) -> list[str]:
         return list(self._state.items)
+
+    def loaded_digest(self, path: str) -> bytes | None:
+        """The :func:`content_digest` of the file at ``path`` as the registry last
+        read it (or as :meth:`note_written` recorded it), or None."""
+        hit = self._cache.get(path)
+        return hit.digest if hit is not None else None
+
+    def note_written(self, path: str, raw: bytes) -> None:
+        """Record that the daemon wrote ``raw`` to ``path`` (its object replaced
+        live): :meth:`loaded_digest` answers for it until the next load reads it."""
+        self._cache[path] = _CacheEntry(None, content_digest(raw), ("written",), None, ())
 
     @property
     def last_report(self) -> LoadReport:

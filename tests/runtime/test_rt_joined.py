@@ -11,6 +11,19 @@ from rt_helpers import open_daemon
 from ongridd.runtime import core
 
 
+def _slow_history_read(monkeypatch, seconds: float = 1.0) -> None:
+    """Each turn reads its history ``seconds`` late: messages sent meanwhile join a turn whose first
+    message is not stored yet."""
+    from ongridd.runtime import compaction
+
+    orig = compaction.ThreadHistories.history_for_turn
+
+    async def slow(self, **kw):
+        await trio.sleep(seconds)
+        return await orig(self, **kw)
+
+    monkeypatch.setattr(compaction.ThreadHistories, "history_for_turn", slow)
+
 async def test_a_follow_up_turn_sends_its_message_once(tmp_path, monkeypatch):
     monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 3.0)
     script = {"default": [{"delay_s": 1.0, "content": "first answer"}, {"content": "second answer"},
@@ -66,16 +79,9 @@ async def test_a_message_joining_a_follow_up_while_it_settles_is_stored(tmp_path
 async def test_a_stop_while_joined_messages_are_stored_loses_none(tmp_path, monkeypatch):
     # messages that joined before the turn's first model call are drained together: a stop while the
     # first of them commits (slowly, here) must not leave the others unstored
-    from ongridd.runtime import compaction
     from ongridd.store import writer as writer_mod
 
-    orig_hist = compaction.ThreadHistories.history_for_turn
-
-    async def slow_hist(self, **kw):
-        await trio.sleep(1.0)
-        return await orig_hist(self, **kw)
-
-    monkeypatch.setattr(compaction.ThreadHistories, "history_for_turn", slow_hist)
+    _slow_history_read(monkeypatch)
     orig_settled = writer_mod.PendingWrite.settled
 
     async def slow_settled(self):
@@ -99,15 +105,9 @@ async def test_a_stop_while_joined_messages_are_stored_loses_none(tmp_path, monk
 
 
 async def test_messages_joining_a_starting_turn_are_stored_in_the_order_sent(tmp_path, monkeypatch):
-    from ongridd.runtime import sink as sinkmod, compaction
+    from ongridd.runtime import sink as sinkmod
     monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 5.0)
-    orig_hist = compaction.ThreadHistories.history_for_turn
-
-    async def slow_hist(self, **kw):
-        await trio.sleep(1.0)
-        return await orig_hist(self, **kw)
-
-    monkeypatch.setattr(compaction.ThreadHistories, "history_for_turn", slow_hist)
+    _slow_history_read(monkeypatch)
     orig_call = sinkmod.PersistSink.__call__
 
     async def slow_call(self, event):
