@@ -459,6 +459,7 @@ def _add_plugin_routes(app: QuartTrio, services: AppServices, current_user: Call
     async def plugin_route(path: str):
         route = _plugin_route_of(services, request.method, "/" + path)
         if route is None:
+            current_user()  # 401 without a valid token: an anonymous client learns no route's name
             allowed = _methods_of(app, services, "/" + path)
             if not allowed:
                 return _error(404, "not_found", f"no route {request.method} /{path}")

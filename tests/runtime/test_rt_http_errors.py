@@ -68,3 +68,21 @@ def test_a_request_without_a_valid_token_may_bring_only_a_small_body():
     req = loopback("POST", "http", "/api/changes", b"", Headers(), "", "1.1", max_content_length=None,
                    body_timeout=None, send_push_promise=None, scope={"client": ("127.0.0.1", 40000)})
     assert req.body._max_content_length == server_app.BODY_MAX  # loopback mode: every loopback client is "local"
+
+
+async def test_an_anonymous_client_learns_no_route_from_a_404_or_405(tmp_path, monkeypatch):
+    # with tokens configured, a route that does not exist and a method a route does not take answer
+    # alike without a valid token (401), so probing tells an anonymous client nothing; with one they
+    # answer 404 and 405 as usual
+    monkeypatch.setenv("RT_HTTP_ERR_TOKENS", "alice:tok-alice-http-errors")
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]},
+                           server={"tokens_env": "RT_HTTP_ERR_TOKENS"}) as d, httpx2.AsyncClient() as http:
+        alice = {"Authorization": "Bearer tok-alice-http-errors"}
+        for method, path in (("GET", "/api/no-such-route"), ("PATCH", "/api/changes"), ("POST", "/api/sessions"),
+                             ("GET", "/api/channels/slack/events")):
+            anonymous = await http.request(method, d.base_url + path)
+            assert anonymous.status_code == 401, (method, path, anonymous.text)
+            assert "allow" not in anonymous.headers
+            known = await http.request(method, d.base_url + path, headers=alice)
+            assert known.status_code in (404, 405), (method, path, known.text)
+        assert (await http.get(d.base_url + "/healthz")).status_code == 200
