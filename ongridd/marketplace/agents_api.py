@@ -179,7 +179,8 @@ class AgentsAPI:
         if redact(parsed_text) != parsed_text:  # a secret spelled with YAML escapes decodes to the value itself
             raise PersonaError(_HOLDS_SECRET)
         async with self._lock:
-            await trio.to_thread.run_sync(_write_atomic, path.parent, path, raw)
+            await trio.to_thread.run_sync(_write_atomic, path.parent, path, raw,
+                                           list(self.config.agent_user_roots))
             self.agents.replace(persona)
             self.agents.note_written(str(path), raw)
         await self._record("update", name, actor, {"path": str(path), "warnings": warnings})
@@ -240,7 +241,7 @@ class AgentsAPI:
             raise OngridError(f"{name!r} comes from {source}, not from a user agents folder; "
                               "it cannot be deleted through the API")
         async with self._lock:
-            await trio.to_thread.run_sync(lambda: source.unlink(missing_ok=True))
+            await trio.to_thread.run_sync(_remove_in_roots, source, list(self.config.agent_user_roots))
             self.agents.remove(name)
         await self._record("delete", name, actor, {"path": str(source)})
         await self.reload()  # another user file of the same name, if any, now defines it (as after a restart)
@@ -446,22 +447,70 @@ def _file_bytes(source: Any) -> bytes | None:
         return None
 
 
-def _write_atomic(directory: Path, path: Path, text: bytes) -> None:
-    """Replace ``path`` by a file holding ``text`` (a temporary file renamed
-    over it).  The file keeps the mode of the one it replaces; a new one gets
-    0666 less the process umask, as any file the daemon creates."""
+def _open_dir_in_roots(directory: Path, roots: list[Path]) -> int:
+    """A file descriptor of ``directory`` (created if missing) that lies in one of ``roots``.
+
+    The check is made on the open descriptor, not on the path: a folder swapped
+    for a symlink after the caller looked at it cannot redirect the write or the
+    removal that follows through the descriptor (a symlink that leads to a folder
+    inside the roots is fine).  Raises OngridError when the folder lies outside
+    every root; the caller closes the descriptor."""
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".tmp-{secrets.token_hex(8)}.md"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            with contextlib.suppress(FileNotFoundError):
-                os.fchmod(fh.fileno(), stat.S_IMODE(os.stat(path).st_mode))
-            fh.write(text)
-        os.replace(tmp, path)
+        try:
+            real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # no /proc: the path, resolved now, must still be this very folder
+            real = directory.resolve()
+            here, there = os.fstat(fd), os.stat(real)
+            if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+                raise OngridError(f"{directory} changed while it was being written to") from None
+        resolved = [Path(r).resolve() for r in roots]
+        if not any(real == r or r in real.parents for r in resolved):
+            raise OngridError(f"{directory} is not in a user agents folder (it resolves to {real})")
+        return fd
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        os.close(fd)
         raise
+
+
+def _write_atomic(directory: Path, path: Path, text: bytes, roots: list[Path]) -> None:
+    """Replace ``path`` (a file in ``directory``) by a file holding ``text`` (a
+    temporary file renamed over it), through a descriptor of ``directory``
+    checked to lie in ``roots`` (:func:`_open_dir_in_roots`): no symlink swapped
+    in on the way makes it write elsewhere.  The file keeps the mode of the one
+    it replaces; a new one gets 0666 less the process umask, as any file the
+    daemon creates.  Raises OngridError (outside the roots) or OSError."""
+    dir_fd = _open_dir_in_roots(directory, roots)
+    try:
+        tmp = f".tmp-{secrets.token_hex(8)}.md"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666,
+                     dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                with contextlib.suppress(FileNotFoundError):
+                    old = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+                    if stat.S_ISREG(old.st_mode):
+                        os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+                fh.write(text)
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    finally:
+        os.close(dir_fd)
+
+
+def _remove_in_roots(path: Path, roots: list[Path]) -> None:
+    """Remove the file ``path`` through a descriptor of its folder checked to lie
+    in ``roots`` (:func:`_open_dir_in_roots`); a file already gone is no error."""
+    dir_fd = _open_dir_in_roots(path.parent, roots)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path.name, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _in_user_roots(source: Path, roots: list[Path]) -> bool:

@@ -380,3 +380,32 @@ async def test_a_parse_that_overruns_is_abandoned_and_the_loop_keeps_running(api
     await trio.sleep(2)  # let the abandoned threads end
     assert peak[0] == module.PARSE_CONCURRENCY
     assert not (api.config.agents_write_dir / "db-helper.md").exists()
+
+
+def test_a_write_or_removal_goes_only_through_a_folder_that_lies_in_a_user_agents_folder(tmp_path):
+    # the folder is checked on an open descriptor, and the file is written and renamed through it: a
+    # folder swapped for a symlink to somewhere else after the API looked at the path writes nothing there
+    from ongridd.marketplace.agents_api import _remove_in_roots, _write_atomic
+
+    root, outside = tmp_path / "agents", tmp_path / "etc"
+    (root / "team").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "victim.md").write_text("keep me\n")
+    _write_atomic(root / "team", root / "team" / "a.md", b"first\n", [root])
+    assert (root / "team" / "a.md").read_bytes() == b"first\n"
+    (root / "team" / "a.md").chmod(0o640)
+    _write_atomic(root / "team", root / "team" / "a.md", b"second\n", [root])
+    assert stat.S_IMODE((root / "team" / "a.md").stat().st_mode) == 0o640  # keeps the mode it had
+    (root / "team").rename(root / "team.old")
+    (root / "team").symlink_to(outside, target_is_directory=True)  # the swap
+    with pytest.raises(OngridError, match="not in a user agents folder"):
+        _write_atomic(root / "team", root / "team" / "victim.md", b"overwritten\n", [root])
+    with pytest.raises(OngridError, match="not in a user agents folder"):
+        _remove_in_roots(root / "team" / "victim.md", [root])
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.md"]  # no temporary file left either
+    assert (outside / "victim.md").read_text() == "keep me\n"
+    # a symlink deeper in the path that stays inside the roots is fine: the real folder is checked
+    (root / "team").unlink()
+    (root / "link").symlink_to(root / "team.old", target_is_directory=True)
+    _remove_in_roots(root / "link" / "a.md", [root])
+    assert not (root / "team.old" / "a.md").exists()
