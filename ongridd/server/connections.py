@@ -35,6 +35,7 @@ close 1009 is sent, instead of being read and buffered on for ever.
 
 from __future__ import annotations
 
+import contextlib
 from socket import AF_INET, AF_INET6
 from typing import Any
 
@@ -263,14 +264,24 @@ def _end_websocket_on_oversized_message() -> None:
     and its reader stops); nothing more is read from that connection.
     Until the app marks the connection's client as known
     (:func:`mark_authenticated`) the limit is :data:`PRE_AUTH_MESSAGE_BYTES`.
+
+    A frame wsproto cannot parse (a protocol error, or a text message that
+    is not UTF-8) fails the connection with a close frame naming the reason
+    (1002 or 1007) before the TCP connection ends: wsproto reports it as a
+    ``CloseConnection`` it did not send, and hypercorn ended the connection
+    without one, so the client saw only an abnormal closure.
     Raises RuntimeError when hypercorn no longer has what this relies on."""
     from hypercorn.protocol import events, ws_stream
+    from wsproto.connection import ConnectionState
+    from wsproto.events import CloseConnection
+    from wsproto.utilities import LocalProtocolError
 
     stream_cls = getattr(ws_stream, "WSStream", None)
     original = getattr(stream_cls, "_handle_events", None)
     closed_event = getattr(events, "StreamClosed", None)
+    data_event = getattr(events, "Data", None)
     buffer = ws_stream.WebsocketBuffer(1) if hasattr(ws_stream, "WebsocketBuffer") else None
-    if (original is None or closed_event is None or not hasattr(buffer, "length")
+    if (original is None or closed_event is None or data_event is None or not hasattr(buffer, "length")
             or not hasattr(buffer, "max_length") or not hasattr(buffer, "clear")):
         raise RuntimeError("hypercorn.protocol.ws_stream.WSStream._handle_events or its WebsocketBuffer "
                            "changed; ending websockets with an oversized message needs updating for "
@@ -283,7 +294,30 @@ def _end_websocket_on_oversized_message() -> None:
         scope = getattr(self, "scope", None)  # set once the upgrade request is read
         known = isinstance(scope, dict) and scope.get(AUTHENTICATED) is True
         self.buffer.max_length = full if known else min(full, PRE_AUTH_MESSAGE_BYTES)
-        await original(self)
+        connection, send = self.connection, self.send
+        failing: list[bytes] = []  # the close frame of a parse failure, sent before the stream ends
+
+        def parsed() -> Any:
+            for event in wsproto_events():
+                if isinstance(event, CloseConnection) and connection.state is ConnectionState.OPEN:
+                    reason = (event.reason or "")[:100]
+                    with contextlib.suppress(LocalProtocolError):
+                        failing.append(connection.send(CloseConnection(code=event.code, reason=reason)))
+                    log.info("websocket_failed", peer=peer_text(self.client), code=event.code, reason=reason)
+                yield event
+
+        async def send_close_first(event: Any) -> None:
+            while failing:
+                await send(data_event(stream_id=self.stream_id, data=failing.pop(0)))
+            await send(event)
+
+        wsproto_events = connection.events
+        connection.events, self.send = parsed, send_close_first
+        try:
+            await original(self)
+        finally:
+            del connection.events
+            self.send = send
         # hypercorn raised (and caught) its FrameTooLargeError, and sent the close 1009, exactly
         # when the message buffer went over the limit; it never clears the buffer after that
         if self.closed or self.buffer.length <= self.buffer.max_length:

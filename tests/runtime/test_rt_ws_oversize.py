@@ -3,7 +3,9 @@ read on: the daemon sends the close (1009, message too big) and ends the
 TCP connection, whatever the client keeps sending.  (hypercorn sent the 1009
 and then read and buffered the rest for ever: a frame header announcing
 2 GiB, then its payload streamed, grew the daemon by as much as was sent,
-before any token was checked.)"""
+before any token was checked.)  A frame that does not parse (not UTF-8, a
+reserved bit or opcode, an unmasked client frame) fails the connection with
+its close code (1007, 1002) before the TCP connection ends."""
 
 from __future__ import annotations
 
@@ -154,6 +156,25 @@ async def test_several_oversized_messages_at_once_leave_the_daemon_serving(tmp_p
             assert sent < ACCEPTED_BOUND and ended and code == 1009, (sent, ended, code)
         async with httpx2.AsyncClient() as http:
             assert (await http.get(d.base_url + "/healthz")).status_code == 200
+        async with d.ws("after") as c:
+            assert (await c.ask("still there?"))["text"] == "hi"
+
+
+@pytest.mark.parametrize("frame,code", [
+    pytest.param(_frame_head(0x1, 4) + b"ok\xff\xfe", 1007, id="text-not-utf8"),
+    pytest.param(bytes([0x80 | 0x40 | 0x1, 0x80 | 2]) + b"\0\0\0\0" + b"hi", 1002, id="reserved-bit-set"),
+    pytest.param(bytes([0x81, 2]) + b"hi", 1002, id="client-frame-not-masked"),
+    pytest.param(_frame_head(0x3, 2) + b"hi", 1002, id="reserved-opcode"),
+])
+async def test_a_frame_that_does_not_parse_fails_the_connection_with_its_close_code(tmp_path, frame, code):
+    # RFC 6455 7.1.7: the daemon sends a close frame naming the reason, then ends the TCP connection
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        port = int(d.base_url.rsplit(":", 1)[1])
+        sent, ended, got = await _send_until_closed(d.base_url, iter([frame]))
+        assert ended and got == code, (ended, got)
+        with trio.fail_after(10):
+            while _live_on(port):
+                await trio.sleep(0.05)
         async with d.ws("after") as c:
             assert (await c.ask("still there?"))["text"] == "hi"
 
