@@ -248,7 +248,7 @@ FINDMNT = CommandSpec("findmnt", (
            "x|verify y|shadowed real pseudo"),
     V("o", "output", NAMES), V("t", "types", NAMES), V("O", "options"), V("S", "source"), V("T", "target"),
     V("M", "mountpoint"), V("N", "task", INT), V("d", "direction", one_of("forward", "backward")),
-    V(long="tree", check=NAME)),
+    *flags("|tree")),
     refused=((("p", "poll", "w", "timeout", "first-poll"), "waits for mount changes (never ends)", REFUSED),
              (("F", "tab-file"), "reads another mount table", WRITE)),
     operands="meta")
@@ -467,10 +467,13 @@ SS = CommandSpec("ss", (
            "t|tcp u|udp w|raw x|unix S|sctp d|dccp 0|packet 4|ipv4 6|ipv6 H|no-header O|oneline Z|context "
            "z|contexts b|bpf M|mptcp tipc vsock xdp inet-sockopt cgroup tos threads"),
     V("f", "family", one_of("unix", "inet", "inet6", "link", "netlink", "vsock", "tipc", "xdp")),
-    V("A", "query"), V("F", "filter", role="read")),
+    V("A", "query", NAMES)),
+    known=("socket",),
     refused=((("K", "kill"), "kills sockets", WRITE), (("D", "diag"), WRITES_FILE, WRITE),
-             (("E", "events"), NEVER_ENDS, REFUSED), (("N", "net"), "enters another network namespace", WRITE)),
-    end_marker=False, check=lambda p: _numeric_hosts("ss", p.operands))
+             (("E", "events"), NEVER_ENDS, REFUSED), (("N", "net"), "enters another network namespace", WRITE),
+             (("F", "filter"), "reads a filter file, whose every word ss may look up in DNS (write the filter "
+                               "as arguments)", REFUSED)),
+    end_marker=False, check=lambda p: _ss_filter(p.operands))
 NETSTAT = CommandSpec("netstat", (
     *flags("a|all n|numeric t|tcp u|udp w|raw x|unix l|listening p|program r|route i|interfaces s|statistics "
            "e|extend o|timers W|wide g|groups M|masquerade 4 6 v|verbose N|symbolic numeric-hosts numeric-ports "
@@ -509,14 +512,64 @@ def _network(text: str) -> bool:
     return True
 
 
-def _numeric_hosts(command: str, operands: Sequence[str]) -> None:
-    """An ss filter's ``dst``/``src`` hosts must be addresses: ss looks a name up in DNS,
-    which would carry whatever it spells out of the host."""
-    words = [w for operand in operands for w in operand.split()]
-    for before, word in zip(words, words[1:], strict=False):
-        if before.lower() in ("dst", "src") and not (len(word) <= 100 and _ss_host_ok(word)):
-            raise Refusal(REFUSED, f"{command}: host {word[:60]!r} after {before!r} is not an address; a name "
-                                   "would be looked up in DNS (give the address, e.g. 'dst 10.0.0.5:443')")
+#: the words of an ss filter that are not values (iproute2's filter lexer; it compares them exactly)
+_SS_LOGIC = frozenset({"!", "not", "&", "&&", "and", "|", "||", "or", "(", ")", "autobound"})
+_SS_COMPARE = frozenset({">=", "ge", "geq", "<=", "le", "leq", "!=", "ne", "neq", "=", "==", "eq", ">", "gt",
+                         "<", "lt"})
+#: what ``state``/``exclude`` take
+_SS_STATES = frozenset({"all", "connected", "synchronized", "bucket", "big", "established", "syn-sent",
+                        "syn-recv", "fin-wait-1", "fin-wait-2", "time-wait", "closed", "close-wait", "last-ack",
+                        "listening", "listen", "closing"})
+#: the keyword that announces a value, and the kind of value
+_SS_VALUE_OF = {"dst": "host", "src": "host", "dport": "port", "sport": "port", "dev": "device", "fwmark": "mark"}
+_SS_DEVICE = re.compile(r"[A-Za-z0-9_.:@+-]{1,15}\Z")
+_SS_MARK = re.compile(r"(0x[0-9A-Fa-f]+|[0-9]+)(/(0x[0-9A-Fa-f]+|[0-9]+))?\Z")
+_SS_TOKEN = re.compile(r"[()]|[^\s()]+")
+
+
+def _ss_value_ok(kind: str, word: str) -> bool:
+    if kind == "host":
+        return len(word) <= 100 and _ss_host_ok(word)
+    if kind == "port":
+        return _SS_PORT.match(word.removeprefix(":")) is not None
+    if kind == "device":
+        return _SS_DEVICE.match(word) is not None and not word.startswith("-")
+    return _SS_MARK.match(word) is not None
+
+
+def _ss_filter(operands: Sequence[str]) -> None:
+    """An ss filter may hold only its grammar's words: ``state``/``exclude`` and a
+    state name first, then keywords, operators, parentheses and the values they
+    announce — addresses (``dst``/``src``), ports, device names and marks.  ss looks
+    every other word up in DNS, before its grammar even fails, which would carry
+    whatever the word spells out of the host; so an address must be numeric."""
+    expect: str | None = None
+    states_allowed = True
+    for word in _SS_TOKEN.findall(" ".join(operands)):
+        if expect == "state":
+            if word not in _SS_STATES:
+                raise Refusal(REFUSED, f"ss: {word[:60]!r} is not a socket state ({', '.join(sorted(_SS_STATES))})")
+            expect = None
+        elif expect is not None:
+            if word in _SS_COMPARE:
+                continue
+            if not _ss_value_ok(expect, word):
+                hint = (" (give the address, e.g. 'dst 10.0.0.5:443'; a name would be looked up in DNS)"
+                        if expect == "host" else "")
+                raise Refusal(REFUSED, f"ss: {word[:60]!r} is not a {expect} value{hint}")
+            expect = None
+        elif word in ("state", "exclude"):
+            if not states_allowed:
+                raise Refusal(REFUSED, f"ss: {word!r} must come before the filter expression")
+            expect = "state"
+        elif word in _SS_VALUE_OF:
+            states_allowed, expect = False, _SS_VALUE_OF[word]
+        elif word in _SS_LOGIC:
+            states_allowed = False
+        else:
+            raise Refusal(REFUSED, f"ss: filter word {word[:60]!r} is not one of its keywords (state, exclude, dst, "
+                                   "src, dport, sport, dev, fwmark, and, or, not, parentheses, comparisons) or a "
+                                   "value after one; ss would look it up in DNS")
 
 
 _LSOF_WORD = re.compile(r"[A-Za-z0-9_.:@,^\[\]/-]*")

@@ -345,7 +345,10 @@ def any_text(value: str) -> str | None:
 INT = pattern(r"[0-9]+", "a number")
 SIGNED = pattern(r"[+-]?[0-9]+([kKMGTPEZY](i?B)?|b|kB)?", "a count like 20, -20, +5 or 10K")
 SIZE = pattern(r"[0-9]+[A-Za-z]*", "a size like 100, 10K or 1M")
-NAME = pattern(r"[A-Za-z0-9_.:@%+-]+", "a name (letters, digits, _ . : @ % + -)")
-NAMES = pattern(r"[A-Za-z0-9_.:@%+-]+(,[A-Za-z0-9_.:@%+-]+)*", "names separated by commas")
+#: a name never starts with "-": a value the table wrongly gives an option that takes none would
+#: otherwise pass on as the program's next option
+NAME = pattern(r"[A-Za-z0-9_.:@%+][A-Za-z0-9_.:@%+-]*", "a name (letters, digits, _ . : @ % + -, not starting with -)")
+NAMES = pattern(r"[A-Za-z0-9_.:@%+][A-Za-z0-9_.:@%+-]*(,[A-Za-z0-9_.:@%+][A-Za-z0-9_.:@%+-]*)*",
+                "names separated by commas (none starting with -)")
 PATH_VALUE = any_text
 WHEN = one_of("auto", "always", "never")
