@@ -26,6 +26,10 @@ files, so a symlink to ``/proc/self/environ`` or a walk through
 environments, command lines (they can hold tokens), memory, maps and file
 descriptors stay refused.
 
+On the local host a regular file that neither its group nor others may read
+(mode 0600 or 0400: how keys and password files are kept, whatever their
+names) is refused too, except under ``/var/log``.
+
 On a remote host symlinks cannot be followed from here, so only the lexical
 check applies there, and a relative path with ``..`` (its folder is the ssh
 user's home, not known here) is refused.
@@ -37,6 +41,7 @@ import os
 import posixpath
 import pwd
 import re
+import stat
 from collections.abc import Iterable
 
 import attrs
@@ -83,7 +88,30 @@ FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/etc/ceph", "Ceph keyrings"),
     ("/var/lib/jenkins/secrets", "Jenkins secrets"),
     ("/var/backups", "system backups (daily copies of the password-hash, group and sudo files)"),
+    ("/var/cache/debconf/passwords.dat", "package configuration passwords"),
+    ("/etc/apt/auth.conf", "package repository passwords"),
+    ("/etc/apt/auth.conf.d", "package repository passwords"),
+    ("/var/lib/systemd/credential.secret", "the key of systemd's encrypted credentials"),
+    ("/etc/credstore", "systemd service credentials"),
+    ("/etc/credstore.encrypted", "systemd service credentials"),
+    ("/var/lib/tailscale", "VPN node keys"),
+    ("/etc/samba/smbpasswd", "SMB password hashes"),
+    ("/var/lib/samba/private", "SMB and domain secrets"),
+    ("/etc/wpa_supplicant", "Wi-Fi passwords"),
+    ("/etc/sssd", "directory service bind passwords"),
+    ("/etc/gitlab/gitlab-secrets.json", "GitLab's secrets"),
+    ("/etc/gitlab-runner", "CI runner tokens"),
+    ("/etc/openvpn", "VPN keys and passwords"),
+    ("/etc/msmtprc", "mail relay passwords"),
+    ("/etc/exim4/passwd.client", "mail relay passwords"),
+    ("/etc/cups/ssl", "printing TLS keys"),
+    ("/var/lib/sss", "cached directory credentials"),
+    ("/var/lib/AccountsService", "user account data"),
 )
+#: outside these folders a regular file that neither its group nor others may read (mode 0600, 0400)
+#: is refused on the local host: that is how keys and password files are kept, whatever their names;
+#: logs under these folders are often private too and are what an investigation reads
+PRIVATE_FILES_READABLE_UNDER = ("/var/log",)
 #: names, anywhere in a path, of folders and files that hold credentials
 #: (users' homes: cloud, cluster, registry, database and shell-history secrets)
 SECRET_NAMES: dict[str, str] = {
@@ -100,13 +128,18 @@ SECRET_NAMES: dict[str, str] = {
     ".node_repl_history": "a shell history", ".sqlite_history": "a shell history", ".dbshell": "a shell history",
     ".lesshst": "a pager history", ".viminfo": "an editor history", "secrets": "a secrets folder",
     "credentials": "a credentials file", "credentials.json": "a credentials file", "id_rsa": "an ssh key",
-    "id_ed25519": "an ssh key", "id_ecdsa": "an ssh key", "id_dsa": "an ssh key",
+    "id_ed25519": "an ssh key", "id_ecdsa": "an ssh key", "id_dsa": "an ssh key", ".msmtprc": "mail passwords",
+    ".git-credential-cache": "git passwords", ".password-store": "a password store", "restic-password":
+    "a backup password", ".boto": "cloud credentials", ".passwd-s3fs": "cloud credentials",
+    "passwd-s3fs": "cloud credentials", ".smbcredentials": "SMB passwords", "auth.json": "registry credentials",
 }
 #: file-name endings of key and keystore files, anywhere
 SECRET_SUFFIXES: dict[str, str] = {
     ".key": "a private key file", ".keyring": "a keyring", ".p12": "a key store", ".pfx": "a key store",
     ".jks": "a key store", ".keystore": "a key store", ".kdbx": "a password database", "_history": "a shell history",
-    ".pem": "a PEM file (it may hold a private key)",
+    ".pem": "a PEM file (it may hold a private key)", ".asc": "an armored PGP file (it may hold a private key)",
+    ".gpg": "a PGP file (a keyring or an encrypted secret)", ".ovpn": "a VPN profile (it may hold keys)",
+    ".secret": "a secret", ".secrets": "a secret",
 }
 #: beginnings of file names, anywhere, of secrets and of their copies (``shadow.bak``,
 #: ``shadow~``, ``sudoers.dpkg-old``, a key copied out of ``.ssh``); a ``.pub`` file is not one
@@ -228,8 +261,9 @@ class PathPolicy:
             if base.endswith(suffix):
                 return why
         if not base.endswith(".pub"):
+            bare = base.lstrip(".")  # an editor's swap file of it: .shadow.swp
             for prefix, why in SECRET_PREFIXES.items():
-                if base.startswith(prefix):
+                if bare.startswith(prefix):
                     return why
         if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
             return "an ssh host key"
@@ -245,6 +279,8 @@ class PathPolicy:
             if area:
                 shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
                 return f"path {shown} would read {area}"
+        if self.resolve:
+            return _private_file_problem(path, forms[-1])
         return None
 
     def recursive_problem(self, path: str) -> str | None:
@@ -268,6 +304,25 @@ class PathPolicy:
         return None
 
 
+def _private_file_problem(path: str, real: str) -> str | None:
+    """Why the local file ``real`` (``path`` resolved) is refused as private, or None: a regular
+    file that neither its group nor others may read, outside :data:`PRIVATE_FILES_READABLE_UNDER`.
+    The daemon may be able to read it all the same (it reads with CAP_DAC_READ_SEARCH); such a mode
+    is how keys and password files are kept, whatever their names.  A file that cannot be looked at
+    is left to the command (it reports its own error)."""
+    if any(_under(real, folder) for folder in PRIVATE_FILES_READABLE_UNDER):
+        return None
+    try:
+        info = os.stat(real)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o044:
+        return None
+    shown = f"'{path}'" if real == path else f"'{path}' (resolves to {real})"
+    return (f"path {shown} is a private file (mode {stat.S_IMODE(info.st_mode):04o}: only its owner may read it, "
+            "as keys and password files are kept); ask an operator to read it, or read a file its group may read")
+
+
 def grep_exclusions() -> tuple[str, ...]:
     """Options that keep a recursive ``grep`` out of every secret-named
     file and folder it meets on the way (``--exclude-dir=.aws``,
@@ -280,7 +335,7 @@ def grep_exclusions() -> tuple[str, ...]:
     for name in SECRET_NAMES:
         words += [f"--exclude-dir={_any_case(name)}", f"--exclude={_any_case(name)}"]
     words += [f"--exclude=*{_any_case(suffix)}" for suffix in SECRET_SUFFIXES]
-    words += [f"--exclude={_any_case(prefix)}*" for prefix in SECRET_PREFIXES]
+    words += [f"--exclude={dot}{_any_case(prefix)}*" for prefix in SECRET_PREFIXES for dot in ("", ".")]
     words += [f"--exclude=*{_any_case('environ')}*"]
     return tuple(dict.fromkeys(words))
 

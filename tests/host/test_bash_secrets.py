@@ -162,6 +162,41 @@ def test_secret_names_are_matched_in_any_case(tmp_path, name):
     assert verdict.kind == "refused" and "forbidden path" in verdict.reason, verdict
 
 
+@pytest.mark.parametrize("path", [
+    "/var/cache/debconf/passwords.dat", "/etc/apt/auth.conf", "/var/lib/systemd/credential.secret",
+    "/var/lib/tailscale/tailscaled.state", "/etc/samba/smbpasswd", "/var/lib/samba/private/secrets.tdb",
+    "/etc/wpa_supplicant/wpa_supplicant.conf", "/etc/sssd/sssd.conf", "/etc/gitlab/gitlab-secrets.json",
+    "/etc/gitlab-runner/config.toml", "/etc/openvpn/client/auth.txt", "/etc/restic-password", "/etc/msmtprc",
+    "/etc/.shadow.swp", "/root/backup-key.asc", "/srv/app/.SMBCREDENTIALS",
+])
+def test_well_known_secret_files_are_forbidden_by_path(path):
+    verdict = analyze(f"cat {path}")
+    assert verdict.kind == "refused" and "forbidden path" in verdict.reason, verdict
+
+
+def test_a_private_file_is_forbidden_whatever_its_name_but_a_private_log_is_not(tmp_path):
+    # mode 0600 or 0400 is how keys and password files are kept: the daemon (CAP_DAC_READ_SEARCH) could
+    # read it, a worker's command may not; a file its group may read stays readable
+    private, shared = tmp_path / "app-settings.txt", tmp_path / "notes.txt"
+    private.write_text("token\n")
+    shared.write_text("hello\n")
+    private.chmod(0o600)
+    shared.chmod(0o640)
+    verdict = analyze(f"cat {private}")
+    assert verdict.kind == "refused" and "private file (mode 0600" in verdict.reason, verdict
+    link = tmp_path / "innocent.txt"
+    link.symlink_to(private)
+    assert "resolves to" in analyze(f"head {link}").reason
+    private.chmod(0o400)
+    assert analyze(f"grep token {private}").kind == "refused"
+    assert analyze(f"cat {shared}").kind == "read"
+    assert analyze(f"stat {private}").kind == "read"  # its metadata is no secret
+    assert analyze(f"ls -la {tmp_path}").kind == "read"
+    logs = [p for p in ("/var/log/boot.log", "/var/log/audit/audit.log") if os.path.isfile(p)]
+    for log in logs:  # private logs are what an investigation reads
+        assert analyze(f"tail -n 5 {log}").kind == "read", log
+
+
 def test_a_sqlite_database_outside_the_state_dir_is_forbidden(tmp_path):
     # every user's sessions are in it: another user's worker must not grep them out of the file
     from ongrid_host.tools import HostTools
