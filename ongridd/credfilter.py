@@ -34,7 +34,20 @@ command lines carry credentials:
   list items (``"MYSQL_ROOT_PASSWORD=X",``); a quoted value holding spaces is
   hidden up to its closing quote on the same line, the quotes kept;
 - every pair after ``Cookie:``, a token after ``Bearer`` or ``Basic`` on its
-  own, ``IDENTIFIED BY 'X'``, and the lines of a PEM private key.
+  own, ``IDENTIFIED BY 'X'``, and the lines of a PEM or PGP private key;
+- application and server configuration: quoted pairs (``'PASSWORD': 'X'``,
+  PHP's ``define('DB_PASSWORD', 'X')``), ``$db_pass = 'X'``, the
+  ``value="X"`` of an element whose ``key=``/``name=`` says credential,
+  ``;``-separated connection strings (``Password=X;``), ``fastcgi_param``,
+  ``SetEnv``, ``ENV`` and ``env[NAME]`` values, npm's ``:_authToken=X``, a
+  URL whose user name is a long token (``https://ghp_…@host``), a YAML block
+  scalar (``password: |`` and the lines indented under it) and an XML
+  element opened alone on its line (its lines up to the close, at most
+  200);
+- values whose shape alone says credential, wherever they stand: GitHub,
+  GitLab, Slack, Stripe, OpenAI-style, npm, Google API and AWS access key
+  tokens, JWTs, a Slack webhook's secret and password hashes in crypt format
+  (``$6$…``, ``$apr1$…``).
 
 :func:`redact_credentials` keeps every other character of the text,
 whitespace and line breaks included, so a ``ps`` table keeps its columns'
@@ -54,7 +67,9 @@ REDACTED_NOTE = "values that look like credentials (--token X, password=X, URL p
 _SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "token", "secret", "credential",
                            "credentials", "cookie", "bearer", "auth", "authorization", "apikey", "privatekey",
                            "secretkey", "accesskey", "clientsecret", "sessionkey", "requirepass", "masterauth",
-                           "signature", "sig", "psk"})
+                           "signature", "sig", "psk", "pw", "pword", "passw", "dbpass", "sshpass", "rootpass",
+                           "adminpass", "userpass", "ldappass", "smtppass", "mailpass", "redispass", "pgpass",
+                           "authtoken"})
 #: endings of a name part that say so too (``PGPASSWORD``, ``MYSQL_PWD`` → ``mysql``/``pwd``, ``ghtoken``)
 _SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "secretkey", "privatekey", "passphrase")
 #: a ``key`` part after one of these is a credential (``api_key``, ``AWS_SECRET_ACCESS_KEY``); ``key`` alone
@@ -86,7 +101,7 @@ _OPTION = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9_.-]*\Z")
 #: a URL's user information with a password (the scheme at most 32 characters: linear on any word)
 _URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/:@]{0,256}:)[^\s/]*@")
 #: a query parameter, or a ``name=value`` pair after a comma (``-o user=bob,password=X``)
-_QUERY_SECRET = re.compile(r"([?&;,]([^=&#,\s]{1,64})=)([^&#,\s]+)")
+_QUERY_SECRET = re.compile(r"([?&;,#]([^=&#,;\s]{1,64})=)([^&#,;\s]+)")
 #: a JSON member with a secret-looking name
 _JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")((?:[^"\\]|\\.)*)(")')
 #: the same inside a JSON string (a JSON log line carried as a string: ``{"log":"{\"password\":\"X\"}"}``)
@@ -109,10 +124,10 @@ _CONFIG_KEYS = frozenset({"password", "passwd", "pass", "passphrase", "requirepa
 #: a character closing around an unquoted value (one is kept after it: a JSON member's comma, a quote)
 _CLOSERS = "\"',;"
 #: a JSON member's name standing alone as a word (``{"token"`` of ``{"token" : "X"}``)
-_JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s]{1,64})"\Z')
+_JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s=:]{1,64})"\Z')
 #: the lines of a PEM private key between its BEGIN and END lines
-_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 #: schemes of an ``Authorization`` header: the credential is the word after them
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
 #: client programs (by file name) and their options that take a password as the next word
@@ -125,7 +140,44 @@ _PASSWORD_OPTIONS = {
 _MYSQL = re.compile(r"(?:mysql[a-z_-]{0,16}|mariadb(?:-[a-z]{1,16})?)\Z")
 _WORDS = re.compile(r"(\s+)")
 #: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
-_BARE_NAME = re.compile(r"[\"']?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
+_BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
+#: ``env[NAME]`` of a php-fpm pool: the name in brackets is the key
+_BRACKETED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}\[[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
+#: directives whose next two words are a variable's name and its value (nginx ``fastcgi_param``,
+#: Apache ``SetEnv``, a Dockerfile's ``ENV``)
+_ENV_DIRECTIVES = frozenset({"fastcgi_param", "uwsgi_param", "scgi_param", "setenv", "env"})
+#: values whose shape alone says credential, wherever they stand (a provider's token formats, JWTs,
+#: password hashes in crypt format); each bounded, so linear on any input
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{30,255}|glpat-[A-Za-z0-9_-]{20,255}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,255}|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,255}"
+    r"|sk-(?:ant-|proj-)?[A-Za-z0-9_-]{32,255}|npm_[A-Za-z0-9]{36}|AIza[0-9A-Za-z_-]{35}"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16}"
+    r"|eyJ[A-Za-z0-9_-]{4,2000}\.eyJ[A-Za-z0-9_-]{4,4000}\.[A-Za-z0-9_-]{4,2000}"
+    r"|\$(?:1|2[abxy]?|5|6|7|y|gy|apr1|argon2(?:id|i|d)|pbkdf2[a-z0-9-]{0,16}|scrypt)\$[./A-Za-z0-9$=,+-]{8,1000}"
+    r")(?![A-Za-z0-9_])")
+#: the secret part of a Slack incoming webhook's address
+_SLACK_HOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{1,32}/[A-Za-z0-9]{1,32}/)"
+                         r"[A-Za-z0-9]{8,64}")
+#: a quoted name and a quoted value: a Python or PHP dict/array member (``'password': 'X'``,
+#: ``'password' => 'X'``), a PHP ``define('DB_PASSWORD', 'X')``; the value on one line
+_QUOTED_PAIR = re.compile(r"""(\bdefine\s{0,4}\(\s{0,4})?(['"])([A-Za-z_][A-Za-z0-9_.-]{0,63})\2"""
+                          r"""(\s{0,4}(?(1),|(?::|=>))\s{0,4})(['"])((?:(?!\5)[^\\\n]|\\.){0,2000})\5""")
+#: an element's ``key="NAME" value="X"`` (or ``name=``) attributes: .NET appSettings, Tomcat parameters
+_KEY_VALUE_ATTRS = re.compile(r"""\b((?:key|name)\s{0,4}=\s{0,4}(['"])([^'"\n]{1,64})\2\s{1,16}"""
+                              r"""value\s{0,4}=\s{0,4}(['"]))([^'"\n]{0,2000})(\4)""", re.IGNORECASE)
+#: npm's ``//registry/:_authToken=X`` (and ``_auth``, ``_password``)
+_NPM_AUTH = re.compile(r"(:_(?:authToken|auth|password)=)(\S+)")
+#: a URL whose user information is one long word and no password: a token as the user name
+#: (``https://ghp_…@github.com``); a short user name (``git@``) stays
+_URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://)([A-Za-z0-9_.~-]{20,256})@")
+#: a YAML key whose value is a block scalar on the lines after it (``password: |``)
+_YAML_BLOCK_KEY = re.compile(r"(\s*)[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\s{0,4}:\s{0,4}[|>][-+0-9]{0,3}\s*\Z")
+#: an XML element opened alone on its line (its value on the next lines: ``<password>``)
+_XML_OPEN_LINE = re.compile(r"\s*<([A-Za-z_][\w.:-]{0,63})>\s*\Z")
+#: the most lines a multi-line value (a YAML block, an XML element) is hidden for
+_BLOCK_LINES_MAX = 200
 
 
 def redact_credentials(text: str) -> str:
@@ -134,12 +186,35 @@ def redact_credentials(text: str) -> str:
     between its BEGIN and END lines each become ``***``)."""
     out = []
     in_key = False
+    block_indent: int | None = None  # a YAML block scalar's key indentation: deeper lines are its value
+    xml_close = ""  # a secret element opened alone on its line: its lines up to this close tag
+    block_lines = 0
     for line in text.split("\n"):
         if in_key:
             in_key = not _PEM_END.search(line)
             out.append(line if not in_key else HIDDEN)
             continue
+        if block_indent is not None:
+            indent = len(line) - len(line.lstrip())
+            if (indent > block_indent or not line.strip()) and block_lines < _BLOCK_LINES_MAX:
+                block_lines += 1
+                out.append(line[:indent] + HIDDEN if line.strip() else line)
+                continue
+            block_indent = None
+        if xml_close:
+            if xml_close not in line and block_lines < _BLOCK_LINES_MAX:
+                block_lines += 1
+                indent = len(line) - len(line.lstrip())
+                out.append(line[:indent] + HIDDEN if line.strip() else line)
+                continue
+            xml_close = ""
         in_key = bool(_PEM_BEGIN.search(line)) and not _PEM_END.search(line)
+        if ":" in line and (block := _YAML_BLOCK_KEY.match(line)) and _secret_name(block.group(2)):
+            block_indent, block_lines = len(block.group(1)), 0
+            out.append(line)  # "password: |": the value is on the lines after it
+            continue
+        if "<" in line and (element := _XML_OPEN_LINE.match(line)) and _secret_name(element.group(1)):
+            xml_close, block_lines = f"</{element.group(1)}>", 0
         out.append(_redact_line(line))
     return "\n".join(out)
 
@@ -148,9 +223,31 @@ def _program(word: str) -> str:
     return word.rsplit("/", 1)[-1]
 
 
+def _known_shapes(line: str) -> str:
+    """The shapes found anywhere on a line, before it is split into words: token formats,
+    quoted name-value pairs, key/value attributes, one-line XML elements, npm auth and URL
+    token users."""
+    line = _TOKEN_SHAPES.sub(HIDDEN, line)
+    if "://" in line:
+        line = _URL_TOKEN_USER.sub(rf"\g<1>{HIDDEN}@", line)
+        if "hooks.slack" in line:
+            line = _SLACK_HOOK.sub(rf"\g<1>{HIDDEN}", line)
+    if "<" in line:
+        line = _XML_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
+                               else m.group(0), line)
+    if "'" in line or '"' in line:
+        line = _QUOTED_PAIR.sub(lambda m: m.group(0)[:m.start(6) - m.start(0)] + HIDDEN + m.group(5)
+                                if _secret_name(m.group(3)) else m.group(0), line)
+        if "=" in line:
+            line = _KEY_VALUE_ATTRS.sub(lambda m: m.group(1) + HIDDEN + m.group(6) if _secret_name(m.group(3))
+                                        else m.group(0), line)
+    if ":_" in line:
+        line = _NPM_AUTH.sub(rf"\g<1>{HIDDEN}", line)
+    return line
+
+
 def _redact_line(line: str) -> str:
-    line = _XML_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
-                           else m.group(0), line)
+    line = _known_shapes(line)
     parts = _WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
     words = [word for word in parts[::2] if word]
     # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
@@ -159,6 +256,8 @@ def _redact_line(line: str) -> str:
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
     # "requirepass X" (redis), "auth_pass X" (keepalived): a known key, then one value (and a comment)
     key_value = len(words) == 2 or (len(words) > 2 and words[2].startswith(("#", ";"))) or _quoted_value_line(line)
+    # <add key="DbPassword" value="***"/>: the pre-pass hid the value; key="…" there names a setting
+    attributes = "value" in line and "=" in line and _KEY_VALUE_ATTRS.search(line) is not None
     hide_next = user_next = named = named_value = token_next = hide_rest = False
     # a hidden value's quote not yet closed: the words up to its close go too (the close itself stays
     # when the opening quote is still shown, as in a JSON member: "password":"***")
@@ -195,6 +294,8 @@ def _redact_line(line: str) -> str:
             if named_value:  # "requirepass X" opening a line, "password X" of a .netrc line
                 parts[i], open_quote, keep_close = _hide_value(word)
                 continue
+        if attributes and word[:4].lower() in ("key=", "name"):
+            continue
         if token_next:
             token_next = False
             token = _TOKEN_WORD.match(word)
@@ -226,7 +327,10 @@ def _redact_line(line: str) -> str:
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or _secret_name(word)):
             named = True
-            named_value = (was_first and key_value and config_key) or (netrc and _PARTS.sub("", word.lower()) == "password")
+            named_value = ((was_first and key_value and config_key) or before.lower() in _ENV_DIRECTIVES
+                           or (netrc and _PARTS.sub("", word.lower()) == "password"))
+        elif (bracketed := _BRACKETED_NAME.match(word)) and _secret_name(bracketed.group(1)):
+            named, named_value = True, False  # env[DB_PASSWORD] = X
         elif (key := _JSON_KEY_WORD.match(word)) and _secret_name(key.group(1)):
             named, named_value = True, False  # {"token" : "X"}
         elif (key := _JSON_KEY_END.search(word)) and _secret_name(key.group(1)):

@@ -98,16 +98,60 @@ from ongrid_host.local import redact_cmdline
     ('requirepass "my secret pass"', 'requirepass "***"'), ('psk "my wifi key" # home', 'psk "***" # home'),
     ("--password hunter2!)", "--password ***"), ("--password ))]]", "--password ***"),  # no closer reveals it
     ("bindpw hunter2", "bindpw ***"), ("rootpw {SSHA}abc", "rootpw ***"),
+    # application configs and logs: PHP, Python, .NET, web servers, Dockerfiles, npm, connection strings
+    ("define( 'DB_PASSWORD', 'Wp-S3cret' );", "define( 'DB_PASSWORD', '***' );"),
+    ("define('AUTH_KEY', 'a b c');", "define('AUTH_KEY', '***');"),
+    ("DATABASES = {'default': {'PASSWORD': 'X1'}}", "DATABASES = {'default': {'PASSWORD': '***'}}"),
+    ("x = {'token': 'a\\'b', 'n': 'c'}", "x = {'token': '***', 'n': 'c'}"),
+    ("$db_pass = 'X3';", "$db_pass = '***';"), ('$password = "X4";', '$password = "***";'),
+    ('Environment="LOG_LEVEL=info" "DB_PASSWORD=Unit-S3cret"', 'Environment="LOG_LEVEL=info" "DB_PASSWORD=***"'),
+    ('<add key="DbPassword" value="Net-S3cret" />', '<add key="DbPassword" value="***" />'),
+    ("<Parameter name='db.password' value='x1' override='false'/>",
+     "<Parameter name='db.password' value='***' override='false'/>"),
+    ("Server=db;Database=app;Password=Ado-S3cret;", "Server=db;Database=app;Password=***;"),
+    ("Driver=x;Uid=a;Pwd=X15;", "Driver=x;Uid=a;Pwd=***;"),
+    ("fastcgi_param DB_PASSWORD X5;", "fastcgi_param DB_PASSWORD ***;"), ("SetEnv DB_PASS X6", "SetEnv DB_PASS ***"),
+    ("env[DB_PASSWORD] = X7", "env[DB_PASSWORD] = ***"), ("ENV DB_PASSWORD X8", "ENV DB_PASSWORD ***"),
+    ("//registry.npmjs.org/:_authToken=X9", "//registry.npmjs.org/:_authToken=***"),
+    ("https://x/cb#access_token=X10&state=1", "https://x/cb#access_token=***&state=1"),
+    ("DBPASS=X11 SSHPASS=X12 PW=X13", "DBPASS=*** SSHPASS=*** PW=***"), ("--pw X14", "--pw ***"),
+    ("url = https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r.git", "url = https://***@github.com/o/r.git"),
+    # token formats and password hashes wherever they stand
+    ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789 here", "token *** here"),
+    ("xoxb-123456789012-1234567890123-abcdefghijklmnop", "***"), ("key sk_live_abcdefghijklmnop1234", "key ***"),
+    ("id AKIAIOSFODNN7EXAMPLE", "id ***"), ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk", "***"),
+    ("https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX", "https://hooks.slack.com/services/T000/B000/***"),
+    ("root:$6$saltsalt$abcdefghijklmnopqrstuvwxyz0123:19000:0:99999:7:::", "root:***:19000:0:99999:7:::"),
+    ("admin:$apr1$abcd$efghijklmnopqrstuv1234", "admin:***"),
+    # and what is not a credential stays
+    ("print('password', 'is', x)", "print('password', 'is', x)"), ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
+    ("https://git@github.com/x", "https://git@github.com/x"), ("ENV PATH /usr/bin", "ENV PATH /usr/bin"),
+    ("SetEnv APP_ENV production", "SetEnv APP_ENV production"),
+    ('<add key="Environment" value="Production" />', '<add key="Environment" value="Production" />'),
+    ("price: $5 $6 each", "price: $5 $6 each"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
+
+
+def test_values_on_the_lines_after_their_key_are_hidden():
+    # a YAML block scalar, an XML element opened alone on its line, a PGP private key block
+    assert redact_credentials("password: |\n  X17\n  X18\nuser: bob") == "password: |\n  ***\n  ***\nuser: bob"
+    assert redact_credentials("db:\n  token: >-\n    a\n    b\n  port: 5") == "db:\n  token: >-\n    ***\n    ***\n  port: 5"
+    assert redact_credentials("<password>\n  X19\n</password>\n<user>bob</user>") == (
+        "<password>\n  ***\n</password>\n<user>bob</user>")
+    assert redact_credentials("-----BEGIN PGP PRIVATE KEY BLOCK-----\nX20\n-----END PGP PRIVATE KEY BLOCK-----\nafter") == (
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n***\n-----END PGP PRIVATE KEY BLOCK-----\nafter")
+    assert redact_credentials("script: |\n  echo hi\nuser: bob") == "script: |\n  echo hi\nuser: bob"
 
 
 def test_long_words_cost_linear_time():
     # a local user controls their processes' arguments (128 KiB each): no pattern may backtrack over a word
     for hostile in ("sleep " + "a" * 400_000, "x " + "a" * 400_000 + "://u:p@h", 'x "a":"' * 60_000,
                     "x ?" + "a" * 400_000, "x --" + "a" * 400_000 + "=v", 'password = "' + "a " * 200_000,
-                    "password " * 100_000):
+                    "password " * 100_000, "'password': '" * 30_000, "'password': '" + "\\'" * 200_000,
+                    "define('a', " * 30_000, "eyJ" + "a" * 400_000, "$6$" + "a" * 400_000, 'key="password" ' * 30_000,
+                    'key="password" value="' + "a" * 400_000, "https://" + "a" * 400_000, "env[" * 100_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
