@@ -82,14 +82,20 @@ def print_markdown(text: str, out: Any = None) -> None:
 
 def _markdown(text: str) -> Any:
     """``text`` as a rich renderable: a link's address shown, not hidden; a line break inside a
-    paragraph kept, as the web console and chat tools show it (rich's own parser joins the lines)."""
+    paragraph kept, as the web console and chat tools show it (rich's own parser joins the lines);
+    HTML shown as the text it is (rich drops it: ``<none>`` of a kubectl table vanished), a block
+    of it as a code block."""
     from rich.markdown import Markdown
 
     rendered = Markdown(text, hyperlinks=False)
     for token in rendered.parsed:
+        if token.type == "html_block":
+            token.type, token.tag, token.info = "code_block", "code", ""
         for child in token.children or ():
             if child.type == "softbreak":
                 child.type = "hardbreak"
+            elif child.type == "html_inline":
+                child.type = "text"
     return rendered
 
 

@@ -7,6 +7,7 @@ processes, the scripted model.  docs/architecture.md §15.1."""
 from __future__ import annotations
 
 import io
+import re
 import json
 import os
 
@@ -41,6 +42,18 @@ def test_terminal_markdown_keeps_a_line_break_in_a_paragraph():
     print_markdown("Decision: reject\nReason: no runbook covers it\n\n- one\n  more", out)
     lines = [line.rstrip() for line in out.getvalue().splitlines()]
     assert "Decision: reject" in lines and "Reason: no runbook covers it" in lines, lines
+
+
+def test_terminal_markdown_shows_html_as_text():
+    # rich drops HTML: "<none>" of a kubectl table, a tag a model wrote, a block of HTML vanished
+    out = io.StringIO()
+    out.isatty = lambda: True  # type: ignore[method-assign]
+    print_markdown("Pods whose NODE is <none> are unscheduled; a < b and x > y.\n\nC: <b>bold</b> end.\n\n"
+                   "<script>alert(1)</script>\n\nafter", out)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+    for part in ("NODE is <none> are unscheduled", "a < b and x > y", "<b>bold</b> end", "<script>alert(1)</script>",
+                 "after"):
+        assert part in shown, (part, shown)
 
 
 async def test_ask_and_chat_show_model_controls_as_text(tmp_path):
