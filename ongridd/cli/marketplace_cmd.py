@@ -4,7 +4,8 @@
 installed); when no daemon answers, or with ``--index``, it reads the index
 locally (else ``marketplace.index`` of the configuration) and looks at
 ``<state_dir>/plugins``, and says so on stderr.  ``--json`` prints a list of ``{name,
-version, description, installed}``.
+version, description, installed, installed_version}`` (``version``: the index's;
+``installed_version``: the installed package's, null when not installed).
 
 ``install`` and ``uninstall`` ask the running daemon (``POST
 /api/marketplace/install|uninstall``) and return when the new registries
@@ -34,7 +35,8 @@ def add_parser(subparsers: Any) -> None:
     sub.required = True
 
     lst = sub.add_parser("list", help="list the packages of the marketplace index and whether they are installed")
-    lst.add_argument("--json", action="store_true", help="print a JSON list of {name, version, description, installed}")
+    lst.add_argument("--json", action="store_true", help="print a JSON list of {name, version, description, installed, "
+                                                         "installed_version}")
     lst.add_argument("--index", metavar="FILE", help="the index file (default: marketplace.index of the configuration)")
     lst.add_argument("--config", metavar="FILE", help="configuration file (default: /etc/ongrid/ongrid.yaml if present)")
     lst.add_argument("--state-dir", metavar="DIR", help="state directory, read when no daemon answers")
@@ -70,8 +72,14 @@ def _print_rows(rows: list[dict[str, Any]], as_json: bool, empty_note: str) -> N
     if not rows:
         print(empty_note)
     for row in rows:
-        mark = "installed" if row.get("installed") else "not installed"
-        print(f"{row['name']}  {row['version']}  [{mark}]\n    {row['description']}")
+        have, offered = row.get("installed_version"), row.get("version")
+        if not row.get("installed"):
+            mark = "not installed"
+        elif have and offered and have != offered:  # the index offers another version than the one installed
+            mark = f"installed: {have}; uninstall, then install, to take {offered}"
+        else:
+            mark = "installed"
+        print(f"{row['name']}  {offered or have or '?'}  [{mark}]\n    {row['description']}")
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -100,7 +108,8 @@ def run_list(args: argparse.Namespace) -> int:
             return 2 if _http_status(exc) == 401 else 1
         if isinstance(answer, list):
             rows = [{"name": e.get("name"), "version": e.get("version"), "description": e.get("description"),
-                     "installed": bool(e.get("installed"))} for e in answer if isinstance(e, dict)]
+                     "installed": bool(e.get("installed")), "installed_version": e.get("installed_version")}
+                    for e in answer if isinstance(e, dict)]
             _print_rows(rows, args.json, "(the daemon's marketplace index lists no packages)")
             return 0
         if answer is not None:
@@ -118,12 +127,28 @@ def run_list(args: argparse.Namespace) -> int:
         return 2
     root = config.state_path / "plugins"
     _err(f"{why}; reading the index {index.path} and what is installed in {root.absolute()}")
-    installed = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")} \
-        if root.is_dir() else set()
-    rows = [{"name": e.name, "version": e.version, "description": e.description, "installed": e.name in installed}
-            for e in index.entries]
+    installed = _installed_versions(root)
+    rows = [{"name": e.name, "version": e.version, "description": e.description, "installed": e.name in installed,
+             "installed_version": installed.get(e.name)} for e in index.entries]
     _print_rows(rows, args.json, f"(the index {index.path} lists no packages)")
     return 0
+
+
+def _installed_versions(root: Path) -> dict[str, str | None]:
+    """The packages installed in ``root`` (a plugins folder) and their versions (None when a
+    package's metadata cannot be read)."""
+    from ongridd.errors import MarketplaceError
+    from ongridd.marketplace.packages import inspect_folder, plugin_folders
+
+    out: dict[str, str | None] = {}
+    if not root.is_dir():
+        return out
+    for folder in plugin_folders(root):
+        try:
+            out[folder.name] = inspect_folder(folder).version
+        except MarketplaceError:
+            out[folder.name] = None
+    return out
 
 
 def _summary(answer: dict[str, Any]) -> list[str]:

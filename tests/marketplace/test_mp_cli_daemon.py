@@ -56,7 +56,8 @@ async def test_cli_list_install_uninstall_on_a_live_daemon(daemon, tmp_path):
     assert code == 0, err
     rows = json.loads(out)
     assert [(r["name"], r["installed"]) for r in rows] == [(DISK, False), ("ongrid-example-postmortem", False)]
-    assert set(rows[0]) == {"name", "version", "description", "installed"}
+    assert set(rows[0]) == {"name", "version", "description", "installed", "installed_version"}
+    assert rows[0]["installed_version"] is None
 
     code, out, err = await ongrid("marketplace", "install", DISK, "--url", url, cwd=tmp_path)
     assert code == 2 and "HTTP 401" in err  # no token
@@ -71,7 +72,8 @@ async def test_cli_list_install_uninstall_on_a_live_daemon(daemon, tmp_path):
     assert "find_deleted_open_files" in daemon.services.marketplace.holder.current.tools
 
     code, out, err = await ongrid("marketplace", "list", "--json", "--url", url, "--token", TOKEN, cwd=tmp_path)
-    assert code == 0 and [r["installed"] for r in json.loads(out)] == [True, False]
+    assert code == 0 and [(r["installed"], r["installed_version"]) for r in json.loads(out)] == [(True, "0.1.0"),
+                                                                                                (False, None)]
     code, out, err = await ongrid("marketplace", "list", "--url", url, "--token", TOKEN, cwd=tmp_path)
     assert code == 0 and f"{DISK}  0.1.0  [installed]" in out
 
@@ -90,6 +92,19 @@ async def test_cli_list_install_uninstall_on_a_live_daemon(daemon, tmp_path):
     events = await daemon.services.store.plugin_store.list_change_events(kind="plugin")
     assert sorted((e["detail"]["action"], e["actor"]) for e in events) == [("install", "alice"),
                                                                           ("uninstall", "alice")]
+
+
+def test_the_listing_says_when_the_index_offers_another_version_than_the_installed_one(capsys):
+    from ongridd.cli.marketplace_cmd import _print_rows
+
+    _print_rows([{"name": "hello", "version": "0.3.0", "description": "d", "installed": True,
+                  "installed_version": "0.2.0"},
+                 {"name": "same", "version": "1.0", "description": "d", "installed": True, "installed_version": "1.0"},
+                 {"name": "new", "version": "2.0", "description": "d", "installed": False, "installed_version": None}],
+                False, "")
+    out = capsys.readouterr().out
+    assert "hello  0.3.0  [installed: 0.2.0; uninstall, then install, to take 0.3.0]" in out
+    assert "same  1.0  [installed]" in out and "new  2.0  [not installed]" in out
 
 
 async def test_http_marketplace_errors(daemon):

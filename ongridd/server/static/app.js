@@ -1010,11 +1010,18 @@ async function loadMarket() {
     btn.addEventListener("click", () => marketAction(action, r.name, btn));
     tbody.append(el("tr", { "data-package": r.name },
       el("td", { "data-label": "name", text: r.name }),
-      el("td", { "data-label": "version", text: String(r.installed_version || r.version || "") }),
+      el("td", { "data-label": "version", text: marketVersion(r) }),
       el("td", { "data-label": "description", text: String(r.description || "") }),
       el("td", { "data-label": "installed", class: "installed", text: r.installed ? "yes" : "no" }),
       el("td", { "data-label": "", class: "action" }, btn)));
   }
+}
+
+// the installed version, and the index's when it offers another (uninstall, then install, to take it)
+function marketVersion(r) {
+  const have = r.installed ? r.installed_version : null;
+  if (have && r.version && have !== r.version) return `${have} (the index offers ${r.version})`;
+  return String(have || r.version || "");
 }
 
 async function marketAction(action, name, btn) {
