@@ -310,6 +310,21 @@ def test_personas_edit_save_warning_and_delete(console):
     page.goto(url + "/#/personas/specialist-disk")
     page.locator("#persona-meta").filter(has_text="builtin").wait_for()
     assert page.locator("#persona-delete").is_hidden()
+    page.locator("#conn.online").wait_for()  # no chat socket on this page: the API says the daemon answers
+    # overriding the built-in: the page says where the override lives at once, and after a delete that the
+    # built-in is back, with its own text
+    builtin_text = page.locator("#persona-body").input_value()
+    page.locator("#persona-body").fill(builtin_text.replace("max_turns: 15", "max_turns: 14"))
+    page.locator("#persona-form button[type=submit]").click()
+    page.locator("#persona-result.good").filter(has_text="Saved specialist-disk").wait_for()
+    meta = page.locator("#persona-meta").inner_text()
+    assert meta.startswith("user") and "specialist-disk.md" in meta and "builtin_agents" not in meta, meta
+    assert page.locator("#persona-delete").is_visible()
+    page.locator("#persona-delete").click()
+    page.locator("#persona-result.good").filter(has_text="the built-in specialist-disk is back").wait_for()
+    page.locator("#persona-meta").filter(has_text="builtin").wait_for()
+    assert page.locator("#persona-delete").is_hidden()
+    assert "max_turns: 14" not in page.locator("#persona-body").input_value()
     page.goto(url + "/#/personas")
     # a user file with a problem: kept, and the list shows its warning (hot reload)
     (console["tmp"] / "agents" / "warned.md").write_text(

@@ -109,7 +109,14 @@ async function api(method, path, body, contentType = "application/json", signinO
     headers["Content-Type"] = contentType;
     init.body = contentType === "application/json" ? JSON.stringify(body) : body;
   }
-  const resp = await fetch(path, init);
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch (e) {
+    if (!state.wsWanted) setConn(false, "offline");  // no chat socket: the API tells whether the daemon answers
+    throw e;
+  }
+  if (!state.wsWanted) setConn(true);
   let data = null;
   try { data = await resp.json(); } catch (_) { data = null; }
   if (resp.status === 401 && state.authRequired && signinOn401) {
@@ -944,8 +951,7 @@ async function loadPersona(name) {
   $("persona-delete").hidden = true;
   try {
     const p = await api("GET", `/api/agents/${encodeURIComponent(name)}`);
-    $("persona-meta").textContent = `${originOf(p)} · ${p.source || ""}`;
-    $("persona-delete").hidden = p.origin !== "user";  // built-in and plugin personas cannot be deleted here
+    showPersonaOrigin(p);
     $("persona-body").value = typeof p.text === "string" ? p.text : personaFile(p);
     showWarnings(p.warnings);
   } catch (e) {
@@ -957,6 +963,11 @@ async function loadPersona(name) {
       $("persona-result").className = "result bad";
     }
   }
+}
+
+function showPersonaOrigin(p) {
+  $("persona-meta").textContent = `${originOf(p)} · ${p.source || ""}`;
+  $("persona-delete").hidden = p.origin !== "user";  // built-in and plugin personas cannot be deleted here
 }
 
 function showWarnings(list) {
@@ -974,7 +985,7 @@ async function onPersonaSave(ev) {
     const p = await api("PUT", `/api/agents/${encodeURIComponent(name)}`, $("persona-body").value, "text/markdown");
     out.textContent = `Saved ${p.name}.`;
     out.className = "result good";
-    $("persona-delete").hidden = (p.origin || "user") !== "user";  // a saved file is a user agent
+    showPersonaOrigin({ origin: "user", ...p });  // a saved file is a user agent, in the file it was saved to
     showWarnings(p.warnings);
   } catch (e) {
     out.textContent = `Not saved: ${e.message}`;
@@ -989,10 +1000,11 @@ async function onPersonaDelete() {
   const out = $("persona-result");
   try {
     const r = await api("DELETE", `/api/agents/${encodeURIComponent(name)}`);
-    out.textContent = r.restored_builtin ? `Deleted; the built-in ${name} is back.`
+    const said = r.restored_builtin ? `Deleted; the built-in ${name} is back.`
       : r.now_from ? `Deleted that file; ${name} is still defined by ${String(r.now_from)}.` : `Deleted ${name}.`;
+    await loadPersona(name);  // what defines it now (the built-in, another file, or nothing: a new persona)
+    out.textContent = said;
     out.className = "result good";
-    $("persona-delete").hidden = true;
   } catch (e) {
     out.textContent = `Not deleted: ${e.message}`;
     out.className = "result bad";
