@@ -1,9 +1,10 @@
 """``ongrid agents list|show|validate|catalog`` (docs/architecture.md §15.1).
 
 Roots: the built-in ``agents/`` folder, the persona paths plugins register
-(including marketplace plugins in ``<state_dir>/plugins``), with ``--config``
-or ``--state-dir`` the daemon's agents folders, then every ``--agents-dir``
-in the order given (a later root overrides an earlier one by name).  Results go to
+(including marketplace plugins in ``<state_dir>/plugins``), the daemon's
+agents folders (of ``--config``/``--state-dir``, else of the configuration
+the daemon would read here: ``/etc/ongrid/ongrid.yaml`` when present, and
+``./var/agents``), then every ``--agents-dir`` in the order given (a later root overrides an earlier one by name).  Results go to
 stdout, every warning to stderr.  No command prints a traceback: an
 unexpected failure is one ``error:`` line and exit code 2.
 """
@@ -100,7 +101,7 @@ def _load(args: argparse.Namespace) -> tuple[AgentRegistry, LoadReport]:
     known = known_tool_names(args)
     contributions = getattr(args, "_contributions", None)
     extra = contributions.persona_paths if contributions is not None else ()
-    if _explicit(args) and getattr(args, "_config", None) is not None:  # the daemon's own agents folders first
+    if getattr(args, "_config", None) is not None:  # the daemon's own agents folders first, as it reads them
         roots = [*args._config.agent_user_roots, *roots]
     registry = AgentRegistry(builtin_agents_dir(), extra_paths=extra)
     report = registry.load(roots, known)

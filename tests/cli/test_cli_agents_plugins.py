@@ -74,6 +74,12 @@ def test_list_commands_show_installed_marketplace_plugins(tmp_path):
 
     code, out, _err, _ = ongrid("agents", "list", "--json", cwd=tmp_path)  # without the state dir: not there
     assert "cliprobe-persona" not in {p["name"] for p in json.loads(out)}
+    # with no flags the daemon's default folders here count, its agents folder as its plugins: ./var/agents
+    (tmp_path / "var" / "agents").mkdir(parents=True)
+    (tmp_path / "var" / "agents" / "local-helper.md").write_text('---\nname: local-helper\ndescription: "Here"\n---\nHi.\n')
+    code, out, err, _ = ongrid("agents", "list", "--json", cwd=tmp_path)
+    assert code == 0, err
+    assert {p["name"]: p["origin"] for p in json.loads(out)}.get("local-helper") == "user"
 
     cfg = tmp_path / "ongrid.yaml"
     cfg.write_text(f"state_dir: {state}\n")
