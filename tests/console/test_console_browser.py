@@ -159,6 +159,8 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert "nginx" in row.locator("pre").first.inner_text()
     tree_text = page.locator("#session-tree").inner_text()
     assert "specialist-ops" in tree_text and "reviewer" in tree_text
+    # the reviewer's node says what the gate decided (from the server, not the answer's text)
+    assert page.locator("#session-tree .decision-reject").inner_text() == "reject"
     assert re.search(r"\d+ tokens in / \d+ out · 2 model calls", tree_text)  # the session's usage counters
     copy_out(save_artifacts(tmp, "session-1280", page))
     # the coordinator's session view lists every agent's calls

@@ -856,6 +856,7 @@ function treeNode(n, depth) {
     el("span", { class: "node" },
       el("a", { href: `#/s/${encodeURIComponent(n.id)}`, class: "persona", text: String(n.agent_id) }),
       el("span", { class: `status ${String(n.status).replace(/[^a-z]/g, "")}`, text: String(n.status) }),
+      n.decision === "approve" || n.decision === "reject" ? decisionBadge(el("span"), n.decision) : null,
       n.close_reason ? el("span", { class: "meta", text: `(${n.close_reason})` }) : null,
       n.description ? el("span", { text: String(n.description) }) : null,
       n.closed_at ? el("span", { class: "meta", text: `closed ${when(n.closed_at)}` }) : null,
