@@ -41,3 +41,19 @@ def test_a_message_that_joined_the_turn_shows_after_a_reload_mid_turn(tmp_path):
         assert page.locator(".msg.user", has_text="M2 important second message").count() == 1
         assert page.locator(".msg.noanswer").count() == 0
         assert watch.errors == []
+
+
+def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
+    # as a reload shows it: the failed turn's note stands under its message, not only in the banner
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    with daemon(tmp_path, {"default": [{"http_status": 400}]}, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.goto(d["url"] + "/#/t/failing-room")
+        page.locator("#token").fill(TOKEN)
+        page.locator("#signin button[type=submit]").click()
+        page.locator("#conn.online").wait_for()
+        page.locator("#text").fill("Will this fail?")
+        page.locator("#text").press("Enter")
+        turn = page.locator(".turn", has=page.locator(".msg.user", has_text="Will this fail?"))
+        turn.locator(".msg.noanswer", has_text="provider_error").wait_for(timeout=30_000)
+        assert page.locator("#banner").is_visible() and "provider_error" in page.locator("#banner-text").inner_text()

@@ -762,12 +762,18 @@ function onError(f) {
     endTurn();
     return;
   }
-  banner(`${code}: ${String(f.message || "")}`);
   if (["stopped", "provider_error", "internal"].includes(code)) {
+    // the turn ended without an answer: said under its message (as a reload shows it), not only in the banner
     const t = state.turn;
     if (t && t.queue) { t.queue.remove(); t.queue = null; }
+    const note = code === "stopped" ? `Stopped — ${String(f.message || "")}.`  // a stop is no failure: no red banner
+      : `No answer: ${code}: ${String(f.message || "")}`;
+    if (code !== "stopped" || !t) banner(`${code}: ${String(f.message || "")}`);
+    if (t) t.el.append(el("div", { class: "msg noanswer", role: "status", text: note }));
     endTurn();
+    return;
   }
+  banner(`${code}: ${String(f.message || "")}`);
 }
 
 function endTurn() {
