@@ -81,3 +81,23 @@ def test_queued_turn_shows_its_position_and_a_full_queue_says_busy(queued_consol
     for w in (w1, w2, w3):
         assert w.errors == [] and w.csp_violations() == []
     ctx.close()
+
+
+def test_a_queued_turn_stopped_before_it_ran_says_it_was_not_sent(queued_console):
+    # it waited for a slot and never ran: nothing was stored, and the page says so (it looked sent)
+    url = queued_console["url"]
+    ctx = queued_console["browser"].new_context(viewport={"width": 1200, "height": 800})
+    p1, _ = open_thread(ctx, url, "s-one")
+    p2, w2 = open_thread(ctx, url, "s-two")
+    send(p1, "holds the slot")
+    wait_running(url, "s-one")
+    send(p2, "queued one")
+    p2.locator(".turn").last.locator(".msg.queued").wait_for(timeout=10_000)
+    p2.locator("#stopturn").click()
+    note = p2.locator(".turn").last.locator(".msg.noanswer")
+    note.wait_for(timeout=10_000)
+    assert "Not sent" in note.inner_text() and "Nothing was stored" in note.inner_text()
+    assert p2.locator(".msg.queued").count() == 0 and p2.locator("#banner").is_hidden()
+    p1.locator(".msg.final").wait_for(timeout=30_000)
+    assert w2.errors == []
+    ctx.close()

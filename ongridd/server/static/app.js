@@ -765,9 +765,12 @@ function onError(f) {
   if (["stopped", "provider_error", "internal"].includes(code)) {
     // the turn ended without an answer: said under its message (as a reload shows it), not only in the banner
     const t = state.turn;
+    const waited = !!(t && t.queue);  // stopped while it waited for a slot: it never ran, nothing was stored
     if (t && t.queue) { t.queue.remove(); t.queue = null; }
-    const note = code === "stopped" ? `Stopped — ${String(f.message || "")}.`  // a stop is no failure: no red banner
-      : `No answer: ${code}: ${String(f.message || "")}`;
+    const note = code === "stopped" && waited
+      ? "Not sent — stopped while it waited in the queue. Nothing was stored; send it again to ask it."
+      : code === "stopped" ? `Stopped — ${String(f.message || "")}.`  // a stop is no failure: no red banner
+        : `No answer: ${code}: ${String(f.message || "")}`;
     if (code !== "stopped" || !t) banner(`${code}: ${String(f.message || "")}`);
     if (t) t.el.append(el("div", { class: "msg noanswer", role: "status", text: note }));
     endTurn();
