@@ -204,6 +204,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert order.index("reviewer") == order.index("specialist-ops") + 1, order
     assert first.locator(".tile.nested .status").inner_text() == "completed"
     assert first.locator(".tile.nested .decision-reject").inner_text() == "reject"  # after the reload too
+    # finished tiles keep how long their worker ran (from the stored start and close)
+    for tile in (first.locator(".tile.history", has=page.locator(".persona", has_text="specialist-ops")),
+                 first.locator(".tile.nested")):
+        assert re.fullmatch(r"\d+s|\d+m \d\ds", tile.locator(".elapsed").first.inner_text()), tile.inner_text()
     page.locator("#stopturn:not([disabled])").wait_for()
     slow.locator("button[data-stop]").click()
     slow.locator(".status.killed").wait_for(timeout=30_000)

@@ -488,7 +488,11 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
       if (!child || typeof child !== "object") continue;
       if (anchor === null) {  // the coordinator's own dispatches: their tiles are in the transcript
         const tile = byTask.get(String(child.id || ""));
-        if (tile) walk(child, tile.el, 1);
+        if (tile) {
+          const took = storedElapsed(child);
+          if (took) tile.statusEl.after(took);
+          walk(child, tile.el, 1);
+        }
         continue;
       }
       const status = String(child.status || "");
@@ -499,6 +503,7 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
           el("span", { class: `status ${status.replace(/[^a-z]/g, "")}`, text: status }),
           child.decision === "approve" || child.decision === "reject"
             ? decisionBadge(el("span"), child.decision) : null,
+          storedElapsed(child),
           el("a", { href: `#/s/${encodeURIComponent(String(child.id || ""))}`, class: "small", text: "audit" })));
       nested.dataset.depth = String(Math.min(depth, 4));
       anchor.after(nested);
@@ -507,6 +512,15 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
     return anchor;
   };
   walk(tree, null, 0);
+}
+
+// How long a stored worker ran (started → closed), as a live tile shows it; null while it runs (its
+// live tile, re-attached, counts) or without the times.
+function storedElapsed(node) {
+  const from = Date.parse(String(node.started_at || node.created_at || ""));
+  const to = Date.parse(String(node.closed_at || ""));
+  if (!Number.isFinite(from) || !Number.isFinite(to)) return null;
+  return el("span", { class: "elapsed", "aria-label": "elapsed time", text: fmtElapsed(to - from) });
 }
 
 function fillHistoryTile(tile, content) {
