@@ -109,7 +109,8 @@ def tile_line(frame: dict) -> str:
     """One line for an ``agent_tile`` frame: mark, persona, status, description."""
     status = str(frame.get("status", ""))
     decided = f" → {frame['decision']}" if frame.get("decision") in ("approve", "reject") else ""  # a reviewer's
-    return one_line(f"  {STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}{decided}] "
+    indent = "    " if frame.get("parent_task_id") else "  "  # started by a worker: under it
+    return one_line(f"{indent}{STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}{decided}] "
                     f"{frame.get('description', '')}")  # one line, whatever the model named it
 
 

@@ -40,14 +40,18 @@ def tool(name: str, status: str) -> dict[str, Any]:
 
 
 def agent_tile(task_id: str, subagent_type: str, description: str, status: str, started_at: str,
-               decision: str | None = None) -> dict[str, Any]:
+               decision: str | None = None, parent_task_id: str | None = None) -> dict[str, Any]:
     """``started_at``: when the worker started (ISO 8601 UTC), so a client that re-attaches shows its
     true elapsed time.  ``decision``: a reviewer's, once the review gate has decided (``approve`` or
-    ``reject``: the gate's reading of the answer, recorded on the proposal, not the answer's text)."""
+    ``reject``: the gate's reading of the answer, recorded on the proposal, not the answer's text).
+    ``parent_task_id``: the worker that started this one (the reviewer its change waits for, a
+    worker's own worker); absent for the coordinator's own dispatches."""
     tile = {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
             "description": description, "status": status, "started_at": started_at}
     if decision is not None:
         tile["decision"] = decision
+    if parent_task_id is not None:
+        tile["parent_task_id"] = parent_task_id
     return tile
 
 

@@ -108,8 +108,9 @@ class WorkerManager:
     def _tile(self, task: WorkerTask) -> None:
         from ongridd.runtime import frames
 
+        parent = task.parent_id if task.parent_id != task.coordinator_id else None
         self.publish(task.coordinator_id, frames.agent_tile(task.task_id, task.persona, task.description,
-                                                            task.status, task.started_at, task.decision))
+                                                            task.status, task.started_at, task.decision, parent))
 
     def note_decision(self, task_id: str, decision: str) -> None:
         """The review gate decided on what reviewer ``task_id`` answered: its

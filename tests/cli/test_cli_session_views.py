@@ -60,3 +60,6 @@ def test_a_reviewer_shows_the_gates_decision_in_the_tree_and_its_tile_line():
                       "description": "review: restart nginx", "decision": "reject"})
     assert "[completed → reject]" in line
     assert "→" not in tile_line({"subagent_type": "reviewer", "status": "completed", "decision": "yes please"})
+    # started by a worker (parent_task_id): indented under it
+    nested = tile_line({"subagent_type": "reviewer", "status": "running", "description": "d", "parent_task_id": "w1"})
+    assert nested.startswith("    ") and not line.startswith("    ")

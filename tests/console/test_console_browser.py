@@ -134,6 +134,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     # the reviewer's tile says what the gate decided, not only that the reviewer completed
     reviewer_tile = turn.locator(".tile", has=page.locator(".persona", has_text="reviewer"))
     assert reviewer_tile.locator(".decision.decision-reject").inner_text() == "reject"
+    # live as after a reload: the reviewer's tile is nested right under the worker whose change it reviewed
+    assert "nested" in reviewer_tile.get_attribute("class")
+    live_order = turn.evaluate("t => Array.from(t.querySelectorAll('.tile .persona')).map(p => p.textContent)")
+    assert live_order.index("reviewer") == live_order.index("specialist-ops") + 1, live_order
     # order in the turn: user message, streamed text, tiles, then the final answer
     classes = turn.evaluate("t => Array.from(t.children).map(c => c.className)")
     first_tile = next(i for i, c in enumerate(classes) if c.startswith("tile"))

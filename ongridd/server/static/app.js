@@ -671,7 +671,17 @@ function onTile(f) {
         el("span", { class: "desc", text: String(f.description || "") }),
         tile.statusEl, tile.elapsedEl, tile.stopBtn,
         el("a", { href: `#/s/${encodeURIComponent(id)}`, class: "small", text: "audit" })));
-    if (stored) stored.el.replaceWith(tile.el); else t.el.append(tile.el);
+    const parent = state.tiles.get(String(f.parent_task_id || ""));
+    if (stored) stored.el.replaceWith(tile.el);
+    else if (parent) {
+      // started by a worker (the reviewer its change waits for): under that worker's tile, as after a reload
+      tile.depth = Math.min((parent.depth || 0) + 1, 4);
+      tile.el.classList.add("nested");
+      tile.el.dataset.depth = String(tile.depth);
+      (parent.lastNested || parent.el).after(tile.el);
+      tile.parentTile = parent;
+      for (let a = parent; a; a = a.parentTile) a.lastNested = tile.el;  // later ones go after it
+    } else t.el.append(tile.el);
     state.tiles.set(id, tile);
   }
   const status = String(f.status || "");
