@@ -206,15 +206,20 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         report = registry.load([path], known)
         loaded += report.loaded
         skipped += report.skipped
-        for warning in report.warnings:
-            _print(warning, sys.stderr)
-        for persona in registry.snapshot().values():
+        personas = list(registry.snapshot().values())
+        tool_lines = {p.source: tool_problems(p, contributions.tools if contributions is not None else None, known)
+                      for p in personas}
+        for warning in report.warnings:  # a tool problem is said once, on stdout under its persona
+            if not any(warning.startswith(source) and any(line in warning for line in lines)
+                       for source, lines in tool_lines.items()):
+                _print(warning, sys.stderr)
+        for persona in personas:
             note = ""
             shadowed = builtin.by_name(persona.name)
             if shadowed is not None and Path(persona.source).resolve() != Path(shadowed.source).resolve():
                 note = (" (identical to the built-in persona)" if _same_bytes(persona.source, shadowed.source)
                         else " (overrides the built-in persona)")
-            lines = tool_problems(persona, contributions.tools if contributions is not None else None, known)
+            lines = tool_lines[persona.source]
             problems += len(lines)
             # tool problems are warnings: the persona loads (without the tools it cannot have)
             _print(f"{'ok' if not lines else 'warn'}  {persona.name}  {persona.source}{note}", sys.stdout)
