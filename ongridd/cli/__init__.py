@@ -60,6 +60,7 @@ def _build(prog: str, commands: tuple[tuple[str, str, str], ...],
     """The parser; only ``chosen`` (a module name) is imported, the other sub-commands are
     listed with their help text and no arguments."""
     parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     if prog == "ongrid":  # global client options: before or after the sub-command
         from ongridd.cli.common import add_client_args
 
@@ -73,6 +74,26 @@ def _build(prog: str, commands: tuple[tuple[str, str, str], ...],
             importlib.import_module(module).add_parser(sub)
     _describe_sub_commands(parser)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: ``PROG VERSION`` (the installed distribution's; read only when asked, off the
+    start-up path of every other command)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object):
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS,
+                         help=str(kwargs.get("help") or ""))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: object, values: object,
+                 option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("ongridd")
+        except PackageNotFoundError:  # run from a checkout that is not installed
+            number = "unknown (not installed)"
+        print(f"{parser.prog} {number}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _describe_sub_commands(parser: argparse.ArgumentParser) -> None:

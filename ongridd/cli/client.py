@@ -98,9 +98,13 @@ class _AskProgress:
                 self._say(tile_line(frame))
 
 
-def _error_line(frame: dict) -> str:
-    """``ongrid: CODE: MESSAGE``, without the code when the message already says it (``busy``)."""
+def _error_line(frame: dict, args: argparse.Namespace | None = None) -> str:
+    """``ongrid: CODE: MESSAGE``, without the code when the message already says it (``busy``); a
+    refused token says how to give one (as the HTTP commands do)."""
     code, message = str(frame.get("code") or ""), str(frame.get("message") or "")
+    if code == "unauthorized" and args is not None:
+        message += (" (pass --token-file FILE or set $ONGRID_TOKEN)" if not token(args)
+                    else " (check the token given by --token, --token-file or $ONGRID_TOKEN)")
     if code and code.replace("_", " ") in message.lower():
         return f"ongrid: {message}"
     return f"ongrid: {code}: {message}"
@@ -141,7 +145,7 @@ async def _ask(args: argparse.Namespace) -> int:
                         return 0
                     elif kind == "error":
                         if not args.json:
-                            print(_error_line(frame), file=sys.stderr)
+                            print(_error_line(frame, args), file=sys.stderr)
                         return 1  # bad_frame included: our one message was refused, nothing will follow
             if timer.cancelled_caught:
                 print(f"ongrid: no final answer within {args.timeout:g} s; the turn goes on in the daemon "
@@ -154,7 +158,7 @@ async def _ask(args: argparse.Namespace) -> int:
             why = "it is stopping (a restart or a shutdown)"
         else:
             code = getattr(reason, "code", None)
-            why = f"it closed the connection{f' (code {code})' if code else ''}; is it shutting down or did it crash?"
+            why = f"it closed the connection{f' (code {code})' if code else ''} (is it shutting down, or did it crash?)"
         print(f"ongrid: the daemon at {url} went away: {why}. The turn's transcript is in thread {thread} "
               f"(`ongrid chat --thread {thread}` re-attaches once it is back).", file=sys.stderr)
         return 2

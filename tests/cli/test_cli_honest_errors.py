@@ -61,3 +61,18 @@ def test_global_options_before_and_after_the_sub_command(daemon):
     code_b, out_b, err_b, _ = ongrid("sessions", "list", "--json", "--url", daemon)
     assert code_a == 0 and code_b == 0, (err_a, err_b)
     assert out_a == out_b
+
+
+def test_a_refused_hello_says_how_to_give_a_token(monkeypatch):
+    # as the HTTP commands say it: no token → how to pass one; a token refused → which ones to check
+    import argparse
+
+    from ongridd.cli.client import _error_line
+
+    monkeypatch.delenv("ONGRID_TOKEN", raising=False)
+    refused = {"type": "error", "code": "unauthorized", "message": "a token is required"}
+    line = _error_line(refused, argparse.Namespace(token=None, token_file=None))
+    assert line == "ongrid: unauthorized: a token is required (pass --token-file FILE or set $ONGRID_TOKEN)"
+    monkeypatch.setenv("ONGRID_TOKEN", "tok-0123456789abcdef")
+    assert "check the token" in _error_line(refused, argparse.Namespace(token=None, token_file=None))
+    assert _error_line({"code": "busy", "message": "busy: try later"}) == "ongrid: busy: try later"

@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ongridd import cli
 
 HEAVY = ("trio", "sqlalchemy", "openai", "quart", "quart_trio", "hypercorn", "structlog",
@@ -100,3 +102,15 @@ def test_every_sub_command_help_says_what_it_does(capsys):
     except SystemExit:
         pass
     assert "the session tree (coordinator → workers → reviewer)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("prog", ["ongrid", "ongridd"])
+def test_version_prints_the_installed_version(prog, capsys):
+    from importlib.metadata import version
+
+    from ongridd.cli import ongrid_main, ongridd_main
+
+    with pytest.raises(SystemExit) as done:
+        (ongrid_main if prog == "ongrid" else ongridd_main)(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"{prog} {version('ongridd')}"
