@@ -170,8 +170,9 @@ class AgentsAPI:
                 # second file of the same name, which the next reload would resolve against the edit
                 path = source
         persona, warnings = await self._parse(raw, path)
-        if persona is None:
-            raise PersonaError("persona rejected: " + "; ".join(warnings), path=str(path), warnings=warnings)
+        if persona is None:  # the text sent is at fault, not the file (nothing was written)
+            said = [_as_sent(w, path) for w in warnings]
+            raise PersonaError("persona rejected, nothing saved: " + "; ".join(said), path=str(path), warnings=said)
         if persona.name != name:
             raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path),
                                warnings=warnings)
@@ -445,6 +446,19 @@ def _file_bytes(source: Any) -> bytes | None:
         return raw if len(raw) <= MAX_FILE_BYTES else None
     except OSError:
         return None
+
+
+def _as_sent(warning: str, path: Path) -> str:
+    """A parse warning about a PUT body as the body's, not the file's: ``PATH:3: invalid YAML …; file
+    skipped`` → ``line 3 of the text sent: invalid YAML …; not saved`` (the file was not touched)."""
+    text, prefix = warning, f"{path}:"
+    if text.endswith("; file skipped"):
+        text = text[: -len("; file skipped")] + "; not saved"
+    if text.startswith(prefix):
+        rest = text[len(prefix):]
+        line, sep, after = rest.partition(": ")
+        text = f"line {line} of the text sent: {after}" if sep and line.isdigit() else f"the text sent:{rest}"
+    return text
 
 
 def _open_dir_in_roots(directory: Path, roots: list[Path]) -> int:

@@ -109,6 +109,17 @@ async def test_put_refuses_a_bad_persona_and_writes_nothing(api, text, message):
     assert await _events(api) == []
 
 
+async def test_a_rejected_put_blames_the_text_sent_not_the_file(api):
+    # the file on disk is untouched: the message names the line of the text sent, and says nothing was saved
+    path = api.config.agents_write_dir / "db-helper.md"
+    with pytest.raises(PersonaError) as refused:
+        await api.put("db-helper", "---\nname: db-helper\ndescription: [unclosed\n---\nbody\n", actor="alice")
+    assert str(path) not in str(refused.value) and "file skipped" not in str(refused.value)
+    assert "nothing saved" in str(refused.value)
+    assert refused.value.warnings and refused.value.warnings[0].startswith("line ")
+    assert "of the text sent" in refused.value.warnings[0] and refused.value.warnings[0].endswith("; not saved")
+
+
 async def test_put_refuses_a_persona_holding_a_secret_the_daemon_holds(api):
     """A persona is shown to every user and sent to the model: a held token in it is refused, not stored."""
     from ongridd.secretset import REGISTRY
