@@ -23,7 +23,7 @@ _ONGRID_COMMANDS = (
     ("fake-llm", "ongridd.cli.fakellm",
      "run the scripted model server (an OpenAI-compatible test double, not a real model)"),
     ("ask", "ongridd.cli.client", "ask one question and print the final answer"),
-    ("chat", "ongridd.cli.client", "interactive chat in the terminal (Ctrl-C stops a turn; twice quits)"),
+    ("chat", "ongridd.cli.client", "interactive chat in the terminal (Ctrl-C stops a turn, or quits when none runs; Ctrl-D quits)"),
     ("sessions", "ongridd.cli.sessions", "list sessions; show one's tree, audit, messages or export from the running daemon"),
     ("changes", "ongridd.cli.changes", "record changes made outside Ongrid (deploys, config pushes, flags)"),
     ("marketplace", "ongridd.cli.marketplace_cmd", "marketplace: list, install and uninstall plugin packages"),

@@ -27,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("text", nargs="+", help="the question")
     p.set_defaults(func=run_ask)
 
-    c = sub.add_parser("chat", help="interactive chat in the terminal (Ctrl-C stops a turn; twice quits)")
+    c = sub.add_parser("chat", help="interactive chat in the terminal (Ctrl-C stops a turn, or quits when none "
+                                    "runs; Ctrl-D quits)")
     add_client_args(c)
     c.add_argument("--thread", default="main", help="thread to open or re-attach (default main)")
     c.add_argument("--locale", help="answer language, e.g. fr or zh-CN")
@@ -344,8 +345,8 @@ class _ChatUI:
             state = "re-attached to" if frame.get("resumed") else "new"
             self._line(f"[{state} thread {frame.get('thread')} — session {frame.get('session_id')}]")
             if self.show_prompt:
-                self._line("[type a message and press Enter; Ctrl-C stops a running turn; Ctrl-C twice or Ctrl-D "
-                           "quits]")
+                self._line("[type a message and press Enter; Ctrl-C stops a running turn (again: quits); "
+                           "Ctrl-C with none running, or Ctrl-D, quits]")
         elif kind == "token":
             self.turn_running = True
             self.pending_text += frame.get("text", "")
@@ -588,6 +589,7 @@ async def _chat(args: argparse.Namespace) -> int:
         outer.start_soon(connection, outer)
         outer.start_soon(stdin_reader, outer)
         outer.start_soon(interrupts, outer)
+    ui._end_prompt()  # quitting at the prompt: the shell's own prompt starts on a line of its own
     if piped and result["code"] == 0 and ui.errors:
         return 1  # a script learns that a line got no answer
     return result["code"]
