@@ -332,7 +332,9 @@ def _getent_check(parsed: Parsed) -> None:
 _NAME_SERVICE_DBS = frozenset({"hosts", "ahosts", "ahostsv4", "ahostsv6", "networks"})
 
 
-GETENT = CommandSpec("getent", (V("s", "service", NAME), F("i", "no-idn")), check=_getent_check)
+#: -s picks a name service the administrator may not have configured (hesiod sends the key to the DNS
+#: servers of the domain after an '@' in it): only the local files
+GETENT = CommandSpec("getent", (V("s", "service", one_of("files")), F("i", "no-idn")), check=_getent_check)
 HOSTNAME = CommandSpec("hostname", flags("a|alias A|all-fqdns d|domain f|fqdn long i|ip-address "
                                          "I|all-ip-addresses s|short"),
                        refused=((("F", "file", "b", "boot"), "sets the host name", WRITE),

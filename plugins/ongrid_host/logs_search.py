@@ -236,7 +236,8 @@ async def stream_command(target: Target, argv: list[str], feed: Callable[[bytes]
             if stopped:
                 scope.cancel()
 
-        result = await target.run(argv, timeout_s=remaining, max_stdout=0, max_stderr=4096, on_stdout=on_chunk)
+        result = await target.run(argv, timeout_s=remaining, max_stdout=0, max_stderr=4096, on_stdout=on_chunk,
+                                  reads_for_us=True)
     if result is not None and result.timed_out:
         stopped = stopped or "time"
     return (None if stopped else result), stopped

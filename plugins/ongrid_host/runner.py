@@ -7,9 +7,13 @@ kept, so a chatty command can neither fill memory nor block on a full pipe.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 
@@ -34,6 +38,60 @@ def scrubbed_env(keys: tuple[str, ...] = LOCAL_ENV_KEYS) -> dict[str, str]:
     env = {k: os.environ[k] for k in keys if k in os.environ}
     env.setdefault("PATH", _DEFAULT_PATH)
     return env
+
+
+#: CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: the capabilities that bypass file permission checks
+_DAC_CAPABILITIES = (1 << 1) | (1 << 2)
+
+
+@functools.cache
+def reduced_privileges_prefix() -> tuple[str, ...]:
+    """The argv prefix that starts a program without the capabilities that bypass file permission
+    checks (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: ``setpriv`` from util-linux), so that the kernel
+    checks every file it opens against the daemon's user and groups, however the path got there;
+    ``()`` when this process would not pass them on anyway.  Read once (capabilities do not change).
+    Raises ToolError when they must be dropped and ``setpriv`` is not installed (fail closed)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            caps = {k: int(v, 16) for k, v in re.findall(r"^(Cap\w+):\s*([0-9a-fA-F]+)$", fh.read(), re.M)}
+    except OSError:  # no /proc: not Linux, no capabilities to pass on
+        return ()
+    if os.geteuid() == 0:  # a root program gets its bounding set: take the two out of it
+        words = ("--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all")
+        needed = bool(caps.get("CapBnd", 0) & _DAC_CAPABILITIES)
+    else:  # another user's program gets its ambient set (the unit's AmbientCapabilities)
+        words = ("--ambient-caps=-all", "--inh-caps=-all")
+        needed = bool(caps.get("CapAmb", 0) or caps.get("CapInh", 0) & _DAC_CAPABILITIES)
+    if not needed:
+        return ()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise ToolError("cannot run the command without the daemon's file-read capability: setpriv (util-linux) "
+                        "is not installed; nothing was run")
+    return (setpriv, *words, "--")
+
+
+async def run_reduced(argv: Sequence[str], *, timeout_s: float, max_stdout: int = DEFAULT_MAX_STDOUT,
+                      max_stderr: int = DEFAULT_MAX_STDERR,
+                      on_stdout: Callable[[bytes], None] | None = None, cwd: str | None = None) -> RunResult:
+    """:func:`run_bounded` for a program that reads on the daemon's behalf (a read-only ``host_bash``
+    command, a log scan): started without the capabilities that bypass file permission checks
+    (:func:`reduced_privileges_prefix`), so a path swapped for a symlink to ``/etc/shadow`` after it
+    was checked is refused by the kernel; with a private ``TMPDIR`` that is removed afterwards, so
+    what it leaves there (``sort``'s temporary files after a kill at the time limit) goes with it.
+    The result's ``argv`` is ``argv`` as given.  Raises ToolError as :func:`run_bounded`, or when
+    the capabilities cannot be dropped.  Cancellation kills the program, removes its folder and
+    propagates ``trio.Cancelled``."""
+    prefix = reduced_privileges_prefix()
+    scratch = await trio.to_thread.run_sync(functools.partial(tempfile.mkdtemp, prefix="ongrid-cmd-"))
+    try:
+        result = await run_bounded((*prefix, *argv), timeout_s=timeout_s, max_stdout=max_stdout,
+                                   max_stderr=max_stderr, on_stdout=on_stdout, cwd=cwd,
+                                   env=scrubbed_env() | {"TMPDIR": scratch})
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
+    return attrs.evolve(result, argv=tuple(argv))
 
 
 def kill_group(pgid: int) -> None:

