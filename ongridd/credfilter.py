@@ -69,22 +69,43 @@ _SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "t
                            "secretkey", "accesskey", "clientsecret", "sessionkey", "requirepass", "masterauth",
                            "signature", "sig", "psk", "pw", "pword", "passw", "dbpass", "sshpass", "rootpass",
                            "adminpass", "userpass", "ldappass", "smtppass", "mailpass", "redispass", "pgpass",
-                           "authtoken"})
+                           "authtoken", "salt", "community", "rocommunity", "rwcommunity"})
 #: endings of a name part that say so too (``PGPASSWORD``, ``MYSQL_PWD`` → ``mysql``/``pwd``, ``ghtoken``)
 _SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "secretkey", "privatekey", "passphrase")
 #: a ``key`` part after one of these is a credential (``api_key``, ``AWS_SECRET_ACCESS_KEY``); ``key`` alone
 #: is one only as the whole name (``--key X``, ``KEY=X``), never as a part of ``key_buffer_size``
 _KEY_KINDS = frozenset({"api", "access", "private", "secret", "signing", "encryption", "master", "client",
-                        "account", "license", "session", "shared", "auth"})
+                        "account", "license", "session", "shared", "auth", "app", "stripe", "nonce", "in", "hmac",
+                        "jwt", "csrf", "cipher", "aes"})
+#: a name's last part that says its value is not the credential but about it (a file holding it, a
+#: mode, a policy): ``--tls-private-key-file=/path``, ``password_encryption``, ``--authorization-mode``
+_ABOUT_PARTS = frozenset({"file", "files", "path", "dir", "directory", "mode", "modes", "policy", "encryption",
+                          "method", "methods", "type", "length", "required", "enabled", "webhook", "hash",
+                          "algorithm", "format", "command", "cmd", "env", "ref", "name", "names", "id", "handle"})
+#: values that are never a credential (a switch)
+_NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "enabled", "disabled",
+                                "required", "optional", "0", "1"})
+#: the shell's working-folder variables (``PWD=/home/bob`` in every sudo log line): a folder, not a password
+_FOLDER_NAMES = frozenset({"pwd", "oldpwd"})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _PARTS = re.compile(r"[^a-z0-9]+")
+
+
+def _plain_value(value: str, name: str = "") -> bool:
+    """Whether ``value`` cannot be a credential whatever its name says: a switch (``false``,
+    ``on``), or the folder of ``PWD=/home/bob`` (a shell's working folder, not ODBC's ``Pwd=X``)."""
+    bare = value.strip("\"',;").lower()
+    return bare in _NOT_SECRET_VALUES or (name.lstrip("-").lower() in _FOLDER_NAMES and bare.startswith("/"))
 
 
 def _secret_name(name: str) -> bool:
     """Whether an option or key ``name`` (``--api-key``, ``DB_PASSWORD``, ``apiKey``) names a credential;
     ``--author``, ``--keyfile``, ``key_buffer_size`` do not."""
-    parts = [p for p in _PARTS.split(name.lower()) if p]
+    parts = [p for p in _PARTS.split(_CAMEL.sub("_", name).lower()) if p]  # AccountKey → account, key
     if parts == ["key"]:
         return True
+    if not parts or parts[-1] in _ABOUT_PARTS:
+        return False
     for i, part in enumerate(parts):
         if part in _SECRET_PARTS or part.endswith(_SECRET_ENDINGS):
             return True
@@ -120,7 +141,13 @@ _TOKEN_WORD = re.compile(r"([A-Za-z0-9._~+/=-]{8,})([\"',;]{0,2})\Z")
 _CONFIG_KEYS = frozenset({"password", "passwd", "pass", "passphrase", "requirepass", "masterauth", "auth_pass",
                           "secret", "token", "apikey", "api_key", "api_token", "access_token", "auth_token",
                           "secret_key", "client_secret", "private_key", "smtp_pass", "smtp_password",
-                          "db_password", "bindpw", "bind_pw", "rootpw", "psk", "wpa_passphrase", "sasl_password"})
+                          "db_password", "bindpw", "bind_pw", "rootpw", "psk", "wpa_passphrase", "sasl_password",
+                          "rocommunity", "rwcommunity", "rocommunity6", "rwcommunity6"})
+#: configuration keys whose first argument is the secret, whatever follows it (snmpd's
+#: ``rocommunity SECRET SOURCE OID``)
+_FIRST_ARGUMENT_KEYS = frozenset({"rocommunity", "rwcommunity", "rocommunity6", "rwcommunity6"})
+#: a Redis ACL rule's password (``>PASSWORD``) or its hash (``#<sha256>``)
+_ACL_SECRET = re.compile(r"(>|#(?=[0-9a-fA-F]{64}\Z))(.+)\Z")
 #: a character closing around an unquoted value (one is kept after it: a JSON member's comma, a quote)
 _CLOSERS = "\"',;"
 #: a JSON member's name standing alone as a word (``{"token"`` of ``{"token" : "X"}``)
@@ -132,7 +159,9 @@ _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
 #: client programs (by file name) and their options that take a password as the next word
 _PASSWORD_OPTIONS = {
-    "redis-cli": ("-a",), "sshpass": ("-p",), "mongo": ("-p",), "mongosh": ("-p",),
+    "redis-cli": ("-a",), "sshpass": ("-p",), "mongo": ("-p",), "mongosh": ("-p",), "ipmitool": ("-P",),
+    **{name: ("-c",) for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget", "snmpset",
+                                  "snmptable", "snmpdf", "snmpstatus")},
     **{name: ("-w",) for name in ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd",
                                   "ldapwhoami", "ldapcompare", "ldapmodrdn", "ldapexop")},
 }
@@ -155,23 +184,41 @@ _TOKEN_SHAPES = re.compile(
     r"|sk-(?:ant-|proj-)?[A-Za-z0-9_-]{32,255}|npm_[A-Za-z0-9]{36}|AIza[0-9A-Za-z_-]{35}"
     r"|(?:AKIA|ASIA)[A-Z0-9]{16}"
     r"|eyJ[A-Za-z0-9_-]{4,2000}\.eyJ[A-Za-z0-9_-]{4,4000}\.[A-Za-z0-9_-]{4,2000}"
-    r"|\$(?:1|2[abxy]?|5|6|7|y|gy|apr1|argon2(?:id|i|d)|pbkdf2[a-z0-9-]{0,16}|scrypt)\$[./A-Za-z0-9$=,+-]{8,1000}"
+    # password hashes in crypt format: $id$salt$hash (not awk's or a shell's $1$2$3 …)
+    r"|\$(?:1|5|6|md5|apr1)\$(?:rounds=[0-9]{1,9}\$)?[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{8,1000}"
+    r"|\$2[abxy]?\$[0-9]{2}\$[./A-Za-z0-9]{53}"
+    r"|\$(?:y|gy|7)\$[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{8,1000}"
+    r"|\$argon2(?:id|i|d)\$v=[0-9]{1,3}\$[a-z0-9=,]{1,64}\$[A-Za-z0-9+/]{1,200}\$[A-Za-z0-9+/]{8,1000}"
+    r"|\$(?:pbkdf2[a-z0-9-]{0,16}|scrypt)\$[A-Za-z0-9./+=,-]{1,64}\$[A-Za-z0-9./+=$,-]{8,1000}"
+    r"|\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|CRYPT|MD5|SMD5|PLAIN|CLEARTEXT)\}[A-Za-z0-9+/=.$]{4,1000}"
+    r"|\*[0-9A-F]{40}"  # MySQL's native password hash
+    # a base64 PEM private key (a Kubernetes Secret's tls.key) and a registry's auths (.dockerconfigjson)
+    r"|LS0tLS1CRUdJTi[A-Za-z0-9+/]{0,40}(?:UFJJVkFURSBLRV|BSSVZBVEUgS0V|QUklWQVRFIEtFW)[A-Za-z0-9+/=]{0,100000}"
+    r"|eyJhdXRocyI6[A-Za-z0-9+/=]{8,100000}"
     r")(?![A-Za-z0-9_])")
 #: the secret part of a Slack incoming webhook's address
 _SLACK_HOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{1,32}/[A-Za-z0-9]{1,32}/)"
                          r"[A-Za-z0-9]{8,64}")
 #: a quoted name and a quoted value: a Python or PHP dict/array member (``'password': 'X'``,
 #: ``'password' => 'X'``), a PHP ``define('DB_PASSWORD', 'X')``; the value on one line
-_QUOTED_PAIR = re.compile(r"""(\bdefine\s{0,4}\(\s{0,4})?(['"])([A-Za-z_][A-Za-z0-9_.-]{0,63})\2"""
-                          r"""(\s{0,4}(?(1),|(?::|=>))\s{0,4})(['"])((?:(?!\5)[^\\\n]|\\.){0,2000})\5""")
+_QUOTED_PAIR = re.compile(r"""(\bdefine[ \t]{0,8}\([ \t]{0,8})?(['"])([A-Za-z_][A-Za-z0-9_.-]{0,63})\2"""
+                          r"""([ \t]{0,64}(?(1),|(?::|=>))[ \t]{0,64})(['"])((?:(?!\5)[^\\\n]|\\.){0,2000})\5""")
 #: an element's ``key="NAME" value="X"`` (or ``name=``) attributes: .NET appSettings, Tomcat parameters
 _KEY_VALUE_ATTRS = re.compile(r"""\b((?:key|name)\s{0,4}=\s{0,4}(['"])([^'"\n]{1,64})\2\s{1,16}"""
                               r"""value\s{0,4}=\s{0,4}(['"]))([^'"\n]{0,2000})(\4)""", re.IGNORECASE)
+#: a JSON object's ``"name": "X", "value": "Y"`` (a Kubernetes or ECS environment entry on one line)
+_JSON_NAME_VALUE = re.compile(r'("name"\s{0,4}:\s{0,4}"([^"\n]{1,64})"\s{0,4},\s{0,4}"value"\s{0,4}:\s{0,4}")'
+                              r'((?:[^"\\\n]|\\.){0,2000})(")')
+#: ``- name: DB_PASSWORD`` / ``"name": "DB_PASSWORD",`` on a line of its own: its value is on the next
+#: line (``value: X``, ``"value": "X"``)
+_NAME_LINE = re.compile(r"""\s*(?:-\s{1,4})?["']?name["']?\s{0,4}:\s{0,4}["']?([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?,?\s*\Z""")
+_VALUE_LINE = re.compile(r"""(\s*["']?value["']?\s{0,4}:\s{0,4})(\S.{0,2000})\Z""")
 #: npm's ``//registry/:_authToken=X`` (and ``_auth``, ``_password``)
 _NPM_AUTH = re.compile(r"(:_(?:authToken|auth|password)=)(\S+)")
 #: a URL whose user information is one long word and no password: a token as the user name
 #: (``https://ghp_…@github.com``); a short user name (``git@``) stays
-_URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://)([A-Za-z0-9_.~-]{20,256})@")
+_URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://)"
+                             r"((?=[A-Za-z]{0,255}[0-9])[A-Za-z0-9]{30,256})@")
 #: a YAML key whose value is a block scalar on the lines after it (``password: |``)
 _YAML_BLOCK_KEY = re.compile(r"(\s*)[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\s{0,4}:\s{0,4}[|>][-+0-9]{0,3}\s*\Z")
 #: an XML element opened alone on its line (its value on the next lines: ``<password>``)
@@ -189,7 +236,14 @@ def redact_credentials(text: str) -> str:
     block_indent: int | None = None  # a YAML block scalar's key indentation: deeper lines are its value
     xml_close = ""  # a secret element opened alone on its line: its lines up to this close tag
     block_lines = 0
+    named_above = False  # the line above was "- name: DB_PASSWORD": this one's "value: X" is its value
     for line in text.split("\n"):
+        if named_above and (value := _VALUE_LINE.match(line)):
+            named_above = False
+            hidden, _, _ = _hide_value(value.group(2).rstrip())
+            out.append(value.group(1) + hidden)
+            continue
+        named_above = "name" in line and bool(named := _NAME_LINE.match(line)) and _secret_name(named.group(1))
         if in_key:
             in_key = not _PEM_END.search(line)
             out.append(line if not in_key else HIDDEN)
@@ -238,6 +292,9 @@ def _known_shapes(line: str) -> str:
     if "'" in line or '"' in line:
         line = _QUOTED_PAIR.sub(lambda m: m.group(0)[:m.start(6) - m.start(0)] + HIDDEN + m.group(5)
                                 if _secret_name(m.group(3)) else m.group(0), line)
+        if '"name"' in line:
+            line = _JSON_NAME_VALUE.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
+                                        else m.group(0), line)
         if "=" in line:
             line = _KEY_VALUE_ATTRS.sub(lambda m: m.group(1) + HIDDEN + m.group(6) if _secret_name(m.group(3))
                                         else m.group(0), line)
@@ -258,7 +315,11 @@ def _redact_line(line: str) -> str:
     key_value = len(words) == 2 or (len(words) > 2 and words[2].startswith(("#", ";"))) or _quoted_value_line(line)
     # <add key="DbPassword" value="***"/>: the pre-pass hid the value; key="…" there names a setting
     attributes = "value" in line and "=" in line and _KEY_VALUE_ATTRS.search(line) is not None
-    hide_next = user_next = named = named_value = token_next = hide_rest = False
+    hide_next = user_next = named = named_value = token_next = hide_rest = sql_password = False
+    upper = line.upper()
+    identified = "IDENTIFIED" in upper  # IDENTIFIED … BY 'X'
+    set_password = "SET PASSWORD" in upper
+    redis_acl = (bool(words) and words[0].lower() == "user") or "SETUSER" in upper
     # a hidden value's quote not yet closed: the words up to its close go too (the close itself stays
     # when the opening quote is still shown, as in a JSON member: "password":"***")
     open_quote, keep_close = "", False
@@ -291,7 +352,8 @@ def _redact_line(line: str) -> str:
             if word[0] in "=:" and len(word) > 1:  # "password =X"
                 parts[i], open_quote, keep_close = _hide_value(word[1:], word[0])
                 continue
-            if named_value:  # "requirepass X" opening a line, "password X" of a .netrc line
+            # "requirepass X" opening a line, "password X" of a .netrc line, SQL's PASSWORD 'X'
+            if named_value or (word[0] in "'\"" and sql_password):
                 parts[i], open_quote, keep_close = _hide_value(word)
                 continue
         if attributes and word[:4].lower() in ("key=", "name"):
@@ -303,6 +365,9 @@ def _redact_line(line: str) -> str:
                 parts[i] = HIDDEN + token.group(2)
                 continue
         if hide_next:  # the value of a secret-named option, whatever it looks like (a token may start with -)
+            if _plain_value(word):  # automountServiceAccountToken: false
+                hide_next = False
+                continue
             if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
                 parts[i], open_quote, keep_close = _hide_value(word)
                 hide_next = False
@@ -313,13 +378,17 @@ def _redact_line(line: str) -> str:
         user_next = False
         if word.lstrip("\"'").lower() in ("bearer", "basic"):
             token_next = True
-        elif word.lower() == "by" and before.lower() == "identified":  # SQL: IDENTIFIED BY 'X'
+        elif word.lower() == "by" and identified:  # SQL: IDENTIFIED [WITH plugin] BY 'X'
             hide_next = True
+        elif word == "=" and set_password:  # SQL: SET PASSWORD [FOR 'u'@'h'] = 'X'
+            hide_next, set_password = True, False
+        elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
+            parts[i] = acl.group(1) + HIDDEN
         elif word in password_options or (_OPTION.match(word) and _secret_name(word)):
             hide_next = True
-        elif word[-1] in ":=" and _BARE_NAME.match(word[:-1]) and _secret_name(word[:-1]):
-            hide_next = True
-            hide_rest = _PARTS.sub("", word[:-1].lower()) in ("cookie", "setcookie")
+        elif word[-1] in ":=" and _BARE_NAME.match(key := word.rstrip(":=")) and _secret_name(key):
+            hide_next = True  # "password:", "userPassword::" (LDIF's base64 form)
+            hide_rest = _PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word in ("-u", "--user", "-U"):
             user_next = True
         elif mysql and word.startswith("-p") and len(word) > 2:
@@ -327,7 +396,9 @@ def _redact_line(line: str) -> str:
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or _secret_name(word)):
             named = True
-            named_value = ((was_first and key_value and config_key) or before.lower() in _ENV_DIRECTIVES
+            sql_password = _PARTS.sub("", word.lower()) in ("password", "passwd")
+            named_value = ((was_first and config_key and (key_value or word.lower() in _FIRST_ARGUMENT_KEYS))
+                           or before.lower() in _ENV_DIRECTIVES
                            or (netrc and _PARTS.sub("", word.lower()) == "password"))
         elif (bracketed := _BRACKETED_NAME.match(word)) and _secret_name(bracketed.group(1)):
             named, named_value = True, False  # env[DB_PASSWORD] = X
@@ -414,7 +485,7 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
     assigned = _ASSIGNED.match(word)
     if assigned:
         name, sep, value = assigned.groups()
-        if _secret_name(name):
+        if _secret_name(name) and not _plain_value(value, name):
             if value.lower() in _AUTH_SCHEMES:
                 return word, True, "", False
             return f"{name}{sep}{HIDDEN}", False, _unclosed(value), False
@@ -427,7 +498,8 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
             shown, _, _, _ = _redact_word(inner, depth + 1)
             if shown != inner:
                 return f"{name}{sep}{quote}{shown}{close}", False, "", False
-    word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2)) else m.group(0), word)
+    word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2))
+                             and not _plain_value(m.group(3), m.group(2)) else m.group(0), word)
     word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
                             else m.group(0), word)
     word = _JSON_ESCAPED.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))

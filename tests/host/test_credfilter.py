@@ -129,6 +129,38 @@ from ongrid_host.local import redact_cmdline
     ("SetEnv APP_ENV production", "SetEnv APP_ENV production"),
     ('<add key="Environment" value="Production" />', '<add key="Environment" value="Production" />'),
     ("price: $5 $6 each", "price: $5 $6 each"),
+    # databases, directories, cloud connection strings, SNMP and IPMI, Redis ACLs, Kubernetes
+    ("ALTER USER app WITH PASSWORD 'X1';", "ALTER USER app WITH PASSWORD '***';"),
+    ("CREATE USER a IDENTIFIED WITH mysql_native_password BY 'X3';",
+     "CREATE USER a IDENTIFIED WITH mysql_native_password BY '***';"),
+    ("SET PASSWORD FOR 'app'@'%' = 'X4';", "SET PASSWORD FOR 'app'@'%' = '***';"),
+    ("userPassword:: e1NTSEF9abc", "userPassword:: ***"), ("olcRootPW: {SSHA}abc", "olcRootPW: ***"),
+    ("AccountName=x;AccountKey=abc123==;EndpointSuffix=core", "AccountName=x;AccountKey=***;EndpointSuffix=core"),
+    ("Endpoint=sb://x/;SharedAccessKeyName=Root;SharedAccessKey=zz=",
+     "Endpoint=sb://x/;SharedAccessKeyName=Root;SharedAccessKey=***"),
+    ("rocommunity X7 default", "rocommunity *** default"), ("snmpwalk -v2c -c X8 host", "snmpwalk -v2c -c *** host"),
+    ("ipmitool -H h -U u -P X9 power status", "ipmitool -H h -U u -P *** power status"),
+    ("user default on >X5 ~* +@all", "user default on >*** ~* +@all"), ("ACL SETUSER bob on >X6 ~*", "ACL SETUSER bob on >*** ~*"),
+    ('{"name":"DB_PASSWORD","value":"Tr0ub4dor"},{"name":"X","value":"y"}',
+     '{"name":"DB_PASSWORD","value":"***"},{"name":"X","value":"y"}'),
+    ("define( 'NONCE_SALT',       'x y' );", "define( 'NONCE_SALT',       '***' );"),
+    ("APP_KEY=base64:abcdef STRIPE_KEY=pk_x", "APP_KEY=*** STRIPE_KEY=***"),
+    ("tls.key: LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJna3Foa2lH", "tls.key: ***"),
+    (".dockerconfigjson: eyJhdXRocyI6eyJyZWcuaW8iOnsiYXV0aCI6ImRYTmxjanB3WVhOeiJ9fX0=", ".dockerconfigjson: ***"),
+    ("admin:{SHA}qvTGHdzF6KLavt4PO0gs2a6pQ00=", "admin:***"), ("*94BDCEBE19083CE2A1F959FD02F964C7AF4CFC29", "***"),
+    ("$2b$12$" + "a" * 53, "***"), ("https://a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6@x.io", "https://***@x.io"),
+    # and what only looks like one stays: a folder, a switch, a file holding the secret, a mode, awk
+    ("sudo: bob : TTY=pts/0 ; PWD=/home/bob/app ; USER=root", "sudo: bob : TTY=pts/0 ; PWD=/home/bob/app ; USER=root"),
+    ("--authorization-mode=Node,RBAC --anonymous-auth=false --client-cert-auth=true",
+     "--authorization-mode=Node,RBAC --anonymous-auth=false --client-cert-auth=true"),
+    ("--tls-private-key-file=/etc/k.pem", "--tls-private-key-file=/etc/k.pem"),
+    ("password_file: /run/p", "password_file: /run/p"), ("automountServiceAccountToken: false",
+                                                          "automountServiceAccountToken: false"),
+    ("password_encryption = scram-sha-256", "password_encryption = scram-sha-256"),
+    ("awk '{print $1$2$3$4$5$6}'", "awk '{print $1$2$3$4$5$6}'"),
+    ("postgres://application_readonly_user@db/x", "postgres://application_readonly_user@db/x"),
+    ('# a DEL operation on key "foo" stored', '# a DEL operation on key "foo" stored'),
+    ("tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1J", "tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1J"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
@@ -143,6 +175,11 @@ def test_values_on_the_lines_after_their_key_are_hidden():
     assert redact_credentials("-----BEGIN PGP PRIVATE KEY BLOCK-----\nX20\n-----END PGP PRIVATE KEY BLOCK-----\nafter") == (
         "-----BEGIN PGP PRIVATE KEY BLOCK-----\n***\n-----END PGP PRIVATE KEY BLOCK-----\nafter")
     assert redact_credentials("script: |\n  echo hi\nuser: bob") == "script: |\n  echo hi\nuser: bob"
+    # a Kubernetes env entry: the name on one line, its value on the next
+    assert redact_credentials("  - name: DB_PASSWORD\n    value: X\n  - name: LOG\n    value: info") == (
+        "  - name: DB_PASSWORD\n    value: ***\n  - name: LOG\n    value: info")
+    assert redact_credentials('  {\n    "name": "API_TOKEN",\n    "value": "a b"\n  },') == (
+        '  {\n    "name": "API_TOKEN",\n    "value": "***"\n  },')
 
 
 def test_long_words_cost_linear_time():
@@ -151,7 +188,10 @@ def test_long_words_cost_linear_time():
                     "x ?" + "a" * 400_000, "x --" + "a" * 400_000 + "=v", 'password = "' + "a " * 200_000,
                     "password " * 100_000, "'password': '" * 30_000, "'password': '" + "\\'" * 200_000,
                     "define('a', " * 30_000, "eyJ" + "a" * 400_000, "$6$" + "a" * 400_000, 'key="password" ' * 30_000,
-                    'key="password" value="' + "a" * 400_000, "https://" + "a" * 400_000, "env[" * 100_000):
+                    'key="password" value="' + "a" * 400_000, "https://" + "a" * 400_000, "env[" * 100_000,
+                    '"name":"password","value":"' + "a" * 400_000, "- name: password\n" * 40_000,
+                    "$1$" + "a" * 400_000, "https://" + "1" * 400_000, "LS0tLS1CRUdJTi" + "A" * 400_000,
+                    "define( 'a'" + " " * 400_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
