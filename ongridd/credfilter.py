@@ -67,7 +67,7 @@ REDACTED_NOTE = "values that look like credentials (--token X, password=X, URL p
 _SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "token", "secret", "credential",
                            "credentials", "cookie", "bearer", "auth", "authorization", "apikey", "privatekey",
                            "secretkey", "accesskey", "clientsecret", "sessionkey", "requirepass", "masterauth",
-                           "signature", "sig", "psk", "pw", "pword", "passw", "dbpass", "sshpass", "rootpass",
+                           "signature", "sig", "psk", "dbpass", "sshpass", "rootpass",
                            "adminpass", "userpass", "ldappass", "smtppass", "mailpass", "redispass", "pgpass",
                            "authtoken", "salt", "community", "rocommunity", "rwcommunity"})
 #: endings of a name part that say so too (``PGPASSWORD``, ``MYSQL_PWD`` → ``mysql``/``pwd``, ``ghtoken``)
@@ -81,13 +81,17 @@ _KEY_KINDS = frozenset({"api", "access", "private", "secret", "signing", "encryp
 #: mode, a policy): ``--tls-private-key-file=/path``, ``password_encryption``, ``--authorization-mode``
 _ABOUT_PARTS = frozenset({"file", "files", "path", "dir", "directory", "mode", "modes", "policy", "encryption",
                           "method", "methods", "type", "length", "required", "enabled", "webhook", "hash",
-                          "algorithm", "format", "command", "cmd", "env", "ref", "name", "names", "id", "handle"})
+                          "algorithm", "format", "command", "cmd", "env", "ref", "name", "names", "id", "handle",
+                          "rotation", "expiry", "expiration", "age", "lifetime", "count"})
 #: values that are never a credential (a switch)
 _NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "enabled", "disabled",
                                 "required", "optional", "0", "1"})
 #: the shell's working-folder variables (``PWD=/home/bob`` in every sudo log line): a folder, not a password
 _FOLDER_NAMES = frozenset({"pwd", "oldpwd"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+#: name parts that say password only as a name's last part (``PW``, ``ROOT_PW``, ``olcRootPW``;
+#: not ``pw_dir`` or ``PW_HOME``)
+_LAST_PARTS = frozenset({"pw", "pword", "passw"})
 _PARTS = re.compile(r"[^a-z0-9]+")
 
 
@@ -106,6 +110,8 @@ def _secret_name(name: str) -> bool:
         return True
     if not parts or parts[-1] in _ABOUT_PARTS:
         return False
+    if parts[-1] in _LAST_PARTS:
+        return True
     for i, part in enumerate(parts):
         if part in _SECRET_PARTS or part.endswith(_SECRET_ENDINGS):
             return True
@@ -122,7 +128,10 @@ _OPTION = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9_.-]*\Z")
 #: a URL's user information with a password (the scheme at most 32 characters: linear on any word)
 _URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/:@]{0,256}:)[^\s/]*@")
 #: a query parameter, or a ``name=value`` pair after a comma (``-o user=bob,password=X``)
-_QUERY_SECRET = re.compile(r"([?&;,#]([^=&#,;\s]{1,64})=)([^&#,;\s]+)")
+_QUERY_SECRET = re.compile(r"([?&,#]([^=&#,\s]{1,64})=)([^&#,\s]+)")
+#: a ``NAME=value`` pair after a ``;`` (an ADO.NET, ODBC or Azure connection string), the value ending at
+#: the next ``;``
+_CONNECTION_SECRET = re.compile(r"(;\s{0,4}([^=;&#,\s]{1,64})=)([^;\s]+)")
 #: a JSON member with a secret-looking name
 _JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")((?:[^"\\]|\\.)*)(")')
 #: the same inside a JSON string (a JSON log line carried as a string: ``{"log":"{\"password\":\"X\"}"}``)
@@ -171,7 +180,7 @@ _WORDS = re.compile(r"(\s+)")
 #: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
 _BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 #: ``env[NAME]`` of a php-fpm pool: the name in brackets is the key
-_BRACKETED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}\[[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
+_BRACKETED_NAME = re.compile(r"env\[[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
 #: directives whose next two words are a variable's name and its value (nginx ``fastcgi_param``,
 #: Apache ``SetEnv``, a Dockerfile's ``ENV``)
 _ENV_DIRECTIVES = frozenset({"fastcgi_param", "uwsgi_param", "scgi_param", "setenv", "env"})
@@ -214,6 +223,8 @@ _JSON_NAME_VALUE = re.compile(r'("name"\s{0,4}:\s{0,4}"([^"\n]{1,64})"\s{0,4},\s
 _NAME_LINE = re.compile(r"""\s*(?:-\s{1,4})?["']?name["']?\s{0,4}:\s{0,4}["']?([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?,?\s*\Z""")
 _VALUE_LINE = re.compile(r"""(\s*["']?value["']?\s{0,4}:\s{0,4})(\S.{0,2000})\Z""")
 #: npm's ``//registry/:_authToken=X`` (and ``_auth``, ``_password``)
+#: the ``key="NAME"``/``name="NAME"`` word of such an element: it names a setting, it is no secret
+_ATTRIBUTE_NAME = re.compile(r"""(?i:key|name)=(['"])[^'"]{0,64}\1\Z""")
 _NPM_AUTH = re.compile(r"(:_(?:authToken|auth|password)=)(\S+)")
 #: a URL whose user information is one long word and no password: a token as the user name
 #: (``https://ghp_…@github.com``); a short user name (``git@``) stays
@@ -248,20 +259,14 @@ def redact_credentials(text: str) -> str:
             in_key = not _PEM_END.search(line)
             out.append(line if not in_key else HIDDEN)
             continue
-        if block_indent is not None:
-            indent = len(line) - len(line.lstrip())
-            if (indent > block_indent or not line.strip()) and block_lines < _BLOCK_LINES_MAX:
-                block_lines += 1
-                out.append(line[:indent] + HIDDEN if line.strip() else line)
-                continue
-            block_indent = None
-        if xml_close:
-            if xml_close not in line and block_lines < _BLOCK_LINES_MAX:
-                block_lines += 1
-                indent = len(line) - len(line.lstrip())
-                out.append(line[:indent] + HIDDEN if line.strip() else line)
-                continue
-            xml_close = ""
+        indent = len(line) - len(line.lstrip())
+        inside = ((block_indent is not None and (indent > block_indent or not line.strip()))
+                  or (bool(xml_close) and xml_close not in line))
+        if inside and block_lines < _BLOCK_LINES_MAX:  # a value's line of a YAML block or an XML element
+            block_lines += 1
+            out.append(line[:indent] + HIDDEN if line.strip() else line)
+            continue
+        block_indent, xml_close = None, ""
         in_key = bool(_PEM_BEGIN.search(line)) and not _PEM_END.search(line)
         if ":" in line and (block := _YAML_BLOCK_KEY.match(line)) and _secret_name(block.group(2)):
             block_indent, block_lines = len(block.group(1)), 0
@@ -356,7 +361,7 @@ def _redact_line(line: str) -> str:
             if named_value or (word[0] in "'\"" and sql_password):
                 parts[i], open_quote, keep_close = _hide_value(word)
                 continue
-        if attributes and word[:4].lower() in ("key=", "name"):
+        if attributes and _ATTRIBUTE_NAME.match(word):
             continue
         if token_next:
             token_next = False
@@ -456,7 +461,7 @@ def _hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
 def _unclosed(value: str) -> str:
     """The quote ``value`` opens and does not close (``"a`` → ``"``), else ``""``."""
     quote = value[:1]
-    return quote if quote in ("'", '"') and not (len(value) > 1 and value.endswith(quote)) else ""
+    return quote if quote in ("'", '"') and _closing(value, quote, 1) < 0 else ""  # 'x', is closed
 
 
 def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
@@ -498,8 +503,9 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
             shown, _, _, _ = _redact_word(inner, depth + 1)
             if shown != inner:
                 return f"{name}{sep}{quote}{shown}{close}", False, "", False
-    word = _QUERY_SECRET.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2))
-                             and not _plain_value(m.group(3), m.group(2)) else m.group(0), word)
+    for pairs in (_QUERY_SECRET, _CONNECTION_SECRET):
+        word = pairs.sub(lambda m: m.group(1) + HIDDEN if _secret_name(m.group(2))
+                         and not _plain_value(m.group(3), m.group(2)) else m.group(0), word)
     word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
                             else m.group(0), word)
     word = _JSON_ESCAPED.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))

@@ -161,6 +161,16 @@ from ongrid_host.local import redact_cmdline
     ("postgres://application_readonly_user@db/x", "postgres://application_readonly_user@db/x"),
     ('# a DEL operation on key "foo" stored', '# a DEL operation on key "foo" stored'),
     ("tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1J", "tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1J"),
+    ("headers[key] = value", "headers[key] = value"), ("PW_HOME=/var/lib/app", "PW_HOME=/var/lib/app"),
+    ("pwd.struct_passwd(pw_name='root', pw_passwd='x', pw_uid=0, pw_dir='/root')",
+     "pwd.struct_passwd(pw_name='root', pw_passwd=*** pw_uid=0, pw_dir='/root')"),  # a closed value ends there
+    ("password_policy: |", "password_policy: |"),
+    # an attribute line keeps only its key="…" word as it is; other secrets on it are hidden
+    ('<add key="Mode" value="x" namespace_password=hunter2 />', '<add key="Mode" value="x" namespace_password=*** />'),
+    ('<add key="Mode" value="x"/> key=hunter2', '<add key="Mode" value="x"/> key=***'),
+    # a ; ends a value only in ;-separated pairs: a password holding one is hidden whole after ? & ,
+    ("GET /login?user=a&password=p4ss;w0rd", "GET /login?user=a&password=***"),
+    ("mount -o user=bob,password=ab;cd /x", "mount -o user=bob,password=*** /x"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
