@@ -26,9 +26,11 @@ files, so a symlink to ``/proc/self/environ`` or a walk through
 environments, command lines (they can hold tokens), memory, maps and file
 descriptors stay refused.
 
-On the local host a regular file that neither its group nor others may read
-(mode 0600 or 0400: how keys and password files are kept, whatever their
-names) is refused too, except under ``/var/log``.
+On the local host, when the daemon runs as root, a regular file that neither
+its group nor others may read (mode 0600 or 0400: how keys and password files
+are kept, whatever their names) is refused too, except under ``/var/log``;
+run as another user, the commands read without the daemon's capabilities and
+the kernel refuses such a file itself (``ongrid_host.runner.run_reduced``).
 
 On a remote host symlinks cannot be followed from here, so only the lexical
 check applies there, and a relative path with ``..`` (its folder is the ssh
@@ -109,8 +111,9 @@ FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/var/lib/AccountsService", "user account data"),
 )
 #: outside these folders a regular file that neither its group nor others may read (mode 0600, 0400)
-#: is refused on the local host: that is how keys and password files are kept, whatever their names;
-#: logs under these folders are often private too and are what an investigation reads
+#: is refused on the local host when the daemon runs as root (:func:`_private_file_problem`): that is
+#: how keys and password files are kept, whatever their names; logs under these folders are often
+#: private too and are what an investigation reads
 PRIVATE_FILES_READABLE_UNDER = ("/var/log",)
 #: names, anywhere in a path, of folders and files that hold credentials
 #: (users' homes: cloud, cluster, registry, database and shell-history secrets)
@@ -279,7 +282,7 @@ class PathPolicy:
             if area:
                 shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
                 return f"path {shown} would read {area}"
-        if self.resolve:
+        if self.resolve and os.geteuid() == 0:  # as another user the kernel refuses such a read itself
             return _private_file_problem(path, forms[-1])
         return None
 
@@ -306,12 +309,15 @@ class PathPolicy:
 
 def _private_file_problem(path: str, real: str) -> str | None:
     """Why the local file ``real`` (``path`` resolved) is refused as private, or None: a regular
-    file that neither its group nor others may read, outside :data:`PRIVATE_FILES_READABLE_UNDER`.
-    The daemon may be able to read it all the same (it reads with CAP_DAC_READ_SEARCH); such a mode
-    is how keys and password files are kept, whatever their names.  A file that cannot be looked at
-    is left to the command (it reports its own error)."""
-    if any(_under(real, folder) for folder in PRIVATE_FILES_READABLE_UNDER):
-        return None
+    file that neither its group nor others may read, outside :data:`PRIVATE_FILES_READABLE_UNDER`
+    and the safe kernel files.  Asked only when the daemon runs as root: its commands read a file
+    of root's as its owner, which no permission check stops (run as another user, they read
+    without the daemon's capabilities and the kernel refuses such a file itself).  Such a mode is
+    how keys and password files are kept, whatever their names.  It covers the paths a command
+    names, not the files a recursive read comes across.  A file that cannot be looked at is left
+    to the command (it reports its own error)."""
+    if safe_kernel_file(real) or any(_under(real, folder) for folder in PRIVATE_FILES_READABLE_UNDER):
+        return None  # /proc/<pid>/io is 0400 and one of the safe kernel files
     try:
         info = os.stat(real)
     except OSError:
