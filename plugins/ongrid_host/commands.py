@@ -469,7 +469,7 @@ SS = CommandSpec("ss", (
            "t|tcp u|udp w|raw x|unix S|sctp d|dccp 0|packet 4|ipv4 6|ipv6 H|no-header O|oneline Z|context "
            "z|contexts b|bpf M|mptcp tipc vsock xdp inet-sockopt cgroup tos threads"),
     V("f", "family", one_of("unix", "inet", "inet6", "link", "netlink", "vsock", "tipc", "xdp")),
-    V("A", "query", NAMES)),
+    V("A", "query", pattern(r"!?[a-z0-9_]{1,16}(,!?[a-z0-9_]{1,16}){0,15}", "socket tables (tcp,udp,!unix …)"))),
     known=("socket",),
     refused=((("K", "kill"), "kills sockets", WRITE), (("D", "diag"), WRITES_FILE, WRITE),
              (("E", "events"), NEVER_ENDS, REFUSED), (("N", "net"), "enters another network namespace", WRITE),
@@ -520,13 +520,14 @@ _SS_COMPARE = frozenset({">=", "ge", "geq", "<=", "le", "leq", "!=", "ne", "neq"
                          "<", "lt"})
 #: what ``state``/``exclude`` take
 _SS_STATES = frozenset({"all", "connected", "synchronized", "bucket", "big", "established", "syn-sent",
-                        "syn-recv", "fin-wait-1", "fin-wait-2", "time-wait", "closed", "close-wait", "last-ack",
-                        "listening", "listen", "closing"})
+                        "syn-recv", "syn-rcv", "fin-wait-1", "fin-wait-2", "time-wait", "closed", "close",
+                        "close-wait", "last-ack", "listening", "closing", "unconnected"})
 #: the keyword that announces a value, and the kind of value
-_SS_VALUE_OF = {"dst": "host", "src": "host", "dport": "port", "sport": "port", "dev": "device", "fwmark": "mark"}
+_SS_VALUE_OF = {"dst": "host", "src": "host", "dport": "port", "sport": "port", "dev": "device", "fwmark": "mark",
+                "cgroup": "cgroup"}
 _SS_DEVICE = re.compile(r"[A-Za-z0-9_.:@+-]{1,15}\Z")
 _SS_MARK = re.compile(r"(0x[0-9A-Fa-f]+|[0-9]+)(/(0x[0-9A-Fa-f]+|[0-9]+))?\Z")
-_SS_TOKEN = re.compile(r"[()]|[^\s()]+")
+_SS_CGROUP = re.compile(r"/[A-Za-z0-9_.:@/-]{0,255}\Z")
 
 
 def _ss_value_ok(kind: str, word: str) -> bool:
@@ -536,6 +537,8 @@ def _ss_value_ok(kind: str, word: str) -> bool:
         return _SS_PORT.match(word.removeprefix(":")) is not None
     if kind == "device":
         return _SS_DEVICE.match(word) is not None and not word.startswith("-")
+    if kind == "cgroup":  # a cgroup's path (ss reads the cgroup file system, no name service)
+        return _SS_CGROUP.match(word) is not None
     return _SS_MARK.match(word) is not None
 
 
@@ -547,9 +550,9 @@ def _ss_filter(operands: Sequence[str]) -> None:
     whatever the word spells out of the host; so an address must be numeric."""
     expect: str | None = None
     states_allowed = True
-    for word in _SS_TOKEN.findall(" ".join(operands)):
+    for word in " ".join(operands).split():  # ss splits its filter at blanks only: "(dport" is one word
         if expect == "state":
-            if word not in _SS_STATES:
+            if word.lower() not in _SS_STATES:
                 raise Refusal(REFUSED, f"ss: {word[:60]!r} is not a socket state ({', '.join(sorted(_SS_STATES))})")
             expect = None
         elif expect is not None:
@@ -560,7 +563,7 @@ def _ss_filter(operands: Sequence[str]) -> None:
                         if expect == "host" else "")
                 raise Refusal(REFUSED, f"ss: {word[:60]!r} is not a {expect} value{hint}")
             expect = None
-        elif word in ("state", "exclude"):
+        elif word in ("state", "exclude", "excl"):
             if not states_allowed:
                 raise Refusal(REFUSED, f"ss: {word!r} must come before the filter expression")
             expect = "state"
@@ -570,8 +573,9 @@ def _ss_filter(operands: Sequence[str]) -> None:
             states_allowed = False
         else:
             raise Refusal(REFUSED, f"ss: filter word {word[:60]!r} is not one of its keywords (state, exclude, dst, "
-                                   "src, dport, sport, dev, fwmark, and, or, not, parentheses, comparisons) or a "
-                                   "value after one; ss would look it up in DNS")
+                                   "src, dport, sport, dev, fwmark, cgroup, and, or, not, parentheses, comparisons) "
+                                   "or a value after one; ss would look it up in DNS (ss reads parentheses only as "
+                                   "words of their own: '( dport = :443 )')")
 
 
 _LSOF_WORD = re.compile(r"[A-Za-z0-9_.:@,^\[\]/-]*")

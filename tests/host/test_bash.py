@@ -95,7 +95,8 @@ READS = [
     "dmesg -T", "sysctl vm.swappiness", "getent passwd root", "getent hosts", "lsof -nP", "ss -tn dst 10.0.0.5:443",
     "ss -t dst :https", "lsof -iTCP@127.0.0.1:22", "ss -tn state established '( dport = :443 or sport :ssh )'",
     "ss -tn exclude listening dst 10.0.0.0/8 and not src 127.0.0.1", "ss -x dev lo", "ss -tn fwmark 0x1/0xff",
-    "ss -A tcp,udp", "findmnt --tree",
+    "ss -A tcp,udp", "findmnt --tree", "ss -tn state ESTABLISHED", "ss -tn excl listening", "ss -A all,!unix",
+    "ss -x cgroup /system.slice",
 ]
 
 
