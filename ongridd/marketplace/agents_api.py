@@ -81,6 +81,9 @@ class AgentsAPI:
         self.last_reload_warnings: tuple[str, ...] = ()
         self.parse_time_limit_s = parse_time_limit_s
         self._parse_limiter = trio.CapacityLimiter(PARSE_CONCURRENCY)
+        #: the user agents folders where they really are, fixed when the daemon starts: a folder
+        #: swapped for a symlink later does not move where writes may go
+        self._real_roots = [Path(r).resolve() for r in config.agent_user_roots]
 
     @property
     def agents(self) -> Any:
@@ -180,8 +183,7 @@ class AgentsAPI:
         if redact(parsed_text) != parsed_text:  # a secret spelled with YAML escapes decodes to the value itself
             raise PersonaError(_HOLDS_SECRET)
         async with self._lock:
-            await trio.to_thread.run_sync(_write_atomic, path.parent, path, raw,
-                                           list(self.config.agent_user_roots))
+            await trio.to_thread.run_sync(_write_atomic, path.parent, path, raw, self._real_roots)
             self.agents.replace(persona)
             self.agents.note_written(str(path), raw)
         await self._record("update", name, actor, {"path": str(path), "warnings": warnings})
@@ -242,7 +244,7 @@ class AgentsAPI:
             raise OngridError(f"{name!r} comes from {source}, not from a user agents folder; "
                               "it cannot be deleted through the API")
         async with self._lock:
-            await trio.to_thread.run_sync(_remove_in_roots, source, list(self.config.agent_user_roots))
+            await trio.to_thread.run_sync(_remove_in_roots, source, self._real_roots)
             self.agents.remove(name)
         await self._record("delete", name, actor, {"path": str(source)})
         await self.reload()  # another user file of the same name, if any, now defines it (as after a restart)
@@ -462,13 +464,19 @@ def _as_sent(warning: str, path: Path) -> str:
 
 
 def _open_dir_in_roots(directory: Path, roots: list[Path]) -> int:
-    """A file descriptor of ``directory`` (created if missing) that lies in one of ``roots``.
+    """A file descriptor of ``directory`` (created if missing) that lies in one of ``roots``
+    (real paths, resolved once when the daemon started).
 
-    The check is made on the open descriptor, not on the path: a folder swapped
-    for a symlink after the caller looked at it cannot redirect the write or the
-    removal that follows through the descriptor (a symlink that leads to a folder
-    inside the roots is fine).  Raises OngridError when the folder lies outside
-    every root; the caller closes the descriptor."""
+    Checked before a missing folder is created (none is made outside the roots) and again on
+    the open descriptor, not on the path: a folder swapped for a symlink after the caller looked
+    at it cannot redirect the write or the removal that follows through the descriptor (a symlink
+    that leads to a folder inside the roots is fine).  Raises OngridError when the folder lies
+    outside every root; the caller closes the descriptor."""
+    def inside(real: Path) -> bool:
+        return any(real == r or r in real.parents for r in roots)
+
+    if not inside(Path(os.path.realpath(directory))):
+        raise OngridError(f"{directory} is not in a user agents folder (it resolves to {os.path.realpath(directory)})")
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -479,8 +487,7 @@ def _open_dir_in_roots(directory: Path, roots: list[Path]) -> int:
             here, there = os.fstat(fd), os.stat(real)
             if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
                 raise OngridError(f"{directory} changed while it was being written to") from None
-        resolved = [Path(r).resolve() for r in roots]
-        if not any(real == r or r in real.parents for r in resolved):
+        if not inside(real):
             raise OngridError(f"{directory} is not in a user agents folder (it resolves to {real})")
         return fd
     except BaseException:

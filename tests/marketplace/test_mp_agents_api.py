@@ -398,7 +398,7 @@ def test_a_write_or_removal_goes_only_through_a_folder_that_lies_in_a_user_agent
     # folder swapped for a symlink to somewhere else after the API looked at the path writes nothing there
     from ongridd.marketplace.agents_api import _remove_in_roots, _write_atomic
 
-    root, outside = tmp_path / "agents", tmp_path / "etc"
+    root, outside = (tmp_path / "agents").resolve(), (tmp_path / "etc").resolve()
     (root / "team").mkdir(parents=True)
     outside.mkdir()
     (outside / "victim.md").write_text("keep me\n")
@@ -415,6 +415,20 @@ def test_a_write_or_removal_goes_only_through_a_folder_that_lies_in_a_user_agent
         _remove_in_roots(root / "team" / "victim.md", [root])
     assert sorted(p.name for p in outside.iterdir()) == ["victim.md"]  # no temporary file left either
     assert (outside / "victim.md").read_text() == "keep me\n"
+    # a missing folder behind the swapped one is not created out there either
+    with pytest.raises(OngridError, match="not in a user agents folder"):
+        _write_atomic(root / "team" / "deep", root / "team" / "deep" / "x.md", b"x\n", [root])
+    assert not (outside / "deep").exists()
+    # the root itself swapped: the roots are the real folders fixed at start, not resolved again
+    (root / "team").unlink()
+    root.rename(root.with_name("agents.old"))
+    root.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OngridError, match="not in a user agents folder"):
+        _write_atomic(root, root / "victim.md", b"overwritten\n", [root])  # root: its real path before the swap
+    assert (outside / "victim.md").read_text() == "keep me\n"
+    root.unlink()
+    root.with_name("agents.old").rename(root)
+    (root / "team").symlink_to(outside, target_is_directory=True)
     # a symlink deeper in the path that stays inside the roots is fine: the real folder is checked
     (root / "team").unlink()
     (root / "link").symlink_to(root / "team.old", target_is_directory=True)
