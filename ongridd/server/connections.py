@@ -73,8 +73,9 @@ def harden_http_server() -> None:
     """Apply this module's fixes to hypercorn (idempotent; call before the
     first connection): :func:`_contain_connection_errors`,
     :func:`_drop_events_for_finished_apps`, :func:`_no_websocket_compression`,
-    :func:`_connection_upkeep_not_cancelled_with_the_app` and
-    :func:`_end_websocket_on_oversized_message`.  Raises RuntimeError when hypercorn
+    :func:`_connection_upkeep_not_cancelled_with_the_app`,
+    :func:`_end_websocket_on_oversized_message` and
+    :func:`_close_code_on_a_frame_that_does_not_parse`.  Raises RuntimeError when hypercorn
     no longer has what one of them wraps, so a hypercorn upgrade cannot
     silently drop a protection."""
     _contain_connection_errors()
@@ -82,6 +83,7 @@ def harden_http_server() -> None:
     _no_websocket_compression()
     _connection_upkeep_not_cancelled_with_the_app()
     _end_websocket_on_oversized_message()
+    _close_code_on_a_frame_that_does_not_parse()
 
 
 def _contain_connection_errors() -> None:
@@ -264,24 +266,14 @@ def _end_websocket_on_oversized_message() -> None:
     and its reader stops); nothing more is read from that connection.
     Until the app marks the connection's client as known
     (:func:`mark_authenticated`) the limit is :data:`PRE_AUTH_MESSAGE_BYTES`.
-
-    A frame wsproto cannot parse (a protocol error, or a text message that
-    is not UTF-8) fails the connection with a close frame naming the reason
-    (1002 or 1007) before the TCP connection ends: wsproto reports it as a
-    ``CloseConnection`` it did not send, and hypercorn ended the connection
-    without one, so the client saw only an abnormal closure.
     Raises RuntimeError when hypercorn no longer has what this relies on."""
     from hypercorn.protocol import events, ws_stream
-    from wsproto.connection import ConnectionState
-    from wsproto.events import CloseConnection
-    from wsproto.utilities import LocalProtocolError
 
     stream_cls = getattr(ws_stream, "WSStream", None)
     original = getattr(stream_cls, "_handle_events", None)
     closed_event = getattr(events, "StreamClosed", None)
-    data_event = getattr(events, "Data", None)
     buffer = ws_stream.WebsocketBuffer(1) if hasattr(ws_stream, "WebsocketBuffer") else None
-    if (original is None or closed_event is None or data_event is None or not hasattr(buffer, "length")
+    if (original is None or closed_event is None or not hasattr(buffer, "length")
             or not hasattr(buffer, "max_length") or not hasattr(buffer, "clear")):
         raise RuntimeError("hypercorn.protocol.ws_stream.WSStream._handle_events or its WebsocketBuffer "
                            "changed; ending websockets with an oversized message needs updating for "
@@ -294,30 +286,7 @@ def _end_websocket_on_oversized_message() -> None:
         scope = getattr(self, "scope", None)  # set once the upgrade request is read
         known = isinstance(scope, dict) and scope.get(AUTHENTICATED) is True
         self.buffer.max_length = full if known else min(full, PRE_AUTH_MESSAGE_BYTES)
-        connection, send = self.connection, self.send
-        failing: list[bytes] = []  # the close frame of a parse failure, sent before the stream ends
-
-        def parsed() -> Any:
-            for event in wsproto_events():
-                if isinstance(event, CloseConnection) and connection.state is ConnectionState.OPEN:
-                    reason = (event.reason or "")[:100]
-                    with contextlib.suppress(LocalProtocolError):
-                        failing.append(connection.send(CloseConnection(code=event.code, reason=reason)))
-                    log.info("websocket_failed", peer=peer_text(self.client), code=event.code, reason=reason)
-                yield event
-
-        async def send_close_first(event: Any) -> None:
-            while failing:
-                await send(data_event(stream_id=self.stream_id, data=failing.pop(0)))
-            await send(event)
-
-        wsproto_events = connection.events
-        connection.events, self.send = parsed, send_close_first
-        try:
-            await original(self)
-        finally:
-            del connection.events
-            self.send = send
+        await original(self)
         # hypercorn raised (and caught) its FrameTooLargeError, and sent the close 1009, exactly
         # when the message buffer went over the limit; it never clears the buffer after that
         if self.closed or self.buffer.length <= self.buffer.max_length:
@@ -328,6 +297,63 @@ def _end_websocket_on_oversized_message() -> None:
         await self.send(closed_event(stream_id=self.stream_id))
 
     _handle_events._ongrid_bounded = True  # type: ignore[attr-defined]
+    _handle_events.__doc__ = original.__doc__
+    stream_cls._handle_events = _handle_events  # type: ignore[union-attr]
+
+
+def _close_code_on_a_frame_that_does_not_parse() -> None:
+    """Wrap hypercorn's ``WSStream._handle_events`` (idempotent) so that a
+    frame wsproto cannot parse (a protocol error, a text message that is not
+    UTF-8) fails the connection with a close frame naming the reason (1002,
+    1007) before the TCP connection ends (RFC 6455 §7.1.7): wsproto reports
+    it as a ``CloseConnection`` it did not send, and hypercorn ended the
+    connection without one, so the client saw only an abnormal closure.
+    Set up once per stream, on its first events: the stream's event source
+    notes the close frame, and its ``send`` puts that frame before the end of
+    the stream.  Raises RuntimeError when hypercorn no longer has what this
+    relies on."""
+    from hypercorn.protocol import events, ws_stream
+    from wsproto.connection import ConnectionState
+    from wsproto.events import CloseConnection
+    from wsproto.utilities import LocalProtocolError
+
+    stream_cls = getattr(ws_stream, "WSStream", None)
+    original = getattr(stream_cls, "_handle_events", None)
+    data_event = getattr(events, "Data", None)
+    if original is None or data_event is None:
+        raise RuntimeError("hypercorn.protocol.ws_stream.WSStream._handle_events changed; failing a websocket "
+                           "with its close code needs updating for this hypercorn")
+    if getattr(original, "_ongrid_close_codes", False):
+        return
+
+    def watch(stream: Any) -> None:
+        connection, send, events_of = stream.connection, stream.send, stream.connection.events
+        failing: list[bytes] = []  # the close frame of a parse failure, sent before the stream ends
+
+        def parsed() -> Any:
+            for event in events_of():
+                if isinstance(event, CloseConnection) and connection.state is ConnectionState.OPEN:
+                    reason = (event.reason or "")[:100]
+                    with contextlib.suppress(LocalProtocolError):
+                        failing.append(connection.send(CloseConnection(code=event.code, reason=reason)))
+                    log.info("websocket_failed", peer=peer_text(stream.client), code=event.code, reason=reason)
+                yield event
+
+        async def send_close_first(event: Any) -> None:
+            while failing:
+                await send(data_event(stream_id=stream.stream_id, data=failing.pop(0)))
+            await send(event)
+
+        connection.events, stream.send = parsed, send_close_first
+        stream._ongrid_watched = True
+
+    async def _handle_events(self: Any) -> None:
+        if not getattr(self, "_ongrid_watched", False):
+            watch(self)
+        await original(self)
+
+    _handle_events._ongrid_close_codes = True  # type: ignore[attr-defined]
+    _handle_events._ongrid_bounded = getattr(original, "_ongrid_bounded", False)  # type: ignore[attr-defined]
     _handle_events.__doc__ = original.__doc__
     stream_cls._handle_events = _handle_events  # type: ignore[union-attr]
 
