@@ -57,3 +57,42 @@ def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
         turn = page.locator(".turn", has=page.locator(".msg.user", has_text="Will this fail?"))
         turn.locator(".msg.noanswer", has_text="provider_error").wait_for(timeout=30_000)
         assert page.locator("#banner").is_visible() and "provider_error" in page.locator("#banner-text").inner_text()
+
+
+def test_tiles_started_by_workers_nest_in_order_live(tmp_path):
+    # reviewers and what they start, arriving interleaved: each under the tile that started it, after
+    # what that one started before (the page's own tile code, driven with the frames a turn sends)
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    with daemon(tmp_path, {"default": [{"content": "hi"}]}, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        watch = PageWatch(page)
+        page.goto(d["url"] + "/#/t/nesting-room")
+        page.locator("#token").fill(TOKEN)
+        page.locator("#signin button[type=submit]").click()
+        page.locator("#conn.online").wait_for()
+        order = page.evaluate("""() => {
+          const tile = (id, parent) => onTile({type: "agent_tile", task_id: id, subagent_type: id,
+            description: "d", status: "running", started_at: new Date().toISOString(),
+            ...(parent ? {parent_task_id: parent} : {})});
+          for (const [id, parent] of [["W1"], ["W2"], ["R1", "W1"], ["G1", "R1"], ["R2", "W1"], ["R3", "W2"],
+                                      ["G2", "R1"], ["R4", "W1"]]) tile(id, parent);
+          tile("R1", "W1");  // a status change: the same tile, not a second one
+          return Array.from(document.querySelectorAll("#log .tile")).map(
+            (t) => `${t.dataset.task}:${t.dataset.depth || 0}`);
+        }""")
+        assert order == ["W1:0", "R1:1", "G1:2", "G2:2", "R2:1", "R4:1", "W2:0", "R3:1"], order
+        # re-attached mid-turn: a running reviewer the reload drew from the stored tree becomes the live
+        # tile, where it stands (not a second tile, out of order)
+        order = page.evaluate("""() => {
+          const drawn = document.createElement("div");
+          drawn.className = "tile history nested";
+          drawn.dataset.task = "H1";
+          drawn.dataset.depth = "1";
+          document.querySelector('#log .tile[data-task="R3"]').after(drawn);
+          onTile({type: "agent_tile", task_id: "H1", subagent_type: "reviewer", description: "d",
+                  status: "running", started_at: new Date().toISOString(), parent_task_id: "W2"});
+          return Array.from(document.querySelectorAll("#log .tile")).map(
+            (t) => `${t.dataset.task}:${t.dataset.depth || 0}:${t.classList.contains("history")}`);
+        }""")
+        assert order[-2:] == ["R3:1:false", "H1:1:false"], order
+        assert watch.errors == []

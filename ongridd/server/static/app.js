@@ -496,7 +496,7 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
         continue;
       }
       const status = String(child.status || "");
-      const nested = el("div", { class: "tile history nested" },
+      const nested = el("div", { class: "tile history nested", "data-task": String(child.id || "") },
         el("div", { class: "tile-head" },
           el("span", { class: "persona", text: String(child.agent_id || "?") }),
           el("span", { class: "desc", text: String(child.description || "") }),
@@ -671,16 +671,23 @@ function onTile(f) {
         el("span", { class: "desc", text: String(f.description || "") }),
         tile.statusEl, tile.elapsedEl, tile.stopBtn,
         el("a", { href: `#/s/${encodeURIComponent(id)}`, class: "small", text: "audit" })));
-    const parent = state.tiles.get(String(f.parent_task_id || ""));
+    const drawn = stored ? null : tileElOf(id);  // re-attached: the stored tile the reload drew for it
+    const parentEl = tileElOf(String(f.parent_task_id || ""));
     if (stored) stored.el.replaceWith(tile.el);
-    else if (parent) {
-      // started by a worker (the reviewer its change waits for): under that worker's tile, as after a reload
-      tile.depth = Math.min((parent.depth || 0) + 1, 4);
+    else if (drawn) {
+      tile.el.className = drawn.className.replace("history", "").trim();
+      if (drawn.dataset.depth) tile.el.dataset.depth = drawn.dataset.depth;
+      drawn.replaceWith(tile.el);
+    } else if (parentEl) {
+      // started by a worker (the reviewer its change waits for): under that worker's tile, after what
+      // it started before, as after a reload
+      const depth = Number(parentEl.dataset.depth || 0);
       tile.el.classList.add("nested");
-      tile.el.dataset.depth = String(tile.depth);
-      (parent.lastNested || parent.el).after(tile.el);
-      tile.parentTile = parent;
-      for (let a = parent; a; a = a.parentTile) a.lastNested = tile.el;  // later ones go after it
+      tile.el.dataset.depth = String(Math.min(depth + 1, 4));
+      let anchor = parentEl;
+      for (let next = anchor.nextElementSibling; next && next.classList.contains("nested")
+           && Number(next.dataset.depth || 0) > depth; next = next.nextElementSibling) anchor = next;
+      anchor.after(tile.el);
     } else t.el.append(tile.el);
     state.tiles.set(id, tile);
   }
@@ -701,6 +708,14 @@ function onTile(f) {
     decisionBadge(tile.decisionEl, f.decision);
   }
   tickTile(tile);
+}
+
+// The element of worker ``id``'s tile: live, or drawn from the stored tree after a reload; null.
+function tileElOf(id) {
+  if (!id) return null;
+  const live = state.tiles.get(id);
+  if (live) return live.el;
+  return $("log").querySelector(`.tile[data-task="${CSS.escape(id)}"]`);
 }
 
 // The review gate's decision on a reviewer's answer (from the server, not the answer's text).
@@ -822,6 +837,11 @@ setInterval(() => {
   for (const tile of state.tiles.values()) if (!tile.ended) tickTile(tile);
 }, 500);
 setInterval(() => { if (!$("view-chat").hidden && state.sessionId) loadThreads(); }, 15000);
+// no chat socket on this page: the badge follows whether the daemon answers, not only the last API call
+setInterval(() => {
+  if (state.wsWanted) return;
+  fetch("/healthz").then((r) => setConn(r.ok, r.ok ? "online" : "offline"), () => setConn(false, "offline"));
+}, 10000);
 
 // ---------------------------------------------------------------- composer
 function onSend(ev) {
@@ -1037,7 +1057,8 @@ async function onPersonaDelete() {
     const said = r.restored_builtin ? `Deleted; the built-in ${name} is back.`
       : r.now_from ? `Deleted that file; ${name} is still defined by ${String(r.now_from)}.` : `Deleted ${name}.`;
     await loadPersona(name);  // what defines it now (the built-in, another file, or nothing: a new persona)
-    out.textContent = said;
+    if ($("persona-name").textContent !== name || out.className === "result bad") return;  // moved on; or
+    out.textContent = said;                                        // what defines it now could not be read
     out.className = "result good";
   } catch (e) {
     out.textContent = `Not deleted: ${e.message}`;
