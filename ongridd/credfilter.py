@@ -254,7 +254,8 @@ def redact_credentials(text: str) -> str:
             hidden, _, _ = _hide_value(value.group(2).rstrip())
             out.append(value.group(1) + hidden)
             continue
-        named_above = "name" in line and bool(named := _NAME_LINE.match(line)) and _secret_name(named.group(1))
+        named = _NAME_LINE.match(line) if "name" in line else None
+        named_above = named is not None and _secret_name(named.group(1))
         if in_key:
             in_key = not _PEM_END.search(line)
             out.append(line if not in_key else HIDDEN)
