@@ -19,15 +19,21 @@ SCRIPT = {"default": [
 ]}
 
 
+def signed_in(b, url: str, thread: str):
+    """A page of the console on ``thread``, signed in with TOKEN and attached; ``(page, watch)``."""
+    page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    watch = PageWatch(page)
+    page.goto(f"{url}/#/t/{thread}")
+    page.locator("#token").fill(TOKEN)
+    page.locator("#signin button[type=submit]").click()
+    page.locator("#conn.online").wait_for()
+    return page, watch
+
+
 def test_a_message_that_joined_the_turn_shows_after_a_reload_mid_turn(tmp_path):
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
     with daemon(tmp_path, SCRIPT, tokens=f"carol:{TOKEN}") as d, browser() as b:
-        page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        watch = PageWatch(page)
-        page.goto(d["url"] + "/#/t/reload-room")
-        page.locator("#token").fill(TOKEN)
-        page.locator("#signin button[type=submit]").click()
-        page.locator("#conn.online").wait_for()
+        page, watch = signed_in(b, d["url"], "reload-room")
         page.locator("#text").fill("M1 first")
         page.locator("#text").press("Enter")
         page.wait_for_timeout(1000)
@@ -47,11 +53,7 @@ def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
     # as a reload shows it: the failed turn's note stands under its message, not only in the banner
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
     with daemon(tmp_path, {"default": [{"http_status": 400}]}, tokens=f"carol:{TOKEN}") as d, browser() as b:
-        page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        page.goto(d["url"] + "/#/t/failing-room")
-        page.locator("#token").fill(TOKEN)
-        page.locator("#signin button[type=submit]").click()
-        page.locator("#conn.online").wait_for()
+        page, watch = signed_in(b, d["url"], "failing-room")
         page.locator("#text").fill("Will this fail?")
         page.locator("#text").press("Enter")
         turn = page.locator(".turn", has=page.locator(".msg.user", has_text="Will this fail?"))
@@ -64,12 +66,7 @@ def test_tiles_started_by_workers_nest_in_order_live(tmp_path):
     # what that one started before (the page's own tile code, driven with the frames a turn sends)
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
     with daemon(tmp_path, {"default": [{"content": "hi"}]}, tokens=f"carol:{TOKEN}") as d, browser() as b:
-        page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        watch = PageWatch(page)
-        page.goto(d["url"] + "/#/t/nesting-room")
-        page.locator("#token").fill(TOKEN)
-        page.locator("#signin button[type=submit]").click()
-        page.locator("#conn.online").wait_for()
+        page, watch = signed_in(b, d["url"], "nesting-room")
         order = page.evaluate("""() => {
           const tile = (id, parent) => onTile({type: "agent_tile", task_id: id, subagent_type: id,
             description: "d", status: "running", started_at: new Date().toISOString(),
