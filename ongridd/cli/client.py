@@ -441,6 +441,9 @@ async def _chat(args: argparse.Namespace) -> int:
         async def reader() -> None:
             while True:
                 frame = safe_frame(json.loads(await ws.get_message()))
+                if frame.get("type") == "error" and frame.get("code") == "unauthorized" and not greeted.is_set():
+                    current["refused"] = frame  # the hello was refused: no reconnecting will change that
+                    return
                 ui.render(frame)
                 if frame.get("type") == "session":
                     if frame.get("resumed"):
@@ -503,6 +506,12 @@ async def _chat(args: argparse.Namespace) -> int:
                         await ws.send_message(_hello(args, args.thread))
                         current["ws"], was_attached, first = ws, True, False
                         await attached(ws)
+                    if current.get("refused"):  # a missing or wrong token: say how to give one, and stop
+                        ui._end_prompt()
+                        print(_error_line(current["refused"], args), file=sys.stderr)
+                        result["code"] = 2
+                        outer.cancel_scope.cancel()
+                        return
                     break
                 except BaseException as raised:  # noqa: BLE001 - re-raised unless the connection is gone
                     exc = only_gone(raised)

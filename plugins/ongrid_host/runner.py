@@ -40,6 +40,8 @@ def scrubbed_env(keys: tuple[str, ...] = LOCAL_ENV_KEYS) -> dict[str, str]:
     return env
 
 
+#: the groups the systemd unit gives the daemon's user to read /var/log and the journal
+LOG_GROUPS = ("adm", "systemd-journal")
 #: CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: the capabilities that bypass file permission checks
 _DAC_CAPABILITIES = (1 << 1) | (1 << 2)
 
@@ -57,7 +59,10 @@ def reduced_privileges_prefix() -> tuple[str, ...]:
     except OSError:  # no /proc: not Linux, no capabilities to pass on
         return ()
     if os.geteuid() == 0:  # a root program gets its bounding set: take the two out of it
-        words = ("--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all")
+        # and read as the unit's user does, with the groups meant for logs and the journal (a log
+        # folder of a service's own, drwxr-s--- redis adm, stays readable)
+        words = ("--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all",
+                 "--groups=" + ",".join(str(g) for g in sorted(set(os.getgroups()) | _log_groups())))
         needed = bool(caps.get("CapBnd", 0) & _DAC_CAPABILITIES)
     else:  # another user's program gets its ambient set (the unit's AmbientCapabilities)
         words = ("--ambient-caps=-all", "--inh-caps=-all")
@@ -69,6 +74,20 @@ def reduced_privileges_prefix() -> tuple[str, ...]:
         raise ToolError("cannot run the command without the daemon's file-read capability: setpriv (util-linux) "
                         "is not installed; nothing was run")
     return (setpriv, *words, "--")
+
+
+def _log_groups() -> set[int]:
+    """The ids of the groups that may read the logs and the journal (``adm``, ``systemd-journal``)
+    on this host; those that do not exist are left out."""
+    import grp
+
+    out = set()
+    for name in LOG_GROUPS:
+        try:
+            out.add(grp.getgrnam(name).gr_gid)
+        except KeyError:
+            pass
+    return out
 
 
 async def run_reduced(argv: Sequence[str], *, timeout_s: float, max_stdout: int = DEFAULT_MAX_STDOUT,

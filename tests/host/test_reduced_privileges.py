@@ -105,3 +105,26 @@ def test_the_prefix_drops_only_what_bypasses_file_permissions():
     if prefix:  # this process holds them (root here; the unit's ambient CAP_DAC_READ_SEARCH there)
         assert prefix[0].endswith("setpriv") and prefix[-1] == "--"
         assert any("dac_read_search" in w or w == "--ambient-caps=-all" for w in prefix)
+
+
+async def test_a_root_daemons_reads_keep_the_log_groups(tmp_path: Path):
+    # as the unit gives its user: a service's own log folder (drwxr-s--- redis adm) stays readable
+    import grp
+
+    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
+    try:
+        adm = grp.getgrnam("adm").gr_gid
+    except KeyError:
+        pytest.skip("no adm group on this host")
+    logs = tmp_path / "service-logs"
+    logs.mkdir()
+    (logs / "service.log").write_text("started\n")
+    os.chown(logs, _nobody(), adm)
+    os.chown(logs / "service.log", _nobody(), adm)
+    logs.chmod(0o2750)
+    (logs / "service.log").chmod(0o640)
+    tmp_path.chmod(0o755)
+    done = await runner.run_reduced(["du", "-s", str(logs)], timeout_s=10)
+    assert done.exit_code == 0, done.stderr
+    read = await runner.run_reduced(["cat", str(logs / "service.log")], timeout_s=10)
+    assert read.stdout == b"started\n"

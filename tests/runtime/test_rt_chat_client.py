@@ -300,3 +300,16 @@ async def test_ask_says_the_daemon_stopped_its_turn_when_it_is_sent_sigterm(tmp_
     # the turn is drained before the server stops: its end reaches the client, which says what happened
     assert code == 1 and "the turn was stopped by a daemon shutdown" in text, text
     assert "CloseReason" not in text and "1006" not in text, text
+
+
+async def test_chat_with_a_refused_token_says_how_to_give_one_and_exits(tmp_path, monkeypatch):
+    # a refused hello is not the daemon going away: reconnecting changes nothing (it looped for ever)
+    monkeypatch.setenv("RT_CHAT_TOKENS", "alice:tok-alice-chat-0123456789")
+    monkeypatch.delenv("ONGRID_TOKEN", raising=False)
+    mapping = prepare(tmp_path)
+    mapping["server"] = {**mapping.get("server", {}), "tokens_env": "RT_CHAT_TOKENS"}
+    async with serve(write_config(tmp_path, mapping)) as daemon:
+        with trio.fail_after(20):
+            out = await _pipe_chat(daemon.url, "locked", code=2)
+    assert "a token is required (pass --token-file FILE or set $ONGRID_TOKEN)" in out, out
+    assert "reconnecting" not in out, out
