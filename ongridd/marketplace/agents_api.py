@@ -175,7 +175,7 @@ class AgentsAPI:
         persona, warnings = await self._parse(raw, path)
         if persona is None:  # the text sent is at fault, not the file (nothing was written)
             said = [_as_sent(w, path) for w in warnings]
-            raise PersonaError("persona rejected, nothing saved: " + "; ".join(said), path=str(path), warnings=said)
+            raise PersonaError("persona rejected: " + "; ".join(said), path=str(path), warnings=said)
         if persona.name != name:
             raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path),
                                warnings=warnings)
@@ -452,10 +452,9 @@ def _file_bytes(source: Any) -> bytes | None:
 
 def _as_sent(warning: str, path: Path) -> str:
     """A parse warning about a PUT body as the body's, not the file's: ``PATH:3: invalid YAML …; file
-    skipped`` → ``line 3 of the text sent: invalid YAML …; not saved`` (the file was not touched)."""
+    skipped`` → ``line 3 of the text sent: invalid YAML …`` (the file was not touched)."""
     text, prefix = warning, f"{path}:"
-    if text.endswith("; file skipped"):
-        text = text[: -len("; file skipped")] + "; not saved"
+    text = text.removesuffix("; file skipped")
     if text.startswith(prefix):
         rest = text[len(prefix):]
         line, sep, after = rest.partition(": ")

@@ -115,9 +115,9 @@ async def test_a_rejected_put_blames_the_text_sent_not_the_file(api):
     with pytest.raises(PersonaError) as refused:
         await api.put("db-helper", "---\nname: db-helper\ndescription: [unclosed\n---\nbody\n", actor="alice")
     assert str(path) not in str(refused.value) and "file skipped" not in str(refused.value)
-    assert "nothing saved" in str(refused.value)
+    assert str(refused.value).startswith("persona rejected: line ")
     assert refused.value.warnings and refused.value.warnings[0].startswith("line ")
-    assert "of the text sent" in refused.value.warnings[0] and refused.value.warnings[0].endswith("; not saved")
+    assert "of the text sent" in refused.value.warnings[0]
 
 
 async def test_put_refuses_a_persona_holding_a_secret_the_daemon_holds(api):
