@@ -89,24 +89,39 @@ def stale_entries(index_path: Path = INDEX) -> list[tuple[str, str, str]]:
     return out
 
 
-def rehash(index_path: Path = INDEX) -> list[str]:
-    """Rewrite the ``sha256`` of every entry (comments and order kept); returns the names changed."""
-    load_index(index_path)  # validate first
+def rehash(index_path: Path = INDEX, built: dict[str, Path] | None = None) -> list[str]:
+    """Rewrite the ``sha256`` of every entry (comments and order kept); an entry whose source is a
+    wheel of a distribution in ``built`` (distribution name as in the wheel's file name → the wheel
+    just built) takes that wheel's path and version too (a version bump replaced the old wheel).
+    The rewritten index is validated before it replaces the old one.  Returns the names changed.
+    Raises MarketplaceError for an invalid index."""
     yaml = YAML(typ="rt")
     yaml.indent(mapping=2, sequence=4, offset=2)
     yaml.width = 4096
     data = yaml.load(index_path.read_text(encoding="utf-8"))
     changed = []
     for item in data["plugins"]:
-        source = (index_path.parent / str(item["source"])).resolve()
-        digest = source_sha256(source)
+        wheel = built.get(Path(str(item["source"])).name.split("-", 1)[0]) if built else None
+        if wheel is not None:
+            source_text = os.path.relpath(wheel, index_path.parent)
+            if str(item["source"]) != source_text:
+                item["source"], item["version"] = source_text, wheel.name.split("-")[1]
+                changed.append(str(item["name"]))
+        digest = source_sha256((index_path.parent / str(item["source"])).resolve())
         if item["sha256"] != digest:
             item["sha256"] = digest
             changed.append(str(item["name"]))
     if changed:
-        with index_path.open("w", encoding="utf-8") as fh:
+        staged = index_path.with_name(f".{index_path.name}.new")
+        with staged.open("w", encoding="utf-8") as fh:
             yaml.dump(data, fh)
-    return changed
+        try:
+            load_index(staged)  # validate what is written before it replaces the index
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            raise
+        staged.replace(index_path)
+    return list(dict.fromkeys(changed))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,11 +138,14 @@ def main(argv: list[str] | None = None) -> int:
             if not stale:
                 print(f"{args.index}: every sha256 is current")
             return 1 if stale else 0
+        built: dict[str, Path] = {}
         if args.build:
             for project in projects(args.index.parent):
-                print(f"built {build_wheel(project, args.index.parent / 'dist').name}")
-        for name in rehash(args.index):
-            print(f"updated sha256 of {name}")
+                wheel = build_wheel(project, args.index.parent / "dist")
+                built[wheel.name.split("-", 1)[0]] = wheel
+                print(f"built {wheel.name}")
+        for name in rehash(args.index, built):
+            print(f"updated {name}")
     except MarketplaceError as exc:
         print(f"update_index: {exc}", file=sys.stderr)
         return 2

@@ -172,8 +172,27 @@ def test_update_index_rehashes_and_keeps_comments(tmp_path):
     assert check.returncode == 1 and f"{entry.name}: index says {'f' * 64}" in check.stderr
     fix = subprocess.run([*UPDATE, "--index", str(index)], capture_output=True, text=True, env=python_env(),
                          check=False)
-    assert fix.returncode == 0 and f"updated sha256 of {entry.name}" in fix.stdout
+    assert fix.returncode == 0 and f"updated {entry.name}" in fix.stdout
     assert index.read_text(encoding="utf-8") == original  # comments, order and layout kept
     again = subprocess.run([*UPDATE, "--check", "--index", str(index)], capture_output=True, text=True,
                            env=python_env(), check=False)
     assert again.returncode == 0 and "every sha256 is current" in again.stdout
+
+
+def test_update_index_build_takes_a_bumped_version(tmp_path):
+    # the maintainer bumps a package's version: --build replaces its wheel, and the index entry takes
+    # the new wheel's path and version (it failed on the old wheel it had just removed)
+    market = tmp_path / "market"
+    shutil.copytree(MARKETPLACE, market, ignore=shutil.ignore_patterns("__pycache__"))
+    project = market / "ongrid-example-diskreport" / "pyproject.toml"
+    project.write_text(project.read_text(encoding="utf-8").replace('version = "0.1.0"', 'version = "0.2.0"'),
+                       encoding="utf-8")
+    done = subprocess.run([*UPDATE, "--build", "--index", str(market / "index.yaml")], capture_output=True,
+                          text=True, env=python_env(), check=False)
+    assert done.returncode == 0, done.stderr
+    entry = next(e for e in load_index(market / "index.yaml").entries if e.name == "ongrid-example-diskreport")
+    assert entry.version == "0.2.0" and entry.source_path.name == "ongrid_example_diskreport-0.2.0-py3-none-any.whl"
+    assert entry.source_path.is_file() and not (market / "dist" / "ongrid_example_diskreport-0.1.0-py3-none-any.whl").exists()
+    check = subprocess.run([*UPDATE, "--check", "--index", str(market / "index.yaml")], capture_output=True,
+                           text=True, env=python_env(), check=False)
+    assert check.returncode == 0, check.stderr
