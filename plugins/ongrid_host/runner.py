@@ -61,7 +61,7 @@ def reduced_privileges_prefix() -> tuple[str, ...]:
     if os.geteuid() == 0:  # a root program gets its bounding set: take the two out of it
         # and read as the unit's user does, with the groups meant for logs and the journal (a log
         # folder of a service's own, drwxr-s--- redis adm, stays readable)
-        words = ("--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all",
+        words: tuple[str, ...] = ("--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all",
                  "--groups=" + ",".join(str(g) for g in sorted(set(os.getgroups()) | _log_groups())))
         needed = bool(caps.get("CapBnd", 0) & _DAC_CAPABILITIES)
     else:  # another user's program gets its ambient set (the unit's AmbientCapabilities)
