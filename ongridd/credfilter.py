@@ -155,6 +155,9 @@ _CONFIG_KEYS = frozenset({"password", "passwd", "pass", "passphrase", "requirepa
 #: configuration keys whose first argument is the secret, whatever follows it (snmpd's
 #: ``rocommunity SECRET SOURCE OID``)
 _FIRST_ARGUMENT_KEYS = frozenset({"rocommunity", "rwcommunity", "rocommunity6", "rwcommunity6"})
+#: configuration directives whose next word is their secret, wherever they stand on the line
+#: (haproxy's ``user admin insecure-password X``)
+_DIRECTIVE_SECRETS = frozenset({"insecure-password", "auth-password", "bind-password", "secret-key"})
 #: a Redis ACL rule's password (``>PASSWORD``) or its hash (``#<sha256>``)
 _ACL_SECRET = re.compile(r"(>|#(?=[0-9a-fA-F]{64}\Z))(.+)\Z")
 #: a character closing around an unquoted value (one is kept after it: a JSON member's comma, a quote)
@@ -180,7 +183,8 @@ _WORDS = re.compile(r"(\s+)")
 #: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
 _BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 #: ``env[NAME]`` of a php-fpm pool: the name in brackets is the key
-_BRACKETED_NAME = re.compile(r"env\[[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
+_BRACKETED_NAME = re.compile(r"(?:env\[[\"']?|\$[A-Za-z_][A-Za-z0-9_]{0,63}(?:\[['\"][^'\"\]]{1,64}['\"]\]){0,8}\[['\"])"
+                             r"([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
 #: directives whose next two words are a variable's name and its value (nginx ``fastcgi_param``,
 #: Apache ``SetEnv``, a Dockerfile's ``ENV``)
 _ENV_DIRECTIVES = frozenset({"fastcgi_param", "uwsgi_param", "scgi_param", "setenv", "env"})
@@ -204,10 +208,12 @@ _TOKEN_SHAPES = re.compile(
     # a base64 PEM private key (a Kubernetes Secret's tls.key) and a registry's auths (.dockerconfigjson)
     r"|LS0tLS1CRUdJTi[A-Za-z0-9+/]{0,40}(?:UFJJVkFURSBLRV|BSSVZBVEUgS0V|QUklWQVRFIEtFW)[A-Za-z0-9+/=]{0,100000}"
     r"|eyJhdXRocyI6[A-Za-z0-9+/=]{8,100000}"
+    r"|hv[sbr]\.[A-Za-z0-9_-]{20,255}|SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}|AGE-SECRET-KEY-1[0-9A-Z]{50,70}"
+    r"|SCRAM-SHA-(?:1|256)\$[0-9]{1,7}:[A-Za-z0-9+/=]{4,200}\$[A-Za-z0-9+/=]{8,200}:[A-Za-z0-9+/=]{8,200}"
     r")(?![A-Za-z0-9_])")
 #: the secret part of a Slack incoming webhook's address
-_SLACK_HOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{1,32}/[A-Za-z0-9]{1,32}/)"
-                         r"[A-Za-z0-9]{8,64}")
+_SLACK_HOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{1,32}/[A-Za-z0-9]{1,32}/"
+                         r"|discord(?:app)?\.com/api/webhooks/[0-9]{1,32}/)[A-Za-z0-9_-]{6,128}")
 #: a quoted name and a quoted value: a Python or PHP dict/array member (``'password': 'X'``,
 #: ``'password' => 'X'``), a PHP ``define('DB_PASSWORD', 'X')``; the value on one line
 _QUOTED_PAIR = re.compile(r"""(\bdefine[ \t]{0,8}\([ \t]{0,8})?(['"])([A-Za-z_][A-Za-z0-9_.-]{0,63})\2"""
@@ -220,8 +226,11 @@ _JSON_NAME_VALUE = re.compile(r'("name"\s{0,4}:\s{0,4}"([^"\n]{1,64})"\s{0,4},\s
                               r'((?:[^"\\\n]|\\.){0,2000})(")')
 #: ``- name: DB_PASSWORD`` / ``"name": "DB_PASSWORD",`` on a line of its own: its value is on the next
 #: line (``value: X``, ``"value": "X"``)
-_NAME_LINE = re.compile(r"""\s*(?:-\s{1,4})?["']?name["']?\s{0,4}:\s{0,4}["']?([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?,?\s*\Z""")
+_NAME_LINE = re.compile(r"""\s*(?:(?:-\s{1,4})?["']?name["']?\s{0,4}:\s{0,4}["']?([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?,?"""
+                        r"""|<name>([A-Za-z_][A-Za-z0-9_.-]{0,127})</name>)\s*\Z""")
 _VALUE_LINE = re.compile(r"""(\s*["']?value["']?\s{0,4}:\s{0,4})(\S.{0,2000})\Z""")
+#: a Hadoop-style ``<value>X</value>`` line under such a ``<name>`` line
+_XML_VALUE_LINE = re.compile(r"(\s*<value>)([^<]{0,2000})(</value>\s*)\Z")
 #: npm's ``//registry/:_authToken=X`` (and ``_auth``, ``_password``)
 #: the ``key="NAME"``/``name="NAME"`` word of such an element: it names a setting, it is no secret
 _ATTRIBUTE_NAME = re.compile(r"""(?i:key|name)=(['"])[^'"]{0,64}\1\Z""")
@@ -254,8 +263,12 @@ def redact_credentials(text: str) -> str:
             hidden, _, _ = _hide_value(value.group(2).rstrip())
             out.append(value.group(1) + hidden)
             continue
+        if named_above and (element := _XML_VALUE_LINE.match(line)):
+            named_above = False
+            out.append(element.group(1) + HIDDEN + element.group(3))
+            continue
         named = _NAME_LINE.match(line) if "name" in line else None
-        named_above = named is not None and _secret_name(named.group(1))
+        named_above = named is not None and _secret_name(named.group(1) or named.group(2))
         if in_key:
             in_key = not _PEM_END.search(line)
             out.append(line if not in_key else HIDDEN)
@@ -290,7 +303,7 @@ def _known_shapes(line: str) -> str:
     line = _TOKEN_SHAPES.sub(HIDDEN, line)
     if "://" in line:
         line = _URL_TOKEN_USER.sub(rf"\g<1>{HIDDEN}@", line)
-        if "hooks.slack" in line:
+        if "hooks.slack" in line or "/webhooks/" in line:
             line = _SLACK_HOOK.sub(rf"\g<1>{HIDDEN}", line)
     if "<" in line:
         line = _XML_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if _secret_name(m.group(2))
@@ -404,6 +417,7 @@ def _redact_line(line: str) -> str:
             named = True
             sql_password = _PARTS.sub("", word.lower()) in ("password", "passwd")
             named_value = ((was_first and config_key and (key_value or word.lower() in _FIRST_ARGUMENT_KEYS))
+                           or word.lower() in _DIRECTIVE_SECRETS
                            or before.lower() in _ENV_DIRECTIVES
                            or (netrc and _PARTS.sub("", word.lower()) == "password"))
         elif (bracketed := _BRACKETED_NAME.match(word)) and _secret_name(bracketed.group(1)):

@@ -171,6 +171,12 @@ from ongrid_host.local import redact_cmdline
     # a ; ends a value only in ;-separated pairs: a password holding one is hidden whole after ? & ,
     ("GET /login?user=a&password=p4ss;w0rd", "GET /login?user=a&password=***"),
     ("mount -o user=bob,password=ab;cd /x", "mount -o user=bob,password=*** /x"),
+    ("user admin insecure-password X4", "user admin insecure-password ***"),
+    ("$db['default']['password'] = 'X5';", "$db['default']['password'] = '***';"), ("$arr[$k] = 1", "$arr[$k] = 1"),
+    ("x hvs.CAESIabcdefghijklmnopqrstuv", "x ***"), ("SG.abcdefghijklmnop.qrstuvwxyzABCDEFGH", "***"),
+    ('"bob" "SCRAM-SHA-256$4096:abcd$defghijk:ghijklmn"', '"bob" "***"'),
+    ("https://discord.com/api/webhooks/123/abcDEF", "https://discord.com/api/webhooks/123/***"),
+    ("the auto-password feature is on", "the auto-password feature is on"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
@@ -190,6 +196,10 @@ def test_values_on_the_lines_after_their_key_are_hidden():
         "  - name: DB_PASSWORD\n    value: ***\n  - name: LOG\n    value: info")
     assert redact_credentials('  {\n    "name": "API_TOKEN",\n    "value": "a b"\n  },') == (
         '  {\n    "name": "API_TOKEN",\n    "value": "***"\n  },')
+    # a Hadoop property: <name> on one line, <value> on the next
+    assert redact_credentials("  <name>fs.s3a.secret.key</name>\n  <value>X1</value>\n  <name>fs.s3a.endpoint</name>\n"
+                              "  <value>s3.example</value>") == ("  <name>fs.s3a.secret.key</name>\n  <value>***</value>\n"
+                                                                 "  <name>fs.s3a.endpoint</name>\n  <value>s3.example</value>")
 
 
 def test_long_words_cost_linear_time():
