@@ -9,6 +9,7 @@ const TOKEN_KEY = "ongrid.token";
 const TERMINAL = new Set(["completed", "failed", "killed"]);
 
 const state = {
+  view: "",            // the view shown (showView)
   token: sessionStorage.getItem(TOKEN_KEY) || "",
   authRequired: false,
   user: null,
@@ -113,10 +114,10 @@ async function api(method, path, body, contentType = "application/json", signinO
   try {
     resp = await fetch(path, init);
   } catch (e) {
-    if (!state.wsWanted) setConn(false, "offline");  // no chat socket: the API tells whether the daemon answers
+    if (badgeFollowsApi()) setConn(false, "offline");  // no chat socket: the API tells whether the daemon answers
     throw e;
   }
-  if (!state.wsWanted) setConn(true);
+  if (badgeFollowsApi()) setConn(true);
   let data = null;
   try { data = await resp.json(); } catch (_) { data = null; }
   if (resp.status === 401 && state.authRequired && signinOn401) {
@@ -167,7 +168,14 @@ function afterSignin() {
 }
 
 // ---------------------------------------------------------------- views & routing
+// The badge says whether the chat socket is attached; on the pages that have none (and never while
+// signing in or opening a thread, whose socket is about to connect) it follows the API instead.
+function badgeFollowsApi() {
+  return !state.wsWanted && ["personas", "persona", "market", "session"].includes(state.view);
+}
+
 function showView(name) {
+  state.view = name;
   for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== `view-${name}`;
   const section = { chat: "chat", session: "chat", personas: "personas", persona: "personas", market: "market" }[name];
   for (const a of document.querySelectorAll("[data-nav]")) {
@@ -839,7 +847,7 @@ setInterval(() => {
 setInterval(() => { if (!$("view-chat").hidden && state.sessionId) loadThreads(); }, 15000);
 // no chat socket on this page: the badge follows whether the daemon answers, not only the last API call
 setInterval(() => {
-  if (state.wsWanted) return;
+  if (!badgeFollowsApi()) return;
   fetch("/healthz").then((r) => setConn(r.ok, r.ok ? "online" : "offline"), () => setConn(false, "offline"));
 }, 10000);
 
