@@ -72,6 +72,14 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
+def open_thread_signed_in(page: Any, url: str, thread: str, token: str) -> None:
+    """Open ``thread`` in ``page``, sign in with ``token`` and wait until its chat socket is attached."""
+    page.goto(f"{url}/#/t/{thread}")
+    page.locator("#token").fill(token)
+    page.locator("#signin button[type=submit]").click()
+    page.locator("#conn.online").wait_for()
+
+
 class PageWatch:
     """Console messages and page errors of a page (CSP violations show up here)."""
 

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from tests.conftest import need
-from tests.console.console_helpers import PageWatch, browser, daemon, have_browser
+from tests.console.console_helpers import PageWatch, browser, daemon, have_browser, open_thread_signed_in
 
 ALICE = "alice-console-token-0123456789"
 
@@ -29,10 +29,7 @@ def queued_console(tmp_path_factory):
 def open_thread(ctx, url: str, thread: str):
     page = ctx.new_page()
     watch = PageWatch(page)
-    page.goto(f"{url}/#/t/{thread}")
-    page.locator("#token").fill(ALICE)
-    page.locator("#signin button[type=submit]").click()
-    page.locator("#conn.online").wait_for()
+    open_thread_signed_in(page, url, thread, ALICE)
     return page, watch
 
 

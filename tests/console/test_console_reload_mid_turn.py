@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import need
-from tests.console.console_helpers import PageWatch, browser, daemon, have_browser
+from tests.console.console_helpers import PageWatch, browser, daemon, have_browser, open_thread_signed_in
 
 pytestmark = pytest.mark.slow
 
@@ -23,10 +23,7 @@ def signed_in(b, url: str, thread: str):
     """A page of the console on ``thread``, signed in with TOKEN and attached; ``(page, watch)``."""
     page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
     watch = PageWatch(page)
-    page.goto(f"{url}/#/t/{thread}")
-    page.locator("#token").fill(TOKEN)
-    page.locator("#signin button[type=submit]").click()
-    page.locator("#conn.online").wait_for()
+    open_thread_signed_in(page, url, thread, TOKEN)
     return page, watch
 
 

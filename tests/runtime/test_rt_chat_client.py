@@ -25,6 +25,15 @@ from ongridd.fakellm import open_fake_llm
 ANSWER = "**Disk** is fine.\n\n- the largest folder is `logs`\n- nothing else grows"
 
 
+def _config(tmp_path, fake=None, **llm):
+    """The daemon's config file in ``tmp_path``: the scripted model ``fake`` (when given) and ``llm``
+    settings on top of the test defaults."""
+    mapping = prepare(tmp_path)
+    if fake is not None:
+        mapping["llm"].update(base_url=fake.base_url, **llm)
+    return write_config(tmp_path, mapping)
+
+
 async def _pipe_chat(url: str, thread: str, until: str | None = None, data: bytes = b"", code: int = 0) -> str:
     """Run ``ongrid chat`` with pipes (not a TTY): write ``data``, wait until ``until`` is printed
     (when given), then end its input (EOF quits); returns everything it printed once it exited with
@@ -68,9 +77,7 @@ async def _pty_chat(url: str, thread: str, until: str) -> str:
 async def test_chat_reattach_shows_last_exchange_and_the_restart_cut(tmp_path):
     script = {"default": [{"content": ANSWER}, {"delay_s": 120, "content": "never answered"}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        config = write_config(tmp_path, mapping)
+        config = _config(tmp_path, fake)
         async with serve(config) as first:
             async with ws(first.ws_url, "cli") as c:
                 assert (await c.ask("is the disk ok?"))["text"] == ANSWER
@@ -105,9 +112,7 @@ async def test_an_answer_given_while_away_is_shown_once_on_reattach(tmp_path):
     last exchange, and the replayed ``final`` of that turn is not printed again."""
     script = {"default": [{"delay_s": 1.0, "content": "the answer while you were away"}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        config = write_config(tmp_path, mapping)
+        config = _config(tmp_path, fake)
         async with serve(config) as daemon:
             async with ws(daemon.ws_url, "away") as c:
                 await c.send({"type": "user_message", "text": "go away"})
@@ -172,9 +177,7 @@ async def test_piped_chat_sends_each_line_as_its_own_turn_and_waits_for_the_last
     other, both answers printed, exit 0 (the end of the input waits for them)."""
     script = {"default": [{"content": "first answer", "delay_s": 0.3}, {"content": "second answer", "delay_s": 0.3}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        async with serve(write_config(tmp_path, mapping)) as daemon:
+        async with serve(_config(tmp_path, fake)) as daemon:
             done = await trio.run_process(ongrid_cmd("chat", "--url", daemon.url, "--thread", "piped"),
                                           stdin=b"what is up?\n\nand now?\n", capture_stdout=True,
                                           capture_stderr=True, env=subprocess_env(), check=False)
@@ -192,9 +195,7 @@ async def test_ask_into_a_closed_pipe_is_not_called_a_daemon_failure(tmp_path):
     line; the client must not blame the daemon connection for its own stdout."""
     script = {"default": [{"content": "late answer", "delay_s": 0.5}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        async with serve(write_config(tmp_path, mapping)) as daemon:
+        async with serve(_config(tmp_path, fake)) as daemon:
             proc = await trio.lowlevel.open_process(ongrid_cmd("ask", "--url", daemon.url, "--json", "hello?"),
                                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                     env=subprocess_env())
@@ -214,9 +215,7 @@ async def test_piped_chat_on_a_thread_shows_its_last_exchange_before_sending(tmp
     exchange is read, or the line just sent is shown as that exchange (and its answer twice)."""
     script = {"default": [{"content": "first answer"}, {"content": "second answer"}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        async with serve(write_config(tmp_path, mapping)) as daemon:
+        async with serve(_config(tmp_path, fake)) as daemon:
             async with ws(daemon.ws_url, "piped") as c:
                 assert (await c.ask("first question"))["text"] == "first answer"
             text = await _pipe_chat(daemon.url, "piped", data=b"second question\n")
@@ -234,9 +233,7 @@ async def test_piped_chat_on_a_thread_shows_its_last_exchange_before_sending(tmp
 async def test_piped_chat_exits_1_when_a_line_gets_no_answer(tmp_path):
     script = {"default": [{"content": "first answer"}, {"http_status": 500}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"].update(base_url=fake.base_url, max_retries=0)
-        async with serve(write_config(tmp_path, mapping)) as daemon:
+        async with serve(_config(tmp_path, fake, max_retries=0)) as daemon:
             text = await _pipe_chat(daemon.url, "failing", data=b"one\ntwo\n", code=1)
     assert text.index("first answer") < text.index("you> two") < text.index("[provider_error]"), text
 
@@ -246,9 +243,7 @@ async def test_piped_chat_exits_0_when_only_an_earlier_turn_failed(tmp_path):
     # script was answered
     script = {"default": [{"http_status": 500, "delay_s": 1}, {"content": "second answer"}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"].update(base_url=fake.base_url, max_retries=0)
-        async with serve(write_config(tmp_path, mapping)) as daemon:
+        async with serve(_config(tmp_path, fake, max_retries=0)) as daemon:
             async with ws(daemon.ws_url, "shared") as c:
                 await c.send({"type": "user_message", "text": "first"})
                 with trio.fail_after(10):
@@ -259,8 +254,7 @@ async def test_piped_chat_exits_0_when_only_an_earlier_turn_failed(tmp_path):
 
 
 async def test_piped_chat_with_no_input_still_names_the_thread(tmp_path):
-    mapping = prepare(tmp_path)
-    async with serve(write_config(tmp_path, mapping)) as daemon:
+    async with serve(_config(tmp_path)) as daemon:
         out = await _pipe_chat(daemon.url, "empty-in")
     assert "[new thread empty-in" in out, out
 
@@ -270,9 +264,7 @@ async def test_ask_says_the_daemon_stopped_its_turn_when_it_is_sent_sigterm(tmp_
     # (going away): the client tells a stop from a crash
     script = {"default": [{"content": "too late", "delay_s": 60}]}
     async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        async with serve(write_config(tmp_path, mapping)) as daemon:
+        async with serve(_config(tmp_path, fake)) as daemon:
             ask = await trio.lowlevel.open_process(ongrid_cmd("ask", "--url", daemon.url, "--thread", "stopping",
                                                               "still there?"),
                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,

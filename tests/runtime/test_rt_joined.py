@@ -24,15 +24,21 @@ def _slow_history_read(monkeypatch, seconds: float = 1.0) -> None:
 
     monkeypatch.setattr(compaction.ThreadHistories, "history_for_turn", slow)
 
+
+async def _second_while_first_runs(d, c, first: str, second: str) -> None:
+    """Send ``first``, wait until its turn asks the model, then send ``second`` (it joins that turn)."""
+    await c.send({"type": "user_message", "text": first})
+    with trio.fail_after(10):
+        await d.fake.wait_requests(1)
+    await c.send({"type": "user_message", "text": second})
+
+
 async def test_a_follow_up_turn_sends_its_message_once(tmp_path, monkeypatch):
     monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 3.0)
     script = {"default": [{"delay_s": 1.0, "content": "first answer"}, {"content": "second answer"},
                           {"content": "third answer"}]}
     async with open_daemon(tmp_path, script) as d, d.ws("debounce") as c:
-        await c.send({"type": "user_message", "text": "first question"})
-        with trio.fail_after(10):
-            await d.fake.wait_requests(1)
-        await c.send({"type": "user_message", "text": "second question"})
+        await _second_while_first_runs(d, c, "first question", "second question")
         assert (await c.until_type("final", "error"))["text"] == "first answer"
         assert (await c.until_type("final", "error"))["text"] == "second answer"
         msgs = d.requests("default")[1].body["messages"]
@@ -60,10 +66,7 @@ async def test_a_message_joining_a_follow_up_while_it_settles_is_stored(tmp_path
     script = {"default": [{"delay_s": 1.0, "content": "a1"}, {"content": "a2"}, {"content": "a3"},
                           {"content": "a4"}]}
     async with open_daemon(tmp_path, script) as d, d.ws("lost") as c:
-        await c.send({"type": "user_message", "text": "Q1"})
-        with trio.fail_after(10):
-            await d.fake.wait_requests(1)
-        await c.send({"type": "user_message", "text": "Q2"})
+        await _second_while_first_runs(d, c, "Q1", "Q2")
         assert (await c.until_type("final", "error"))["text"] == "a1"
         with trio.fail_after(10):
             while len(settled) < 2:
