@@ -25,7 +25,12 @@ command lines carry credentials:
   (smbclient ``-U``);
 - a client's own password option: ``-pX`` of the MySQL/MariaDB tools,
   ``redis-cli -a X``, ``sshpass -p X``, the OpenLDAP tools' ``-w X``,
-  ``mongo``/``mongosh -p X``;
+  ``mongo``/``mongosh -p X``; Redis's ``AUTH [user] X`` (typed at
+  ``redis-cli``, on its command line, or as ``MONITOR`` shows it);
+- passwords fed to ``chpasswd`` (``echo 'root:X' | chpasswd``, ``<<<``, the
+  ``user:X`` lines of a cloud-init ``chpasswd:`` block) and to ``passwd``
+  (``echo X | passwd --stdin bob``), and a pgbouncer ``userlist.txt`` line
+  (``"bob" "X"``);
 - the same names in configuration files and logs: ``password = X``,
   ``password= X``, ``db_password: X`` (INI, YAML, TOML, shell), ``'password'
   => X`` (PHP), a line's first word as a key (``requirepass X``), ``.netrc``
@@ -47,7 +52,7 @@ command lines carry credentials:
 - values whose shape alone says credential, wherever they stand: GitHub,
   GitLab, Slack, Stripe, OpenAI-style, npm, Google API and AWS access key
   tokens, JWTs, a Slack webhook's secret and password hashes in crypt format
-  (``$6$…``, ``$apr1$…``).
+  (``$6$…``, ``$apr1$…``, PostgreSQL's ``md5…``).
 
 :func:`redact_credentials` keeps every other character of the text,
 whitespace and line breaks included, so a ``ps`` table keeps its columns'
@@ -205,6 +210,7 @@ _TOKEN_SHAPES = re.compile(
     r"|\$(?:pbkdf2[a-z0-9-]{0,16}|scrypt)\$[A-Za-z0-9./+=,-]{1,64}\$[A-Za-z0-9./+=$,-]{8,1000}"
     r"|\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|CRYPT|MD5|SMD5|PLAIN|CLEARTEXT)\}[A-Za-z0-9+/=.$]{4,1000}"
     r"|\*[0-9A-F]{40}"  # MySQL's native password hash
+    r"|md5[0-9a-f]{32}"  # PostgreSQL's md5 password hash (pg_authid, pgbouncer's userlist.txt)
     # a base64 PEM private key (a Kubernetes Secret's tls.key) and a registry's auths (.dockerconfigjson)
     r"|LS0tLS1CRUdJTi[A-Za-z0-9+/]{0,40}(?:UFJJVkFURSBLRV|BSSVZBVEUgS0V|QUklWQVRFIEtFW)[A-Za-z0-9+/=]{0,100000}"
     r"|eyJhdXRocyI6[A-Za-z0-9+/=]{8,100000}"
@@ -243,6 +249,21 @@ _URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}:
 _YAML_BLOCK_KEY = re.compile(r"(\s*)[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\s{0,4}:\s{0,4}[|>][-+0-9]{0,3}\s*\Z")
 #: an XML element opened alone on its line (its value on the next lines: ``<password>``)
 _XML_OPEN_LINE = re.compile(r"\s*<([A-Za-z_][\w.:-]{0,63})>\s*\Z")
+#: a pgbouncer ``userlist.txt`` line: ``"name" "password"`` (the password in clear, or a hash)
+_USERLIST_LINE = re.compile(r'(\s*"[^"\s]{1,64}"[ \t]{1,16}")([^"\n]{1,1024})("\s*)\Z')
+#: a ``user:password`` word on a line that runs chpasswd (``echo 'root:X' | chpasswd``,
+#: ``chpasswd <<< "root:X"``, ``printf '%s\\n' 'root:X' | chpasswd``)
+_CHPASSWD_INPUT = re.compile(r"""(?<![\w/$.:@%-])([A-Za-z_][A-Za-z0-9_.@-]{0,63}:)([^\s\\|;&'"]+)""")
+#: a line that feeds chpasswd (``… | chpasswd``, ``… | sudo /usr/sbin/chpasswd``, ``chpasswd <<< …``)
+_FEEDS_CHPASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?chpasswd\b|\bchpasswd\s{0,8}(?:<<<|:\s{0,8}\{)")
+#: the word echoed into passwd (``echo X | passwd --stdin bob``)
+_PASSWD_INPUT = re.compile(r"""((?:\becho|\bprintf)(?:[ \t]{1,8}-[A-Za-z]{1,3}){0,2}[ \t]{1,8}['"]?)([^\s|;&'"]+)""")
+_PIPED_TO_PASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?passwd\b")
+#: a cloud-init ``chpasswd:`` block's ``user:password`` line (``    root:X``, ``    - root:X``)
+_CHPASSWD_KEY = re.compile(r"\s*chpasswd\s*:\s*\Z")
+_USER_PASSWORD_LINE = re.compile(r"(\s*(?:-\s{1,4})?[A-Za-z0-9_.@-]{1,64}:)(?=\S)(.+)\Z")
+#: PAM's control words: ``auth required pam_unix.so`` is no Redis ``AUTH`` command
+_PAM_CONTROLS = frozenset({"required", "requisite", "sufficient", "optional", "include", "substack"})
 #: the most lines a multi-line value (a YAML block, an XML element) is hidden for
 _BLOCK_LINES_MAX = 200
 
@@ -257,7 +278,16 @@ def redact_credentials(text: str) -> str:
     xml_close = ""  # a secret element opened alone on its line: its lines up to this close tag
     block_lines = 0
     named_above = False  # the line above was "- name: DB_PASSWORD": this one's "value: X" is its value
+    chpasswd_indent: int | None = None  # a cloud-init "chpasswd:" key's indentation: deeper lines are its users
     for line in text.split("\n"):
+        if chpasswd_indent is not None:
+            if line.strip() and len(line) - len(line.lstrip()) <= chpasswd_indent:
+                chpasswd_indent = None
+            elif pair := _USER_PASSWORD_LINE.match(line):  # "    root:X" of its list
+                out.append(pair.group(1) + HIDDEN)
+                continue
+        if "chpasswd" in line and _CHPASSWD_KEY.match(line):
+            chpasswd_indent = len(line) - len(line.lstrip())
         if named_above and (value := _VALUE_LINE.match(line)):
             named_above = False
             hidden, _, _ = _hide_value(value.group(2).rstrip())
@@ -319,7 +349,30 @@ def _known_shapes(line: str) -> str:
                                         else m.group(0), line)
     if ":_" in line:
         line = _NPM_AUTH.sub(rf"\g<1>{HIDDEN}", line)
+    if line.count('"') == 4 and (userlist := _USERLIST_LINE.match(line)):
+        line = userlist.group(1) + HIDDEN + userlist.group(3)
+    if "chpasswd" in line and _FEEDS_CHPASSWD.search(line):
+        line = _CHPASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
+    if "passwd" in line and ("--stdin" in line or _PIPED_TO_PASSWD.search(line)):
+        line = _PASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
     return line
+
+
+def _redis_auth(parts: list[str]) -> int:
+    """The index in ``parts`` (words at even indexes) of the password of a Redis ``AUTH [user]
+    password`` command — typed at a ``redis-cli`` prompt or on its command line, or shown by
+    ``MONITOR`` (``[0 127.0.0.1:5555] "AUTH" "X"``) — else -1."""
+    at = [i for i in range(0, len(parts), 2) if parts[i]]
+    for j, i in enumerate(at):
+        if parts[i].strip('"').lower() != "auth" or len(at) - j - 1 not in (1, 2):
+            continue
+        after = parts[at[j + 1]].lower()
+        if after in _PAM_CONTROLS or after.startswith("["):
+            return -1
+        if (j == 0 and parts[i] in ("AUTH", "auth")) or (j and parts[at[j - 1]].endswith((">", "]"))) \
+                or any(_program(parts[k]) == "redis-cli" for k in at[:j]):
+            return at[-1]
+    return -1
 
 
 def _redact_line(line: str) -> str:
@@ -336,6 +389,7 @@ def _redact_line(line: str) -> str:
     attributes = "value" in line and "=" in line and _KEY_VALUE_ATTRS.search(line) is not None
     hide_next = user_next = named = named_value = token_next = hide_rest = sql_password = False
     upper = line.upper()
+    auth_password = _redis_auth(parts) if "AUTH" in upper else -1
     identified = "IDENTIFIED" in upper  # IDENTIFIED … BY 'X'
     set_password = "SET PASSWORD" in upper
     redis_acl = (bool(words) and words[0].lower() == "user") or "SETUSER" in upper
@@ -350,6 +404,9 @@ def _redact_line(line: str) -> str:
             continue
         was_first, first = first, False
         before, previous = previous, word
+        if i == auth_password:  # Redis AUTH [user] X
+            parts[i] = _hide_value(word)[0]
+            continue
         program = _program(word)
         if program in _PASSWORD_OPTIONS:
             password_options.update(_PASSWORD_OPTIONS[program])

@@ -177,6 +177,29 @@ from ongrid_host.local import redact_cmdline
     ('"bob" "SCRAM-SHA-256$4096:abcd$defghijk:ghijklmn"', '"bob" "***"'),
     ("https://discord.com/api/webhooks/123/abcDEF", "https://discord.com/api/webhooks/123/***"),
     ("the auto-password feature is on", "the auto-password feature is on"),
+    # Redis AUTH typed at redis-cli, on its command line, and as MONITOR shows it; PAM's auth lines are no AUTH
+    ("AUTH hunter2", "AUTH ***"),
+    ("127.0.0.1:6379> AUTH default hunter2", "127.0.0.1:6379> AUTH default ***"),
+    ('1700000000.1 [0 127.0.0.1:5555] "AUTH" "hunter2"', '1700000000.1 [0 127.0.0.1:5555] "AUTH" "***"'),
+    ("redis-cli -h db AUTH hunter2", "redis-cli -h db AUTH ***"),
+    ("auth required pam_unix.so", "auth required pam_unix.so"),
+    ("auth [success=1 default=ignore] pam_unix.so", "auth [success=1 default=ignore] pam_unix.so"),
+    ("Auth failed for user bob", "Auth failed for user bob"),
+    # passwords fed to chpasswd and passwd; their own log lines stay
+    ("echo root:hunter2 | chpasswd", "echo root:*** | chpasswd"),
+    ("printf '%s\\n' 'bob:hunter2' | sudo chpasswd", "printf '%s\\n' 'bob:***' | sudo chpasswd"),
+    ('chpasswd <<< "bob:hunter2"', 'chpasswd <<< "bob:***"'),
+    ('chpasswd: {list: "root:hunter2"}', 'chpasswd: *** "root:***"}'),
+    ("echo hunter2 | passwd --stdin bob", "echo *** | passwd --stdin bob"),
+    ('echo -e "hunter2\\nhunter2" | /usr/bin/passwd bob', 'echo -e "***" | /usr/bin/passwd bob'),
+    ("Dec 5 10:00:01 h chpasswd[9]: pam_unix(chpasswd:chauthtok): password changed for bob",
+     "Dec 5 10:00:01 h chpasswd[9]: pam_unix(chpasswd:chauthtok): password changed for bob"),
+    ("cat /etc/passwd | wc -l", "cat /etc/passwd | wc -l"),
+    # pgbouncer's userlist.txt (a password in clear or PostgreSQL's md5 hash), pg_authid's hash
+    ('"bob" "hunter2"', '"bob" "***"'),
+    ('"bob" "md5d6a35858d61d85e4a82ab1fb044aaf9d"', '"bob" "***"'),
+    ("bob | md5d6a35858d61d85e4a82ab1fb044aaf9d", "bob | ***"),
+    ('GET / "Mozilla 5" "x"', 'GET / "Mozilla 5" "x"'),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
@@ -211,7 +234,9 @@ def test_long_words_cost_linear_time():
                     'key="password" value="' + "a" * 400_000, "https://" + "a" * 400_000, "env[" * 100_000,
                     '"name":"password","value":"' + "a" * 400_000, "- name: password\n" * 40_000,
                     "$1$" + "a" * 400_000, "https://" + "1" * 400_000, "LS0tLS1CRUdJTi" + "A" * 400_000,
-                    "define( 'a'" + " " * 400_000):
+                    "define( 'a'" + " " * 400_000, "echo " + "a:" * 200_000 + " | chpasswd",
+                    "| passwd " + "echo " * 80_000, '"a" "' + "b" * 400_000, "AUTH " * 100_000,
+                    "chpasswd:\n" + "  a:b\n" * 60_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
