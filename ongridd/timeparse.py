@@ -88,7 +88,7 @@ def parse_time(value: object, *, now: float, field: str) -> float:
         number = float(low)
         return now + number if number < 0 else number
     relative = low[3:].strip() if low.startswith("now") else low
-    if relative[:1] in "+-" and relative[1:2].isdigit():
+    if relative[:1] in "+-" and (relative[1:2].isascii() and relative[1:2].isdigit()):
         sign = -1.0 if relative[0] == "-" else 1.0
         return now + sign * _parse_unit_duration(relative[1:].strip(), field=field)
     return _parse_iso(text, field=field)

@@ -458,7 +458,7 @@ def _as_sent(warning: str, path: Path) -> str:
     if text.startswith(prefix):
         rest = text[len(prefix):]
         line, sep, after = rest.partition(": ")
-        text = f"line {line} of the text sent: {after}" if sep and line.isdigit() else f"the text sent:{rest}"
+        text = f"line {line} of the text sent: {after}" if sep and (line.isascii() and line.isdigit()) else f"the text sent:{rest}"
     return text
 
 

@@ -121,7 +121,7 @@ def query_int(name: str, default: int, low: int, high: int) -> int:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    if len(raw) > 12 or not raw.strip().lstrip("-").isdigit():
+    if len(raw) > 12 or not (raw.isascii() and raw.strip().lstrip("-").isdigit()):
         raise OngridError(f"{name}: expected an integer, got {raw[:20]!r}")
     return max(low, min(high, int(raw)))
 

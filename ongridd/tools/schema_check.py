@@ -188,7 +188,7 @@ def _pointer(root: Any, fragment: str) -> Any:
         part = urllib.parse.unquote(raw).replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict):
             node = node.get(part)
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and (part.isascii() and part.isdigit()) and int(part) < len(node):
             node = node[int(part)]
         else:
             return None

@@ -156,11 +156,12 @@ def _char(c: str) -> str:
 def lookalike_problem(argv: list[str]) -> str | None:
     """Why a word is refused for a character that looks like something it
     is not, or None: invisible (format) characters, non-ASCII spaces, a word
-    starting with a dash look-alike, a non-ASCII command name."""
+    line and paragraph separators (U+2028, U+2029), a word starting with a dash
+    look-alike, a non-ASCII command name."""
     for k, word in enumerate(argv):
         for c in word:
             cat = unicodedata.category(c)
-            if cat == "Cf" or (cat == "Zs" and c != " ") or cat == "Cc":
+            if cat in ("Cf", "Cc", "Zl", "Zp") or (cat == "Zs" and c != " "):
                 return f"word {k + 1} {word!r} contains the invisible or non-ASCII space character {_char(c)}"
         if word and (word[0] in _DASHES or unicodedata.category(word[0]) == "Pd" and word[0] != "-"):
             return (f"word {k + 1} {word!r} starts with {_char(word[0])}, which looks like '-' but is not one; "

@@ -264,7 +264,7 @@ VMSTAT_MAX_S = 30
 
 def _all_ints(name: str, words: Sequence[str]) -> None:
     for w in words:
-        if not w.isdigit():
+        if not (w.isascii() and w.isdigit()):
             raise Refusal(WRITE, f"{name}: operand '{w}' is not a number (delay and count)")
 
 
@@ -550,7 +550,11 @@ def _ss_filter(operands: Sequence[str]) -> None:
     whatever the word spells out of the host; so an address must be numeric."""
     expect: str | None = None
     states_allowed = True
-    for word in " ".join(operands).split():  # ss splits its filter at blanks only: "(dport" is one word
+    for word in " ".join(operands).split(" "):  # ss splits its filter at blanks only: "(dport" is one word
+        if not word:
+            continue
+        if not word.isascii():  # no keyword or numeric value has any; a name would go to the resolver
+            raise Refusal(REFUSED, f"ss: filter word {word[:60]!r} holds a character that is not ASCII")
         if expect == "state":
             if word.lower() not in _SS_STATES:
                 raise Refusal(REFUSED, f"ss: {word[:60]!r} is not a socket state ({', '.join(sorted(_SS_STATES))})")

@@ -29,6 +29,11 @@ _SED_FORBIDDEN = {"e": "runs a shell command", "r": "reads a file", "R": "reads 
                   "W": "writes a file"}
 
 
+def _digit(c: str) -> bool:
+    """Whether ``c`` is an ASCII digit (sed reads ``0``–``9`` only; ``str.isdigit`` also takes ``²``)."""
+    return c.isascii() and c.isdigit()
+
+
 class _Sed:
     def __init__(self, script: str):
         self.s = script
@@ -60,12 +65,12 @@ class _Sed:
 
     def address(self) -> bool:
         c = self.peek()
-        if c.isdigit():
-            while self.peek().isdigit():
+        if _digit(c):
+            while _digit(self.peek()):
                 self.i += 1
             if self.peek() == "~":
                 self.i += 1
-                while self.peek().isdigit():
+                while _digit(self.peek()):
                     self.i += 1
             return True
         if c == "$":
@@ -103,7 +108,7 @@ class _Sed:
                     self.skip_blanks()
                     if self.peek() in ("+", "~"):
                         self.i += 1
-                        while self.peek().isdigit():
+                        while _digit(self.peek()):
                             self.i += 1
                     elif not self.address():
                         return "sed script: address range without an end"
@@ -121,12 +126,12 @@ class _Sed:
             if cmd in _SED_SIMPLE:
                 self.skip_blanks()
                 if cmd == "l":
-                    while self.peek().isdigit():
+                    while _digit(self.peek()):
                         self.i += 1
                 continue
             if cmd in "qQ":
                 self.skip_blanks()
-                while self.peek().isdigit():
+                while _digit(self.peek()):
                     self.i += 1
                 continue
             if cmd in "aic":

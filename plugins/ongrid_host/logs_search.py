@@ -331,7 +331,7 @@ def check_unit_name(unit: str) -> str:
 def check_priority(priority: str) -> str:
     """``0``–``7`` or a syslog level name (entries at that level or more urgent)."""
     p = str(priority).strip().lower()
-    if p in PRIORITIES or (p.isdigit() and 0 <= int(p) <= 7):
+    if p in PRIORITIES or (p.isascii() and p.isdigit() and 0 <= int(p) <= 7):
         return p
     raise ToolError(f"priority: expected 0-7 or one of {', '.join(PRIORITIES)}, got {priority!r}")
 

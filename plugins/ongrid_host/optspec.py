@@ -286,7 +286,7 @@ def parse(spec: CommandSpec, args: Sequence[str]) -> Parsed:
             opts.append((opt, got))
             continue
         letters = a[1:]
-        if spec.digits and letters.isdigit():
+        if spec.digits and (letters.isascii() and letters.isdigit()):
             opt = spec.allowed_long()[spec.digits]
             opts.append((opt, _checked(spec, opt, letters)))
             continue

@@ -131,7 +131,7 @@ def parse_server(server: str) -> tuple[str, int]:
         s, port = m.group(1), int(m.group(2))
     elif s.count(":") == 1:
         s, p = s.split(":")
-        if not p.isdigit():
+        if not (p.isascii() and p.isdigit()):
             raise ToolError(f"server: bad port in {server!r}")
         port = int(p)
     try:

@@ -131,7 +131,7 @@ class SlackBridge:
     def verified(self, req: PluginRequest) -> bool:
         ts = req.headers.get("X-Slack-Request-Timestamp") or ""
         sig = req.headers.get("X-Slack-Signature") or ""
-        if not ts.isdigit() or len(ts) > 12 or not sig.startswith("v0=") or len(sig) > 200:
+        if not (ts.isascii() and ts.isdigit()) or len(ts) > 12 or not sig.startswith("v0=") or len(sig) > 200:
             return False
         return self._verifier.is_valid(body=req.body, timestamp=ts, signature=sig)
 

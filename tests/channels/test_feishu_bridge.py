@@ -113,6 +113,11 @@ def test_encrypted_signed_event_turn_edits_final_split_retry_forgeries(tmp_path)
         for b, h in (sealed(ev, key="not-the-key"), sealed(ev, ts=int(time.time()) - 400), sealed(ev, sign=False),
                      sealed({**ev, "header": {**ev["header"], "token": "nope"}})):
             assert httpx2.post(hook, content=b, headers=h, timeout=10).status_code == 401
+        b, h = sealed(ev)  # a timestamp of digits int() does not take (latin-1 "²"): refused, never a 500
+        odd = httpx2.post(hook, content=b, timeout=10, headers=[
+            *((k.encode(), v.encode()) for k, v in h.items() if k != "X-Lark-Request-Timestamp"),
+            (b"X-Lark-Request-Timestamp", b"\xb2")])
+        assert odd.status_code == 401, odd.text
         time.sleep(0.5)
         assert not double.calls
 

@@ -152,6 +152,11 @@ def test_challenge_signed_turn_progress_final_split_retry_and_forgeries(slack):
     tampered = sign(other)
     assert post(url, other.replace(b"again", b"AGAIN"), tampered).status_code == 401
     assert post(url, other, {"Content-Type": "application/json"}).status_code == 401
+    # a timestamp of digits int() does not take (latin-1 "²"): refused as unsigned, never a 500
+    odd = httpx2.post(url + "/api/channels/slack/events", content=other,
+                      headers=[(b"Content-Type", b"application/json"), (b"X-Slack-Request-Timestamp", b"\xb2"),
+                               (b"X-Slack-Signature", sign(other)["X-Slack-Signature"].encode())], timeout=10)
+    assert odd.status_code == 401, odd.text
     time.sleep(1.5)
     assert len(double.calls) == n_calls
     assert len(rows(db, "select id from chat_sessions where parent_session_id is null")) == 1

@@ -160,6 +160,7 @@ def test_sed_scripts_that_only_print_are_read(script):
     ("r /etc/shadow", "command 'r' reads a file"), ("2R /etc/shadow", "command 'R' reads a file"),
     ("p;w /tmp/x", "command 'w'"), ("/x/!{p;w /tmp/x\n}", "command 'w'"), ("s/a/b/gw /tmp/x", "flag 'w'"),
     ("s/a", "unterminated"), ("k", "sed command 'k' is not on the read-only list"),
+    ("\u00b2p", "not on the read-only list"),  # "²" is no line number to sed
 ])
 def test_sed_scripts_that_write_or_run_are_not_read(script, why):
     assert why in (sed_script_problem(script) or "")

@@ -86,3 +86,12 @@ async def test_an_anonymous_client_learns_no_route_from_a_404_or_405(tmp_path, m
             known = await http.request(method, d.base_url + path, headers=alice)
             assert known.status_code in (404, 405), (method, path, known.text)
         assert (await http.get(d.base_url + "/healthz")).status_code == 200
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "%C2%B2", "%D9%A3", "9999999999999"])
+async def test_a_query_integer_that_is_not_ascii_digits_is_a_400(tmp_path, value):
+    # "²" passes str.isdigit and fails int(); "٣" passes both: neither is a decimal integer here
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d, httpx2.AsyncClient() as http:
+        r = await http.get(d.base_url + "/api/sessions?limit=" + value)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
+        assert "limit: expected an integer" in r.json()["error"]["message"]
