@@ -135,6 +135,9 @@ SECRET_NAMES: dict[str, str] = {
     ".git-credential-cache": "git passwords", ".password-store": "a password store", "restic-password":
     "a backup password", ".boto": "cloud credentials", ".passwd-s3fs": "cloud credentials",
     "passwd-s3fs": "cloud credentials", ".smbcredentials": "SMB passwords", "auth.json": "registry credentials",
+    "clouds.yaml": "cloud credentials", "secure.yaml": "cloud credentials", "credentials.toml": "registry credentials",
+    ".terraformrc": "cloud credentials", "terraform.rc": "cloud credentials", "glab-cli": "GitLab credentials",
+    "settings-security.xml": "Maven's master password", ".m2": "Maven repository passwords (settings.xml)",
 }
 #: file-name endings of key and keystore files, anywhere
 SECRET_SUFFIXES: dict[str, str] = {
@@ -150,8 +153,14 @@ SECRET_PREFIXES: dict[str, str] = {
     "shadow": "a password-hash file or a copy of one", "gshadow": "a password-hash file or a copy of one",
     "sudoers": "the sudo policy or a copy of it", "opasswd": "old password hashes",
     "id_rsa": "an ssh key", "id_ed25519": "an ssh key", "id_ecdsa": "an ssh key",
-    "id_dsa": "an ssh key", "privkey": "a private key file",
+    "id_dsa": "an ssh key", "privkey": "a private key file", "htpasswd": "web server password hashes",
+    "sasl_passwd": "mail relay passwords",
 }
+#: parts of file names, anywhere, that say credentials (``cifs-credentials``, ``aws_credentials.bak``)
+SECRET_INFIXES: dict[str, str] = {"credential": "a credentials file"}
+#: where container engines keep images and containers: every image's own /etc (its password hashes,
+#: keys, a cluster's credentials) lies somewhere under them, so they are not read recursively
+CONTAINER_STORAGE = ("/var/lib/docker", "/var/lib/containerd", "/var/lib/containers", "/var/lib/podman")
 _CG = r"/sys/fs/cgroup(/[A-Za-z0-9_.:@+-]+)*"
 #: files inside /proc and /sys a read-only persona may read (full matches of
 #: the normalised path; no component may be '.' or '..', see normalize())
@@ -255,6 +264,9 @@ class PathPolicy:
         for area, why in self.areas:
             if _under(form, area):
                 return f"{area}: {why}" if area not in why else why
+        for area, why in self.areas:  # a copy of the area inside a container image, a chroot, a backup
+            if area.count("/") > 1 and (form + "/").find(area.rstrip("/") + "/", 1) > 0:
+                return f"a copy of {area}: {why}"
         parts = form.lower().split("/")  # names in any case: .ENV, server.KEY, ID_RSA
         for part in parts:
             if part in SECRET_NAMES:
@@ -262,6 +274,9 @@ class PathPolicy:
         base = parts[-1]
         for suffix, why in SECRET_SUFFIXES.items():
             if base.endswith(suffix):
+                return why
+        for infix, why in SECRET_INFIXES.items():
+            if infix in base:
                 return why
         if not base.endswith(".pub"):
             bare = base.lstrip(".")  # an editor's swap file of it: .shadow.swp
@@ -301,6 +316,10 @@ class PathPolicy:
             for area in inner:
                 if _under(area, form):
                     return f"recursive read of '{path}' (resolves to {form}) would include {area}"
+            storage = next((c for c in CONTAINER_STORAGE if _under(form, c) or _under(c, form)), None)
+            if storage is not None:
+                return (f"recursive read of '{path}' would include {storage}, where every container image's own "
+                        "files lie (their password hashes, keys and credentials); name the file to read")
             home_like = form in ("/home", "/root") or (form.startswith("/home/") and form.count("/") == 2)
             if home_like:
                 return f"recursive read of '{path}' would include a home folder's .ssh keys"
@@ -342,6 +361,7 @@ def grep_exclusions() -> tuple[str, ...]:
         words += [f"--exclude-dir={_any_case(name)}", f"--exclude={_any_case(name)}"]
     words += [f"--exclude=*{_any_case(suffix)}" for suffix in SECRET_SUFFIXES]
     words += [f"--exclude={dot}{_any_case(prefix)}*" for prefix in SECRET_PREFIXES for dot in ("", ".")]
+    words += [f"--exclude=*{_any_case(infix)}*" for infix in SECRET_INFIXES]
     words += [f"--exclude=*{_any_case('environ')}*"]
     return tuple(dict.fromkeys(words))
 

@@ -284,3 +284,23 @@ def test_a_recursive_grep_skips_every_secret_named_file_and_folder_under_it(tmp_
         assert verdict.kind == "read", verdict
         out = subprocess.run(verdict.argv, cwd=tmp_path, capture_output=True, text=True, timeout=30).stdout
         assert sorted(out.splitlines()) == shown, (cmd, out)
+
+
+@pytest.mark.parametrize("cmd", [
+    "cat /home/alice/.config/openstack/clouds.yaml", "cat /home/alice/.cargo/credentials.toml",
+    "cat /etc/nginx/.htpasswd", "cat /etc/apache2/htpasswd.users", "cat /home/alice/.terraformrc",
+    "cat /home/alice/.m2/settings.xml", "cat /home/alice/.config/glab-cli/config.yml",
+    "cat /etc/postfix/sasl_passwd.db", "cat /etc/cifs-credentials", "head /root/aws_credentials.bak",
+    # a forbidden folder's copy inside a container image, a chroot, a backup
+    "cat /var/lib/docker/overlay2/abc/diff/etc/wireguard/wg0.conf", "cat /srv/chroot/etc/kubernetes/admin.conf",
+    "cat /backup/etc/ssl/private/site.pem", "grep -r PrivateKey /var/lib/docker/overlay2",
+    "grep -rl token /var/lib/containerd", "grep -r x /var/lib",
+])
+def test_more_secret_places_are_not_read(cmd):
+    assert analyze(cmd).kind != "read", cmd
+
+
+@pytest.mark.parametrize("cmd", ["du -sh /var/lib/docker", "find /var/lib/docker -size +100M", "du -sh /home/alice/.m2",
+                                 "cat /etc/nginx/nginx.conf", "grep -r server_name /etc/nginx", "cat /etc/passwd"])
+def test_listing_container_storage_and_plain_configs_are_still_read(cmd):
+    assert analyze(cmd).kind == "read", cmd
