@@ -25,7 +25,10 @@ command lines carry credentials:
   (smbclient ``-U``);
 - a client's own password option: ``-pX`` of the MySQL/MariaDB tools,
   ``redis-cli -a X``, ``sshpass -p X``, the OpenLDAP tools' ``-w X``,
-  ``mongo``/``mongosh -p X``; Redis's ``AUTH [user] X`` (typed at
+  ``mongo``/``mongosh -p X``, ``sqlcmd -P X``, ``lftp -u user,X``, a
+  registry login's ``-p X`` (``docker login``, ``podman login``, ``az login``
+  …), and an option's value on the next line (``- --db-password`` / ``- X``
+  of a YAML list, a JSON list split over lines); Redis's ``AUTH [user] X`` (typed at
   ``redis-cli``, on its command line, or as ``MONITOR`` shows it);
 - passwords fed to ``chpasswd`` (``echo 'root:X' | chpasswd``, ``<<<``, the
   ``user:X`` lines of a cloud-init ``chpasswd:`` block) and to ``passwd``
@@ -33,7 +36,10 @@ command lines carry credentials:
   (``"bob" "X"``);
 - the same names in configuration files and logs: ``password = X``,
   ``password= X``, ``db_password: X`` (INI, YAML, TOML, shell), ``'password'
-  => X`` (PHP), a line's first word as a key (``requirepass X``), ``.netrc``
+  => X`` (PHP), a line's first word as a key (``requirepass X``), a name set
+  by ``set`` (``aws configure set aws_secret_access_key X``, ``CONFIG SET
+  requirepass X``), a YAML anchor or tag before the value (``password: &pw
+  X``), a network device's type digit (``secret 0 X``), ``.netrc``
   lines, ``<password>X</password>``, JSON members as loggers write them
   (``{"password": "X"}``, escaped quotes, JSON inside a JSON string), quoted
   list items (``"MYSQL_ROOT_PASSWORD=X",``); a quoted value holding spaces is
@@ -81,7 +87,7 @@ _SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "se
 #: is one only as the whole name (``--key X``, ``KEY=X``), never as a part of ``key_buffer_size``
 _KEY_KINDS = frozenset({"api", "access", "private", "secret", "signing", "encryption", "master", "client",
                         "account", "license", "session", "shared", "auth", "app", "stripe", "nonce", "in", "hmac",
-                        "jwt", "csrf", "cipher", "aes"})
+                        "jwt", "csrf", "cipher", "aes", "preshared"})
 #: a name's last part that says its value is not the credential but about it (a file holding it, a
 #: mode, a policy): ``--tls-private-key-file=/path``, ``password_encryption``, ``--authorization-mode``
 _ABOUT_PARTS = frozenset({"file", "files", "path", "dir", "directory", "mode", "modes", "policy", "encryption",
@@ -96,7 +102,7 @@ _FOLDER_NAMES = frozenset({"pwd", "oldpwd"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 #: name parts that say password only as a name's last part (``PW``, ``ROOT_PW``, ``olcRootPW``;
 #: not ``pw_dir`` or ``PW_HOME``)
-_LAST_PARTS = frozenset({"pw", "pword", "passw"})
+_LAST_PARTS = frozenset({"pw", "pword", "passw", "pat", "creds"})
 _PARTS = re.compile(r"[^a-z0-9]+")
 
 
@@ -177,19 +183,35 @@ _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "n
 #: client programs (by file name) and their options that take a password as the next word
 _PASSWORD_OPTIONS = {
     "redis-cli": ("-a",), "sshpass": ("-p",), "mongo": ("-p",), "mongosh": ("-p",), "ipmitool": ("-P",),
+    "sqlcmd": ("-P",), "bcp": ("-P",), "isql": ("-P",),
     **{name: ("-c",) for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget", "snmpset",
                                   "snmptable", "snmpdf", "snmpstatus")},
     **{name: ("-w",) for name in ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd",
                                   "ldapwhoami", "ldapcompare", "ldapmodrdn", "ldapexop")},
 }
+#: programs whose ``login`` subcommand takes the password after ``-p`` (``docker login -u ci -p X``)
+_LOGIN_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "az",
+                             "finch", "regctl"})
 #: programs whose ``-p`` takes the password in the same word (the MySQL and MariaDB tools)
 _MYSQL = re.compile(r"(?:mysql[a-z_-]{0,16}|mariadb(?:-[a-z]{1,16})?)\Z")
 _WORDS = re.compile(r"(\s+)")
 #: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
 _BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 #: ``env[NAME]`` of a php-fpm pool: the name in brackets is the key
-_BRACKETED_NAME = re.compile(r"(?:env\[[\"']?|\$[A-Za-z_][A-Za-z0-9_]{0,63}(?:\[['\"][^'\"\]]{1,64}['\"]\]){0,8}\[['\"])"
+_BRACKETED_NAME = re.compile(r"(?:env\[[\"']?|\$[A-Za-z_][A-Za-z0-9_]{0,63}"
+                             r"(?:\[(?:['\"][^'\"\]]{1,64}['\"]|\$?[A-Za-z0-9_]{1,64})\]){0,8}\[['\"])"
                              r"([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
+#: ``ipsec.secrets`` kinds whose next word is the secret (``%any : PSK "X"``)
+_IPSEC_KINDS = frozenset({"PSK", "EAP", "XAUTH", "NTLM"})
+#: Cisco-style type digits between a secret's name and its value (``username bob secret 0 X``)
+_TYPE_DIGITS = frozenset({"0", "5", "7", "8", "9"})
+#: words after which a secret's name is followed by its value (``aws configure set aws_secret_access_key X``,
+#: ``CONFIG SET requirepass X``, ``snmp-server community X RO``)
+_SETTERS = frozenset({"set", "snmp-server"})
+#: a zsh history line's ``: <start>:<elapsed>;`` prefix
+_ZSH_HISTORY = re.compile(r"(: [0-9]{1,12}:[0-9]{1,9};)(.*)\Z", re.DOTALL)
+#: a line whose first word (after a list's ``-``) is the value of a secret option that ended the line above
+_FIRST_VALUE = re.compile(r"(\s*(?:-\s{1,4})?)(\S+)")
 #: directives whose next two words are a variable's name and its value (nginx ``fastcgi_param``,
 #: Apache ``SetEnv``, a Dockerfile's ``ENV``)
 _ENV_DIRECTIVES = frozenset({"fastcgi_param", "uwsgi_param", "scgi_param", "setenv", "env"})
@@ -279,7 +301,9 @@ def redact_credentials(text: str) -> str:
     block_lines = 0
     named_above = False  # the line above was "- name: DB_PASSWORD": this one's "value: X" is its value
     chpasswd_indent: int | None = None  # a cloud-init "chpasswd:" key's indentation: deeper lines are its users
+    value_below = False  # the line above ended with a secret option: this line's first word is its value
     for line in text.split("\n"):
+        carry, value_below = value_below, False
         if chpasswd_indent is not None:
             if line.strip() and len(line) - len(line.lstrip()) <= chpasswd_indent:
                 chpasswd_indent = None
@@ -318,7 +342,11 @@ def redact_credentials(text: str) -> str:
             continue
         if "<" in line and (element := _XML_OPEN_LINE.match(line)) and _secret_name(element.group(1)):
             xml_close, block_lines = f"</{element.group(1)}>", 0
-        out.append(_redact_line(line))
+        if carry and (first := _FIRST_VALUE.match(line)) and first.group(2)[0] not in "{[":  # - --db-password / - X
+            line = first.group(1) + _hide_value(first.group(2))[0] + line[first.end():]
+        history = _ZSH_HISTORY.match(line) if line.startswith(": ") else None
+        shown, value_below = _redact_line(history.group(2) if history else line)
+        out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)
 
 
@@ -375,12 +403,15 @@ def _redis_auth(parts: list[str]) -> int:
     return -1
 
 
-def _redact_line(line: str) -> str:
+def _redact_line(line: str) -> tuple[str, bool]:
+    """One line with its secrets hidden, and whether it ended with a secret option or JSON key
+    whose value is the next line's first word (``- --db-password`` / ``- X`` of a YAML list)."""
     line = _known_shapes(line)
     parts = _WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
     words = [word for word in parts[::2] if word]
     # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
-    mysql = False
+    mysql = login_program = lftp = False
+    from_option = False  # hide_next was set by an option or a JSON key: its value may be on the next line
     password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
     # "requirepass X" (redis), "auth_pass X" (keepalived): a known key, then one value (and a comment)
@@ -412,6 +443,12 @@ def _redact_line(line: str) -> str:
             password_options.update(_PASSWORD_OPTIONS[program])
         elif not mysql and _MYSQL.match(program):
             mysql = True
+        elif program in _LOGIN_PROGRAMS:
+            login_program = True
+        elif word == "login" and login_program:  # docker login -u ci -p X (docker run -p is a port)
+            password_options.add("-p")
+        elif program == "lftp":
+            lftp = True
         if hide_rest:  # a cookie header: every pair after it
             parts[i] = HIDDEN if word != HIDDEN else word
             continue
@@ -422,6 +459,9 @@ def _redact_line(line: str) -> str:
             continue
         if named:
             named = False
+            if word in _TYPE_DIGITS and i + 2 < len(parts):  # username bob secret 0 X
+                named = named_value = True
+                continue
             if word in ("=", ":", "=>"):  # "password = X" of a configuration file, "'password' => X" of PHP
                 hide_next = True
                 continue
@@ -444,12 +484,14 @@ def _redact_line(line: str) -> str:
             if _plain_value(word):  # automountServiceAccountToken: false
                 hide_next = False
                 continue
+            if word[0] in "&!" and len(word) > 1 and i + 2 < len(parts):  # a YAML anchor or tag: password: &pw X
+                continue
             if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
                 parts[i], open_quote, keep_close = _hide_value(word)
                 hide_next = False
             continue
         if user_next and not word.startswith("-"):
-            parts[i], user_next = _user_password(word), False
+            parts[i], user_next = _user_password(word, ",:" if lftp else ":%"), False
             continue
         user_next = False
         if word.lstrip("\"'").lower() in ("bearer", "basic"):
@@ -460,10 +502,15 @@ def _redact_line(line: str) -> str:
             hide_next, set_password = True, False
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
-        elif word in password_options or (_OPTION.match(word) and _secret_name(word)):
-            hide_next = True
+        elif (word in password_options or (_OPTION.match(word) and _secret_name(word))
+              or ((core := word.strip("[](){},\"'")) != word and core
+                  and (core in password_options or (_OPTION.match(core) and _secret_name(core))))):
+            hide_next = from_option = True  # --token X; ["--token", "X"] of a JSON list
+        elif word in _IPSEC_KINDS and before == ":":  # ipsec.secrets: %any : PSK "X"
+            hide_next, from_option = True, False
         elif word[-1] in ":=" and _BARE_NAME.match(key := word.rstrip(":=")) and _secret_name(key):
             hide_next = True  # "password:", "userPassword::" (LDIF's base64 form)
+            from_option = key[:1] in "\"'"  # a JSON member's name: its value may be on the next line
             hide_rest = _PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word in ("-u", "--user", "-U"):
             user_next = True
@@ -475,17 +522,18 @@ def _redact_line(line: str) -> str:
             sql_password = _PARTS.sub("", word.lower()) in ("password", "passwd")
             named_value = ((was_first and config_key and (key_value or word.lower() in _FIRST_ARGUMENT_KEYS))
                            or word.lower() in _DIRECTIVE_SECRETS
-                           or before.lower() in _ENV_DIRECTIVES
+                           or before.lower() in _ENV_DIRECTIVES or (before.lower() in _SETTERS and not set_password)
                            or (netrc and _PARTS.sub("", word.lower()) == "password"))
         elif (bracketed := _BRACKETED_NAME.match(word)) and _secret_name(bracketed.group(1)):
             named, named_value = True, False  # env[DB_PASSWORD] = X
         elif (key := _JSON_KEY_WORD.match(word)) and _secret_name(key.group(1)):
             named, named_value = True, False  # {"token" : "X"}
         elif (key := _JSON_KEY_END.search(word)) and _secret_name(key.group(1)):
-            hide_next = True  # {"password": "X"}
+            hide_next = from_option = True  # {"password": "X"}
         else:
             parts[i], hide_next, open_quote, keep_close = _redact_word(word)
-    return "".join(parts)
+            from_option = False
+    return "".join(parts), hide_next and from_option
 
 
 def _quoted_value_line(line: str) -> bool:
@@ -590,9 +638,10 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
     return word, False, "", False
 
 
-def _user_password(value: str) -> str:
-    """``name:password`` (curl ``-u``) or ``name%password`` (smbclient ``-U``) with the password hidden."""
-    for sep in (":", "%"):
+def _user_password(value: str, separators: str = ":%") -> str:
+    """``name:password`` (curl ``-u``), ``name%password`` (smbclient ``-U``) or ``name,password``
+    (lftp ``-u``, when ``separators`` holds ``,``) with the password hidden."""
+    for sep in separators:
         name, found, _ = value.partition(sep)
         if found:
             return f"{name}{sep}{HIDDEN}"

@@ -200,6 +200,24 @@ from ongrid_host.local import redact_cmdline
     ('"bob" "md5d6a35858d61d85e4a82ab1fb044aaf9d"', '"bob" "***"'),
     ("bob | md5d6a35858d61d85e4a82ab1fb044aaf9d", "bob | ***"),
     ('GET / "Mozilla 5" "x"', 'GET / "Mozilla 5" "x"'),
+    # registry logins (docker run -p stays a port), SQL Server, lftp, skopeo; a PAT by name
+    ("root 812 0.0 ? S 10:00 0:00 docker login -u ci -p hunter2 reg.io", "root 812 0.0 ? S 10:00 0:00 docker login -u ci -p *** reg.io"),
+    ("docker run -p 80:80 nginx", "docker run -p 80:80 nginx"),
+    ("az login -u a -p hunter2", "az login -u a -p ***"), ("sqlcmd -S db -U sa -P hunter2", "sqlcmd -S db -U sa -P ***"),
+    ("lftp -u bob,hunter2 sftp://h", "lftp -u bob,*** sftp://h"), ("ps -u root,www-data", "ps -u root,www-data"),
+    ("skopeo copy --creds u:hunter2 a b", "skopeo copy --creds *** a b"), ("GITHUB_PAT=hunter2", "GITHUB_PAT=***"),
+    # a YAML anchor or tag before the value; a JSON list of arguments; a zsh history line
+    ("  password: &pw hunter2", "  password: &pw ***"), ("  password: !!str hunter2", "  password: !!str ***"),
+    ('args: ["--token", "hunter2"]', 'args: ["--token", "***"]'),
+    (": 1700000000:0;mysql -uroot -phunter2", ": 1700000000:0;mysql -uroot -p***"),
+    # a setting set by name (aws, redis CONFIG SET), PHP arrays with variable indexes, IPsec and WireGuard keys
+    ("aws configure set aws_secret_access_key hunter2", "aws configure set aws_secret_access_key ***"),
+    ("127.0.0.1:6379> CONFIG SET requirepass hunter2", "127.0.0.1:6379> CONFIG SET requirepass ***"),
+    ("$cfg['Servers'][$i]['password'] = 'hunter2';", "$cfg['Servers'][$i]['password'] = '***';"),
+    ('%any : PSK "hunter2"', '%any : PSK "***"'), ("PresharedKey = hunter2=", "PresharedKey = ***"),
+    # network devices: a type digit between the name and the value
+    ("username bob privilege 15 secret 0 hunter2", "username bob privilege 15 secret 0 ***"),
+    ("snmp-server community hunter2 RO", "snmp-server community *** RO"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
@@ -224,6 +242,19 @@ def test_values_on_the_lines_after_their_key_are_hidden():
                               "  <value>s3.example</value>") == ("  <name>fs.s3a.secret.key</name>\n  <value>***</value>\n"
                                                                  "  <name>fs.s3a.endpoint</name>\n  <value>s3.example</value>")
 
+    # cloud-init's chpasswd list, as a block and as a list; the keys after it are left alone
+    assert redact_credentials("chpasswd:\n  list: |\n    root:X21\n    ubuntu:RANDOM\n  expire: False\nruncmd:\n  - a:b") == (
+        "chpasswd:\n  list: |\n    root:***\n    ubuntu:***\n  expire: False\nruncmd:\n  - a:b")
+    assert redact_credentials("chpasswd:\n  list:\n    - root:X22\n  expire: false") == (
+        "chpasswd:\n  list:\n    - root:***\n  expire: false")
+    # a secret option or JSON member ending its line: the value is the next line's first word
+    assert redact_credentials("args:\n- --db-password\n- X23\n- --port\n- 80") == (
+        "args:\n- --db-password\n- ***\n- --port\n- 80")
+    assert redact_credentials('        "--token",\n        "X24",\n        "--v"') == (
+        '        "--token",\n        "***",\n        "--v"')
+    assert redact_credentials('{\n  "password":\n    "X25"\n}') == '{\n  "password":\n    "***"\n}'
+    assert redact_credentials('"secrets":\n  {"a": 1}\npassword:\n  user: x') == '"secrets":\n  {"a": 1}\npassword:\n  user: x'
+
 
 def test_long_words_cost_linear_time():
     # a local user controls their processes' arguments (128 KiB each): no pattern may backtrack over a word
@@ -236,7 +267,8 @@ def test_long_words_cost_linear_time():
                     "$1$" + "a" * 400_000, "https://" + "1" * 400_000, "LS0tLS1CRUdJTi" + "A" * 400_000,
                     "define( 'a'" + " " * 400_000, "echo " + "a:" * 200_000 + " | chpasswd",
                     "| passwd " + "echo " * 80_000, '"a" "' + "b" * 400_000, "AUTH " * 100_000,
-                    "chpasswd:\n" + "  a:b\n" * 60_000):
+                    "chpasswd:\n" + "  a:b\n" * 60_000, '"--token", ' * 60_000, "password: " + "&a " * 100_000,
+                    ": 1:1;" * 60_000, "- --token\n" * 60_000, "docker login " * 40_000 + "-p " * 40_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
