@@ -286,6 +286,7 @@ TREE_KEYS = (
 def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
     with read_tx(engine) as conn:
         rows = subtree_rows(conn, session_id)
+        thread = _thread_of(conn, rows[0]) if rows else None
         # a reviewer's node says what the gate decided on its answer (the proposal it decided)
         reviewers = [r["id"] for r in rows if r["agent_id"] == "reviewer"]
         decided = {} if not reviewers else dict(conn.execute(
@@ -301,7 +302,20 @@ def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
             nodes[rid]["decision"] = decision
     for r in rows[1:]:
         nodes[r["parent_session_id"]]["children"].append(nodes[r["id"]])
-    return nodes[session_id]
+    return {**nodes[session_id], "thread_id": thread}
+
+
+def _thread_of(conn: Connection, row: dict[str, Any]) -> str | None:
+    """The thread (the coordinator's ``thread_id``) a session belongs to: its own, or its
+    nearest ancestor's; None when the chain is broken or deeper than a tree may be."""
+    for _depth in range(_MAX_TREE_DEPTH + 1):
+        if row.get("thread_id") is not None or row.get("parent_session_id") is None:
+            return row.get("thread_id")
+        parent = _get(conn, row["parent_session_id"])
+        if parent is None:
+            return None
+        row = parent
+    return None
 
 
 def close_open_workers(engine: Engine, status: str, reason: str, now: datetime | None = None) -> int:

@@ -167,6 +167,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert page.locator("#session-tree .decision-reject").inner_text() == "reject"
     assert re.search(r"\d+ tokens in / \d+ out · 2 model calls", tree_text)  # the session's usage counters
     copy_out(save_artifacts(tmp, "session-1280", page))
+    # after a reload (or from a shared link) the way back still leads to the session's own thread
+    page.reload()
+    page.locator("#session-tree .persona").first.wait_for()
+    page.locator("#session-back[href='#/t/ops-room']").wait_for(timeout=10_000)
     # the coordinator's session view lists every agent's calls
     page.go_back()
     page.locator("#conn.online").wait_for()

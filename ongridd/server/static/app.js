@@ -898,6 +898,9 @@ async function loadSession(id) {
     treeBox.replaceChildren(el("p", { class: "error", text: `Could not load the session: ${e.message}` }));
     return;
   }
+  if (typeof tree.thread_id === "string" && tree.thread_id) {  // after a reload state.thread is not this one
+    $("session-back").href = `#/t/${encodeURIComponent(tree.thread_id)}`;
+  }
   treeBox.replaceChildren(el("ul", { class: "tree" }, treeNode(tree, 0)));
   $("audit-empty").hidden = audit.length > 0;
   for (const r of audit) tbody.append(auditRow(r));
