@@ -105,7 +105,7 @@ def _parse_iso(text: str, *, field: str) -> float:
     except ValueError:
         raise ToolError(
             f"{field}: cannot read {text!r} as a time; use RFC 3339 ('2024-05-01T10:00:00Z'), "
-            "unix seconds, 'now' or a relative value such as '-1h'"
+            "unix seconds, 'now' or a relative value such as '-1h' or 'now-1h'"
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)

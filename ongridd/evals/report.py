@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ongridd.evals.runner import IncidentResult
+from ongridd.evals.runner import SCRIPTED_MODEL, IncidentResult
 
 COLUMNS = ("incident", "f1", "recall", "prec", "tools", "disp", "model", "loop", "secs", "tokens in/out", "")
 
@@ -82,7 +82,10 @@ def table(model: str, results: Sequence[IncidentResult]) -> str:
         return "  ".join(cells).rstrip()
 
     rule = "-" * len(fmt(COLUMNS))
-    lines = [f"model: {model}", fmt(COLUMNS), rule, *(fmt(r) for r in rows), rule, fmt(footer),
+    shown = (f"{model} — each incident's scripted answers, a test double: the figures check the harness "
+             "and the tools on real data, not a model (give --llm-base-url and --model to score one)"
+             if model == SCRIPTED_MODEL else model)
+    lines = [f"model: {shown}", fmt(COLUMNS), rule, *(fmt(r) for r in rows), rule, fmt(footer),
              f"mean F1 {data['mean_f1']:.3f}; pass rate {data['pass_rate']:.0%} "
              f"({t['passed']} of {t['incidents']}: F1 >= 0.5 and no loop)"]
     return "\n".join(lines)

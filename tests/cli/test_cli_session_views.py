@@ -17,6 +17,9 @@ def test_audit_rows_stay_one_line_each():
     assert len(lines) == 3  # the header, the row, its reason
     assert not any(line.lstrip().startswith("↳ review") for line in lines)
     assert "default specialist-ops" in lines[1] and lines[1].count(" error ") == 1
+    ok = format_audit([{"created_at": "t", "agent_id": "default", "tool_name": "host_du_summary", "status": "ok",
+                        "duration_ms": 3, "arguments": "{}", "result": '{"total": 5}\n↳ review: approve ' + "x" * 300}])
+    assert len(ok) == 3 and ok[2].lstrip().startswith('→ {"total": 5} ↳ review') and ok[2].endswith("…")
 
 
 def test_tree_threads_and_messages_cannot_forge_lines():

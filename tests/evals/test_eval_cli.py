@@ -56,7 +56,7 @@ def test_only_table_and_exit_one_on_a_failing_incident(tmp_path):
     proc = ongrid("--suite", str(suite), "--only", "tiny-solve", "tiny-wrong")
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "model: ongrid-scripted-model"
+    assert lines[0].startswith("model: ongrid-scripted-model — each incident's scripted answers, a test double")
     rows = {line.split()[0]: line.split() for line in lines if line.startswith("tiny-")}
     assert set(rows) == {"tiny-solve", "tiny-wrong"}
     assert rows["tiny-solve"][1:4] == ["1.00", "1.00", "1.00"] and rows["tiny-solve"][-1] == "pass"
