@@ -112,6 +112,14 @@ def test_validate_good_files_exit_zero_and_notes_overrides(capsys, repo, tmp_pat
     assert "ok  default" in out and "(overrides the built-in persona)" in out
 
 
+def test_validate_without_a_path_checks_what_the_daemon_reads(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no ./etc/ongrid.yaml, no configured folders: the built-in personas
+    code, out, err = run(capsys, "validate")
+    assert code == 0 and "validating " in err
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("ok  ")] == BUILTINS
+    assert "8 loaded, 0 skipped" in out
+
+
 def test_validate_missing_path_exits_one(capsys, tmp_path):
     code, out, err = run(capsys, "validate", str(tmp_path / "missing"))
     assert code == 1 and "no such file or folder" in err and "0 loaded, 0 skipped, 1 path not found" in out
