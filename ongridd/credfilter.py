@@ -93,7 +93,7 @@ _KEY_KINDS = frozenset({"api", "access", "private", "secret", "signing", "encryp
 _ABOUT_PARTS = frozenset({"file", "files", "path", "dir", "directory", "mode", "modes", "policy", "encryption",
                           "method", "methods", "type", "length", "required", "enabled", "webhook", "hash",
                           "algorithm", "format", "command", "cmd", "env", "ref", "name", "names", "id", "handle",
-                          "rotation", "expiry", "expiration", "age", "lifetime", "count"})
+                          "rotation", "expiry", "expiration", "age", "lifetime", "count", "stdin"})
 #: values that are never a credential (a switch)
 _NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "enabled", "disabled",
                                 "required", "optional", "0", "1"})
@@ -102,7 +102,10 @@ _FOLDER_NAMES = frozenset({"pwd", "oldpwd"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 #: name parts that say password only as a name's last part (``PW``, ``ROOT_PW``, ``olcRootPW``;
 #: not ``pw_dir`` or ``PW_HOME``)
-_LAST_PARTS = frozenset({"pw", "pword", "passw", "pat", "creds"})
+_LAST_PARTS = frozenset({"pw", "pword", "passw", "creds"})
+#: a ``pat`` (personal access token) last part counts only after these (``GITHUB_PAT``; not ``exclude_pat``)
+_PAT_OWNERS = frozenset({"github", "gh", "gitlab", "gitea", "forgejo", "bitbucket", "azure", "ado", "devops", "hf",
+                         "huggingface", "codeberg"})
 _PARTS = re.compile(r"[^a-z0-9]+")
 
 
@@ -121,7 +124,7 @@ def _secret_name(name: str) -> bool:
         return True
     if not parts or parts[-1] in _ABOUT_PARTS:
         return False
-    if parts[-1] in _LAST_PARTS:
+    if parts[-1] in _LAST_PARTS or (parts[-1] == "pat" and len(parts) > 1 and parts[-2] in _PAT_OWNERS):
         return True
     for i, part in enumerate(parts):
         if part in _SECRET_PARTS or part.endswith(_SECRET_ENDINGS):
@@ -180,15 +183,21 @@ _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 #: schemes of an ``Authorization`` header: the credential is the word after them
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
+#: SQL Server's tools: ``-P X`` and ``-PX``
+_ATTACHED_P = frozenset({"sqlcmd", "bcp", "isql"})
 #: client programs (by file name) and their options that take a password as the next word
 _PASSWORD_OPTIONS = {
     "redis-cli": ("-a",), "sshpass": ("-p",), "mongo": ("-p",), "mongosh": ("-p",), "ipmitool": ("-P",),
-    "sqlcmd": ("-P",), "bcp": ("-P",), "isql": ("-P",),
+    **{name: ("-P",) for name in _ATTACHED_P},
     **{name: ("-c",) for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget", "snmpset",
                                   "snmptable", "snmpdf", "snmpstatus")},
     **{name: ("-w",) for name in ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd",
                                   "ldapwhoami", "ldapcompare", "ldapmodrdn", "ldapexop")},
 }
+#: words that end one command of a command line (a ``login``'s ``-p`` is not the next command's)
+_COMMAND_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+#: a YAML node's anchor or tag before its value (``password: &pw X``, ``password: !!str X``)
+_YAML_NODE_PROPERTY = re.compile(r"(?:&[A-Za-z0-9_-]{1,64}|!!?[A-Za-z0-9_.-]{0,64})\Z")
 #: programs whose ``login`` subcommand takes the password after ``-p`` (``docker login -u ci -p X``)
 _LOGIN_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "az",
                              "finch", "regctl"})
@@ -203,11 +212,15 @@ _BRACKETED_NAME = re.compile(r"(?:env\[[\"']?|\$[A-Za-z_][A-Za-z0-9_]{0,63}"
                              r"([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
 #: ``ipsec.secrets`` kinds whose next word is the secret (``%any : PSK "X"``)
 _IPSEC_KINDS = frozenset({"PSK", "EAP", "XAUTH", "NTLM"})
-#: Cisco-style type digits between a secret's name and its value (``username bob secret 0 X``)
+#: Cisco-style type digits between a secret's name and its value (``username bob secret 0 X``), on
+#: the lines of a device configuration that open with one of these
 _TYPE_DIGITS = frozenset({"0", "5", "7", "8", "9"})
-#: words after which a secret's name is followed by its value (``aws configure set aws_secret_access_key X``,
-#: ``CONFIG SET requirepass X``, ``snmp-server community X RO``)
-_SETTERS = frozenset({"set", "snmp-server"})
+_DEVICE_DIRECTIVES = frozenset({"username", "enable", "key", "password", "secret", "tacacs-server", "radius-server",
+                                "ppp", "ntp", "ip", "crypto", "server", "snmp-server", "wpa-psk", "authentication-key"})
+#: words after which a secret's name is followed by its value, the line's last word (``aws configure set
+#: aws_secret_access_key X``, ``CONFIG SET requirepass X``); after ``snmp-server`` the next word
+#: whatever follows (``snmp-server community X RO``)
+_SETTERS = frozenset({"set"})
 #: a zsh history line's ``: <start>:<elapsed>;`` prefix
 _ZSH_HISTORY = re.compile(r"(: [0-9]{1,12}:[0-9]{1,9};)(.*)\Z", re.DOTALL)
 #: a line whose first word (after a list's ``-``) is the value of a secret option that ended the line above
@@ -272,15 +285,16 @@ _YAML_BLOCK_KEY = re.compile(r"(\s*)[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?
 #: an XML element opened alone on its line (its value on the next lines: ``<password>``)
 _XML_OPEN_LINE = re.compile(r"\s*<([A-Za-z_][\w.:-]{0,63})>\s*\Z")
 #: a pgbouncer ``userlist.txt`` line: ``"name" "password"`` (the password in clear, or a hash)
-_USERLIST_LINE = re.compile(r'(\s*"[^"\s]{1,64}"[ \t]{1,16}")([^"\n]{1,1024})("\s*)\Z')
+_USERLIST_LINE = re.compile(r'(\s*"[A-Za-z0-9_.@-]{1,64}"[ \t]{1,16}")([^"\n$]{1,1024})("\s*)\Z')
 #: a ``user:password`` word on a line that runs chpasswd (``echo 'root:X' | chpasswd``,
 #: ``chpasswd <<< "root:X"``, ``printf '%s\\n' 'root:X' | chpasswd``)
 _CHPASSWD_INPUT = re.compile(r"""(?<![\w/$.:@%-])([A-Za-z_][A-Za-z0-9_.@-]{0,63}:)([^\s\\|;&'"]+)""")
-#: a line that feeds chpasswd (``… | chpasswd``, ``… | sudo /usr/sbin/chpasswd``, ``chpasswd <<< …``)
-_FEEDS_CHPASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?chpasswd\b|\bchpasswd\s{0,8}(?:<<<|:\s{0,8}\{)")
+#: a line that feeds chpasswd or passwd (``… | chpasswd``, ``… | sudo /usr/sbin/passwd``, ``chpasswd <<< …``);
+#: group 1 or 2 is ``chpasswd`` when it is that one
+_FEEDS_PASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?(ch)?passwd\b"
+                           r"|\b(ch)passwd\s{0,8}(?:<<<|:\s{0,8}\{)")
 #: the word echoed into passwd (``echo X | passwd --stdin bob``)
 _PASSWD_INPUT = re.compile(r"""((?:\becho|\bprintf)(?:[ \t]{1,8}-[A-Za-z]{1,3}){0,2}[ \t]{1,8}['"]?)([^\s|;&'"]+)""")
-_PIPED_TO_PASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?passwd\b")
 #: a cloud-init ``chpasswd:`` block's ``user:password`` line (``    root:X``, ``    - root:X``)
 _CHPASSWD_KEY = re.compile(r"\s*chpasswd\s*:\s*\Z")
 _USER_PASSWORD_LINE = re.compile(r"(\s*(?:-\s{1,4})?[A-Za-z0-9_.@-]{1,64}:)(?=\S)(.+)\Z")
@@ -342,12 +356,27 @@ def redact_credentials(text: str) -> str:
             continue
         if "<" in line and (element := _XML_OPEN_LINE.match(line)) and _secret_name(element.group(1)):
             xml_close, block_lines = f"</{element.group(1)}>", 0
-        if carry and (first := _FIRST_VALUE.match(line)) and first.group(2)[0] not in "{[":  # - --db-password / - X
-            line = first.group(1) + _hide_value(first.group(2))[0] + line[first.end():]
         history = _ZSH_HISTORY.match(line) if line.startswith(": ") else None
-        shown, value_below = _redact_line(history.group(2) if history else line)
+        command = history.group(2) if history else line
+        if carry:  # - --db-password / - X
+            command = _value_first(command)
+        shown, value_below = _redact_line(command)
         out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)
+
+
+def _value_first(line: str) -> str:
+    """``line`` with its first word (after a list's ``-``) hidden: the value of a secret option
+    that ended the line above.  A quoted value is hidden up to its closing quote on the line."""
+    first = _FIRST_VALUE.match(line)
+    if first is None or first.group(2)[0] in "{[":
+        return line
+    shown, quote, _ = _hide_value(first.group(2))
+    rest = line[first.end():]
+    if quote:  # "correct horse battery": the words up to the close go too
+        at = _closing(rest, quote, 0)
+        rest = "" if at < 0 else rest[at:]
+    return first.group(1) + shown + rest
 
 
 def _program(word: str) -> str:
@@ -379,10 +408,12 @@ def _known_shapes(line: str) -> str:
         line = _NPM_AUTH.sub(rf"\g<1>{HIDDEN}", line)
     if line.count('"') == 4 and (userlist := _USERLIST_LINE.match(line)):
         line = userlist.group(1) + HIDDEN + userlist.group(3)
-    if "chpasswd" in line and _FEEDS_CHPASSWD.search(line):
-        line = _CHPASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
-    if "passwd" in line and ("--stdin" in line or _PIPED_TO_PASSWD.search(line)):
-        line = _PASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
+    if "passwd" in line or "-stdin" in line:
+        fed = [bool(m.group(1) or m.group(2)) for m in _FEEDS_PASSWD.finditer(line)]
+        if any(fed):
+            line = _CHPASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
+        elif fed or "--stdin" in line or "--password-stdin" in line:  # echo X | passwd --stdin; docker login
+            line = _PASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
     return line
 
 
@@ -397,7 +428,8 @@ def _redis_auth(parts: list[str]) -> int:
         after = parts[at[j + 1]].lower()
         if after in _PAM_CONTROLS or after.startswith("["):
             return -1
-        if (j == 0 and parts[i] in ("AUTH", "auth")) or (j and parts[at[j - 1]].endswith((">", "]"))) \
+        if (j == 0 and parts[i] in ("AUTH", "auth")) or (j and parts[at[j - 1]].endswith(">")) \
+                or (j and parts[at[j - 1]].endswith("]") and parts[i] == '"AUTH"') \
                 or any(_program(parts[k]) == "redis-cli" for k in at[:j]):
             return at[-1]
     return -1
@@ -410,7 +442,9 @@ def _redact_line(line: str) -> tuple[str, bool]:
     parts = _WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
     words = [word for word in parts[::2] if word]
     # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
-    mysql = login_program = lftp = False
+    mysql = login_program = login_p = attached_p = lftp = yaml_key = False
+    positions = [i for i in range(0, len(parts), 2) if parts[i]]
+    order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
     from_option = False  # hide_next was set by an option or a JSON key: its value may be on the next line
     password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
@@ -446,9 +480,13 @@ def _redact_line(line: str) -> tuple[str, bool]:
         elif program in _LOGIN_PROGRAMS:
             login_program = True
         elif word == "login" and login_program:  # docker login -u ci -p X (docker run -p is a port)
-            password_options.add("-p")
+            login_p = True
+        elif word in _COMMAND_SEPARATORS:
+            login_program = login_p = False
         elif program == "lftp":
             lftp = True
+        if program in _ATTACHED_P:
+            attached_p = True
         if hide_rest:  # a cookie header: every pair after it
             parts[i] = HIDDEN if word != HIDDEN else word
             continue
@@ -459,7 +497,8 @@ def _redact_line(line: str) -> tuple[str, bool]:
             continue
         if named:
             named = False
-            if word in _TYPE_DIGITS and i + 2 < len(parts):  # username bob secret 0 X
+            if (word in _TYPE_DIGITS and len(positions) - order[i] == 2  # username bob secret 0 X (X last)
+                    and parts[positions[0]].lower() in _DEVICE_DIRECTIVES):
                 named = named_value = True
                 continue
             if word in ("=", ":", "=>"):  # "password = X" of a configuration file, "'password' => X" of PHP
@@ -484,7 +523,8 @@ def _redact_line(line: str) -> tuple[str, bool]:
             if _plain_value(word):  # automountServiceAccountToken: false
                 hide_next = False
                 continue
-            if word[0] in "&!" and len(word) > 1 and i + 2 < len(parts):  # a YAML anchor or tag: password: &pw X
+            if (yaml_key and _YAML_NODE_PROPERTY.match(word) and order[i] + 1 < len(positions)
+                    and not parts[positions[order[i] + 1]].startswith("#")):  # password: &pw X, password: !!str X
                 continue
             if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
                 parts[i], open_quote, keep_close = _hide_value(word)
@@ -502,38 +542,44 @@ def _redact_line(line: str) -> tuple[str, bool]:
             hide_next, set_password = True, False
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
-        elif (word in password_options or (_OPTION.match(word) and _secret_name(word))
-              or ((core := word.strip("[](){},\"'")) != word and core
-                  and (core in password_options or (_OPTION.match(core) and _secret_name(core))))):
-            hide_next = from_option = True  # --token X; ["--token", "X"] of a JSON list
+        elif (core := word.strip("[](){},\"'")) and (core in password_options or (login_p and core == "-p")
+                                                     or (_OPTION.match(core) and _secret_name(core))):
+            hide_next, from_option, yaml_key = True, True, False  # --token X; ["--token", "X"] of a JSON list
         elif word in _IPSEC_KINDS and before == ":":  # ipsec.secrets: %any : PSK "X"
-            hide_next, from_option = True, False
+            hide_next, from_option, yaml_key = True, False, False
         elif word[-1] in ":=" and _BARE_NAME.match(key := word.rstrip(":=")) and _secret_name(key):
             hide_next = True  # "password:", "userPassword::" (LDIF's base64 form)
             from_option = key[:1] in "\"'"  # a JSON member's name: its value may be on the next line
+            yaml_key = word[-1] == ":" and not from_option
             hide_rest = _PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word in ("-u", "--user", "-U"):
             user_next = True
-        elif mysql and word.startswith("-p") and len(word) > 2:
+        elif (mysql or login_p) and word.startswith("-p") and len(word) > 2:
             parts[i] = f"-p{HIDDEN}"
+        elif attached_p and word.startswith("-P") and len(word) > 2:  # sqlcmd -PX
+            parts[i] = f"-P{HIDDEN}"
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or _secret_name(word)):
             named = True
             sql_password = _PARTS.sub("", word.lower()) in ("password", "passwd")
             named_value = ((was_first and config_key and (key_value or word.lower() in _FIRST_ARGUMENT_KEYS))
                            or word.lower() in _DIRECTIVE_SECRETS
-                           or before.lower() in _ENV_DIRECTIVES or (before.lower() in _SETTERS and not set_password)
+                           or before.lower() in _ENV_DIRECTIVES
+                           or (before.lower() in _SETTERS and not set_password and len(positions) - order[i] == 2)
+                           or before.lower() == "snmp-server"
                            or (netrc and _PARTS.sub("", word.lower()) == "password"))
         elif (bracketed := _BRACKETED_NAME.match(word)) and _secret_name(bracketed.group(1)):
             named, named_value = True, False  # env[DB_PASSWORD] = X
         elif (key := _JSON_KEY_WORD.match(word)) and _secret_name(key.group(1)):
             named, named_value = True, False  # {"token" : "X"}
         elif (key := _JSON_KEY_END.search(word)) and _secret_name(key.group(1)):
-            hide_next = from_option = True  # {"password": "X"}
+            hide_next, from_option, yaml_key = True, True, False  # {"password": "X"}
         else:
             parts[i], hide_next, open_quote, keep_close = _redact_word(word)
             from_option = False
-    return "".join(parts), hide_next and from_option
+    # the value is on the next line only when the option or key stands alone on this one ("- --db-password")
+    alone = len(positions) == 1 or (len(positions) == 2 and parts[positions[0]] == "-")
+    return "".join(parts), hide_next and from_option and alone and not hide_rest
 
 
 def _quoted_value_line(line: str) -> bool:
