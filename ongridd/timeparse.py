@@ -20,6 +20,7 @@ import re
 from datetime import UTC, datetime
 
 from ongridd.errors import ToolError
+from ongridd.unicodetext import ascii_digits
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
@@ -88,7 +89,7 @@ def parse_time(value: object, *, now: float, field: str) -> float:
         number = float(low)
         return now + number if number < 0 else number
     relative = low[3:].strip() if low.startswith("now") else low
-    if relative[:1] in "+-" and (relative[1:2].isascii() and relative[1:2].isdigit()):
+    if relative[:1] in "+-" and ascii_digits(relative[1:2]):
         sign = -1.0 if relative[0] == "-" else 1.0
         return now + sign * _parse_unit_duration(relative[1:].strip(), field=field)
     return _parse_iso(text, field=field)

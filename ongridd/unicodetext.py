@@ -16,7 +16,14 @@ import re
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-__all__ = ["valid_text"]
+__all__ = ["ascii_digits", "valid_text"]
+
+
+def ascii_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits ``0``–``9`` — what ``int()`` and the
+    programs Ongrid runs read as a number.  ``str.isdigit`` also takes ``²`` (which ``int()``
+    refuses) and ``٣`` (which it takes as 3)."""
+    return text.isascii() and text.isdigit()
 
 
 def valid_text(text: str) -> str:

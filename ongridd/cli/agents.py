@@ -197,9 +197,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     builtin.load([])
     loaded = skipped = missing = 0
     paths = args.paths
-    if not paths:  # the folders the daemon reads: the built-in personas and its agents folders that exist
+    if not paths:  # what the daemon reads: the built-in personas, the plugins' and its agents folders that exist
         config = getattr(args, "_config", None)
-        paths = [str(builtin_agents_dir()),
+        paths = [str(builtin_agents_dir()), *(str(p) for p in (contributions.persona_paths if contributions else ())),
                  *(str(root) for root in (config.agent_user_roots if config is not None else ()) if Path(root).exists())]
         _print(f"validating {', '.join(paths)}", sys.stderr)
     for raw in paths:
@@ -283,8 +283,8 @@ def add_parser(subparsers: Any) -> None:
     p = sub.add_parser("validate", help="check persona files or folders: unknown tools (with the closest real "
                                         "name), tools permission_mode drops; exit 1 if any file is skipped")
     p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="persona files or folders (default: the folders the daemon reads — the built-in "
-                        "personas and the configured agents folders)")
+                   help="persona files or folders (default: what the daemon reads — the built-in "
+                        "personas, the plugins' and the configured agents folders)")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 on a tool problem too (an unknown or dropped tool), not only on a skipped file")
     config_args(p)

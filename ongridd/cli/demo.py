@@ -176,7 +176,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
             print("\n=== Session tree ===")
             print(safe_text("\n".join(format_tree(tree))))
             print("\n=== Audit (every tool call) ===")
-            print(safe_text("\n".join(format_audit(audit))))
+            print(safe_text("\n".join(format_audit(audit, results=False))))  # the answer shows what they found
             print(f"\nAnswered by: {answered_by}.")
         biggest = max(files, key=lambda f: f[1])[0]
         if final and not args.llm_base_url:

@@ -142,9 +142,10 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
     return lines
 
 
-def format_audit(rows: list[dict]) -> list[str]:
+def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
     """A header row, then one line per audit row: time, agent, tool, status, duration, arguments
-    (cut at 80), and under it the review, the error or the start of the result (cut at 160); every field on one line (a model-invented tool name with line breaks in it
+    (cut at 80), and under it the review, the error or (``results``) the start of the result (cut at
+    160); every field on one line (a model-invented tool name with line breaks in it
     cannot draw a row or a review line of its own)."""
     width = max((len(str(r.get("created_at", ""))) for r in rows), default=0)
     out = [f"{'TIME':<{width}}  {'AGENT':<22} {'TOOL':<24} {'STATUS':<9} {'DURATION':>9}  ARGUMENTS"] if rows else []
@@ -164,7 +165,7 @@ def format_audit(rows: list[dict]) -> list[str]:
         elif r.get("status") in ("error", "timeout", "rejected", "redirect"):
             why = " ".join(str(r.get("result") or "").split())
             out.append(f"{'':<30}↳ {why if len(why) <= 160 else why[:159] + '…'}")
-        elif r.get("result"):  # what the call returned, its start (--json has it whole)
+        elif results and r.get("result"):  # what the call returned, its start (--json has it whole)
             result = " ".join(str(r["result"]).split())
             out.append(f"{'':<30}→ {result if len(result) <= 160 else result[:159] + '…'}")
     return out

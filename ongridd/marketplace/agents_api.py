@@ -45,6 +45,7 @@ from ongridd.personas.parse import parse_persona_text, persona_to_text
 from ongridd.personas.registry import content_digest
 from ongridd.secretset import redact
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
+from ongridd.unicodetext import ascii_digits
 
 log = get_logger(__name__)
 WATCH_INTERVAL_S = 1.0
@@ -458,7 +459,7 @@ def _as_sent(warning: str, path: Path) -> str:
     if text.startswith(prefix):
         rest = text[len(prefix):]
         line, sep, after = rest.partition(": ")
-        text = f"line {line} of the text sent: {after}" if sep and (line.isascii() and line.isdigit()) else f"the text sent:{rest}"
+        text = f"line {line} of the text sent: {after}" if sep and ascii_digits(line) else f"the text sent:{rest}"
     return text
 
 

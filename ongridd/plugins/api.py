@@ -43,6 +43,7 @@ from ongridd.plugins.httpjson import HttpAnswer, get_json
 from ongridd.plugins.settings import numeric_settings
 from ongridd.secretset import redact, scrubbed_env
 from ongridd.timeparse import format_duration, iso_utc, parse_duration, parse_time
+from ongridd.unicodetext import ascii_digits
 from ongridd.tools.classify import call_key, classify_off_thread
 from ongridd.tools.spec import Approval, Classification, Outcome, Proposal, Tool, ToolCallContext
 from ongridd.yamlbounds import FRONTMATTER_LIMITS, yaml_loader
@@ -72,6 +73,7 @@ __all__ = [
     "scrubbed_env",
     "redact",
     "redact_credentials",
+    "ascii_digits",
     "REDACTED_NOTE",
     "ChatAPI",
     "ChatTurn",

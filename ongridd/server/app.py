@@ -16,6 +16,7 @@ files are answered at once; every other request waits for it (at most
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -115,13 +116,17 @@ async def _body_json() -> Any:
         return None
 
 
+#: a decimal integer as a query parameter carries it (ASCII digits: ``str.isdigit`` also takes "²")
+_DECIMAL = re.compile(r"\s*-?[0-9]{1,11}\s*")
+
+
 def query_int(name: str, default: int, low: int, high: int) -> int:
     """The integer query parameter ``name`` clamped to ``[low, high]`` (``default``
     when absent); OngridError (400) when it is not a decimal integer."""
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    if len(raw) > 12 or not (raw.isascii() and raw.strip().lstrip("-").isdigit()):
+    if not _DECIMAL.fullmatch(raw):
         raise OngridError(f"{name}: expected an integer, got {raw[:20]!r}")
     return max(low, min(high, int(raw)))
 

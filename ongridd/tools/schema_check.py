@@ -25,6 +25,7 @@ import jsonschema_rs
 from jsonschema import Draft202012Validator
 
 from ongridd.tools.regex_risk import regex_problem
+from ongridd.unicodetext import ascii_digits
 
 #: the largest tool schema accepted (characters of its canonical JSON) and its deepest nesting
 SCHEMA_MAX_CHARS = 256 * 1024
@@ -188,7 +189,7 @@ def _pointer(root: Any, fragment: str) -> Any:
         part = urllib.parse.unquote(raw).replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict):
             node = node.get(part)
-        elif isinstance(node, list) and (part.isascii() and part.isdigit()) and int(part) < len(node):
+        elif isinstance(node, list) and ascii_digits(part) and int(part) < len(node):
             node = node[int(part)]
         else:
             return None

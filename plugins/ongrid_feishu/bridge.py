@@ -37,6 +37,7 @@ import trio
 from ongrid_feishu.crypto import decrypt, signature_ok
 from ongrid_feishu.markup import LIMIT, post_content, to_md
 from ongridd.plugins.api import (
+    ascii_digits,
     REFUSAL,
     BotIdentity,
     BridgeSettings,
@@ -148,7 +149,7 @@ class FeishuBridge:
             if signed is not None:
                 ts = req.headers.get("X-Lark-Request-Timestamp") or ""
                 nonce = req.headers.get("X-Lark-Request-Nonce") or ""
-                if not (ts.isascii() and ts.isdigit()) or len(ts) > 12 or abs(time.time() - int(ts)) > SIGNATURE_WINDOW_S:
+                if not ascii_digits(ts) or len(ts) > 12 or abs(time.time() - int(ts)) > SIGNATURE_WINDOW_S:
                     raise Refused("stale or missing timestamp")
                 if len(nonce) > 200 or not signature_ok(ts, nonce, self._ekey, req.body, signed[:200]):
                     raise Refused("bad signature")

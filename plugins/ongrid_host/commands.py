@@ -35,6 +35,7 @@ from ongrid_host.optspec import (
     one_of,
     pattern,
 )
+from ongridd.plugins.api import ascii_digits
 
 
 def F(short: str = "", long: str = "") -> Opt:  # noqa: N802 - table shorthand
@@ -264,7 +265,7 @@ VMSTAT_MAX_S = 30
 
 def _all_ints(name: str, words: Sequence[str]) -> None:
     for w in words:
-        if not (w.isascii() and w.isdigit()):
+        if not ascii_digits(w):
             raise Refusal(WRITE, f"{name}: operand '{w}' is not a number (delay and count)")
 
 

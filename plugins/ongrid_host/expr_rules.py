@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 from ongrid_host.optspec import REFUSED, WRITE, Refusal
+from ongridd.plugins.api import ascii_digits
 
 # ---- sed ---------------------------------------------------------------------------
 
@@ -27,11 +28,6 @@ from ongrid_host.optspec import REFUSED, WRITE, Refusal
 _SED_SIMPLE = set("=dDgGhHlnNpPxzF")
 _SED_FORBIDDEN = {"e": "runs a shell command", "r": "reads a file", "R": "reads a file", "w": "writes a file",
                   "W": "writes a file"}
-
-
-def _digit(c: str) -> bool:
-    """Whether ``c`` is an ASCII digit (sed reads ``0``–``9`` only; ``str.isdigit`` also takes ``²``)."""
-    return c.isascii() and c.isdigit()
 
 
 class _Sed:
@@ -65,12 +61,12 @@ class _Sed:
 
     def address(self) -> bool:
         c = self.peek()
-        if _digit(c):
-            while _digit(self.peek()):
+        if ascii_digits(c):
+            while ascii_digits(self.peek()):
                 self.i += 1
             if self.peek() == "~":
                 self.i += 1
-                while _digit(self.peek()):
+                while ascii_digits(self.peek()):
                     self.i += 1
             return True
         if c == "$":
@@ -108,7 +104,7 @@ class _Sed:
                     self.skip_blanks()
                     if self.peek() in ("+", "~"):
                         self.i += 1
-                        while _digit(self.peek()):
+                        while ascii_digits(self.peek()):
                             self.i += 1
                     elif not self.address():
                         return "sed script: address range without an end"
@@ -126,12 +122,12 @@ class _Sed:
             if cmd in _SED_SIMPLE:
                 self.skip_blanks()
                 if cmd == "l":
-                    while _digit(self.peek()):
+                    while ascii_digits(self.peek()):
                         self.i += 1
                 continue
             if cmd in "qQ":
                 self.skip_blanks()
-                while _digit(self.peek()):
+                while ascii_digits(self.peek()):
                     self.i += 1
                 continue
             if cmd in "aic":

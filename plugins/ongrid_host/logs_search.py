@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
+from ongridd.plugins.api import REDACTED_NOTE, redact_credentials, ascii_digits
 from ongrid_host.logs_lines import LineSplitter, Matcher, last_timestamp, line_timestamp
 from ongrid_host.path_policy import PathPolicy, normalize
 from ongrid_host.services import UNIT_RE
@@ -331,7 +331,7 @@ def check_unit_name(unit: str) -> str:
 def check_priority(priority: str) -> str:
     """``0``–``7`` or a syslog level name (entries at that level or more urgent)."""
     p = str(priority).strip().lower()
-    if p in PRIORITIES or (p.isascii() and p.isdigit() and 0 <= int(p) <= 7):
+    if p in PRIORITIES or (ascii_digits(p) and 0 <= int(p) <= 7):
         return p
     raise ToolError(f"priority: expected 0-7 or one of {', '.join(PRIORITIES)}, got {priority!r}")
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 
 import attrs
+from ongridd.plugins.api import ascii_digits
 
 #: a value check returns why the value is refused, or None
 ValueCheck = Callable[[str], "str | None"]
@@ -286,7 +287,7 @@ def parse(spec: CommandSpec, args: Sequence[str]) -> Parsed:
             opts.append((opt, got))
             continue
         letters = a[1:]
-        if spec.digits and (letters.isascii() and letters.isdigit()):
+        if spec.digits and ascii_digits(letters):
             opt = spec.allowed_long()[spec.digits]
             opts.append((opt, _checked(spec, opt, letters)))
             continue

@@ -13,7 +13,12 @@ daemon's API keys; devices never end), password and sudo files, ssh keys
 (``/etc/ssh/*key*``, any ``.ssh`` folder), ``/etc/ssl/private``,
 ``/etc/ongrid``, the daemon's state folder and its config file.  A
 *recursive* read is refused when its target is inside an area or contains
-one (``grep -r x /etc`` would read ``/etc/shadow``).
+one (``grep -r x /etc`` would read ``/etc/shadow``).  A copy of an area
+elsewhere — inside a container image's layer, a chroot, a backup
+(``…/diff/etc/wireguard/wg0.conf``) — is one too: named in a path, and on the
+local host also when a recursive read's folder holds one.  Container storage
+(``/var/lib/docker`` and the like, where every image's own ``/etc`` lies) is
+not read recursively at all, but for its volumes (applications' data).
 
 **Safe kernel files** are the exception inside ``/proc`` and ``/sys``: the
 files investigations need and that hold no secret (load, memory, pressure,
@@ -135,10 +140,13 @@ SECRET_NAMES: dict[str, str] = {
     ".git-credential-cache": "git passwords", ".password-store": "a password store", "restic-password":
     "a backup password", ".boto": "cloud credentials", ".passwd-s3fs": "cloud credentials",
     "passwd-s3fs": "cloud credentials", ".smbcredentials": "SMB passwords", "auth.json": "registry credentials",
-    "clouds.yaml": "cloud credentials", "secure.yaml": "cloud credentials", "credentials.toml": "registry credentials",
+    "clouds.yaml": "cloud credentials", "secure.yaml": "cloud credentials",
     ".terraformrc": "cloud credentials", "terraform.rc": "cloud credentials", "glab-cli": "GitLab credentials",
-    "settings-security.xml": "Maven's master password", ".m2": "Maven repository passwords (settings.xml)",
+    "settings-security.xml": "Maven's master password", "credentials.d": "a credentials folder",
 }
+#: file names that hold credentials inside one folder only (Maven's ``~/.m2/settings.xml``, not the
+#: jars and poms beside it)
+SECRET_NAMES_IN: dict[tuple[str, str], str] = {(".m2", "settings.xml"): "Maven repository passwords"}
 #: file-name endings of key and keystore files, anywhere
 SECRET_SUFFIXES: dict[str, str] = {
     ".key": "a private key file", ".keyring": "a keyring", ".p12": "a key store", ".pfx": "a key store",
@@ -156,11 +164,19 @@ SECRET_PREFIXES: dict[str, str] = {
     "id_dsa": "an ssh key", "privkey": "a private key file", "htpasswd": "web server password hashes",
     "sasl_passwd": "mail relay passwords",
 }
-#: parts of file names, anywhere, that say credentials (``cifs-credentials``, ``aws_credentials.bak``)
+#: parts of file names that say credentials (``cifs-credentials``, ``aws_credentials.bak``)
 SECRET_INFIXES: dict[str, str] = {"credential": "a credentials file"}
+#: where packaged programs and their documentation live: a file there named like a secret is code, a
+#: manual or an example (``botocore/credentials.py``, ``htpasswd.1.gz``, ``shadow.5.gz``), so the
+#: name-part rules (prefixes, infixes) do not apply under them
+PACKAGED = ("/usr/share", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/include", "/usr/src")
 #: where container engines keep images and containers: every image's own /etc (its password hashes,
-#: keys, a cluster's credentials) lies somewhere under them, so they are not read recursively
+#: keys, a cluster's credentials) lies somewhere under them, so they are not read recursively —
+#: but for the volumes, applications' own data (their logs)
 CONTAINER_STORAGE = ("/var/lib/docker", "/var/lib/containerd", "/var/lib/containers", "/var/lib/podman")
+CONTAINER_VOLUMES = ("/var/lib/docker/volumes", "/var/lib/containers/storage/volumes")
+#: the same, rootless, under a user's home (name parts of a path)
+_ROOTLESS_STORAGE = ("/.local/share/containers", "/.local/share/docker")
 _CG = r"/sys/fs/cgroup(/[A-Za-z0-9_.:@+-]+)*"
 #: files inside /proc and /sys a read-only persona may read (full matches of
 #: the normalised path; no component may be '.' or '..', see normalize())
@@ -272,9 +288,13 @@ class PathPolicy:
             if part in SECRET_NAMES:
                 return SECRET_NAMES[part]
         base = parts[-1]
+        if len(parts) > 1 and (parts[-2], base) in SECRET_NAMES_IN:
+            return SECRET_NAMES_IN[(parts[-2], base)]
         for suffix, why in SECRET_SUFFIXES.items():
             if base.endswith(suffix):
                 return why
+        if any(_under(form, folder) for folder in PACKAGED):
+            return None
         for infix, why in SECRET_INFIXES.items():
             if infix in base:
                 return why
@@ -316,13 +336,36 @@ class PathPolicy:
             for area in inner:
                 if _under(area, form):
                     return f"recursive read of '{path}' (resolves to {form}) would include {area}"
-            storage = next((c for c in CONTAINER_STORAGE if _under(form, c) or _under(c, form)), None)
+            storage = next((c for c in CONTAINER_STORAGE if (_under(form, c) or _under(c, form))
+                            and not any(_under(form, v) for v in CONTAINER_VOLUMES)), None)
+            if storage is None and any(r + "/" in form + "/" for r in _ROOTLESS_STORAGE):
+                storage = "a user's container storage"
             if storage is not None:
                 return (f"recursive read of '{path}' would include {storage}, where every container image's own "
                         "files lie (their password hashes, keys and credentials); name the file to read")
+            if self.resolve:  # a copy of an area at the top of this folder or of one of its folders
+                copy = self._copy_inside(form)
+                if copy is not None:
+                    return f"recursive read of '{path}' would include {copy}"
             home_like = form in ("/home", "/root") or (form.startswith("/home/") and form.count("/") == 2)
             if home_like:
                 return f"recursive read of '{path}' would include a home folder's .ssh keys"
+        return None
+
+
+    def _copy_inside(self, folder: str) -> str | None:
+        """A copy of an area that exists on this host inside ``folder`` (``/srv/chroot`` holding
+        ``etc/kubernetes``; ``/srv/chroot/etc`` holding ``kubernetes``), or None."""
+        for area, why in self.areas:
+            if area.count("/") < 2:
+                continue
+            segments = area.strip("/").split("/")
+            for k in range(len(segments)):  # the folder may stand for the area's first k segments
+                if k and not folder.endswith("/" + "/".join(segments[:k])):
+                    continue
+                inside = posixpath.join(folder, *segments[k:])
+                if inside != area and os.path.lexists(inside):
+                    return f"{inside}, a copy of {area} ({why})"
         return None
 
 
@@ -362,6 +405,7 @@ def grep_exclusions() -> tuple[str, ...]:
     words += [f"--exclude=*{_any_case(suffix)}" for suffix in SECRET_SUFFIXES]
     words += [f"--exclude={dot}{_any_case(prefix)}*" for prefix in SECRET_PREFIXES for dot in ("", ".")]
     words += [f"--exclude=*{_any_case(infix)}*" for infix in SECRET_INFIXES]
+    words += [f"--exclude={_any_case(base)}" for _, base in SECRET_NAMES_IN]
     words += [f"--exclude=*{_any_case('environ')}*"]
     return tuple(dict.fromkeys(words))
 

@@ -26,7 +26,7 @@ import dns.reversename
 import trio
 
 from ongrid_host.egress import ProbeTargets
-from ongridd.plugins.api import ToolError
+from ongridd.plugins.api import ascii_digits, ToolError
 
 MAX_TCP_ADDRESSES = 4
 MAX_DNS_RECORDS = 50
@@ -131,7 +131,7 @@ def parse_server(server: str) -> tuple[str, int]:
         s, port = m.group(1), int(m.group(2))
     elif s.count(":") == 1:
         s, p = s.split(":")
-        if not (p.isascii() and p.isdigit()):
+        if not ascii_digits(p):
             raise ToolError(f"server: bad port in {server!r}")
         port = int(p)
     try:

@@ -20,7 +20,7 @@ from ongrid_host.settings import HostSettings
 from ongrid_host.ssh import run_remote, run_remote_checked
 from ongrid_host.units import human_bytes, iso_utc
 from ongrid_host.walk import MAX_SAMPLES, Entry, WalkState
-from ongridd.plugins.api import HostConfig
+from ongridd.plugins.api import ascii_digits, HostConfig
 from ongridd.plugins.api import ToolError
 
 SEP = "@@ongrid@@"
@@ -57,7 +57,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
     for line in text.splitlines():
         key, _, rest = line.partition(":")
         fields = rest.split()
-        if fields and (fields[0].isascii() and fields[0].isdigit()):
+        if fields and ascii_digits(fields[0]):
             mult = 1024 if len(fields) > 1 and fields[1] == "kB" else 1
             out[key.strip()] = int(fields[0]) * mult
     return out
@@ -82,8 +82,8 @@ def parse_df(text: str) -> tuple[list[dict[str, Any]], int]:
         if len(mounts) >= MAX_MOUNTS:
             omitted += 1
             continue
-        itotal = int(f[5]) if (f[5].isascii() and f[5].isdigit()) else None
-        ifree = int(f[6]) if (f[6].isascii() and f[6].isdigit()) else None
+        itotal = int(f[5]) if ascii_digits(f[5]) else None
+        ifree = int(f[6]) if ascii_digits(f[6]) else None
         mounts.append({
             "mount": f[7], "device": f[0], "fstype": f[1],
             "size_bytes": size, "used_bytes": used, "available_bytes": avail,
@@ -164,7 +164,7 @@ async def processes_remote(host: HostConfig, settings: HostSettings, *, top_n: i
     users: dict[int, tuple[str, str]] = {}
     for line in ps.splitlines():
         f = line.split(None, 2)
-        if len(f) >= 2 and (f[0].isascii() and f[0].isdigit()):
+        if len(f) >= 2 and ascii_digits(f[0]):
             users[int(f[0])] = (f[1], f[2] if len(f) > 2 else "")
     interval = max(up2 - up1, 1e-3)
     boot = now - up2

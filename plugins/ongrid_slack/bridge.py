@@ -33,6 +33,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from ongrid_slack.mrkdwn import LIMIT, to_mrkdwn
 from ongridd.plugins.api import (
+    ascii_digits,
     REFUSAL,
     BridgeSettings,
     PlatformError,
@@ -131,7 +132,7 @@ class SlackBridge:
     def verified(self, req: PluginRequest) -> bool:
         ts = req.headers.get("X-Slack-Request-Timestamp") or ""
         sig = req.headers.get("X-Slack-Signature") or ""
-        if not (ts.isascii() and ts.isdigit()) or len(ts) > 12 or not sig.startswith("v0=") or len(sig) > 200:
+        if not ascii_digits(ts) or len(ts) > 12 or not sig.startswith("v0=") or len(sig) > 200:
             return False
         return self._verifier.is_valid(body=req.body, timestamp=ts, signature=sig)
 

@@ -286,21 +286,43 @@ def test_a_recursive_grep_skips_every_secret_named_file_and_folder_under_it(tmp_
         assert sorted(out.splitlines()) == shown, (cmd, out)
 
 
-@pytest.mark.parametrize("cmd", [
-    "cat /home/alice/.config/openstack/clouds.yaml", "cat /home/alice/.cargo/credentials.toml",
-    "cat /etc/nginx/.htpasswd", "cat /etc/apache2/htpasswd.users", "cat /home/alice/.terraformrc",
-    "cat /home/alice/.m2/settings.xml", "cat /home/alice/.config/glab-cli/config.yml",
-    "cat /etc/postfix/sasl_passwd.db", "cat /etc/cifs-credentials", "head /root/aws_credentials.bak",
+@pytest.mark.parametrize(("cmd", "why"), [
+    ("cat /home/alice/.config/openstack/clouds.yaml", "cloud credentials"),
+    ("cat /home/alice/.cargo/credentials.toml", "a credentials file"),
+    ("cat /etc/nginx/.htpasswd", "web server password hashes"), ("cat /etc/apache2/htpasswd.users", "password hashes"),
+    ("cat /home/alice/.terraformrc", "cloud credentials"), ("cat /home/alice/.m2/settings.xml", "Maven"),
+    ("cat /home/alice/.config/glab-cli/config.yml", "GitLab"), ("cat /etc/postfix/sasl_passwd.db", "mail relay"),
+    ("cat /etc/cifs-credentials", "a credentials file"), ("head /root/aws_credentials.bak", "a credentials file"),
+    ("cat /etc/credentials.d/db", "a credentials folder"),
     # a forbidden folder's copy inside a container image, a chroot, a backup
-    "cat /var/lib/docker/overlay2/abc/diff/etc/wireguard/wg0.conf", "cat /srv/chroot/etc/kubernetes/admin.conf",
-    "cat /backup/etc/ssl/private/site.pem", "grep -r PrivateKey /var/lib/docker/overlay2",
-    "grep -rl token /var/lib/containerd", "grep -r x /var/lib",
+    ("cat /var/lib/docker/overlay2/abc/diff/etc/wireguard/wg0.conf", "a copy of /etc/wireguard"),
+    ("cat /srv/chroot/etc/kubernetes/admin.conf", "a copy of /etc/kubernetes"),
+    ("cat /backup/etc/ssl/private/README", "a copy of /etc/ssl/private"),
+    # container storage is not read recursively (every image's /etc lies under it), rootless too
+    ("grep -r PrivateKey /var/lib/docker/overlay2", "container image"), ("grep -rl token /var/lib/containerd", "container"),
+    ("grep -r x /home/alice/.local/share/containers/storage", "a user's container storage"),
 ])
-def test_more_secret_places_are_not_read(cmd):
-    assert analyze(cmd).kind != "read", cmd
+def test_more_secret_places_are_not_read(cmd, why):
+    verdict = analyze(cmd)
+    assert verdict.kind == "refused" and why in verdict.reason, (cmd, verdict)
 
 
-@pytest.mark.parametrize("cmd", ["du -sh /var/lib/docker", "find /var/lib/docker -size +100M", "du -sh /home/alice/.m2",
-                                 "cat /etc/nginx/nginx.conf", "grep -r server_name /etc/nginx", "cat /etc/passwd"])
-def test_listing_container_storage_and_plain_configs_are_still_read(cmd):
+def test_a_recursive_read_of_a_folder_holding_a_copy_of_an_area_is_refused(tmp_path):
+    (tmp_path / "chroot" / "etc" / "kubernetes").mkdir(parents=True)
+    (tmp_path / "chroot" / "etc" / "kubernetes" / "admin.conf").write_text("token: x\n")
+    for folder in (tmp_path / "chroot", tmp_path / "chroot" / "etc"):
+        verdict = analyze(f"grep -r token {folder}")
+        assert verdict.kind == "refused" and "a copy of /etc/kubernetes" in verdict.reason, verdict
+    assert analyze(f"grep -r token {tmp_path / 'chroot' / 'etc' / 'other'}").kind == "read"
+
+
+@pytest.mark.parametrize("cmd", [
+    "du -sh /var/lib/docker", "find /var/lib/docker -size +100M", "du -sh /home/alice/.m2",
+    "cat /etc/nginx/nginx.conf", "grep -r server_name /etc/nginx", "cat /etc/passwd",
+    # applications' data in a volume, packaged code and manuals named like secrets, a Maven pom
+    "grep -r ERROR /var/lib/docker/volumes/app_logs/_data", "cat /usr/lib/python3/dist-packages/botocore/credentials.py",
+    "cat /usr/share/doc/git/git-credential.txt", "zcat /usr/share/man/man1/htpasswd.1.gz",
+    "cat /home/alice/.m2/repository/x/foo-1.0.pom",
+])
+def test_listing_container_storage_and_plain_files_are_still_read(cmd):
     assert analyze(cmd).kind == "read", cmd

@@ -88,7 +88,7 @@ async def test_an_anonymous_client_learns_no_route_from_a_404_or_405(tmp_path, m
         assert (await http.get(d.base_url + "/healthz")).status_code == 200
 
 
-@pytest.mark.parametrize("value", ["abc", "1.5", "%C2%B2", "%D9%A3", "9999999999999"])
+@pytest.mark.parametrize("value", ["abc", "1.5", "%C2%B2", "%D9%A3", "9999999999999", "--5", "5-"])
 async def test_a_query_integer_that_is_not_ascii_digits_is_a_400(tmp_path, value):
     # "²" passes str.isdigit and fails int(); "٣" passes both: neither is a decimal integer here
     async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d, httpx2.AsyncClient() as http:
