@@ -32,8 +32,7 @@ command lines carry credentials:
   ``redis-cli``, on its command line, or as ``MONITOR`` shows it);
 - passwords fed to ``chpasswd`` (``echo 'root:X' | chpasswd``, ``<<<``, the
   ``user:X`` lines of a cloud-init ``chpasswd:`` block) and to ``passwd``
-  (``echo X | passwd --stdin bob``), and a pgbouncer ``userlist.txt`` line
-  (``"bob" "X"``);
+  (``echo X | passwd --stdin bob``);
 - the same names in configuration files and logs: ``password = X``,
   ``password= X``, ``db_password: X`` (INI, YAML, TOML, shell), ``'password'
   => X`` (PHP), a line's first word as a key (``requirepass X``), a name set
@@ -94,6 +93,10 @@ _ABOUT_PARTS = frozenset({"file", "files", "path", "dir", "directory", "mode", "
                           "method", "methods", "type", "length", "required", "enabled", "webhook", "hash",
                           "algorithm", "format", "command", "cmd", "env", "ref", "name", "names", "id", "handle",
                           "rotation", "expiry", "expiration", "age", "lifetime", "count", "stdin"})
+#: an option's first part that makes it a switch about a credential, not one (``--show-signature``,
+#: ``--no-password``, ``--prompt-root-password``; a variable ``reset_password_token`` stays one)
+_FLAG_VERBS = frozenset({"show", "verify", "no", "require", "check", "prompt", "print", "skip", "ask", "enable",
+                         "disable"})
 #: values that are never a credential (a switch)
 _NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "enabled", "disabled",
                                 "required", "optional", "0", "1"})
@@ -122,7 +125,7 @@ def _secret_name(name: str) -> bool:
     parts = [p for p in _PARTS.split(_CAMEL.sub("_", name).lower()) if p]  # AccountKey → account, key
     if parts == ["key"]:
         return True
-    if not parts or parts[-1] in _ABOUT_PARTS:
+    if not parts or parts[-1] in _ABOUT_PARTS or (name[:1] == "-" and len(parts) > 1 and parts[0] in _FLAG_VERBS):
         return False
     if parts[-1] in _LAST_PARTS or (parts[-1] == "pat" and len(parts) > 1 and parts[-2] in _PAT_OWNERS):
         return True
@@ -284,8 +287,6 @@ _URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}:
 _YAML_BLOCK_KEY = re.compile(r"(\s*)[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\s{0,4}:\s{0,4}[|>][-+0-9]{0,3}\s*\Z")
 #: an XML element opened alone on its line (its value on the next lines: ``<password>``)
 _XML_OPEN_LINE = re.compile(r"\s*<([A-Za-z_][\w.:-]{0,63})>\s*\Z")
-#: a pgbouncer ``userlist.txt`` line: ``"name" "password"`` (the password in clear, or a hash)
-_USERLIST_LINE = re.compile(r'(\s*"[A-Za-z0-9_.@-]{1,64}"[ \t]{1,16}")([^"\n$]{1,1024})("\s*)\Z')
 #: a ``user:password`` word on a line that runs chpasswd (``echo 'root:X' | chpasswd``,
 #: ``chpasswd <<< "root:X"``, ``printf '%s\\n' 'root:X' | chpasswd``)
 _CHPASSWD_INPUT = re.compile(r"""(?<![\w/$.:@%-])([A-Za-z_][A-Za-z0-9_.@-]{0,63}:)([^\s\\|;&'"]+)""")
@@ -369,7 +370,8 @@ def _value_first(line: str) -> str:
     """``line`` with its first word (after a list's ``-``) hidden: the value of a secret option
     that ended the line above.  A quoted value is hidden up to its closing quote on the line."""
     first = _FIRST_VALUE.match(line)
-    if first is None or first.group(2)[0] in "{[":
+    # a value there is a list item ("- X") or a quoted string ("X", of JSON): prose is no value
+    if first is None or first.group(2)[0] in "{[" or ("-" not in first.group(1) and first.group(2)[0] not in "\"'"):
         return line
     shown, quote, _ = _hide_value(first.group(2))
     rest = line[first.end():]
@@ -406,8 +408,6 @@ def _known_shapes(line: str) -> str:
                                         else m.group(0), line)
     if ":_" in line:
         line = _NPM_AUTH.sub(rf"\g<1>{HIDDEN}", line)
-    if line.count('"') == 4 and (userlist := _USERLIST_LINE.match(line)):
-        line = userlist.group(1) + HIDDEN + userlist.group(3)
     if "passwd" in line or "-stdin" in line:
         fed = [bool(m.group(1) or m.group(2)) for m in _FEEDS_PASSWD.finditer(line)]
         if any(fed):
@@ -542,8 +542,8 @@ def _redact_line(line: str) -> tuple[str, bool]:
             hide_next, set_password = True, False
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
-        elif (core := word.strip("[](){},\"'")) and (core in password_options or (login_p and core == "-p")
-                                                     or (_OPTION.match(core) and _secret_name(core))):
+        elif (core := word if word[-1] != "," and word[0] != "[" else word.strip("[],\"'")) and (
+                core in password_options or (login_p and core == "-p") or (_OPTION.match(core) and _secret_name(core))):
             hide_next, from_option, yaml_key = True, True, False  # --token X; ["--token", "X"] of a JSON list
         elif word in _IPSEC_KINDS and before == ":":  # ipsec.secrets: %any : PSK "X"
             hide_next, from_option, yaml_key = True, False, False

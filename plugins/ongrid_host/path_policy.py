@@ -143,6 +143,7 @@ SECRET_NAMES: dict[str, str] = {
     "clouds.yaml": "cloud credentials", "secure.yaml": "cloud credentials",
     ".terraformrc": "cloud credentials", "terraform.rc": "cloud credentials", "glab-cli": "GitLab credentials",
     "settings-security.xml": "Maven's master password", "credentials.d": "a credentials folder",
+    "userlist.txt": "database passwords (pgbouncer)",
 }
 #: file names that hold credentials inside one folder only (Maven's ``~/.m2/settings.xml``, not the
 #: jars and poms beside it)

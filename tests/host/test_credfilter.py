@@ -194,8 +194,8 @@ from ongrid_host.local import redact_cmdline
     ("Dec 5 10:00:01 h chpasswd[9]: pam_unix(chpasswd:chauthtok): password changed for bob",
      "Dec 5 10:00:01 h chpasswd[9]: pam_unix(chpasswd:chauthtok): password changed for bob"),
     ("cat /etc/passwd | wc -l", "cat /etc/passwd | wc -l"),
-    # pgbouncer's userlist.txt (a password in clear or PostgreSQL's md5 hash), pg_authid's hash
-    ('"bob" "hunter2"', '"bob" "***"'),
+    # PostgreSQL's md5 hash in pgbouncer's userlist.txt and in pg_authid (two quoted words alone are no secret)
+    ('"green" "Green"', '"green" "Green"'),
     ('"bob" "md5d6a35858d61d85e4a82ab1fb044aaf9d"', '"bob" "***"'),
     ("bob | md5d6a35858d61d85e4a82ab1fb044aaf9d", "bob | ***"),
     ('"$EXE_PATH/heaptrack_gui" "$@"', '"$EXE_PATH/heaptrack_gui" "$@"'),  # a script's line, no user name
@@ -207,6 +207,8 @@ from ongrid_host.local import redact_cmdline
     ("echo X1 | docker login -u ci --password-stdin reg.io", "echo *** | docker login -u ci --password-stdin reg.io"),
     ("az login -u a -p hunter2", "az login -u a -p ***"), ("sqlcmd -S db -U sa -P hunter2", "sqlcmd -S db -U sa -P ***"),
     ("lftp -u bob,hunter2 sftp://h", "lftp -u bob,*** sftp://h"), ("ps -u root,www-data", "ps -u root,www-data"),
+    ("git log --show-signature -5", "git log --show-signature -5"), ('"--key" or "--verify-signature" option', '"--key" or "--verify-signature" option'),
+    ("-passwd) shift; passwd=$1 ;;", "-passwd) shift; passwd=*** ;;"), ("app --reset-password-token X1", "app --reset-password-token ***"),
     ("skopeo copy --creds u:hunter2 a b", "skopeo copy --creds *** a b"), ("GITHUB_PAT=hunter2", "GITHUB_PAT=***"),
     ('pat=""', 'pat=""'), ("exclude_pat = *.log", "exclude_pat = *.log"),  # a pattern, not a token
     # a YAML anchor or tag before the value; a JSON list of arguments; a zsh history line
@@ -264,6 +266,7 @@ def test_values_on_the_lines_after_their_key_are_hidden():
     assert redact_credentials('{\n  "password":\n    "X25"\n}') == '{\n  "password":\n    "***"\n}'
     assert redact_credentials('"secrets":\n  {"a": 1}\npassword:\n  user: x') == '"secrets":\n  {"a": 1}\npassword:\n  user: x'
     assert redact_credentials('["--password",\n "correct horse battery"]') == '["--password",\n "***"]'
+    assert redact_credentials('\t"key":\n\t  Send a low-level event') == '\t"key":\n\t  Send a low-level event'  # prose
     # only an option standing alone carries: a unit's line, a ps row, a cookie, a zsh history line
     assert redact_credentials("ExecStart=/bin/firstboot --prompt-root-password\nStandardOutput=tty") == (
         "ExecStart=/bin/firstboot --prompt-root-password\nStandardOutput=tty")
