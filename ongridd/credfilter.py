@@ -287,6 +287,8 @@ _URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}:
 _YAML_BLOCK_KEY = re.compile(r"(\s*)[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\s{0,4}:\s{0,4}[|>][-+0-9]{0,3}\s*\Z")
 #: an XML element opened alone on its line (its value on the next lines: ``<password>``)
 _XML_OPEN_LINE = re.compile(r"\s*<([A-Za-z_][\w.:-]{0,63})>\s*\Z")
+#: a WireGuard private key under netplan's ``keys: private:`` (a 32-byte key in base64)
+_WG_PRIVATE = re.compile(r"(\bprivate(?:[-_]?key)?[ \t]{0,8}[:=][ \t]{0,8}['\"]?)[A-Za-z0-9+/]{42}[AEIMQUYcgkosw480]=")
 #: a ``user:password`` word on a line that runs chpasswd (``echo 'root:X' | chpasswd``,
 #: ``chpasswd <<< "root:X"``, ``printf '%s\\n' 'root:X' | chpasswd``)
 _CHPASSWD_INPUT = re.compile(r"""(?<![\w/$.:@%-])([A-Za-z_][A-Za-z0-9_.@-]{0,63}:)([^\s\\|;&'"]+)""")
@@ -408,6 +410,8 @@ def _known_shapes(line: str) -> str:
                                         else m.group(0), line)
     if ":_" in line:
         line = _NPM_AUTH.sub(rf"\g<1>{HIDDEN}", line)
+    if "rivate" in line:
+        line = _WG_PRIVATE.sub(rf"\g<1>{HIDDEN}", line)
     if "passwd" in line or "-stdin" in line:
         fed = [bool(m.group(1) or m.group(2)) for m in _FEEDS_PASSWD.finditer(line)]
         if any(fed):

@@ -216,10 +216,10 @@ LS = CommandSpec("ls", (
     V(long="time", check=one_of("atime", "access", "use", "ctime", "status", "mtime", "modification", "birth",
                                 "creation")),
     V("I", "ignore"), V(long="hide"), V("w", "width", INT), V(long="block-size", check=SIZE),
-    O(long="indicator-style", check=one_of("none", "slash", "file-type", "classify")),
+    V(long="indicator-style", check=one_of("none", "slash", "file-type", "classify")),
     V(long="format", check=one_of("across", "commas", "horizontal", "long", "single-column", "verbose",
                                   "vertical")),
-    V("T", "tabsize", INT), O(long="hyperlink", check=WHEN), O(long="quoting-style", check=NAME)),
+    V("T", "tabsize", INT), O(long="hyperlink", check=WHEN), V(long="quoting-style", check=NAME)),
     operands="meta")
 DU = CommandSpec("du", (
     *flags("a|all b|bytes c|total h|human-readable k m s|summarize x|one-file-system L|dereference "
@@ -233,7 +233,7 @@ DF = CommandSpec("df", (
     O(long="output", check=NAMES)),
     refused=((("sync",), "calls sync(2) on every filesystem first (a change, and it can stall)", WRITE),),
     operands="meta")
-FREE = CommandSpec("free", flags("b|bytes k|kilo m|mega g|giga h|human w|wide t|total l|lohi si kibi mebi gibi "
+FREE = CommandSpec("free", flags("b|bytes kilo mega giga k|kibi m|mebi g|gibi h|human w|wide t|total l|lohi si "
                                  "tebi pebi tera peta v|committed"),
                    refused=((("s", "seconds", "c", "count"), "repeats (the call would only time out)", REFUSED),),
                    operands="none")
@@ -246,7 +246,7 @@ LSBLK = CommandSpec("lsblk", (
 FINDMNT = CommandSpec("findmnt", (
     *flags("a|ascii A|all b|bytes c|canonicalize D|df e|evaluate f|first-only i|invert J|json l|list "
            "k|kernel m|mtab n|noheadings P|pairs r|raw R|submounts s|fstab u|notruncate v|nofsroot "
-           "x|verify y|shadowed real pseudo"),
+           "x|verify y|shell shadowed real pseudo"),
     V("o", "output", NAMES), V("t", "types", NAMES), V("O", "options"), V("S", "source"), V("T", "target"),
     V("M", "mountpoint"), V("N", "task", INT), V("d", "direction", one_of("forward", "backward")),
     *flags("|tree")),
@@ -372,6 +372,8 @@ def _sysctl_check(parsed: Parsed) -> None:
     for w in parsed.operands:
         if "=" in w:
             raise Refusal(WRITE, f"sysctl: operand '{w}' sets a kernel parameter")
+        if w.replace("/", ".").endswith("stat_refresh"):
+            raise Refusal(WRITE, f"sysctl: reading '{w}' makes the kernel fold its per-CPU counters (a change)")
         if not re.fullmatch(r"[A-Za-z0-9_*-]+([./][A-Za-z0-9_*-]+)*", w):
             raise Refusal(WRITE, f"sysctl: operand '{w}' is not a kernel parameter name")
 
@@ -400,6 +402,35 @@ _JOURNAL_REFUSED = (
     (("M", "machine", "H", "host"), OTHER_MACHINE, WRITE),
     (("root", "image", "namespace"), "reads another root, image or namespace", WRITE),
 )
+#: output modes that print every field of an entry (a crashed process's environment, COREDUMP_ENVIRON,
+#: among them) unless ``--output-fields`` names the fields
+_JOURNAL_ALL_FIELDS = frozenset({"verbose", "export", "json", "json-pretty", "json-sse", "json-seq"})
+#: journal fields that hold a crashed process's environment, command line, memory or open files
+_JOURNAL_SECRET_FIELD = re.compile(r"COREDUMP", re.IGNORECASE)
+
+
+def _journalctl_check(parsed: Parsed) -> None:
+    """systemd-coredump writes a crashed process's whole environment (``COREDUMP_ENVIRON``) and
+    its core into the journal: a field by that name is not read, matched or listed, and an
+    output mode that prints every field needs ``--output-fields`` naming the fields; a journal
+    file is named exactly (journalctl expands ``*?[`` in ``--file`` itself, past the path check)."""
+    fields = [f for value in parsed.values("output-fields") for f in value.split(",")]
+    named = [*parsed.values("F", "field"), *fields, *(w.split("=", 1)[0] for w in parsed.operands if "=" in w)]
+    secret = next((f for f in named if _JOURNAL_SECRET_FIELD.search(f)), None)
+    if secret is not None:
+        raise Refusal(REFUSED, f"journalctl: field {secret!r} holds a crashed process's environment, command line "
+                               "or memory (systemd-coredump), which may hold secrets")
+    modes = parsed.values("o", "output")
+    if modes and modes[-1] in _JOURNAL_ALL_FIELDS and not fields:
+        raise Refusal(REFUSED, f"journalctl: -o {modes[-1]} prints every field of each entry, a crashed process's "
+                               "environment (COREDUMP_ENVIRON) among them; name the fields with --output-fields "
+                               "(e.g. --output-fields=MESSAGE,_SYSTEMD_UNIT,PRIORITY)")
+    for path in parsed.values("file"):
+        if any(c in path for c in "*?["):
+            raise Refusal(REFUSED, f"journalctl: --file {path!r} is a pattern journalctl would expand itself, "
+                                   "past the path check; name the journal file")
+
+
 JOURNALCTL = CommandSpec("journalctl", (
     *flags("r|reverse x|catalog a|all q|quiet k|dmesg m|merge N|fields e|pager-end no-pager "
            "no-hostname no-full utc list-boots disk-usage header show-cursor system user verify"),
@@ -414,7 +445,7 @@ JOURNALCTL = CommandSpec("journalctl", (
                                             peek=r"([+-]?[0-9]+|[0-9a-f]{32})\Z"),
     V("F", "field", NAME), V("c", "cursor"), V(long="after-cursor"), V(long="facility", check=NAMES),
     V("D", "directory", role="read"), V(long="file", role="read")),
-    refused=_JOURNAL_REFUSED,
+    refused=_JOURNAL_REFUSED, check=_journalctl_check,
     known=("list-catalog", "dump-catalog", "interval", "force", "list-namespaces", "verify-key"))
 
 # ---- systemctl --------------------------------------------------------------------------------

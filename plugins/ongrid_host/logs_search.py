@@ -307,7 +307,10 @@ async def scan_file(target: Target, path: str, mtime: float, rank: int, query: Q
 def journal_argv(directory: str | None, unit: str | None, priority: str | None, since: float | None,
                  until: float | None) -> list[str]:
     """The ``journalctl`` words for one journal (the system one when ``directory`` is None)."""
-    argv = ["journalctl", "-o", "json", "--no-pager", "-q", "-r"]
+    # only the fields read below (the cursor and timestamps always come): never a crashed process's
+    # environment or core (COREDUMP_*), which would pass through the daemon for nothing
+    argv = ["journalctl", "-o", "json", "--output-fields=MESSAGE,_SYSTEMD_UNIT,SYSLOG_IDENTIFIER,_COMM",
+            "--no-pager", "-q", "-r"]
     if directory:
         argv += ["--directory", directory]
     if unit:

@@ -89,7 +89,7 @@ READS = [
     "ls -la /etc", "cat /etc/hostname", "head -n 5 /etc/passwd", "tail -n 3 /etc/passwd", "wc -l /etc/passwd",
     "df -h", "du -sh /etc", "free -m", "uptime", "uname -a", "ps aux", "ss -tlnp", "ip addr", "ip -br a",
     "ip route get 127.0.0.1", "stat /etc/hostname", "find /etc -maxdepth 1 -name '*.conf'",
-    "grep -c root /etc/passwd", "grep 'a|b;c' /etc/passwd", "journalctl -u ssh -n 20 --no-pager -o json",
+    "grep -c root /etc/passwd", "grep 'a|b;c' /etc/passwd", "journalctl -u ssh -n 20 --no-pager -o json --output-fields=MESSAGE",
     "systemctl status nginx", "systemctl -t service list-units", "date +%s", "date -d yesterday +%F",
     "hostname", "hostname -I", "id", "lsblk", "mount", "sort -r /etc/hostname", "sed -n 1p /etc/hostname",
     "dmesg -T", "sysctl vm.swappiness", "getent passwd root", "getent hosts", "lsof -nP", "ss -tn dst 10.0.0.5:443",

@@ -223,6 +223,8 @@ from ongrid_host.local import redact_cmdline
     ("aws configure set aws_secret_access_key hunter2", "aws configure set aws_secret_access_key ***"),
     ("127.0.0.1:6379> CONFIG SET requirepass hunter2", "127.0.0.1:6379> CONFIG SET requirepass ***"),
     ("$cfg['Servers'][$i]['password'] = 'hunter2';", "$cfg['Servers'][$i]['password'] = '***';"),
+    ("        private: yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=", "        private: ***"),  # netplan's WireGuard key
+    ("private: true", "private: true"),
     ('%any : PSK "hunter2"', '%any : PSK "***"'), ("PresharedKey = hunter2=", "PresharedKey = ***"),
     # network devices: a type digit between the name and the value
     ("username bob privilege 15 secret 0 hunter2", "username bob privilege 15 secret 0 ***"),
