@@ -58,5 +58,6 @@ def run_list(args: argparse.Namespace) -> int:
         print("\n".join(_format(report)))
     failed = len(contributions.failed)
     print(f"\n{len(contributions.report)} plugins, {failed} failed, {len(contributions.tools)} tools, "
-          f"{len(contributions.stubs)} redirect stubs")
+          f"{len(contributions.stubs)} redirect stubs (a worker's tool the coordinator is asked for is answered "
+          "with the persona to dispatch instead)")
     return 0
