@@ -31,9 +31,10 @@ files, so a symlink to ``/proc/self/environ`` or a walk through
 environments, command lines (they can hold tokens), memory, maps and file
 descriptors stay refused.
 
-On the local host, when the daemon runs as root, a regular file that neither
-its group nor others may read (mode 0600 or 0400: how keys and password files
-are kept, whatever their names) is refused too, except under ``/var/log``;
+On the local host, when the daemon runs as root, a regular file that others
+may not read, and its group neither unless that is a log group (mode 0600,
+0400, 0640 ``root:root``: how keys and password files are kept, whatever their
+names), is refused too, except under ``/var/log``;
 run as another user, the commands read without the daemon's capabilities and
 the kernel refuses such a file itself (``ongrid_host.runner.run_reduced``).
 
@@ -372,8 +373,9 @@ class PathPolicy:
 
 def _private_file_problem(path: str, real: str) -> str | None:
     """Why the local file ``real`` (``path`` resolved) is refused as private, or None: a regular
-    file that neither its group nor others may read, outside :data:`PRIVATE_FILES_READABLE_UNDER`
-    and the safe kernel files.  Asked only when the daemon runs as root: its commands read a file
+    file others may not read — and its group neither, unless that group is one the reads keep for
+    logs and the journal (``adm``, ``systemd-journal``): what the unit's unprivileged user could not
+    read either — outside :data:`PRIVATE_FILES_READABLE_UNDER` and the safe kernel files.  Asked only when the daemon runs as root: its commands read a file
     of root's as its owner, which no permission check stops (run as another user, they read
     without the daemon's capabilities and the kernel refuses such a file itself).  Such a mode is
     how keys and password files are kept, whatever their names.  It covers the paths a command
@@ -385,11 +387,15 @@ def _private_file_problem(path: str, real: str) -> str | None:
         info = os.stat(real)
     except OSError:
         return None
-    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o044:
+    from ongrid_host.runner import log_group_ids
+
+    if (not stat.S_ISREG(info.st_mode) or info.st_mode & 0o004
+            or (info.st_mode & 0o040 and info.st_gid in log_group_ids())):
         return None
     shown = f"'{path}'" if real == path else f"'{path}' (resolves to {real})"
-    return (f"path {shown} is a private file (mode {stat.S_IMODE(info.st_mode):04o}: only its owner may read it, "
-            "as keys and password files are kept); ask an operator to read it, or read a file its group may read")
+    who = "its owner" if not info.st_mode & 0o040 else "its owner and group"
+    return (f"path {shown} is a private file (mode {stat.S_IMODE(info.st_mode):04o}: only {who} may read it, "
+            "as keys and password files are kept); ask an operator to read it, or read a file others may read")
 
 
 def grep_exclusions() -> tuple[str, ...]:

@@ -62,7 +62,7 @@ def reduced_privileges_prefix() -> tuple[str, ...]:
         # and read as the unit's user does, with the groups meant for logs and the journal (a log
         # folder of a service's own, drwxr-s--- redis adm, stays readable)
         words: tuple[str, ...] = ("--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all",
-                 "--groups=" + ",".join(str(g) for g in sorted(set(os.getgroups()) | _log_groups())))
+                 "--groups=" + ",".join(str(g) for g in sorted(set(os.getgroups()) | log_group_ids())))
         needed = bool(caps.get("CapBnd", 0) & _DAC_CAPABILITIES)
     else:  # another user's program gets its ambient set (the unit's AmbientCapabilities)
         words = ("--ambient-caps=-all", "--inh-caps=-all")
@@ -76,7 +76,7 @@ def reduced_privileges_prefix() -> tuple[str, ...]:
     return (setpriv, *words, "--")
 
 
-def _log_groups() -> set[int]:
+def log_group_ids() -> set[int]:
     """The ids of the groups that may read the logs and the journal (``adm``, ``systemd-journal``)
     on this host; those that do not exist are left out."""
     import grp

@@ -10,7 +10,7 @@ import pytest
 from ongrid_host import runner, target
 from ongrid_host.bash_policy import analyze
 from ongrid_host.path_policy import PathPolicy
-from ongrid_host.runner import SSH_ENV_KEYS, run_bounded, scrubbed_env
+from ongrid_host.runner import SSH_ENV_KEYS, log_group_ids, run_bounded, scrubbed_env
 from ongrid_host.settings import HostSettings
 from ongrid_host.ssh import run_remote
 
@@ -177,7 +177,7 @@ def test_well_known_secret_files_are_forbidden_by_path(path):
 
 def test_a_private_file_is_forbidden_whatever_its_name_but_a_private_log_is_not(tmp_path):
     # mode 0600 or 0400 is how keys and password files are kept: a daemon run as root would read it as
-    # its owner, a worker's command may not; a file its group may read stays readable
+    # its owner, a worker's command may not; nor a file only its owner and group may read
     need(os.geteuid() == 0, "root: run as another user, the kernel refuses such a read itself (see "
                             "test_reduced_privileges.py)")
     private, shared = tmp_path / "app-settings.txt", tmp_path / "notes.txt"
@@ -192,7 +192,17 @@ def test_a_private_file_is_forbidden_whatever_its_name_but_a_private_log_is_not(
     assert "resolves to" in analyze(f"head {link}").reason
     private.chmod(0o400)
     assert analyze(f"grep token {private}").kind == "refused"
+    # group-readable only (0640 root:root, a networkd .netdev holding a WireGuard key): the unit's user could not
+    # read it either, unless the group is one kept for logs (adm, systemd-journal)
+    verdict = analyze(f"cat {shared}")
+    assert verdict.kind == "refused" and "only its owner and group may read it" in verdict.reason, verdict
+    shared.chmod(0o644)
     assert analyze(f"cat {shared}").kind == "read"
+    adm = next((g for g in log_group_ids()), None)
+    if adm is not None:
+        os.chown(shared, 0, adm)
+        shared.chmod(0o640)
+        assert analyze(f"cat {shared}").kind == "read"  # a log group may read it: so may the reads
     assert analyze(f"stat {private}").kind == "read"  # its metadata is no secret
     assert analyze(f"ls -la {tmp_path}").kind == "read"
     logs = [p for p in ("/var/log/boot.log", "/var/log/audit/audit.log") if os.path.isfile(p)]
