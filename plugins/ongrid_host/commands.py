@@ -444,7 +444,7 @@ JOURNALCTL = CommandSpec("journalctl", (
                                                                  "a boot offset or id"),
                                             peek=r"([+-]?[0-9]+|[0-9a-f]{32})\Z"),
     V("F", "field", NAME), V("c", "cursor"), V(long="after-cursor"), V(long="facility", check=NAMES),
-    V("D", "directory", role="read"), V(long="file", role="read")),
+    V("D", "directory", role="recursive"), V(long="file", role="read")),
     refused=_JOURNAL_REFUSED, check=_journalctl_check,
     known=("list-catalog", "dump-catalog", "interval", "force", "list-namespaces", "verify-key"))
 

@@ -34,7 +34,8 @@ descriptors stay refused.
 On the local host, when the daemon runs as root, a regular file that others
 may not read, and its group neither unless that is a log group (mode 0600,
 0400, 0640 ``root:root``: how keys and password files are kept, whatever their
-names), is refused too, except under ``/var/log``;
+names), is refused too, except under ``/var/log``, and so is a recursive read
+of a folder holding one;
 run as another user, the commands read without the daemon's capabilities and
 the kernel refuses such a file itself (``ongrid_host.runner.run_reduced``).
 
@@ -115,6 +116,7 @@ FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/etc/cups/ssl", "printing TLS keys"),
     ("/var/lib/sss", "cached directory credentials"),
     ("/var/lib/AccountsService", "user account data"),
+    ("/var/lib/systemd/coredump", "core dumps (a crashed process's memory and environment)"),
 )
 #: outside these folders a regular file that neither its group nor others may read (mode 0600, 0400)
 #: is refused on the local host when the daemon runs as root (:func:`_private_file_problem`): that is
@@ -352,8 +354,9 @@ class PathPolicy:
             home_like = form in ("/home", "/root") or (form.startswith("/home/") and form.count("/") == 2)
             if home_like:
                 return f"recursive read of '{path}' would include a home folder's .ssh keys"
+        if self.resolve and os.geteuid() == 0:  # root reads root's files as their owner: look at each
+            return _private_file_inside(path, forms[-1])
         return None
-
 
     def _copy_inside(self, folder: str) -> str | None:
         """A copy of an area that exists on this host inside ``folder`` (``/srv/chroot`` holding
@@ -371,7 +374,47 @@ class PathPolicy:
         return None
 
 
-def _private_file_problem(path: str, real: str) -> str | None:
+#: the most entries a recursive read's folder is walked for private files (a root daemon only)
+PRIVATE_WALK_MAX = 20_000
+
+
+def _private_file_inside(path: str, real: str) -> str | None:
+    """Why a recursive read of the local folder ``real`` (``path`` resolved) is refused when the
+    daemon runs as root, or None: a private file lies under it (:func:`_private_file_problem`,
+    as grep -r meets it: symbolic links not followed), or it holds more than
+    :data:`PRIVATE_WALK_MAX` entries to look at.  A folder that cannot be read is skipped (the
+    command reports its own error)."""
+    if not os.path.isdir(real) or any(_under(real, folder) for folder in PRIVATE_FILES_READABLE_UNDER):
+        return None
+    from ongrid_host.runner import log_group_ids
+
+    log_gids = log_group_ids()
+    seen = 0
+    stack = [real]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > PRIVATE_WALK_MAX:
+                return (f"recursive read of '{path}': more than {PRIVATE_WALK_MAX:,} entries to check for private "
+                        "files (the daemon runs as root); name a smaller folder or the files to read")
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not any(_under(entry.path, f) for f in PRIVATE_FILES_READABLE_UNDER):
+                        stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False) and _private_file_problem(entry.path, entry.path, log_gids):
+                    return (f"recursive read of '{path}' would include the private file '{entry.path}' (only its "
+                            "owner, or owner and group, may read it; the daemon runs as root); name the files to read")
+            except OSError:
+                continue
+    return None
+
+
+def _private_file_problem(path: str, real: str, log_gids: set[int] | None = None) -> str | None:
     """Why the local file ``real`` (``path`` resolved) is refused as private, or None: a regular
     file others may not read — and its group neither, unless that group is one the reads keep for
     logs and the journal (``adm``, ``systemd-journal``): what the unit's unprivileged user could not
@@ -387,10 +430,12 @@ def _private_file_problem(path: str, real: str) -> str | None:
         info = os.stat(real)
     except OSError:
         return None
-    from ongrid_host.runner import log_group_ids
+    if log_gids is None:
+        from ongrid_host.runner import log_group_ids
 
+        log_gids = log_group_ids()
     if (not stat.S_ISREG(info.st_mode) or info.st_mode & 0o004
-            or (info.st_mode & 0o040 and info.st_gid in log_group_ids())):
+            or (info.st_mode & 0o040 and info.st_gid in log_gids)):
         return None
     shown = f"'{path}'" if real == path else f"'{path}' (resolves to {real})"
     who = "its owner" if not info.st_mode & 0o040 else "its owner and group"

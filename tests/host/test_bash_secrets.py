@@ -91,7 +91,7 @@ LEAKS = [
 STILL_READ = [
     "ps aux", "ps -ef", "ps -eo pid,ppid,%cpu,args --sort=-%cpu", "ps -p 1 -o pid,comm", "ps axjf", "ps 1",
     "ps -u root", "ps --forest -e", "ip -br a", "ip -4 -br addr show dev lo", "ip -s link", "ip route get 127.0.0.1",
-    "ip -j -p route show", "grep -r KEY /var/log", "grep -rn x /tmp", "grep /proc/ /etc/hostname",
+    "ip -j -p route show", "grep -r KEY /var/log", "grep -rn x /usr/share/doc/git", "grep /proc/ /etc/hostname",
     "sed -n /dev/p /etc/hostname", "cat /etc/ssh/sshd_config", "ls -la /proc/1", "find /proc -maxdepth 1 -name 1",
     "stat /proc/1", "du -sh /etc", "cat /etc/hostname", "cat /tmp/copy/id_rsa.pub", "cat /etc/passwd",
 ]
@@ -173,6 +173,24 @@ def test_secret_names_are_matched_in_any_case(tmp_path, name):
 def test_well_known_secret_files_are_forbidden_by_path(path):
     verdict = analyze(f"cat {path}")
     assert verdict.kind == "refused" and "forbidden path" in verdict.reason, verdict
+
+
+def test_a_recursive_read_of_a_folder_holding_a_private_file_is_refused_for_a_root_daemon(tmp_path):
+    need(os.geteuid() == 0, "root: run as another user, the kernel refuses such a read itself")
+    folder = tmp_path / "app"
+    (folder / "conf").mkdir(parents=True)
+    (folder / "README").write_text("hello\n")
+    hidden = folder / "conf" / "wg.netdev"
+    hidden.write_text("[WireGuardPeer]\nPrivateKey=x\n")
+    hidden.chmod(0o640)
+    os.chmod(tmp_path, 0o755)  # (pytest's folder is root's only: the private file is the one meant)
+    for cmd in (f"grep -r Key {folder}", f"grep -r '' {folder} --include=wg.netdev", f"grep -d recurse Key {folder}",
+                f"journalctl -D {folder} -n 5"):
+        verdict = analyze(cmd)
+        assert verdict.kind == "refused" and f"the private file '{hidden}'" in verdict.reason, (cmd, verdict)
+    hidden.chmod(0o644)
+    assert analyze(f"grep -r Key {folder}").kind == "read"
+    assert analyze("grep -r x /var/lib/systemd/coredump").kind == "refused"  # core dumps: memory, environment
 
 
 def test_a_private_file_is_forbidden_whatever_its_name_but_a_private_log_is_not(tmp_path):
