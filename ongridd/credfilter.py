@@ -421,11 +421,10 @@ def _known_shapes(line: str) -> str:
     return line
 
 
-def _redis_auth(parts: list[str]) -> int:
-    """The index in ``parts`` (words at even indexes) of the password of a Redis ``AUTH [user]
-    password`` command — typed at a ``redis-cli`` prompt or on its command line, or shown by
-    ``MONITOR`` (``[0 127.0.0.1:5555] "AUTH" "X"``) — else -1."""
-    at = [i for i in range(0, len(parts), 2) if parts[i]]
+def _redis_auth(parts: list[str], at: list[int]) -> int:
+    """The index in ``parts`` (the words at the indexes ``at``) of the password of a Redis ``AUTH
+    [user] password`` command — typed at a ``redis-cli`` prompt or on its command line, or shown
+    by ``MONITOR`` (``[0 127.0.0.1:5555] "AUTH" "X"``) — else -1."""
     for j, i in enumerate(at):
         if parts[i].strip('"').lower() != "auth" or len(at) - j - 1 not in (1, 2):
             continue
@@ -444,11 +443,11 @@ def _redact_line(line: str) -> tuple[str, bool]:
     whose value is the next line's first word (``- --db-password`` / ``- X`` of a YAML list)."""
     line = _known_shapes(line)
     parts = _WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
-    words = [word for word in parts[::2] if word]
+    positions = [i for i in range(0, len(parts), 2) if parts[i]]  # the words' indexes in parts
+    order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
+    words = [parts[i] for i in positions]
     # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
     mysql = login_program = login_p = attached_p = lftp = yaml_key = False
-    positions = [i for i in range(0, len(parts), 2) if parts[i]]
-    order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
     from_option = False  # hide_next was set by an option or a JSON key: its value may be on the next line
     password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
@@ -458,7 +457,7 @@ def _redact_line(line: str) -> tuple[str, bool]:
     attributes = "value" in line and "=" in line and _KEY_VALUE_ATTRS.search(line) is not None
     hide_next = user_next = named = named_value = token_next = hide_rest = sql_password = False
     upper = line.upper()
-    auth_password = _redis_auth(parts) if "AUTH" in upper else -1
+    auth_password = _redis_auth(parts, positions) if "AUTH" in upper else -1
     identified = "IDENTIFIED" in upper  # IDENTIFIED … BY 'X'
     set_password = "SET PASSWORD" in upper
     redis_acl = (bool(words) and words[0].lower() == "user") or "SETUSER" in upper
@@ -502,7 +501,7 @@ def _redact_line(line: str) -> tuple[str, bool]:
         if named:
             named = False
             if (word in _TYPE_DIGITS and len(positions) - order[i] == 2  # username bob secret 0 X (X last)
-                    and parts[positions[0]].lower() in _DEVICE_DIRECTIVES):
+                    and words[0].lower() in _DEVICE_DIRECTIVES):
                 named = named_value = True
                 continue
             if word in ("=", ":", "=>"):  # "password = X" of a configuration file, "'password' => X" of PHP
@@ -582,7 +581,7 @@ def _redact_line(line: str) -> tuple[str, bool]:
             parts[i], hide_next, open_quote, keep_close = _redact_word(word)
             from_option = False
     # the value is on the next line only when the option or key stands alone on this one ("- --db-password")
-    alone = len(positions) == 1 or (len(positions) == 2 and parts[positions[0]] == "-")
+    alone = len(words) == 1 or (len(words) == 2 and words[0] == "-")
     return "".join(parts), hide_next and from_option and alone and not hide_rest
 
 
