@@ -54,6 +54,12 @@ command lines carry credentials:
   scalar (``password: |`` and the lines indented under it) and an XML
   element opened alone on its line (its lines up to the close, at most
   200);
+- the command line of a Linux audit record (``EXECVE``'s ``a0=… a1=…``,
+  ``PROCTITLE``, sudo's ``cmd=``), whose arguments the kernel writes in
+  hexadecimal as soon as one holds a space: decoded and checked as a
+  command, and when it holds a secret shown decoded with the value hidden
+  (``args (decoded): mysql -uroot -p***``); an option's value holding a
+  space (``-pcorrect horse``) is hidden whole;
 - values whose shape alone says credential, wherever they stand: GitHub,
   GitLab, Slack, Stripe, OpenAI-style, npm, Google API and AWS access key
   tokens, JWTs, a Slack webhook's secret and password hashes in crypt format
@@ -68,6 +74,8 @@ bounded, so no input makes a regular expression backtrack over a word).
 from __future__ import annotations
 
 import re
+
+from ongridd.auditargs import AuditCommand, audit_command
 
 HIDDEN = "***"
 #: what a tool's answer says (``redacted``) when this filter changed something in it
@@ -310,7 +318,51 @@ _BLOCK_LINES_MAX = 200
 def redact_credentials(text: str) -> str:
     """``text`` (one or more command lines, or a listing holding them) with secret-looking
     values replaced by ``***``; everything else unchanged (a PEM private key's lines
-    between its BEGIN and END lines each become ``***``)."""
+    between its BEGIN and END lines each become ``***``; the argument fields of an audit
+    record whose command has a secret are shown decoded, see :func:`_audit_shown`)."""
+    return _redact_text(text, audit=True)
+
+
+def _audit_shown(line: str, audit: AuditCommand) -> str | None:
+    """A line of an audit record: when the command line its fields spell (hexadecimal or
+    quoted, :func:`ongridd.auditargs.audit_command`) has a secret-looking value, those fields
+    are shown as that command, decoded, with the value hidden and control characters
+    escaped (``argc=3 a0="mysql" a1="-uroot" a2=2D70…`` becomes ``args (decoded): mysql
+    -uroot -p***``, the rest of the line filtered as any other); else None."""
+    # sudo's cmd= is one command line as it was typed; the arguments of EXECVE and PROCTITLE are
+    # checked in their command's context, each word by word (a script of sh -c: "mysql -e status -pX"),
+    # but for one that is an option or a setting with a value holding a space ("-pcorrect horse",
+    # "--password=a b", "Authorization: Bearer X"): its value is hidden whole when it holds a secret
+    # of its own ("--command=mysql -pX"), else it is checked as one word, so a secret value goes whole
+    text = audit.words[0] if audit.kind == "cmd" else " ".join(_one_argument(w) for w in audit.words)
+    shown = _redact_text(text, audit=False).replace(_ONE_WORD, " ")
+    if shown == audit.text:
+        return None
+    before, after = _redact_line(line[:audit.start])[0], _redact_line(line[audit.end:])[0]
+    return before + audit.shown(shown) + after
+
+
+def _one_argument(word: str) -> str:
+    """An audit record's argument as the filter is to see it (see :func:`_audit_shown`)."""
+    setting = _SETTING.match(word)
+    if setting is None:
+        return word
+    at = setting.end(1)
+    if _redact_text(word[at:], audit=False) != word[at:]:
+        return word[:at] + HIDDEN
+    return word.replace(" ", _ONE_WORD)
+
+
+#: what stands for a space inside an argument checked as one word (no whitespace to the filter)
+_ONE_WORD = "\u2423"
+#: an argument holding a space that is an option or a setting with its value: its first word starts
+#: with "-" or holds "=" or ":"; group 1: the option or setting, up to its value
+_SETTING = re.compile(r"(--?[^\s=]{1,200}=|-[A-Za-z0-9]|[^\s=:-][^\s=:]{0,200}[=:])(?=\S{0,10000} )")
+
+
+def _redact_text(text: str, audit: bool) -> str:
+    """:func:`redact_credentials`; ``audit``: whether audit records' argument fields are
+    decoded and checked (not again inside what they decoded to)."""
     out = []
     in_key = False
     block_indent: int | None = None  # a YAML block scalar's key indentation: deeper lines are its value
@@ -359,6 +411,10 @@ def redact_credentials(text: str) -> str:
             continue
         if "<" in line and (element := _XML_OPEN_LINE.match(line)) and _secret_name(element.group(1)):
             xml_close, block_lines = f"</{element.group(1)}>", 0
+        if audit and "=" in line and (record := audit_command(line)) is not None \
+                and (decoded := _audit_shown(line, record)) is not None:
+            out.append(decoded)
+            continue
         history = _ZSH_HISTORY.match(line) if line.startswith(": ") else None
         command = history.group(2) if history else line
         if carry:  # - --db-password / - X
@@ -545,6 +601,8 @@ def _redact_line(line: str) -> tuple[str, bool]:
             hide_next, set_password = True, False
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
+        elif ((mysql or login_p) and word.startswith("-p") or attached_p and word.startswith("-P")) and len(word) > 2:
+            parts[i], open_quote, keep_close = _hide_value(word[2:], word[:2])  # -pX (-pMyPass), sqlcmd -PX
         elif (core := word if word[-1] != "," and word[0] != "[" else word.strip("[],\"'")) and (
                 core in password_options or (login_p and core == "-p") or (_OPTION.match(core) and _secret_name(core))):
             hide_next, from_option, yaml_key = True, True, False  # --token X; ["--token", "X"] of a JSON list
@@ -557,10 +615,6 @@ def _redact_line(line: str) -> tuple[str, bool]:
             hide_rest = _PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word in ("-u", "--user", "-U"):
             user_next = True
-        elif (mysql or login_p) and word.startswith("-p") and len(word) > 2:
-            parts[i] = f"-p{HIDDEN}"
-        elif attached_p and word.startswith("-P") and len(word) > 2:  # sqlcmd -PX
-            parts[i] = f"-P{HIDDEN}"
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or _secret_name(word)):
             named = True

@@ -17,6 +17,11 @@ of ``logs.journal_dirs``; ``-u``, ``-p``, ``--since``/``--until`` as
 ``@unix``), each JSON entry bounded (:data:`MAX_JOURNAL_ENTRY`), the
 pattern matched against ``MESSAGE``.
 
+Audit records (EXECVE, PROCTITLE, sudo's USER_CMD, in the journal or in
+``audit.log``) write a command's arguments in hexadecimal as soon as one
+holds a space: such a record also matches by the command it decodes to, and
+is shown with its argument fields decoded (:func:`hit_line`).
+
 Both stop at the time limit (result ``complete: false``).  Hits are the
 ``limit`` newest matches (by timestamp; lines without one rank by file age
 and line number), newest first.  Cancellation kills the reader processes.
@@ -37,7 +42,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongridd.plugins.api import REDACTED_NOTE, redact_credentials, ascii_digits
+from ongridd.plugins.api import REDACTED_NOTE, audit_command, redact_credentials, ascii_digits
 from ongrid_host.logs_lines import LineSplitter, Matcher, last_timestamp, line_timestamp
 from ongrid_host.path_policy import PathPolicy, normalize
 from ongrid_host.services import UNIT_RE
@@ -117,6 +122,30 @@ def shown_line(line: bytes, cut: int) -> str:
     replaced, a trailing CR dropped, a cut noted."""
     text = line.rstrip(b"\r").decode("utf-8", "replace").translate(_CONTROL)
     return text + (f" …[{cut} more bytes cut]" if cut else "")
+
+
+#: what an audit record carrying a command line holds (EXECVE, PROCTITLE, sudo's USER_CMD)
+AUDIT_MARKS = (b"argc=", b"proctitle=", b"cmd=")
+
+
+def audit_match(match: Matcher, line: bytes, cut: int) -> bool:
+    """Whether ``line`` is an audit record whose command — hexadecimal or quoted in the record —
+    matches (``mysql`` finds ``a0=6D7973716C…``)."""
+    if not any(mark in line for mark in AUDIT_MARKS):
+        return False
+    record = audit_command(shown_line(line, cut))
+    return record is not None and match.line(record.text.encode("utf-8", "surrogatepass"))
+
+
+def hit_line(line: bytes, cut: int) -> str:
+    """A hit's line as :func:`shown_line` shows it; an audit record's argument fields shown
+    decoded when its command holds no secret (else the credential filter of :meth:`Hits.result`
+    shows them decoded, the secret hidden)."""
+    text = shown_line(line, cut)
+    if not any(mark in line for mark in AUDIT_MARKS):
+        return text
+    record = audit_command(text)
+    return record.in_line(text) if record is not None and redact_credentials(text) == text else text
 
 
 # ---- which files --------------------------------------------------------------
@@ -261,12 +290,12 @@ async def scan_file(target: Target, path: str, mtime: float, rank: int, query: Q
         if when is not None and ((query.since is not None and when < query.since)
                                  or (query.until is not None and when > query.until)):
             return
-        if not query.match.line(raw):
+        if not query.match.line(raw) and not audit_match(query.match, raw, cut):
             return
         source["matched"] += 1
         hits.add((ts is not None, ts or 0.0, -rank, n),
                  lambda: {"host": target.name, "file": path, "line_no": n,
-                          "timestamp": iso_utc(ts) if ts is not None else None, "line": shown_line(raw, cut)})
+                          "timestamp": iso_utc(ts) if ts is not None else None, "line": hit_line(raw, cut)})
 
     def feed(chunk: bytes) -> str | None:
         probe = state["probe"]
@@ -274,8 +303,9 @@ async def scan_file(target: Target, path: str, mtime: float, rank: int, query: Q
             probe += chunk[:BINARY_PROBE - len(probe)]
             if b"\0" in probe:
                 return "binary"
+        # an audit record's command may match only decoded: such a block is read line by line
         if query.match.block(splitter.pending[-MAX_LINE_BYTES:] + chunk[:MAX_LINE_BYTES]) or \
-                query.match.block(chunk):
+                query.match.block(chunk) or any(mark in chunk for mark in AUDIT_MARKS):
             for n, raw, cut in splitter.feed(chunk):
                 line(n, raw, cut)
         else:  # no line here matches: count the lines, note the last timestamp
@@ -369,7 +399,10 @@ async def scan_journal(target: Target, directory: str | None, unit: str | None, 
         if not isinstance(obj, dict):
             return
         msg = _message(obj.get("MESSAGE"))
-        if msg is None or not query.match.line(msg[:MAX_LINE_BYTES]):
+        if msg is None:
+            return
+        cut = max(0, len(msg) - MAX_LINE_BYTES)
+        if not query.match.line(msg[:MAX_LINE_BYTES]) and not audit_match(query.match, msg[:MAX_LINE_BYTES], cut):
             return
         source["matched"] += 1
         try:
@@ -380,7 +413,7 @@ async def scan_journal(target: Target, directory: str | None, unit: str | None, 
         hits.add((ts is not None, ts or 0.0, 0, -n),
                  lambda: {"host": target.name, "unit": name if isinstance(name, str) else None,
                           "cursor": obj.get("__CURSOR"), "timestamp": iso_utc(ts) if ts is not None else None,
-                          "line": shown_line(msg[:MAX_LINE_BYTES], max(0, len(msg) - MAX_LINE_BYTES))})
+                          "line": hit_line(msg[:MAX_LINE_BYTES], cut)})
 
     def feed(chunk: bytes) -> str | None:
         for n, raw, cut in splitter.feed(chunk):

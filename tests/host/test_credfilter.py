@@ -231,6 +231,9 @@ from ongrid_host.local import redact_cmdline
     ("Failed password 5 times", "Failed password 5 times"), ("Number key 9 when pressed", "Number key 9 when pressed"),
     ("Failed to set token for user bob", "Failed to set token for user bob"),
     ("snmp-server community hunter2 RO", "snmp-server community *** RO"),
+    # an attached password whose own letters name a secret (-pMyPass), or quoted with a space
+    ("mysql -uroot -pS3cretPass db", "mysql -uroot -p*** db"), ('mysql -p"my secret" db', 'mysql -p"***" db'),
+    ("sqlcmd -S db -PTopSecretPassword", "sqlcmd -S db -P***"),
 ])
 def test_secret_looking_values_are_hidden(line, shown):
     assert redact_credentials(line) == shown
