@@ -330,9 +330,12 @@ class _ChatUI:
             self._end_prompt()
             print_markdown(answer.get("content", ""), self.out)
             self.shown_answer = answer.get("content", "")
-        if last_turn == "interrupted":
-            self._line("[the last turn was cut off by a restart or a stop, or it failed, before it answered "
-                       "(the daemon log says which); send a message to go on]")
+        why = (info or {}).get("last_turn_error")
+        if last_turn == "interrupted" and isinstance(why, str) and why:
+            self._line(f"[the last turn ended without an answer: {' '.join(why.split())}; send a message to go on]")
+        elif last_turn == "interrupted":
+            self._line("[the last turn was cut off by a restart, most likely, before it answered (the daemon log "
+                       "says); send a message to go on]")
         elif last_turn == "running":
             self._line("[its turn is still running; its progress and answer follow]")
         self._line("—")

@@ -176,6 +176,9 @@ def format_threads(rows: list[dict]) -> list[str]:
     out = [f"{'LAST ACTIVITY':<32}  {'LAST TURN':<11} {'THREAD':<24} {'ID':<36}  LAST QUESTION"] if rows else []
     for r in rows:
         mark = "running" if r.get("running") else (r.get("last_turn") or "empty")
+        why = r.get("last_turn_error")
+        if mark == "interrupted" and isinstance(why, str) and why:  # it ended with an error, not by a crash
+            mark = "stopped" if why.startswith("stopped:") else "failed"
         text = _one_line(r.get("last_user_text") or "")
         out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {_one_line(r.get('thread') or ''):<24} {r['id']}  "
                    f"{text[:80]}")

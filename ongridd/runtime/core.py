@@ -389,9 +389,12 @@ class Runtime:
     async def list_threads(self, *, user_id: str, limit: int = 50, before: datetime | None = None,
                            before_id: str | None = None) -> list[Row]:
         """The caller's coordinator threads, newest activity first: ``{id, thread,
-        status, created_at, updated_at, last_user_text, running, last_turn}``
-        (``last_turn``: ``running``, ``completed`` when the last message is an
-        answer, ``interrupted`` otherwise, None for a thread without messages).
+        status, created_at, updated_at, last_user_text, running, last_turn,
+        last_turn_error}`` (``last_turn``: ``running``, ``completed`` when the last
+        message is an answer, ``interrupted`` otherwise, None for a thread without
+        messages; ``last_turn_error``: for an ``interrupted`` one, the error its turn
+        ended with — ``"provider_error: …"``, ``"stopped: …"`` — or None when the
+        turn left none, as one cut off by a crash).
         ``before``/``before_id``: the cursor of :meth:`Store.list_threads`."""
         rows = await self.store.list_threads(user_id, limit=max(1, min(limit, THREADS_PAGE_MAX)), before=before,
                                              before_id=before_id)
@@ -406,7 +409,8 @@ class Runtime:
                 last_turn = "completed" if r["last_role"] == "assistant" and not r["last_has_tool_calls"] \
                     else "interrupted"
             out.append({k: r[k] for k in ("id", "thread", "status", "created_at", "updated_at", "last_user_text")}
-                       | {"running": running, "last_turn": last_turn})
+                       | {"running": running, "last_turn": last_turn,
+                          "last_turn_error": r["last_turn_error"] if last_turn == "interrupted" else None})
         return out
 
     async def session_messages(self, session_id: str, *, user_id: str, after_seq: int = 0,
@@ -582,6 +586,9 @@ class Runtime:
             _end_interjections(turn)  # they belong to this turn: none may emit after its final
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
                 self._keep_unseen(turn)
+            if end.get("type") == "error" and turn.admitted:  # why it has no answer, for a later reader
+                self.writer.note_turn_error(turn.session_id, f"{end.get('code')}: {end.get('message')}",
+                                            owner=turn.session_id)
             status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
             leftover = [m.content for m in turn.inbox if m.content]

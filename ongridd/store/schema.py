@@ -100,6 +100,10 @@ chat_sessions = sa.Table(
     sa.Column("cached_tokens", sa.BigInteger, nullable=False, server_default="0"),
     # a worker's or reviewer's turn: the seq of the coordinator's user message that started it (revision 0006)
     sa.Column("turn_seq", sa.Integer, nullable=True),
+    # a thread's last turn that ended without an answer: its error, and the thread's last message seq
+    # then (revision 0007; stale once a later message exists)
+    sa.Column("last_turn_error", sa.Text, nullable=True),
+    sa.Column("last_turn_error_seq", sa.Integer, nullable=True),
     sa.Index("ix_chat_sessions_parent_session_id", "parent_session_id"),
     sa.Index("ix_chat_sessions_status", "status"),
     # One long-lived coordinator row per (user, thread).  The PostgreSQL predicate is added by

@@ -26,7 +26,7 @@ from ongridd.store.rows import (
     row_dict,
     utcnow,
 )
-from ongridd.store.schema import chat_sessions, mutating_proposals
+from ongridd.store.schema import chat_messages, chat_sessions, mutating_proposals
 
 SESSION_TIME_KEYS = ("created_at", "started_at", "closed_at")
 USAGE_KEYS = ("model_calls", "prompt_tokens", "completion_tokens", "cached_tokens")
@@ -108,8 +108,9 @@ INSERT_SESSION = sa.insert(chat_sessions)
 _INSERT_COORDINATOR = Prepared(INSERT_SESSION, ("id", "agent_id", "parent_session_id", "user_id", "thread_id",
                                                 "description", "status", "created_at", "started_at", "closed_at",
                                                 "close_reason", "turn_seq"))
-#: a new row's usage counters (their server default)
+#: a new row's usage counters (their server default), and the columns a new row leaves NULL
 USAGE_ZERO = dict.fromkeys(USAGE_KEYS, 0)
+NOT_WRITTEN = {"last_turn_error": None, "last_turn_error_seq": None}
 
 
 def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str, *,
@@ -130,7 +131,7 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str, *,
                           "closed_at": None, "close_reason": None, "turn_seq": None}
                 _INSERT_COORDINATOR.execute(conn, values)
                 # the row as written (no read-back): the counters start at their server default, 0
-                return {**values, **USAGE_ZERO, "created_at": iso(now)}, True
+                return {**values, **USAGE_ZERO, **NOT_WRITTEN, "created_at": iso(now)}, True
         except sa.exc.IntegrityError as exc:
             # Another writer (PostgreSQL: another transaction) created it first: read theirs.
             if not is_unique_violation(exc):
@@ -200,6 +201,20 @@ def close_session_in(conn: Connection, session_id: str, status: str, reason: str
         .values(status=status, closed_at=now, close_reason=reason)
     )
     return res.rowcount == 1
+
+
+#: built once: a thread's last turn ended with ``:error``, the thread's last message seq then kept with it
+NOTE_TURN_ERROR = (sa.update(chat_sessions)
+                   .where(chat_sessions.c.id == sa.bindparam("sid"))
+                   .values(last_turn_error=sa.bindparam("error"),
+                           last_turn_error_seq=sa.select(sa.func.max(chat_messages.c.seq))
+                           .where(chat_messages.c.session_id == sa.bindparam("sid")).scalar_subquery()))
+
+
+def note_turn_error_in(conn: Connection, session_id: str, error: str) -> bool:
+    """Record inside ``conn``'s transaction (after the turn's messages) that the thread's last
+    turn ended with ``error``; whether the row exists."""
+    return conn.execute(NOTE_TURN_ERROR, {"sid": session_id, "error": error}).rowcount == 1
 
 
 #: built once: ``x = x + :add_x`` for each usage counter of session ``:sid``

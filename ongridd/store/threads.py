@@ -34,10 +34,11 @@ def list_threads(engine: Engine, user_id: str, limit: int, before: datetime | No
     """Up to ``limit`` coordinator threads of ``user_id``, newest activity first.
 
     Each: ``{id, thread, status, created_at, updated_at, last_user_text,
-    last_role, last_has_tool_calls}`` — ``updated_at`` is the time of the
-    thread's last message (its creation time when it has none);
+    last_role, last_has_tool_calls, last_turn_error}`` — ``updated_at`` is the
+    time of the thread's last message (its creation time when it has none);
     ``last_role``/``last_has_tool_calls`` describe that last message (None
-    when there is none).  Cursor: only threads older than ``before``, or as
+    when there is none); ``last_turn_error``: the error a turn ended with when
+    no message came after it, else None.  Cursor: only threads older than ``before``, or as
     old and with an id below ``before_id`` (ties broken by id, descending).
     """
     last = (
@@ -50,7 +51,8 @@ def list_threads(engine: Engine, user_id: str, limit: int, before: datetime | No
     updated = sa.func.coalesce(last.c.last_at, chat_sessions.c.created_at, type_=UTCDateTime).label("updated_at")
     query = (
         sa.select(chat_sessions.c.id, chat_sessions.c.thread_id, chat_sessions.c.status,
-                  chat_sessions.c.created_at, updated, last.c.last_seq)
+                  chat_sessions.c.created_at, updated, last.c.last_seq, chat_sessions.c.last_turn_error,
+                  chat_sessions.c.last_turn_error_seq)
         .select_from(chat_sessions.outerjoin(last, last.c.sid == chat_sessions.c.id))
         .where(chat_sessions.c.user_id == user_id, chat_sessions.c.parent_session_id.is_(None))
     )
@@ -85,6 +87,7 @@ def list_threads(engine: Engine, user_id: str, limit: int, before: datetime | No
             "last_user_text": last_user.get(r.id),
             "last_role": m.role if m is not None else None,
             "last_has_tool_calls": bool(m.tool_calls) if m is not None else None,
+            "last_turn_error": r.last_turn_error if r.last_turn_error_seq == r.last_seq else None,
         })
     return out
 

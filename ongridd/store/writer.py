@@ -126,14 +126,14 @@ MAX_FAILURES_KEPT = 20
 #: sessions whose last seq is cached at most (the cache is dropped past it)
 SEQ_CACHE_MAX = 20_000
 
-KINDS = ("create_session", "mark_running", "message", "audit", "close_session", "usage")
+KINDS = ("create_session", "mark_running", "message", "audit", "close_session", "usage", "turn_error")
 
 
 @attrs.define(eq=False)
 class PendingWrite:
     """One queued write.
 
-    ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage``;
+    ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage|turn_error``;
     ``session_id``: the row's session; ``owner``: the coordinator session
     whose turn made it (failures are reported there).  ``done`` (an event)
     is set and ``is_done`` true once the write was committed (``result``:
@@ -319,6 +319,13 @@ class StoreWriter:
             return {"status": status, "reason": clean_text(reason)}
 
         return self._submit("close_session", session_id, owner, values)
+
+    def note_turn_error(self, session_id: str, error: str, *, owner: str) -> PendingWrite:
+        """Queue the record that the thread ``session_id``'s turn ended with ``error`` (its
+        ``error`` frame's ``"code: message"``), kept with the thread's last message seq as
+        committed with it (:func:`ongridd.store.sessions.note_turn_error_in`; result: whether
+        the row exists)."""
+        return self._submit("turn_error", session_id, owner, lambda: {"error": clean_text(error) or ""})
 
     def _submit(self, kind: str, session_id: str, owner: str, build: Callable[[], dict[str, Any]]) -> PendingWrite:
         self._submitted += 1
@@ -617,6 +624,8 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
                 results.append(sessions.add_usage_in(conn, sid, values))
             elif kind == "mark_running":
                 results.append(sessions.mark_running_in(conn, sid, now))
+            elif kind == "turn_error":
+                results.append(sessions.note_turn_error_in(conn, sid, values["error"]))
             elif kind == "create_session":
                 results.append(sessions.create_session_in(conn, now=now, **values))
             else:
@@ -638,6 +647,7 @@ _INSERT_MESSAGE = Prepared(sa.insert(chat_messages), _MESSAGE_KEYS)
 _INSERT_AUDIT = Prepared(sa.insert(audit_logs), _AUDIT_KEYS)
 _INSERT_SESSION = Prepared(sa.insert(chat_sessions), _SESSION_KEYS)
 _ADD_USAGE = Prepared(sessions.ADD_USAGE)
+_NOTE_TURN_ERROR = Prepared(sessions.NOTE_TURN_ERROR)
 _MARK_RUNNING = Prepared(sa.update(chat_sessions)
                          .where(chat_sessions.c.id == sa.bindparam("sid"), chat_sessions.c.status == "pending")
                          .values(status="running", started_at=sa.bindparam("now"))
@@ -716,7 +726,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                 results[i] = _session_result(row)
         elif kind == "usage":  # increments commute: one update per session and batch
             usage.setdefault(write.session_id, []).append(i)
-        elif kind in ("mark_running", "close_session"):
+        elif kind in ("mark_running", "close_session", "turn_error"):
             if kind == "close_session" and write.session_id in created:
                 closed.add(write.session_id)
             updates.append((i, write, now))
@@ -762,6 +772,8 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
             if write.kind == "mark_running":
                 running = _MARK_RUNNING.fetchall(conn, {"sid": write.session_id, "now": now})
                 results[i] = sessions.session_dict(running[0]) if running else None
+            elif write.kind == "turn_error":  # after the messages: the seq it keeps is the batch's last
+                results[i] = _NOTE_TURN_ERROR.execute(conn, {"sid": write.session_id, "error": write.values["error"]}) == 1
             else:
                 changed = _CLOSE.execute(conn, {"sid": write.session_id, "now": now,
                                                 "new_status": write.values["status"],
@@ -788,7 +800,8 @@ def _apply_batch_nowait(engine: Engine, batch: list[PendingWrite],
 
 def _session_result(row: dict[str, Any]) -> dict[str, Any]:
     """A session write's result (the row as :meth:`Store.get_session` shows it) from its inserted values."""
-    return {**row, **sessions.USAGE_ZERO, "created_at": iso(row["created_at"]), "started_at": iso(row["started_at"]),
+    return {**row, **sessions.USAGE_ZERO, **sessions.NOT_WRITTEN, "created_at": iso(row["created_at"]),
+            "started_at": iso(row["started_at"]),
             "closed_at": iso(row["closed_at"])}
 
 

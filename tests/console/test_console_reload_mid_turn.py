@@ -56,6 +56,13 @@ def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
         turn = page.locator(".turn", has=page.locator(".msg.user", has_text="Will this fail?"))
         turn.locator(".msg.noanswer", has_text="provider_error").wait_for(timeout=30_000)
         assert page.locator("#banner").is_visible() and "provider_error" in page.locator("#banner-text").inner_text()
+        live = turn.locator(".msg.noanswer").inner_text()
+        # after a reload the banner is gone, and the note under the message still says why
+        page.reload()
+        page.locator("#conn.online").wait_for()
+        turn.locator(".msg.noanswer", has_text="provider_error").wait_for(timeout=15_000)
+        assert turn.locator(".msg.noanswer").inner_text() == live and page.locator("#banner").is_hidden()
+        assert watch.errors == []
 
 
 def test_tiles_started_by_workers_nest_in_order_live(tmp_path):

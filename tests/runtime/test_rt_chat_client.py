@@ -305,3 +305,40 @@ async def test_chat_with_a_refused_token_says_how_to_give_one_and_exits(tmp_path
             out = await _pipe_chat(daemon.url, "locked", code=2)
     assert "a token is required (pass --token-file FILE or set $ONGRID_TOKEN)" in out, out
     assert "reconnecting" not in out, out
+
+
+async def test_reattach_says_why_the_last_turn_failed(tmp_path):
+    # the error a turn ended with is stored with the thread: the thread list and a re-attaching
+    # ``ongrid chat`` give it after the frame that said it is gone (and a daemon restart), until a
+    # later message makes it stale
+    script = {"default": [{"http_status": 400}, {"content": "back again"}, {"delay_s": 120, "content": "never"}]}
+    async with open_fake_llm(script) as fake:
+        config = _config(tmp_path, fake)
+        async with serve(config) as first:
+            async with ws(first.ws_url, "cli") as c:
+                end = await c.ask("will this fail?")
+            assert end["type"] == "error" and end["code"] == "provider_error", end
+            first.proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                await first.proc.wait()
+        async with serve(config) as second:
+            piped = await _pipe_chat(second.url, "cli", until="\n—\n")
+            assert "you> will this fail?" in piped
+            assert f"the last turn ended without an answer: provider_error: {end['message']}" in piped, piped
+            listed = await trio.run_process(ongrid_cmd("sessions", "list", "--url", second.url), capture_stdout=True,
+                                            env=subprocess_env())
+            assert re.search(r"\bfailed\s+cli\b", listed.stdout.decode()), listed.stdout
+            async with ws(second.ws_url, "cli") as c:  # answered: nothing to explain any more
+                assert (await c.ask("and now?"))["text"] == "back again"
+            piped = await _pipe_chat(second.url, "cli", until="\n—\n")
+            assert "back again" in piped and "without an answer" not in piped
+            async with ws(second.ws_url, "cli") as c:  # a turn cut off by a crash leaves no error of its own
+                await c.send({"type": "user_message", "text": "one more?"})
+                with trio.fail_after(15):
+                    await fake.wait_requests(3)
+            second.proc.send_signal(signal.SIGKILL)
+            with trio.fail_after(10):
+                await second.proc.wait()
+        async with serve(config) as third:
+            piped = await _pipe_chat(third.url, "cli", until="\n—\n")
+            assert "the last turn was cut off by a restart" in piped and "provider_error" not in piped

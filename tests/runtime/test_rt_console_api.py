@@ -69,7 +69,8 @@ async def test_threads_messages_and_audit_with_proposals(tmp_path, monkeypatch):
             assert [t["thread"] for t in threads] == ["ops"]
             t = threads[0]
             assert set(t) == {"id", "thread", "status", "created_at", "updated_at", "last_user_text", "running",
-                              "last_turn"}
+                              "last_turn", "last_turn_error"}
+            assert t["last_turn_error"] is None
             assert t["id"] == sid and t["running"] is False and t["last_turn"] == "completed"
             assert t["last_user_text"] == "restart nginx please" and t["updated_at"] >= t["created_at"]
             assert (await http.get("/api/sessions", headers=BOB)).json() == []

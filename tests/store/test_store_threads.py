@@ -110,3 +110,25 @@ async def test_audit_items_carry_the_proposal_of_their_call(store):
                                                                   offset=1)] == ["host_restart_service"]
     assert len(await store.list_audit_items(worker["id"], include_children=False, limit=100)) == 2
     assert (await store.get_proposal(pid))["tool_call_id"] == "call_0_0"
+
+
+async def test_a_turn_error_is_kept_until_a_later_message(store):
+    from ongridd.store.writer import running_writer
+
+    s, _ = await store.get_or_create_coordinator("alice", "failing")
+    async with running_writer(store, linger_s=0) as writer:
+        # the same batch: the turn's last message, then its error (kept with that message's seq)
+        writer.append_message(s["id"], owner=s["id"], role="user", content="will it fail?")
+        noted = writer.note_turn_error(s["id"], "provider_error: HTTP 400 from the model", owner=s["id"])
+        await noted.settled()
+        assert noted.result is True
+        (row,) = await store.list_threads("alice", limit=5)
+        assert row["last_turn_error"] == "provider_error: HTTP 400 from the model"
+        assert row["last_role"] == "user"
+        # a later turn's message (answered or cut off): the error is about an older turn now
+        await writer.append_message(s["id"], owner=s["id"], role="user", content="again").settled()
+        (row,) = await store.list_threads("alice", limit=5)
+        assert row["last_turn_error"] is None
+        gone = writer.note_turn_error("no-such-session", "internal: x", owner=s["id"])
+        await gone.settled()
+        assert gone.result is False

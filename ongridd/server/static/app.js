@@ -379,13 +379,14 @@ async function refreshTranscript() {
 }
 
 async function lastTurnInterrupted(sessionId) {
-  // the thread list says whether the thread's last turn ended without an answer (and is not running)
+  // the thread list says whether the thread's last turn ended without an answer (and is not running),
+  // and the error it ended with when it left one: its thread row, or null
   try {
     const rows = await api("GET", "/api/sessions?limit=200");
     const row = rows.find((r) => r.id === sessionId);
-    return Boolean(row && row.last_turn === "interrupted");
+    return row && row.last_turn === "interrupted" ? row : null;
   } catch (e) {
-    return false;
+    return null;
   }
 }
 
@@ -454,8 +455,11 @@ async function loadTranscript(sessionId, gen) {
                                      text: "No answer: this turn failed, was stopped or was cut off by a restart." });
   turns.slice(0, -1).filter((t) => !t.answered).forEach((t) => t.el.append(noAnswer()));
   const last = turns[turns.length - 1];
-  if (last && !last.answered && await lastTurnInterrupted(sessionId) && gen === state.attachGen) {
-    last.el.append(noAnswer());
+  const interrupted = last && !last.answered ? await lastTurnInterrupted(sessionId) : null;
+  if (interrupted && gen === state.attachGen) {
+    // the error the turn ended with, as the live view said it (none stored: cut off by a restart)
+    const why = interrupted.last_turn_error;
+    last.el.append(why ? el("div", { class: "msg noanswer", text: `No answer: ${String(why)}` }) : noAnswer());
   }
 }
 
