@@ -5,104 +5,158 @@ The kernel's audit subsystem writes a program's arguments into its records
 the kernel log when no audit daemon runs) in one of two forms per value:
 quoted text (``a1="-uroot"``) or, when the value holds a space, a quote, a
 control character or a byte outside ASCII, upper-case hexadecimal
-(``a2=2D70736563726574207769746820737061636573``).  The fields that carry a
-command line:
+(``a2=2D70736563726574207769746820737061636573``).  ``ausearch -i`` prints
+them decoded instead, unquoted.  The fields that carry a command line:
 
 - ``EXECVE``: ``argc=N a0=… a1=…``; a long value is split into
-  ``aK_len=L aK[0]=… aK[1]=…`` pieces;
+  ``aK_len=L aK[0]=… aK[1]=…`` pieces, and a long argument list goes on in
+  further EXECVE records of the same event (``a40=…``, no ``argc=``);
 - ``PROCTITLE``: ``proctitle=…``, the whole argument vector, its words
   separated by NUL bytes (so hexadecimal as soon as it has two words);
 - ``USER_CMD`` (sudo) and other user-space records: ``cmd=…``, one command
   line.
 
-:func:`audit_command` finds those fields on one line and returns the command
-line they spell, with where the fields stand, so a caller can check the
-decoded text (a credential filter, a search) and show it in place of the
-fields (:meth:`AuditCommand.shown`).  Pure; linear in the line's length.
+:func:`audit_records` finds those fields on one line, a record at a time,
+and returns the arguments they spell with where the fields stand, so a
+caller can check the decoded words (a credential filter, a search) and show
+them in place of the fields (:meth:`AuditCommand.shown`).  Pure; linear in
+the line's length.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 
 import attrs
 
-#: one audit field that may carry a command line, and its value: ``"text"`` (also with the quotes
-#: escaped, as inside a JSON string), hexadecimal (an even number of digits) or ``(null)``
-_FIELD = re.compile(r'(?<![A-Za-z0-9_])(a(\d{1,5})(?:\[(\d{1,5})\])?|proctitle|cmd)='
-                    r'(\\"([^"\\\s]{0,10000})\\"|"([^"\s]{0,10000})"|((?:[0-9A-F]{2}){1,500000})(?![0-9A-Za-z])|\(null\))')
+#: a line that is (or holds) an audit record: ``msg=audit(…)``, the kernel log's ``audit(…)``,
+#: a journal message naming its record type first, or the record types' numbers of the kernel log
+_CONTEXT = re.compile(r"audit\(|(?<![A-Za-z0-9_])(?:EXECVE|PROCTITLE|USER_CMD)(?![A-Za-z0-9_])|type=(?:1309|1327|1123)\b")
+#: where a record starts on a line holding several (``type=EXECVE msg=…``, ``type=1309 audit(…)``)
+_RECORD_START = re.compile(r"(?<![A-Za-z0-9_])type=")
+#: one field that may carry a command line, and its value: ``"text"`` (also with the quotes escaped,
+#: as inside a JSON string), hexadecimal (an even number of digits; an odd one at the end of a cut
+#: line), ``(null)``, or text as ``ausearch -i`` prints it (group 8: a word; proctitle and cmd below)
+_FIELD = re.compile(
+    r'(?<![A-Za-z0-9_])(a(\d{1,5})(?:\[(\d{1,5})\])?|proctitle|cmd)='
+    r'(\\"((?:[^"\\\s]|\\\\){0,10000})\\"|"([^"\s]{0,10000})"'
+    r'|((?:[0-9A-F]{2}){1,500000}(?:[0-9A-F]\Z)?)(?![0-9A-Za-z])|\(null\)|([^\s"\'\\]\S{0,10000}))')
 #: the length field of a split EXECVE value, and the argument count: part of the run of fields
 _EXTRA = re.compile(r"(?<![A-Za-z0-9_])(?:a\d{1,5}_len|argc)=\d{1,9}")
+#: where an unquoted proctitle or cmd value (``ausearch -i``) ends: the next field, a closing quote
+_NEXT_FIELD = re.compile(r"\s(?=[a-z_]{1,32}=)|'?\s*\Z")
+#: the serial number of a record's event: records of one event share it
+_EVENT = re.compile(r"audit\([^)]{1,64}:([0-9]{1,20})\)")
 
 
 @attrs.frozen
 class AuditCommand:
-    """A command line read out of an audit record's fields.
+    """The arguments read out of one audit record's fields.
 
-    ``words``: the arguments (EXECVE, PROCTITLE; for ``cmd=`` the one command
-    line); ``text``: them joined by one space (so where an argument holding a
-    space ends is no longer seen there); ``start``/``end``: the span of the
-    line that the fields take (from the first to the last, what lies between
-    included); ``kind``: ``"args"``, ``"proctitle"`` or ``"cmd"``.
+    ``words``: the arguments in order (EXECVE, PROCTITLE; for ``cmd=`` the
+    one command line); ``first``: the index of the first (0 unless an EXECVE
+    record goes on from an earlier one of its event); ``event``: the event's
+    serial number, or None when the line does not say it; ``start``/``end``:
+    the span of the line the fields take (from the first to the last, what
+    lies between included); ``kind``: ``"args"``, ``"proctitle"`` or
+    ``"cmd"``.
     """
 
     words: tuple[str, ...]
     start: int
     end: int
     kind: str
+    first: int = 0
+    event: str | None = None
 
     @property
     def text(self) -> str:
+        """The words joined by one space (where an argument holding a space ends is not seen there)."""
         return " ".join(self.words)
 
-    def shown(self, text: str | None = None) -> str:
-        """What stands for the fields: ``"args (decoded): mysql -uroot -p***"`` — ``text`` (by
-        default the decoded command) after the kind, C0 control characters and DEL written
-        ``\\xNN`` (a newline of a ``bash -c`` script included), so it stays one line."""
-        return f"{self.kind} (decoded): {(self.text if text is None else text).translate(_ESCAPED_CONTROLS)}"
+    def shown(self, words: tuple[str, ...] | list[str] | None = None) -> str:
+        """What stands for the fields: ``"args (decoded): mysql -uroot -p*** 'two words'"`` — ``words``
+        (by default the decoded ones) quoted as a shell would need them where they hold a
+        space or a shell character, C0 control characters and DEL written ``\\\\xNN`` (a
+        newline of a ``bash -c`` script included), so it stays one line."""
+        words = self.words if words is None else words
+        text = words[0] if self.kind == "cmd" and len(words) == 1 else " ".join(
+            shlex.quote(w) if _NEEDS_QUOTES.search(w) else w for w in words)
+        return f"{self.kind} (decoded): {text.translate(_ESCAPED_CONTROLS)}"
 
     def in_line(self, line: str) -> str:
         """``line`` (the one it was read from) with its fields shown decoded (:meth:`shown`)."""
         return line[:self.start] + self.shown() + line[self.end:]
 
 
+#: a word a shell would need quoted to read it as one argument (globs aside: ``-p***`` stays readable)
+_NEEDS_QUOTES = re.compile(r"[\s'\"\\$`;&|<>(){}#!]|\A\Z")
 #: C0 control characters and DEL as ``\xNN``
 _ESCAPED_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
 
 
-def _decoded(match: re.Match[str]) -> str:
-    escaped, quoted, hexa = match.group(5), match.group(6), match.group(7)
+def _value(match: re.Match[str], line: str) -> tuple[bytes, int]:
+    """A field's value as bytes, and where it ends on the line."""
+    escaped, quoted, hexa, plain = match.group(5), match.group(6), match.group(7), match.group(8)
     if escaped is not None:
-        return escaped
+        return escaped.replace("\\\\", "\\").encode("utf-8", "surrogatepass"), match.end()
     if quoted is not None:
-        return quoted
+        return quoted.encode("utf-8", "surrogatepass"), match.end()
     if hexa is not None:
-        return bytes.fromhex(hexa).decode("utf-8", "backslashreplace")
-    return ""  # (null)
+        return bytes.fromhex(hexa[: len(hexa) // 2 * 2]), match.end()  # a cut line's last digit dropped
+    if plain is not None:
+        if match.group(2) is None:  # proctitle/cmd as ausearch -i prints them: up to the next field
+            start = match.start(8)
+            end = _NEXT_FIELD.search(line, start).start()  # type: ignore[union-attr]  # \Z always matches
+            return line[start:end].encode("utf-8", "surrogatepass"), end
+        return plain.encode("utf-8", "surrogatepass"), match.end()
+    return b"", match.end()  # (null)
 
 
-def audit_command(line: str) -> AuditCommand | None:
-    """The command line that ``line``'s audit fields carry, or None when it has none.
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "backslashreplace")
 
-    EXECVE fields win over ``proctitle=`` and ``cmd=`` when a line (a record
-    joined from several) holds more than one kind; an EXECVE value split into
-    pieces is joined again.  A hexadecimal value that is not UTF-8 keeps its
-    odd bytes as ``\\xNN``; ``proctitle`` is split into words at its NULs."""
-    if "a0=" not in line and "proctitle=" not in line and "cmd=" not in line:
-        return None
-    fields = list(_FIELD.finditer(line))
+
+def _record(line: str, start: int, end: int) -> AuditCommand | None:
+    segment = line[start:end]
+    fields = list(_FIELD.finditer(line, start, end))
     args = [m for m in fields if m.group(2) is not None]
-    if args and "argc=" in line:
-        words: dict[int, list[tuple[int, str]]] = {}
+    event = _EVENT.search(segment)
+    serial = event.group(1) if event else None
+    execve = "argc=" in segment or "EXECVE" in segment or "type=1309" in segment
+    if args and execve:
+        pieces: dict[int, list[tuple[int, bytes]]] = {}
         for m in args:
-            words.setdefault(int(m.group(2)), []).append((int(m.group(3) or 0), _decoded(m)))
-        joined = tuple("".join(piece for _, piece in sorted(words[k])) for k in sorted(words))
-        spans = [m.span() for m in args] + [m.span() for m in _EXTRA.finditer(line)]
-        return AuditCommand(joined, min(s for s, _ in spans), max(e for _, e in spans), "args")
+            pieces.setdefault(int(m.group(2)), []).append((int(m.group(3) or 0), _value(m, line)[0]))
+        words = tuple(_text(b"".join(piece for _, piece in sorted(pieces[k]))) for k in sorted(pieces))
+        spans = [m.span() for m in args] + [m.span() for m in _EXTRA.finditer(line, start, end)]
+        return AuditCommand(words, min(s for s, _ in spans), max(e for _, e in spans), "args", min(pieces), serial)
     for kind in ("proctitle", "cmd"):
-        one = [m for m in fields if m.group(1) == kind]
-        if one:
-            m = one[0]
-            value = _decoded(m)
-            return AuditCommand(tuple(value.split("\0")) if kind == "proctitle" else (value,), m.start(), m.end(), kind)
+        one = next((m for m in fields if m.group(1) == kind), None)
+        if one is not None:
+            value, stop = _value(one, line)
+            words = tuple(_text(w) for w in value.split(b"\0")) if kind == "proctitle" else (_text(value),)
+            return AuditCommand(words, one.start(), stop, kind, 0, serial)
     return None
+
+
+def audit_records(line: str) -> list[AuditCommand]:
+    """The command lines that ``line``'s audit records carry, one per record, in order (empty
+    when it has none or is no audit record).
+
+    A line holding several records (``type=PROCTITLE … type=EXECVE …``) is read a record
+    at a time; in a record, EXECVE fields win over ``proctitle=`` and ``cmd=``.  An EXECVE
+    value split into pieces is joined again before it is decoded (a character split between
+    two pieces stays whole).  A value that is not UTF-8 keeps its odd bytes as ``\\xNN``;
+    ``proctitle`` is split into words at its NULs."""
+    if _CONTEXT.search(line) is None:
+        return []
+    starts = [m.start() for m in _RECORD_START.finditer(line)] or [0]
+    starts[0] = 0
+    out = []
+    for start, end in zip(starts, [*starts[1:], len(line)]):
+        record = _record(line, start, end)
+        if record is not None:
+            out.append(record)
+    return out

@@ -57,9 +57,11 @@ command lines carry credentials:
 - the command line of a Linux audit record (``EXECVE``'s ``a0=… a1=…``,
   ``PROCTITLE``, sudo's ``cmd=``), whose arguments the kernel writes in
   hexadecimal as soon as one holds a space: decoded and checked as a
-  command, and when it holds a secret shown decoded with the value hidden
-  (``args (decoded): mysql -uroot -p***``); an option's value holding a
-  space (``-pcorrect horse``) is hidden whole;
+  command (each argument one word, a script's lines as lines; an EXECVE
+  record after the earlier ones of its event), and when it holds a secret
+  shown decoded with the value hidden (``args (decoded): mysql -uroot
+  -p***``);
+- a shell line continued with a backslash is read with the next as one;
 - values whose shape alone says credential, wherever they stand: GitHub,
   GitLab, Slack, Stripe, OpenAI-style, npm, Google API and AWS access key
   tokens, JWTs, a Slack webhook's secret and password hashes in crypt format
@@ -75,7 +77,7 @@ from __future__ import annotations
 
 import re
 
-from ongridd.auditargs import AuditCommand, audit_command
+from ongridd.auditargs import audit_records
 
 HIDDEN = "***"
 #: what a tool's answer says (``redacted``) when this filter changed something in it
@@ -319,50 +321,99 @@ def redact_credentials(text: str) -> str:
     """``text`` (one or more command lines, or a listing holding them) with secret-looking
     values replaced by ``***``; everything else unchanged (a PEM private key's lines
     between its BEGIN and END lines each become ``***``; the argument fields of an audit
-    record whose command has a secret are shown decoded, see :func:`_audit_shown`)."""
+    record whose command has a secret are shown decoded, see :func:`_audit_line`)."""
     return _redact_text(text, audit=True)
 
 
-def _audit_shown(line: str, audit: AuditCommand) -> str | None:
-    """A line of an audit record: when the command line its fields spell (hexadecimal or
-    quoted, :func:`ongridd.auditargs.audit_command`) has a secret-looking value, those fields
-    are shown as that command, decoded, with the value hidden and control characters
-    escaped (``argc=3 a0="mysql" a1="-uroot" a2=2D70…`` becomes ``args (decoded): mysql
-    -uroot -p***``, the rest of the line filtered as any other); else None."""
-    # sudo's cmd= is one command line as it was typed; the arguments of EXECVE and PROCTITLE are
-    # checked in their command's context, each word by word (a script of sh -c: "mysql -e status -pX"),
-    # but for one that is an option or a setting with a value holding a space ("-pcorrect horse",
-    # "--password=a b", "Authorization: Bearer X"): its value is hidden whole when it holds a secret
-    # of its own ("--command=mysql -pX"), else it is checked as one word, so a secret value goes whole
-    text = audit.words[0] if audit.kind == "cmd" else " ".join(_one_argument(w) for w in audit.words)
-    shown = _redact_text(text, audit=False).replace(_ONE_WORD, " ")
-    if shown == audit.text:
+#: what stands for the line break of a continued shell line (see _redact_text)
+_CONTINUED = "\u2029"
+#: the words of an audit event kept as the context of its next EXECVE record: the first (the
+#: program) and the last ones
+_CONTEXT_WORDS = 64
+#: every character ``str.isspace`` knows, and what stands for it inside an argument checked as one
+#: word (characters of Unicode's private use area: no whitespace to the filter)
+_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + \
+    "\u2028\u2029\u202f\u205f\u3000"
+_ONE_WORD = {ord(c): 0xE000 + i for i, c in enumerate(_SPACES)}
+_SPACED = {v: k for k, v in _ONE_WORD.items()}
+
+
+def _audit_line(line: str, events: dict[str, list[str]]) -> str | None:
+    """A line holding audit records (:func:`ongridd.auditargs.audit_records`): when the command
+    line a record's fields spell (hexadecimal, quoted or as ``ausearch -i`` prints them) has a
+    secret-looking value, those fields are shown decoded with the value hidden, control
+    characters escaped (``argc=3 a0="mysql" a1="-uroot" a2=2D70…`` becomes ``args (decoded):
+    mysql -uroot -p***``), the rest of the line filtered as any other; else None.
+
+    ``events``: the words of the EXECVE records read so far, by event serial number, so a
+    record that goes on from an earlier one (``a40=…``) is checked after them."""
+    out: list[str] = []
+    at = 0
+    for record in audit_records(line):
+        context: list[str] = []
+        if record.kind == "args" and record.event is not None:
+            if record.first > 0:
+                context = events.get(record.event, [])
+            kept = [*context, *record.words]
+            events[record.event] = kept[:1] + kept[1:][-_CONTEXT_WORDS:]
+        shown = _audit_words(record.words, context) if record.kind != "cmd" else _audit_cmd(record.words[0])
+        if shown is not None:
+            out += [_redact_line(line[at:record.start])[0], record.shown(shown)]
+            at = record.end
+    if not out:
         return None
-    before, after = _redact_line(line[:audit.start])[0], _redact_line(line[audit.end:])[0]
-    return before + audit.shown(shown) + after
+    return "".join(out) + _redact_line(line[at:])[0]
 
 
-def _one_argument(word: str) -> str:
-    """An audit record's argument as the filter is to see it (see :func:`_audit_shown`)."""
+def _audit_cmd(command: str) -> list[str] | None:
+    """sudo's ``cmd=``, one command line as it was typed, with its secrets hidden; None when it has none."""
+    shown = _redact_text(command, audit=False)
+    return [shown] if shown != command else None
+
+
+def _audit_argument(word: str) -> str:
+    """An audit record's argument holding whitespace as :func:`_audit_words` checks it among
+    the others: one word, its secrets hidden — a script's where they stand, an option's or a
+    setting's value whole when it holds one of its own (``--command=mysql -pX``)."""
     setting = _SETTING.match(word)
-    if setting is None:
-        return word
-    at = setting.end(1)
-    if _redact_text(word[at:], audit=False) != word[at:]:
-        return word[:at] + HIDDEN
-    return word.replace(" ", _ONE_WORD)
+    if setting is not None and _redact_text(word[setting.end(1):], audit=False) != word[setting.end(1):]:
+        return word[:setting.end(1)] + HIDDEN
+    return _redact_text(word, audit=False).translate(_ONE_WORD)
 
 
-#: what stands for a space inside an argument checked as one word (no whitespace to the filter)
-_ONE_WORD = "\u2423"
 #: an argument holding a space that is an option or a setting with its value: its first word starts
 #: with "-" or holds "=" or ":"; group 1: the option or setting, up to its value
-_SETTING = re.compile(r"(--?[^\s=]{1,200}=|-[A-Za-z0-9]|[^\s=:-][^\s=:]{0,200}[=:])(?=\S{0,10000} )")
+_SETTING = re.compile(r"(--?[^\s=]{1,200}=|-[A-Za-z0-9]|[^\s=:-][^\s=:]{0,200}[=:])(?=\S{0,10000}\s)")
+
+
+def _audit_words(words: tuple[str, ...], context: list[str]) -> list[str] | None:
+    """An audit record's arguments with their secrets hidden, checked after the words of the
+    event's earlier records (``context``); None when none has one.
+
+    An argument holding whitespace is checked alone first, as text (a ``sh -c`` script, line
+    by line), then as one word among the others, so the value of a password option (``-a``
+    ``correct horse``, ``-pcorrect horse``, ``--password=a b``) is hidden whole.  Should
+    the filter hide across arguments (an unclosed quote), every argument is hidden."""
+    prepared = [w if not any(c in _SPACES for c in w) else _audit_argument(w) for w in [*context, *words]]
+    shown = _redact_text(" ".join(prepared), audit=False).split(" ")
+    if len(shown) != len(prepared):
+        return [HIDDEN] * len(words)
+    out = [w.translate(_SPACED) for w in shown[len(context):]]
+    return None if out == list(words) else out
 
 
 def _redact_text(text: str, audit: bool) -> str:
     """:func:`redact_credentials`; ``audit``: whether audit records' argument fields are
-    decoded and checked (not again inside what they decoded to)."""
+    decoded and checked (not again inside what they decoded to).
+
+    A shell line continued on the next (ending in a backslash) is read as one line with the
+    next, so ``mysqldump -uroot \\`` / ``-pX`` is seen as one command: its line break
+    stands in as U+2029, whitespace to the filter, put back at the end (not done when the
+    text holds a U+2029 of its own)."""
+    joined = "\\\n" in text and _CONTINUED not in text
+    if joined:
+        return _redact_text(text.replace("\\\n", "\\" + _CONTINUED), audit).replace(_CONTINUED, "\n")
+    events: dict[str, list[str]] = {}  # the EXECVE records' words by event (see _audit_line)
     out = []
     in_key = False
     block_indent: int | None = None  # a YAML block scalar's key indentation: deeper lines are its value
@@ -411,8 +462,7 @@ def _redact_text(text: str, audit: bool) -> str:
             continue
         if "<" in line and (element := _XML_OPEN_LINE.match(line)) and _secret_name(element.group(1)):
             xml_close, block_lines = f"</{element.group(1)}>", 0
-        if audit and "=" in line and (record := audit_command(line)) is not None \
-                and (decoded := _audit_shown(line, record)) is not None:
+        if audit and "=" in line and (decoded := _audit_line(line, events)) is not None:
             out.append(decoded)
             continue
         history = _ZSH_HISTORY.match(line) if line.startswith(": ") else None
@@ -524,7 +574,7 @@ def _redact_line(line: str) -> tuple[str, bool]:
     first = True  # the line's first word: a configuration file's "key value" (requirepass X)
     for i in range(0, len(parts), 2):
         word = parts[i]
-        if not word:
+        if not word or word == "\\":  # a backslash continuing the line is no word (no option's value)
             continue
         was_first, first = first, False
         before, previous = previous, word

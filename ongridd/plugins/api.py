@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ongridd.auditargs import AuditCommand, audit_command
+from ongridd.auditargs import AuditCommand, audit_records
 from ongridd.config import Config, HostConfig, read_secret, read_yaml_file
 from ongridd.credfilter import REDACTED_NOTE, redact_credentials
 from ongridd.errors import ConfigError, OngridError, StoreError, ToolError, ToolTimeout
@@ -74,7 +74,7 @@ __all__ = [
     "scrubbed_env",
     "redact",
     "redact_credentials",
-    "audit_command",
+    "audit_records",
     "AuditCommand",
     "ascii_digits",
     "REDACTED_NOTE",

@@ -405,21 +405,46 @@ _JOURNAL_REFUSED = (
 #: output modes that print every field of an entry (a crashed process's environment, COREDUMP_ENVIRON,
 #: among them) unless ``--output-fields`` names the fields
 _JOURNAL_ALL_FIELDS = frozenset({"verbose", "export", "json", "json-pretty", "json-sse", "json-seq"})
-#: journal fields that hold a crashed process's environment, command line, memory or open files
-_JOURNAL_SECRET_FIELD = re.compile(r"COREDUMP", re.IGNORECASE)
+#: the journal fields that may be read, matched or listed (systemd.journal-fields(7)): what an entry
+#: says and where it comes from — not a process's command line (``_CMDLINE``, ``OBJECT_CMDLINE``), an
+#: audit record's raw fields (``_AUDIT_FIELD_*``, ``AUDIT_FIELD_*``: arguments, sudo's command) or what
+#: systemd-coredump keeps of a crashed process (``COREDUMP_*``: its environment, memory, open files),
+#: nor an application's own fields (any name: ``DB_PASSWORD`` among them)
+_JOURNAL_FIELDS = frozenset("""
+    MESSAGE MESSAGE_ID PRIORITY CODE_FILE CODE_LINE CODE_FUNC ERRNO INVOCATION_ID USER_INVOCATION_ID
+    SYSLOG_FACILITY SYSLOG_IDENTIFIER SYSLOG_PID SYSLOG_TIMESTAMP DOCUMENTATION TID UNIT USER_UNIT
+    _PID _UID _GID _COMM _EXE _CAP_EFFECTIVE _AUDIT_SESSION _AUDIT_LOGINUID _SYSTEMD_CGROUP _SYSTEMD_SLICE
+    _SYSTEMD_UNIT _SYSTEMD_USER_UNIT _SYSTEMD_USER_SLICE _SYSTEMD_SESSION _SYSTEMD_OWNER_UID
+    _SYSTEMD_INVOCATION_ID _SELINUX_CONTEXT _SOURCE_REALTIME_TIMESTAMP _SOURCE_MONOTONIC_TIMESTAMP _BOOT_ID
+    _MACHINE_ID _HOSTNAME _TRANSPORT _STREAM_ID _LINE_BREAK _NAMESPACE _RUNTIME_SCOPE _KERNEL_DEVICE
+    _KERNEL_SUBSYSTEM _UDEV_SYSNAME _UDEV_DEVNODE _UDEV_DEVLINK _AUDIT_TYPE _AUDIT_TYPE_NAME _AUDIT_ID
+    __CURSOR __REALTIME_TIMESTAMP __MONOTONIC_TIMESTAMP __SEQNUM __SEQNUM_ID CONTAINER_ID CONTAINER_ID_FULL
+    CONTAINER_NAME CONTAINER_TAG IMAGE_NAME OBJECT_PID OBJECT_UID OBJECT_GID OBJECT_COMM OBJECT_EXE
+    OBJECT_SYSTEMD_UNIT OBJECT_SYSTEMD_USER_UNIT
+""".split())
+#: why the fields most likely to be asked for are not read
+_JOURNAL_FIELD_WHY = (
+    (re.compile(r"COREDUMP", re.IGNORECASE), "holds a crashed process's environment, command line or memory "
+                                             "(systemd-coredump), which may hold secrets"),
+    (re.compile(r"CMDLINE|AUDIT_FIELD", re.IGNORECASE), "holds processes' command lines, which may hold secrets "
+                                                        "(MESSAGE of an audit record is read, its secrets hidden)"),
+)
 
 
 def _journalctl_check(parsed: Parsed) -> None:
-    """systemd-coredump writes a crashed process's whole environment (``COREDUMP_ENVIRON``) and
-    its core into the journal: a field by that name is not read, matched or listed, and an
-    output mode that prints every field needs ``--output-fields`` naming the fields; a journal
-    file is named exactly (journalctl expands ``*?[`` in ``--file`` itself, past the path check)."""
+    """Only the journal fields of :data:`_JOURNAL_FIELDS` are read, matched or listed (``-F``,
+    ``--output-fields``, ``FIELD=VALUE``), and an output mode that prints every field needs
+    ``--output-fields`` naming them; a journal file is named exactly (journalctl expands
+    ``*?[`` in ``--file`` itself, past the path check)."""
     fields = [f for value in parsed.values("output-fields") for f in value.split(",")]
     named = [*parsed.values("F", "field"), *fields, *(w.split("=", 1)[0] for w in parsed.operands if "=" in w)]
-    secret = next((f for f in named if _JOURNAL_SECRET_FIELD.search(f)), None)
-    if secret is not None:
-        raise Refusal(REFUSED, f"journalctl: field {secret!r} holds a crashed process's environment, command line "
-                               "or memory (systemd-coredump), which may hold secrets")
+    refused = next((f for f in named if f not in _JOURNAL_FIELDS), None)
+    if refused is not None:
+        why = next((why for shape, why in _JOURNAL_FIELD_WHY if shape.search(refused)),
+                   "is not among the fields read (what an entry says and where it comes from: MESSAGE, PRIORITY, "
+                   "_SYSTEMD_UNIT, SYSLOG_IDENTIFIER, _PID, _COMM, _HOSTNAME, _TRANSPORT …); an application's own "
+                   "fields may hold anything")
+        raise Refusal(REFUSED, f"journalctl: field {refused!r} {why}")
     modes = parsed.values("o", "output")
     if modes and modes[-1] in _JOURNAL_ALL_FIELDS and not fields:
         raise Refusal(REFUSED, f"journalctl: -o {modes[-1]} prints every field of each entry, a crashed process's "

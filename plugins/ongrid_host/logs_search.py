@@ -42,7 +42,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongridd.plugins.api import REDACTED_NOTE, audit_command, redact_credentials, ascii_digits
+from ongridd.plugins.api import REDACTED_NOTE, audit_records, redact_credentials, ascii_digits
 from ongrid_host.logs_lines import LineSplitter, Matcher, last_timestamp, line_timestamp
 from ongrid_host.path_policy import PathPolicy, normalize
 from ongrid_host.services import UNIT_RE
@@ -125,7 +125,7 @@ def shown_line(line: bytes, cut: int) -> str:
 
 
 #: what an audit record carrying a command line holds (EXECVE, PROCTITLE, sudo's USER_CMD)
-AUDIT_MARKS = (b"argc=", b"proctitle=", b"cmd=")
+AUDIT_MARKS = (b"a0=", b"a1=", b"proctitle=", b"cmd=", b"EXECVE")
 
 
 def audit_match(match: Matcher, line: bytes, cut: int) -> bool:
@@ -133,8 +133,7 @@ def audit_match(match: Matcher, line: bytes, cut: int) -> bool:
     matches (``mysql`` finds ``a0=6D7973716C…``)."""
     if not any(mark in line for mark in AUDIT_MARKS):
         return False
-    record = audit_command(shown_line(line, cut))
-    return record is not None and match.line(record.text.encode("utf-8", "surrogatepass"))
+    return any(match.line(r.text.encode("utf-8", "surrogatepass")) for r in audit_records(shown_line(line, cut)))
 
 
 def hit_line(line: bytes, cut: int) -> str:
@@ -144,8 +143,12 @@ def hit_line(line: bytes, cut: int) -> str:
     text = shown_line(line, cut)
     if not any(mark in line for mark in AUDIT_MARKS):
         return text
-    record = audit_command(text)
-    return record.in_line(text) if record is not None and redact_credentials(text) == text else text
+    records = audit_records(text)
+    if not records or redact_credentials(text) != text:
+        return text
+    for record in reversed(records):  # from the end: the earlier spans stay where they are
+        text = record.in_line(text)
+    return text
 
 
 # ---- which files --------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ongridd.auditargs import audit_command
+from ongridd.auditargs import audit_records
 from ongridd.credfilter import redact_credentials
 from tests.conftest import need
 from tests.host.test_search_logs import JOURNAL_REMOTE, search_tool
@@ -33,7 +33,7 @@ MYSQL_EXECVE = f'type=EXECVE msg=audit(1772445600.123:456): argc=4 a0="mysql" a1
     (MYSQL_EXECVE, "type=EXECVE msg=audit(1772445600.123:456): args (decoded): mysql -uroot -p*** db"),
     # a value split into pieces (aK_len, aK[0], aK[1]…)
     (f'type=EXECVE msg=audit(1.2:3): argc=3 a0="sh" a1="-c" a2_len=26 a2[0]={hexa("echo x; mysql -p")} '
-     f'a2[1]={hexa("Pw12345678")}', "type=EXECVE msg=audit(1.2:3): args (decoded): sh -c echo x; mysql -p***"),
+     f'a2[1]={hexa("Pw12345678")}', "type=EXECVE msg=audit(1.2:3): args (decoded): sh -c 'echo x; mysql -p***'"),
     # an option's value holding a secret of its own goes whole
     (f'type=EXECVE argc=3 a0="su" a1={hexa("--command=mysql -pHunter2 db")} a2="bob"',
      "type=EXECVE args (decoded): su --command=*** bob"),
@@ -52,7 +52,32 @@ MYSQL_EXECVE = f'type=EXECVE msg=audit(1772445600.123:456): argc=4 a0="mysql" a1
      '{"MESSAGE":"EXECVE args (decoded): mysql -uroot -p***"}'),
     # a script's newline stays on the record's line, escaped
     (f'type=EXECVE argc=3 a0="bash" a1="-c" a2={hexa("mysql -e status -pHunter2" + chr(10) + "date")}',
-     "type=EXECVE args (decoded): bash -c mysql -e status -p***\\x0adate"),
+     "type=EXECVE args (decoded): bash -c 'mysql -e status -p***\\x0adate'"),
+    # an argument holding a space, after a password option, goes whole (the decoded words keep their ends)
+    (f'type=EXECVE msg=audit(1.2:3): argc=4 a0="mysql" a1="--password" a2={hexa("correct horse")} a3="db"',
+     "type=EXECVE msg=audit(1.2:3): args (decoded): mysql --password *** db"),
+    (f"type=PROCTITLE msg=audit(1.2:3): proctitle={hexa('redis-cli', '-a', 'correct horse', 'ping')}",
+     "type=PROCTITLE msg=audit(1.2:3): proctitle (decoded): redis-cli -a *** ping"),
+    (f'type=EXECVE argc=3 a0="mysql" a1="-uroot" a2={hexa("-pcorrect" + chr(9) + "horse")}',
+     "type=EXECVE args (decoded): mysql -uroot -p***"),
+    # a script's continued line is one command; a script's quoted words keep their quotes
+    (f'type=EXECVE argc=3 a0="/bin/sh" a1="-c" a2={hexa("mysqldump -uroot " + chr(92) + chr(10) + "  -pS3cretPass --all")}',
+     "type=EXECVE args (decoded): /bin/sh -c 'mysqldump -uroot \\\\x0a  -p*** --all'"),
+    # ausearch -i prints the arguments decoded, unquoted
+    ("type=EXECVE msg=audit(03/02/2026 10:00:00.123:456) : argc=3 a0=mysql a1=-uroot a2=-pS3cretPass",
+     "type=EXECVE msg=audit(03/02/2026 10:00:00.123:456) : args (decoded): mysql -uroot -p***"),
+    ("type=PROCTITLE msg=audit(03/02/2026 10:00:00.123:456) : proctitle=mysql -uroot -pS3cretPass db",
+     "type=PROCTITLE msg=audit(03/02/2026 10:00:00.123:456) : proctitle (decoded): 'mysql -uroot -p*** db'"),
+    # a JSON string's escaped backslash; the kernel log's line cut in the middle of a digit pair
+    ('{"MESSAGE":"EXECVE argc=4 a0=\\"curl\\" a1=\\"-u\\" a2=\\"bob:p\\\\w0rd\\" a3=\\"https://h\\""}',
+     '{"MESSAGE":"EXECVE args (decoded): curl -u bob:*** https://h"}'),
+    (f'[ 12.3] audit: type=1309 audit(1.2:3): argc=3 a0="bash" a1="-c" a2={hexa("mysql -pS3cretPass -e status")[:-1]}',
+     "[ 12.3] audit: type=1309 audit(1.2:3): args (decoded): bash -c 'mysql -p*** -e statu'"),
+    # several records on one line: each on its own (a SYSCALL's a0= … are no arguments)
+    (f'type=SYSCALL msg=audit(1.2:3): syscall=59 a0=55d5 a1=1000 type=EXECVE msg=audit(1.2:3): argc=2 a0="mysql" '
+     f'a1="-pS3cretPass" type=PROCTITLE msg=audit(1.2:3): proctitle={hexa("mysql", "-pS3cretPass")}',
+     "type=SYSCALL msg=audit(1.2:3): syscall=59 a0=55d5 a1=1000 type=EXECVE msg=audit(1.2:3): args (decoded): "
+     "mysql -p*** type=PROCTITLE msg=audit(1.2:3): proctitle (decoded): mysql -p***"),
     # nothing secret: the record as it was, hexadecimal included
     ('type=EXECVE msg=audit(1.2:3): argc=2 a0="ls" a1="/tmp"', 'type=EXECVE msg=audit(1.2:3): argc=2 a0="ls" a1="/tmp"'),
     (f"type=PROCTITLE msg=audit(1.2:3): proctitle={hexa('ls', '-la')}", f"type=PROCTITLE msg=audit(1.2:3): proctitle={hexa('ls', '-la')}"),
@@ -63,19 +88,43 @@ def test_a_secret_in_an_audit_record_is_hidden_decoded(line, shown):
     assert redact_credentials(line) == shown
 
 
+def test_an_event_goes_on_in_its_next_record():
+    # the kernel starts a new EXECVE record after some 7,500 bytes: only the first has argc=
+    first = 'type=EXECVE msg=audit(1772445600.1:77): argc=203 a0="mysql" ' + " ".join(f'a{i}="f{i}"' for i in range(1, 200))
+    second = 'type=EXECVE msg=audit(1772445600.1:77): a200="db" a201="-uroot" a202="-pS3cretPass"'
+    shown = redact_credentials(first + "\n" + second).split("\n")
+    assert shown[0] == first and shown[1] == "type=EXECVE msg=audit(1772445600.1:77): args (decoded): db -uroot -p***"
+    other = second.replace(":77)", ":78)")  # another event: no mysql before it
+    assert redact_credentials(first + "\n" + other).split("\n")[1] == other
+
+
+def test_a_continued_shell_line_is_one_command():
+    script = "mysqldump -uroot \\\n  -pS3cretPass --all-databases > /backup/all.sql\nredis-cli --pass \\\n  hunter22 ping"
+    assert redact_credentials(script) == ("mysqldump -uroot \\\n  -p*** --all-databases > /backup/all.sql\n"
+                                          "redis-cli --pass \\\n  *** ping")
+
+
 def test_the_decoded_command():
-    record = audit_command(MYSQL_EXECVE)
-    assert record is not None and record.kind == "args" and record.text == "mysql -uroot -pcorrect horse db"
+    (record,) = audit_records(MYSQL_EXECVE)
+    assert record.kind == "args" and record.words == ("mysql", "-uroot", "-pcorrect horse", "db")
+    assert record.event == "456" and record.first == 0
     assert MYSQL_EXECVE[record.start:record.end].startswith("argc=4") and record.end == len(MYSQL_EXECVE)
-    bad = audit_command("type=EXECVE argc=1 a0=FF00")  # not UTF-8: the odd byte kept as \xNN, the NUL escaped
-    assert bad is not None and bad.text == "\\xff\0" and bad.shown() == "args (decoded): \\xff\\x00"
-    assert audit_command("argc=1 a0=(null)") is not None and audit_command("nothing here") is None
-
-
+    assert record.shown() == "args (decoded): mysql -uroot '-pcorrect horse' db"  # where each argument ends
+    (bad,) = audit_records("type=EXECVE argc=1 a0=FF00")  # not UTF-8: the odd byte kept as \xNN, the NUL escaped
+    assert bad.words == ("\\xff\0",) and bad.shown() == "args (decoded): '\\xff\\x00'"
+    # a character split between two pieces stays whole; a line cut in the middle of a digit pair
+    (split,) = audit_records("type=EXECVE argc=2 a0=\"echo\" a1_len=4 a1[0]=6361C3 a1[1]=A920")
+    assert split.words == ("echo", "ca\u00e9 ")
+    (cut,) = audit_records(f"audit: type=1309 audit(1.2:3): argc=2 a0=\"echo\" a1={hexa('ok then')}4")
+    assert cut.words == ("echo", "ok then")
+    assert audit_records("nothing here") == [] and audit_records("ioctl cmd=5401 arg=0") == []
 def test_hostile_records_cost_linear_time():
     for hostile in ("argc=1 a0=" + "4" * 400_001, 'argc=1 a0="' + "x" * 400_000, 'a0="' * 100_000 + "argc=1",
                     "argc=1 " + "a0=41 " * 60_000, "proctitle=" + "41" * 200_000 + "G", "cmd=" * 100_000,
-                    "argc=1 a1[" * 50_000, f"argc=1 a0={hexa('--password=' + 'x' * 200_000)}"):
+                    "argc=1 a1[" * 50_000, f"argc=1 a0={hexa('--password=' + 'x' * 200_000)}",
+                    "audit(1:2) proctitle=" + "a " * 200_000, "audit(1:2) cmd=" + "x " * 200_000,
+                    "audit(1:2) " + "type=EXECVE argc=1 a0=x " * 20_000, "audit(1:2) argc=1 " + "a1=-p\\\n" * 60_000,
+                    "audit(1:2) argc=2 a0=sh a1=" + hexa("--x=" + "a b " * 100_000), "EXECVE a0=" + "\\\n" * 100_000):
         assert len(redact_credentials(hostile)) <= 2 * len(hostile)
 
 
