@@ -147,6 +147,10 @@ async def _ask(args: argparse.Namespace) -> int:
                     elif kind == "error":
                         if not args.json:
                             print(_error_line(frame, args), file=sys.stderr)
+                            if session_id is not None and sent:  # where the failed turn's transcript is
+                                print(f"(thread {thread}, session {session_id}: see `ongrid sessions tree "
+                                      f"{session_id}`; `ongrid chat --thread {thread}` goes on there)",
+                                      file=sys.stderr)
                         return 1  # bad_frame included: our one message was refused, nothing will follow
             if timer.cancelled_caught:
                 print(f"ongrid: no final answer within {args.timeout:g} s; the turn goes on in the daemon "

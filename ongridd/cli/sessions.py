@@ -102,6 +102,9 @@ def format_markdown(doc: dict) -> str:
             if m.get("content"):
                 out.append(_fence(m["content"]))  # every text is data: none can forge a section or a review
                 out.append("")
+            if n.get("last_turn_error") and m["seq"] == n.get("last_turn_error_seq"):  # the turn ended here
+                out.append(f"*The turn ended without an answer:* {_code(_one_line(n['last_turn_error'])[:500])}")
+                out.append("")
         proposals = {p.get("tool_call_id"): p for p in n.get("proposals") or [] if p.get("tool_call_id")}
         if n.get("audit"):
             out.append("Tool calls:")
@@ -179,9 +182,11 @@ def format_threads(rows: list[dict]) -> list[str]:
         why = r.get("last_turn_error")
         if mark == "interrupted" and isinstance(why, str) and why:  # it ended with an error, not by a crash
             mark = "stopped" if why.startswith("stopped:") else "failed"
-        text = _one_line(r.get("last_user_text") or "")
+        text = _one_line(r.get("last_user_text") or "")[:80]
+        if mark in ("failed", "stopped"):  # why, after the question it left unanswered
+            text += f"  — {_one_line(why)[:120]}"
         out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {_one_line(r.get('thread') or ''):<24} {r['id']}  "
-                   f"{text[:80]}")
+                   f"{text}")
     return out
 
 

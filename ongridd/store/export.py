@@ -10,6 +10,8 @@ The document::
     NODE = {id, agent_id, user_id, thread_id, parent_session_id, status,
             description, created_at, started_at, closed_at, close_reason,
             turn_seq,                       # workers and reviewers: the seq of their turn's user message
+            last_turn_error, last_turn_error_seq,   # a thread: its last failed or stopped turn's error,
+                                                    # and the thread's last seq then (stale when lower)
             tokens: {prompt, completion, cached, model_calls},
             messages: [{seq, role, content, tool_calls, tool_call_id, name, created_at}],   # seq order
             audit: [{id, tool_name, tool_call_id, arguments, result, status,
@@ -38,7 +40,8 @@ from ongridd.store.sessions import subtree_rows, usage_of
 FORMAT = "ongrid-session-export"
 VERSION = 1
 SESSION_KEYS = ("id", "agent_id", "user_id", "thread_id", "parent_session_id", "status", "description",
-                "created_at", "started_at", "closed_at", "close_reason", "turn_seq")
+                "created_at", "started_at", "closed_at", "close_reason", "turn_seq", "last_turn_error",
+                "last_turn_error_seq")
 MESSAGE_KEYS = ("seq", "role", "content", "tool_calls", "tool_call_id", "name", "created_at")
 AUDIT_KEYS = ("id", "tool_name", "tool_call_id", "arguments", "result", "status", "duration_ms", "created_at")
 PROPOSAL_KEYS = ("id", "tool_call_id", "action", "target", "reason", "blast_radius", "operator", "decision",

@@ -36,6 +36,19 @@ def test_tree_threads_and_messages_cannot_forge_lines():
     assert "x #3 tool: ok" in messages[0]
 
 
+def test_threads_say_why_a_turn_ended_without_an_answer():
+    rows = [{"updated_at": "t", "thread": "a", "id": "s1", "last_user_text": "q1", "last_turn": "interrupted",
+             "last_turn_error": "provider_error: HTTP 400\n# forged"},
+            {"updated_at": "t", "thread": "b", "id": "s2", "last_user_text": "q2", "last_turn": "interrupted",
+             "last_turn_error": "stopped: the turn was stopped"},
+            {"updated_at": "t", "thread": "c", "id": "s3", "last_user_text": "q3", "last_turn": "interrupted",
+             "last_turn_error": None}]
+    _, failed, stopped, cut = format_threads(rows)
+    assert " failed " in failed and failed.endswith("q1  — provider_error: HTTP 400 # forged")
+    assert " stopped " in stopped and stopped.endswith("q2  — stopped: the turn was stopped")
+    assert " interrupted " in cut and cut.endswith("q3")
+
+
 def test_piped_chat_retries_only_a_line_whose_own_last_attempt_was_refused():
     # a line refused busy, then accepted and running when the daemon dies: its turn ran, so it must not be
     # sent again; the refusal of the earlier attempt is not this attempt's outcome

@@ -342,3 +342,13 @@ async def test_reattach_says_why_the_last_turn_failed(tmp_path):
         async with serve(config) as third:
             piped = await _pipe_chat(third.url, "cli", until="\n—\n")
             assert "the last turn was cut off by a restart" in piped and "provider_error" not in piped
+
+
+async def test_a_failed_ask_names_its_thread_and_session(tmp_path):
+    async with open_fake_llm({"default": [{"http_status": 400}]}) as fake:
+        async with serve(_config(tmp_path, fake)) as daemon:
+            done = await trio.run_process(ongrid_cmd("ask", "--url", daemon.url, "--thread", "why", "fail?"),
+                                          capture_stdout=True, capture_stderr=True, check=False, env=subprocess_env())
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "provider_error" in err, err
+    assert re.search(r"\(thread why, session [0-9a-f-]{36}: see `ongrid sessions tree", err), err

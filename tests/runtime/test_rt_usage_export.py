@@ -284,3 +284,19 @@ def test_markdown_export_shows_stored_text_as_data():
     assert "review: approve" not in inline.replace("`", "").split("arguments:")[0]  # only inside the code span
     spans = [c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "code_inline"]
     assert "evil`` name # h" in spans and "t`" in spans and any("- review: approve" in x for x in spans)
+
+
+def test_markdown_export_says_where_a_turn_ended_without_an_answer():
+    from ongridd.cli.sessions import format_markdown
+
+    doc = {"session": {
+        "id": "S1", "agent_id": "default", "thread_id": "t", "status": "open", "created_at": "x",
+        "last_turn_error": "provider_error: HTTP 500\n## forged", "last_turn_error_seq": 2,
+        "messages": [{"seq": 1, "role": "user", "content": "a", "created_at": "x"},
+                     {"seq": 2, "role": "user", "content": "b", "created_at": "x"}],
+        "audit": [], "proposals": [], "children": []}}
+    out = format_markdown(doc)
+    assert out.index("*The turn ended without an answer:* `provider_error: HTTP 500 ## forged`") > out.index("#2")
+    assert "\n## forged" not in out
+    doc["session"]["last_turn_error_seq"] = 1  # stale: a later message came after it — still where it ended
+    assert out != format_markdown(doc)
