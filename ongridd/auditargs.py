@@ -44,8 +44,9 @@ _FIELD = re.compile(
     r'|((?:[0-9A-F]{2}){1,500000}(?:[0-9A-F]\Z)?)(?![0-9A-Za-z])|\(null\)|([^\s"\'\\]\S{0,10000}))')
 #: the length field of a split EXECVE value, and the argument count: part of the run of fields
 _EXTRA = re.compile(r"(?<![A-Za-z0-9_])(?:a\d{1,5}_len|argc)=\d{1,9}")
-#: where an unquoted proctitle or cmd value (``ausearch -i``) ends: the next field, a closing quote
-_NEXT_FIELD = re.compile(r"\s(?=[a-z_]{1,32}=)|'?\s*\Z")
+#: where an unquoted proctitle or cmd value (``ausearch -i``) ends: before the next field (else at
+#: the end of the line, without the closing quote of ``msg='…'`` and the whitespace before it)
+_NEXT_FIELD = re.compile(r"\s(?=[a-z_]{1,32}=)")
 #: the serial number of a record's event: records of one event share it
 _EVENT = re.compile(r"audit\([^)]{1,64}:([0-9]{1,20})\)")
 
@@ -108,8 +109,10 @@ def _value(match: re.Match[str], line: str) -> tuple[bytes, int]:
     if plain is not None:
         if match.group(2) is None:  # proctitle/cmd as ausearch -i prints them: up to the next field
             start = match.start(8)
-            end = _NEXT_FIELD.search(line, start).start()  # type: ignore[union-attr]  # \Z always matches
-            return line[start:end].encode("utf-8", "surrogatepass"), end
+            after = _NEXT_FIELD.search(line, start)
+            value = line[start:after.start() if after is not None else len(line)].rstrip()
+            value = value[:-1] if after is None and value.endswith("'") else value
+            return value.encode("utf-8", "surrogatepass"), start + len(value)
         return plain.encode("utf-8", "surrogatepass"), match.end()
     return b"", match.end()  # (null)
 

@@ -124,7 +124,9 @@ def test_hostile_records_cost_linear_time():
                     "argc=1 a1[" * 50_000, f"argc=1 a0={hexa('--password=' + 'x' * 200_000)}",
                     "audit(1:2) proctitle=" + "a " * 200_000, "audit(1:2) cmd=" + "x " * 200_000,
                     "audit(1:2) " + "type=EXECVE argc=1 a0=x " * 20_000, "audit(1:2) argc=1 " + "a1=-p\\\n" * 60_000,
-                    "audit(1:2) argc=2 a0=sh a1=" + hexa("--x=" + "a b " * 100_000), "EXECVE a0=" + "\\\n" * 100_000):
+                    "audit(1:2) argc=2 a0=sh a1=" + hexa("--x=" + "a b " * 100_000), "EXECVE a0=" + "\\\n" * 100_000,
+                    "type=PROCTITLE msg=audit(1.2:3) : proctitle=x" + " " * 400_000 + "y",
+                    "type=USER_CMD msg=audit(1.2:3) : cmd=x" + " \t" * 200_000 + "y"):
         assert len(redact_credentials(hostile)) <= 2 * len(hostile)
 
 
