@@ -328,8 +328,10 @@ def redact_credentials(text: str) -> str:
 #: what stands for the line break of a continued shell line (see _redact_text)
 _CONTINUED = "\u2029"
 #: the words of an audit event kept as the context of its next EXECVE record: the first (the
-#: program) and the last ones
-_CONTEXT_WORDS = 64
+#: program) and the last ones (an option whose value comes next) — words, not scripts: none holding
+#: whitespace or longer than so many characters
+_CONTEXT_WORDS = 8
+_CONTEXT_CHARS = 256
 #: every character ``str.isspace`` knows, and what stands for it inside an argument checked as one
 #: word (characters of Unicode's private use area: no whitespace to the filter)
 _SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + \
@@ -354,7 +356,7 @@ def _audit_line(line: str, events: dict[str, list[str]]) -> str | None:
         if record.kind == "args" and record.event is not None:
             if record.first > 0:
                 context = events.get(record.event, [])
-            kept = [*context, *record.words]
+            kept = [w for w in (*context, *record.words) if len(w) <= _CONTEXT_CHARS and not _has_space(w)]
             events[record.event] = kept[:1] + kept[1:][-_CONTEXT_WORDS:]
         shown = _audit_words(record.words, context) if record.kind != "cmd" else _audit_cmd(record.words[0])
         if shown is not None:
@@ -363,6 +365,9 @@ def _audit_line(line: str, events: dict[str, list[str]]) -> str | None:
     if not out:
         return None
     return "".join(out) + _redact_line(line[at:])[0]
+
+
+_has_space = re.compile(r"\s").search
 
 
 def _audit_cmd(command: str) -> list[str] | None:
@@ -394,7 +399,7 @@ def _audit_words(words: tuple[str, ...], context: list[str]) -> list[str] | None
     by line), then as one word among the others, so the value of a password option (``-a``
     ``correct horse``, ``-pcorrect horse``, ``--password=a b``) is hidden whole.  Should
     the filter hide across arguments (an unclosed quote), every argument is hidden."""
-    prepared = [w if not any(c in _SPACES for c in w) else _audit_argument(w) for w in [*context, *words]]
+    prepared = [_audit_argument(w) if _has_space(w) else w for w in [*context, *words]]
     shown = _redact_text(" ".join(prepared), audit=False).split(" ")
     if len(shown) != len(prepared):
         return [HIDDEN] * len(words)

@@ -126,7 +126,9 @@ def test_hostile_records_cost_linear_time():
                     "audit(1:2) " + "type=EXECVE argc=1 a0=x " * 20_000, "audit(1:2) argc=1 " + "a1=-p\\\n" * 60_000,
                     "audit(1:2) argc=2 a0=sh a1=" + hexa("--x=" + "a b " * 100_000), "EXECVE a0=" + "\\\n" * 100_000,
                     "type=PROCTITLE msg=audit(1.2:3) : proctitle=x" + " " * 400_000 + "y",
-                    "type=USER_CMD msg=audit(1.2:3) : cmd=x" + " \t" * 200_000 + "y"):
+                    "type=USER_CMD msg=audit(1.2:3) : cmd=x" + " \t" * 200_000 + "y",
+                    'type=EXECVE msg=audit(1.2:3): argc=3 a0=' + hexa("m y" * 33_000) + "\n"
+                    + 'type=EXECVE msg=audit(1.2:3): a5="x"\n' * 5_000):
         assert len(redact_credentials(hostile)) <= 2 * len(hostile)
 
 
