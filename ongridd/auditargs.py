@@ -14,7 +14,8 @@ them decoded instead, unquoted.  The fields that carry a command line:
 - ``PROCTITLE``: ``proctitle=…``, the whole argument vector, its words
   separated by NUL bytes (so hexadecimal as soon as it has two words);
 - ``USER_CMD`` (sudo) and other user-space records: ``cmd=…``, one command
-  line.
+  line;
+- ``TTY`` and ``USER_TTY`` (pam_tty_audit): ``data=…``, what was typed.
 
 :func:`audit_records` finds those fields on one line, a record at a time,
 and returns the arguments they spell with where the fields stand, so a
@@ -33,20 +34,21 @@ import attrs
 #: a line that is (or holds) an audit record: ``msg=audit(…)``, the kernel log's ``audit(…)``,
 #: a journal message naming its record type first, or the record types' numbers of the kernel log
 _CONTEXT = re.compile(r"audit\(|(?<![A-Za-z0-9_])(?:EXECVE|PROCTITLE|USER_CMD)(?![A-Za-z0-9_])|type=(?:1309|1327|1123)\b")
-#: where a record starts on a line holding several (``type=EXECVE msg=…``, ``type=1309 audit(…)``)
-_RECORD_START = re.compile(r"(?<![A-Za-z0-9_])type=")
+#: where a record starts on a line holding several (``type=EXECVE msg=audit(…``, ``type=1309 audit(…``)
+_RECORD_START = re.compile(r"(?<![A-Za-z0-9_\"'=])type=(?=(?:[A-Z][A-Z_]{1,40}|[0-9]{4})\s{1,4}(?:msg=)?audit\()")
 #: one field that may carry a command line, and its value: ``"text"`` (also with the quotes escaped,
 #: as inside a JSON string), hexadecimal (an even number of digits; an odd one at the end of a cut
 #: line), ``(null)``, or text as ``ausearch -i`` prints it (group 8: a word; proctitle and cmd below)
 _FIELD = re.compile(
-    r'(?<![A-Za-z0-9_])(a(\d{1,5})(?:\[(\d{1,5})\])?|proctitle|cmd)='
-    r'(\\"((?:[^"\\\s]|\\\\){0,10000})\\"|"([^"\s]{0,10000})"'
-    r'|((?:[0-9A-F]{2}){1,500000}(?:[0-9A-F]\Z)?)(?![0-9A-Za-z])|\(null\)|([^\s"\'\\]\S{0,10000}))')
+    r'(?<![A-Za-z0-9_])(a(\d{1,5})(?:\[(\d{1,5})\])?|proctitle|cmd|data)='
+    r'(\\"((?:[^"\\\s]|\\\\){0,10000})\\"|"([^"\s]{0,10000})(?:"|(?=\s…\[[0-9]{1,12} more bytes cut\]\Z)|\Z)'
+    r'|((?:[0-9A-F]{2}){1,500000}[0-9A-F]?)(?![0-9A-Za-z])|\(null\)|([^\s"\'\\]\S{0,10000}))')
 #: the length field of a split EXECVE value, and the argument count: part of the run of fields
 _EXTRA = re.compile(r"(?<![A-Za-z0-9_])(?:a\d{1,5}_len|argc)=\d{1,9}")
-#: where an unquoted proctitle or cmd value (``ausearch -i``) ends: before the next field (else at
-#: the end of the line, without the closing quote of ``msg='…'`` and the whitespace before it)
-_NEXT_FIELD = re.compile(r"\s(?=[a-z_]{1,32}=)")
+#: where a value as ``ausearch -i`` prints it ends: an argument before the next argument's field,
+#: sudo's command before the fields sudo writes after it (else at the record's end)
+_NEXT_ARGUMENT = re.compile(r"\s(?=a[0-9]{1,5}(?:\[[0-9]{1,5}\]|_len)?=)")
+_AFTER_CMD = re.compile(r"\s(?=(?:terminal|res|exe|hostname|addr)=)")
 #: the serial number of a record's event: records of one event share it
 _EVENT = re.compile(r"audit\([^)]{1,64}:([0-9]{1,20})\)")
 
@@ -70,6 +72,10 @@ class AuditCommand:
     kind: str
     first: int = 0
     event: str | None = None
+    #: the piece its first argument starts with (> 0: the argument began in the record before) and
+    #: whether its last argument was written in pieces (it may go on in the next record)
+    first_piece: int = 0
+    last_pieced: bool = False
 
     @property
     def text(self) -> str:
@@ -82,7 +88,7 @@ class AuditCommand:
         space or a shell character, C0 control characters and DEL written ``\\\\xNN`` (a
         newline of a ``bash -c`` script included), so it stays one line."""
         words = self.words if words is None else words
-        text = words[0] if self.kind == "cmd" and len(words) == 1 else " ".join(
+        text = words[0] if self.kind in ("cmd", "data") and len(words) == 1 else " ".join(
             shlex.quote(w) if _NEEDS_QUOTES.search(w) else w for w in words)
         return f"{self.kind} (decoded): {text.translate(_ESCAPED_CONTROLS)}"
 
@@ -97,8 +103,8 @@ _NEEDS_QUOTES = re.compile(r"[\s'\"\\$`;&|<>(){}#!]|\A\Z")
 _ESCAPED_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
 
 
-def _value(match: re.Match[str], line: str) -> tuple[bytes, int]:
-    """A field's value as bytes, and where it ends on the line."""
+def _value(match: re.Match[str], line: str, limit: int) -> tuple[bytes, int]:
+    """A field's value as bytes, and where it ends on the line (``limit``: the record's end)."""
     escaped, quoted, hexa, plain = match.group(5), match.group(6), match.group(7), match.group(8)
     if escaped is not None:
         return escaped.replace("\\\\", "\\").encode("utf-8", "surrogatepass"), match.end()
@@ -106,15 +112,17 @@ def _value(match: re.Match[str], line: str) -> tuple[bytes, int]:
         return quoted.encode("utf-8", "surrogatepass"), match.end()
     if hexa is not None:
         return bytes.fromhex(hexa[: len(hexa) // 2 * 2]), match.end()  # a cut line's last digit dropped
-    if plain is not None:
-        if match.group(2) is None:  # proctitle/cmd as ausearch -i prints them: up to the next field
-            start = match.start(8)
-            after = _NEXT_FIELD.search(line, start)
-            value = line[start:after.start() if after is not None else len(line)].rstrip()
-            value = value[:-1] if after is None and value.endswith("'") else value
-            return value.encode("utf-8", "surrogatepass"), start + len(value)
-        return plain.encode("utf-8", "surrogatepass"), match.end()
-    return b"", match.end()  # (null)
+    if plain is None:
+        return b"", match.end()  # (null)
+    # as ausearch -i prints them, decoded with their spaces: an argument up to the next argument's field,
+    # sudo's command up to the fields it writes after it, a proctitle up to the record's end
+    start = match.start(8)
+    ends = _NEXT_ARGUMENT if match.group(2) is not None else _AFTER_CMD if match.group(1) == "cmd" else None
+    after = ends.search(line, start, limit) if ends is not None else None
+    value = line[start:after.start() if after is not None else limit].rstrip()
+    if after is None and value.endswith("'"):  # the close of msg='…'
+        value = value[:-1]
+    return value.replace("\\ ", " ").encode("utf-8", "surrogatepass"), start + len(value)
 
 
 def _text(data: bytes) -> str:
@@ -130,16 +138,24 @@ def _record(line: str, start: int, end: int) -> AuditCommand | None:
     execve = "argc=" in segment or "EXECVE" in segment or "type=1309" in segment
     if args and execve:
         pieces: dict[int, list[tuple[int, bytes]]] = {}
+        stops = []
         for m in args:
-            pieces.setdefault(int(m.group(2)), []).append((int(m.group(3) or 0), _value(m, line)[0]))
+            value, stop = _value(m, line, end)
+            pieces.setdefault(int(m.group(2)), []).append((int(m.group(3) or 0), value))
+            stops.append(stop)
         words = tuple(_text(b"".join(piece for _, piece in sorted(pieces[k]))) for k in sorted(pieces))
-        spans = [m.span() for m in args] + [m.span() for m in _EXTRA.finditer(line, start, end)]
-        return AuditCommand(words, min(s for s, _ in spans), max(e for _, e in spans), "args", min(pieces), serial)
-    for kind in ("proctitle", "cmd"):
+        spans = [(m.start(), stop) for m, stop in zip(args, stops)] + [m.span() for m in _EXTRA.finditer(line, start, end)]
+        first, last = min(pieces), max(pieces)
+        return AuditCommand(words, min(s for s, _ in spans), max(e for _, e in spans), "args", first, serial,
+                            min(i for i, _ in pieces[first]), args[-1].group(3) is not None and int(args[-1].group(2)) == last)
+    for kind in ("proctitle", "cmd", "data"):
         one = next((m for m in fields if m.group(1) == kind), None)
         if one is not None:
-            value, stop = _value(one, line)
-            words = tuple(_text(w) for w in value.split(b"\0")) if kind == "proctitle" else (_text(value),)
+            value, stop = _value(one, line, end)
+            if kind == "proctitle":
+                words = tuple(_text(w) for w in value.split(b"\0"))
+            else:  # a tty's keystrokes: a carriage return ends a command line
+                words = (_text(value.replace(b"\r", b"\n")) if kind == "data" else _text(value),)
             return AuditCommand(words, one.start(), stop, kind, 0, serial)
     return None
 

@@ -75,6 +75,7 @@ bounded, so no input makes a regular expression backtrack over a word).
 
 from __future__ import annotations
 
+import json
 import re
 
 from ongridd.auditargs import audit_records
@@ -325,8 +326,12 @@ def redact_credentials(text: str) -> str:
     return _redact_text(text, audit=True)
 
 
-#: what stands for the line break of a continued shell line (see _redact_text)
+#: what stands for the line break of a continued shell command (see _redact_text): whitespace to
+#: the filter, so the line is checked after the command's first line and the line before it, each
+#: cut to so many characters; a line continued so ends in a space (or tab) and a backslash
 _CONTINUED = "\u2029"
+_CONTINUED_CHARS = 512
+_CONTINUES = re.compile(r"[ \t]\\\r?\Z")
 #: the words of an audit event kept as the context of its next EXECVE record: the first (the
 #: program) and the last ones (an option whose value comes next) — words, not scripts: none holding
 #: whitespace or longer than so many characters
@@ -340,31 +345,60 @@ _ONE_WORD = {ord(c): 0xE000 + i for i, c in enumerate(_SPACES)}
 _SPACED = {v: k for k, v in _ONE_WORD.items()}
 
 
-def _audit_line(line: str, events: dict[str, list[str]]) -> str | None:
+def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> str | None:
     """A line holding audit records (:func:`ongridd.auditargs.audit_records`): when the command
     line a record's fields spell (hexadecimal, quoted or as ``ausearch -i`` prints them) has a
     secret-looking value, those fields are shown decoded with the value hidden, control
     characters escaped (``argc=3 a0="mysql" a1="-uroot" a2=2D70…`` becomes ``args (decoded):
     mysql -uroot -p***``), the rest of the line filtered as any other; else None.
 
-    ``events``: the words of the EXECVE records read so far, by event serial number, so a
-    record that goes on from an earlier one (``a40=…``) is checked after them."""
+    ``events``: the words of the EXECVE records read so far, by event serial number (``""``:
+    the last record without one, as the journal shows them), so a record that goes on from
+    an earlier one (``a40=…``) is checked after them; ``pieced``: the events whose last word
+    was written in pieces, which the next record may go on with (``a2[1]=…``: the word is
+    checked whole, and shown whole in its place)."""
     out: list[str] = []
     at = 0
     for record in audit_records(line):
         context: list[str] = []
-        if record.kind == "args" and record.event is not None:
+        words = record.words
+        if record.kind == "args":
+            event = record.event or ""  # the journal drops the serial: the record before goes on
             if record.first > 0:
-                context = events.get(record.event, [])
-            kept = [w for w in (*context, *record.words) if len(w) <= _CONTEXT_CHARS and not _has_space(w)]
-            events[record.event] = kept[:1] + kept[1:][-_CONTEXT_WORDS:]
-        shown = _audit_words(record.words, context) if record.kind != "cmd" else _audit_cmd(record.words[0])
+                context = events.get(event, [])
+                if record.first_piece > 0 and event in pieced:  # an argument split between two records
+                    context, words = context[:-1], (context[-1] + words[0], *words[1:])
+            kept = [w for w in (*context, *words) if len(w) <= _CONTEXT_CHARS and not _has_space(w)]
+            if record.last_pieced:
+                kept.append(words[-1][-_CONTEXT_CHARS:])
+                pieced.add(event)
+            else:
+                pieced.discard(event)
+            events[event] = kept[:1] + kept[1:][-_CONTEXT_WORDS:]
+        shown = _audit_cmd(words[0]) if record.kind in ("cmd", "data") else _audit_words(words, context)
         if shown is not None:
             out += [_redact_line(line[at:record.start])[0], record.shown(shown)]
             at = record.end
     if not out:
         return None
     return "".join(out) + _redact_line(line[at:])[0]
+
+
+#: a JSON member whose value is an array of byte values (``"MESSAGE":[27,91,51,50,109,…]``, as
+#: journalctl writes a field that is not printable UTF-8)
+_BYTE_ARRAY = re.compile(r'("[A-Za-z_][A-Za-z0-9_]{0,63}"\s{0,4}:\s{0,4})\[((?:\s{0,4}[0-9]{1,3}\s{0,4},){0,1000000}'
+                         r'\s{0,4}[0-9]{1,3}\s{0,4})\]')
+
+
+def _byte_array(match: re.Match[str], audit: bool) -> str:
+    """A JSON byte array (:data:`_BYTE_ARRAY`) as it stands, or — when the text it spells has a
+    secret — as a JSON string of that text, the secret hidden."""
+    values = [int(v) for v in match.group(2).split(",")]
+    if any(v > 255 for v in values):
+        return match.group(0)
+    text = bytes(values).decode("utf-8", "backslashreplace")
+    shown = _redact_text(text, audit)
+    return match.group(0) if shown == text else match.group(1) + json.dumps(shown)
 
 
 _has_space = re.compile(r"\s").search
@@ -411,14 +445,11 @@ def _redact_text(text: str, audit: bool) -> str:
     """:func:`redact_credentials`; ``audit``: whether audit records' argument fields are
     decoded and checked (not again inside what they decoded to).
 
-    A shell line continued on the next (ending in a backslash) is read as one line with the
-    next, so ``mysqldump -uroot \\`` / ``-pX`` is seen as one command: its line break
-    stands in as U+2029, whitespace to the filter, put back at the end (not done when the
-    text holds a U+2029 of its own)."""
-    joined = "\\\n" in text and _CONTINUED not in text
-    if joined:
-        return _redact_text(text.replace("\\\n", "\\" + _CONTINUED), audit).replace(_CONTINUED, "\n")
+    A shell command continued on the next line (its line ends in a space and a backslash:
+    ``mysqldump -uroot \\`` / ``-pX``) is read on with the next line, which is checked
+    after the command's first line and the line before it (:data:`_CONTINUED`)."""
     events: dict[str, list[str]] = {}  # the EXECVE records' words by event (see _audit_line)
+    pieced: set[str] = set()
     out = []
     in_key = False
     block_indent: int | None = None  # a YAML block scalar's key indentation: deeper lines are its value
@@ -427,7 +458,11 @@ def _redact_text(text: str, audit: bool) -> str:
     named_above = False  # the line above was "- name: DB_PASSWORD": this one's "value: X" is its value
     chpasswd_indent: int | None = None  # a cloud-init "chpasswd:" key's indentation: deeper lines are its users
     value_below = False  # the line above ended with a secret option: this line's first word is its value
+    continued = ""  # the command a line ending in " \\" goes on with: its first line and the line before
     for line in text.split("\n"):
+        if '":' in line and "[" in line:  # journalctl -o json: a message with a control character is bytes
+            line = _BYTE_ARRAY.sub(lambda m: _byte_array(m, audit), line)
+        before, continued = continued, ""
         carry, value_below = value_below, False
         if chpasswd_indent is not None:
             if line.strip() and len(line) - len(line.lstrip()) <= chpasswd_indent:
@@ -467,14 +502,24 @@ def _redact_text(text: str, audit: bool) -> str:
             continue
         if "<" in line and (element := _XML_OPEN_LINE.match(line)) and _secret_name(element.group(1)):
             xml_close, block_lines = f"</{element.group(1)}>", 0
-        if audit and "=" in line and (decoded := _audit_line(line, events)) is not None:
+        if audit and "=" in line and (decoded := _audit_line(line, events, pieced)) is not None:
             out.append(decoded)
             continue
         history = _ZSH_HISTORY.match(line) if line.startswith(": ") else None
         command = history.group(2) if history else line
         if carry:  # - --db-password / - X
             command = _value_first(command)
-        shown, value_below = _redact_line(command)
+        shown = None
+        # this line goes on with the command above it (a YAML list's "- X" is an item of its own)
+        if before and _CONTINUED not in command and not command.lstrip().startswith("- "):
+            joined, below = _redact_line(before + _CONTINUED + command)
+            if joined.count(_CONTINUED) == before.count(_CONTINUED) + 1:
+                shown, value_below = joined.rsplit(_CONTINUED, 1)[1], below
+        if shown is None:
+            shown, value_below = _redact_line(command)
+        if _CONTINUES.search(command):
+            first = before.split(_CONTINUED)[0] if before else command
+            continued = first[:_CONTINUED_CHARS] + (_CONTINUED + command[-_CONTINUED_CHARS:] if before else "")
         out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)
 
@@ -690,7 +735,8 @@ def _redact_line(line: str) -> tuple[str, bool]:
             parts[i], hide_next, open_quote, keep_close = _redact_word(word)
             from_option = False
     # the value is on the next line only when the option or key stands alone on this one ("- --db-password")
-    alone = len(words) == 1 or (len(words) == 2 and words[0] == "-")
+    own = words[:-1] if words and words[-1] == "\\" else words  # a continued line: the backslash is no word
+    alone = len(own) == 1 or (len(own) == 2 and own[0] == "-")
     return "".join(parts), hide_next and from_option and alone and not hide_rest
 
 

@@ -124,8 +124,8 @@ def shown_line(line: bytes, cut: int) -> str:
     return text + (f" …[{cut} more bytes cut]" if cut else "")
 
 
-#: what an audit record carrying a command line holds (EXECVE, PROCTITLE, sudo's USER_CMD)
-AUDIT_MARKS = (b"a0=", b"a1=", b"proctitle=", b"cmd=", b"EXECVE")
+#: what an audit record carrying a command line holds (EXECVE, PROCTITLE, sudo's USER_CMD, TTY)
+AUDIT_MARKS = (b"a0=", b"a1=", b"proctitle=", b"cmd=", b"data=", b"EXECVE")
 
 
 def audit_match(match: Matcher, line: bytes, cut: int) -> bool:

@@ -88,6 +88,61 @@ def test_a_secret_in_an_audit_record_is_hidden_decoded(line, shown):
     assert redact_credentials(line) == shown
 
 
+S = "Zq9xTrv7Lm"
+
+
+@pytest.mark.parametrize("text, shown", [
+    # ausearch -i: arguments decoded with their spaces, up to the next argument's field
+    (f"type=EXECVE msg=audit(11/14/2023 10:00:00.123:456) : argc=3 a0=bash a1=-c a2=mysql -uroot -p{S}",
+     "type=EXECVE msg=audit(11/14/2023 10:00:00.123:456) : args (decoded): bash -c 'mysql -uroot -p***'"),
+    (f"type=EXECVE msg=audit(11/14/2023 10:00:00.123:456) : argc=4 a0=mysql a1=-uroot a2=--password a3=correct {S}",
+     "type=EXECVE msg=audit(11/14/2023 10:00:00.123:456) : args (decoded): mysql -uroot --password ***"),
+    (f"type=EXECVE msg=audit(11/14/2023 10:00:00.123:456) : argc=3 a0=bash a1=-c a2=mysql\\ -uroot\\ -p{S}",
+     "type=EXECVE msg=audit(11/14/2023 10:00:00.123:456) : args (decoded): bash -c 'mysql -uroot -p***'"),
+    # … and sudo's command up to the fields sudo writes after it (cn=admin is part of it)
+    (f"type=USER_CMD msg=audit(11/14/2023 10:00:00.123:456) : pid=1 uid=bob msg='cwd=/root cmd=ldapsearch -x -D "
+     f"cn=admin,dc=example,dc=com -w {S} -b dc=example,dc=com terminal=pts/0 res=success'",
+     "type=USER_CMD msg=audit(11/14/2023 10:00:00.123:456) : pid=1 uid=bob msg='cwd=/root cmd (decoded): ldapsearch "
+     "-x -D cn=admin,dc=example,dc=com -w *** -b dc=example,dc=com terminal=pts/0 res=success'"),
+    # an argument holding "type=" starts no record
+    (f'type=EXECVE msg=audit(1.2:456): argc=5 a0="curl" a1="-d" a2="type=deploy" a3="-H" '
+     f'a4={hexa("Authorization: Bearer q8Xw2LmZp0RtY7vK")}',
+     "type=EXECVE msg=audit(1.2:456): args (decoded): curl -d type=deploy -H Authorization:***"),
+    # a line cut by the kernel log or by search_logs, in a quoted value or between two hex digits
+    (f'[ 12.3] audit: type=1309 audit(1.2:3): argc=3 a0="sshpass" a1="-p" a2="{S}',
+     "[ 12.3] audit: type=1309 audit(1.2:3): args (decoded): sshpass -p ***"),
+    (f'type=EXECVE argc=3 a0="bash" a1="-c" a2={hexa("mysql -uroot -p" + S)[:-1]} …[99 more bytes cut]',
+     "type=EXECVE args (decoded): bash -c 'mysql -uroot -p***' …[99 more bytes cut]"),
+    # the journal drops the event's serial: the record before goes on
+    (f'Mar 02 10:00:00 web-1 audit[12]: EXECVE argc=4 a0="mysql" a1="-uroot" a2="-e"\n'
+     f'Mar 02 10:00:00 web-1 audit[12]: EXECVE a3="-p{S}"',
+     'Mar 02 10:00:00 web-1 audit[12]: EXECVE argc=4 a0="mysql" a1="-uroot" a2="-e"\n'
+     "Mar 02 10:00:00 web-1 audit[12]: EXECVE args (decoded): -p***"),
+    # an argument split between two records is checked whole, and shown whole where it ends
+    (f'type=EXECVE msg=audit(1.2:3): argc=3 a0="sh" a1="-c" a2_len=40 a2[0]={hexa("echo x; mysql -uroot -p")}\n'
+     f'type=EXECVE msg=audit(1.2:3): a2[1]={hexa(S + "; date")}',
+     f'type=EXECVE msg=audit(1.2:3): argc=3 a0="sh" a1="-c" a2_len=40 a2[0]={hexa("echo x; mysql -uroot -p")}\n'
+     "type=EXECVE msg=audit(1.2:3): args (decoded): 'echo x; mysql -uroot -p***; date'"),
+    # what was typed at a terminal (pam_tty_audit)
+    (f'type=TTY msg=audit(1.2:3): tty pid=1 comm="bash" data={hexa("mysql -uroot -p" + S)}0D',
+     'type=TTY msg=audit(1.2:3): tty pid=1 comm="bash" data (decoded): mysql -uroot -p***\\x0a'),
+    # journalctl -o json writes a message with a control character as its bytes
+    ('{"MESSAGE":' + str(list(f"\x1b[32mconnect postgres://app:{S}@db/app".encode())).replace(" ", "") + '}',
+     '{"MESSAGE":"\\u001b[32mconnect postgres://app:***@db/app"}'),
+    ('{"MESSAGE":[104,105],"x":[1,2,300]}', '{"MESSAGE":[104,105],"x":[1,2,300]}'),
+    # a shell command continued over lines; a line ending in a Windows folder continues nothing
+    (f"mysql \\\n  -h db \\\r\n  -uroot \\\n  -p{S} \\\n  --batch",
+     "mysql \\\n  -h db \\\r\n  -uroot \\\n  -p*** \\\n  --batch"),
+    (f"- name: LOG_DIR\n  value: C:\\logs\\\n- name: DB_PASSWORD\n  value: {S}",
+     "- name: LOG_DIR\n  value: C:\\logs\\\n- name: DB_PASSWORD\n  value: ***"),
+    (f"log_dir: C:\\logs\\\nssh_password: |\n  {S}", "log_dir: C:\\logs\\\nssh_password: |\n  ***"),
+    (f"backup_dir D:\\backup\\\nauth_pass {S}", "backup_dir D:\\backup\\\nauth_pass ***"),
+    (f"  - --token \\\n  - {S}", "  - --token \\\n  - ***"),
+])
+def test_shapes_an_attack_found(text, shown):
+    assert redact_credentials(text) == shown
+
+
 def test_an_event_goes_on_in_its_next_record():
     # the kernel starts a new EXECVE record after some 7,500 bytes: only the first has argc=
     first = 'type=EXECVE msg=audit(1772445600.1:77): argc=203 a0="mysql" ' + " ".join(f'a{i}="f{i}"' for i in range(1, 200))
@@ -128,7 +183,8 @@ def test_hostile_records_cost_linear_time():
                     "type=PROCTITLE msg=audit(1.2:3) : proctitle=x" + " " * 400_000 + "y",
                     "type=USER_CMD msg=audit(1.2:3) : cmd=x" + " \t" * 200_000 + "y",
                     'type=EXECVE msg=audit(1.2:3): argc=3 a0=' + hexa("m y" * 33_000) + "\n"
-                    + 'type=EXECVE msg=audit(1.2:3): a5="x"\n' * 5_000):
+                    + 'type=EXECVE msg=audit(1.2:3): a5="x"\n' * 5_000, '{"M":[' + "1," * 200_000,
+                    '{"M":[' + "65," * 130_000 + "1]}", "mysql \\\n" * 60_000):
         assert len(redact_credentials(hostile)) <= 2 * len(hostile)
 
 
