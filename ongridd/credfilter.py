@@ -326,10 +326,10 @@ def redact_credentials(text: str) -> str:
     return _redact_text(text, audit=True)
 
 
-#: what stands for the line break of a continued shell command (see _redact_text): whitespace to
-#: the filter, so the line is checked after the command's first line and the line before it, each
-#: cut to so many characters; a line continued so ends in a space (or tab) and a backslash
-_CONTINUED = "\u2029"
+#: what may stand for the line break of a continued shell command (see :func:`_continued`):
+#: whitespace to the filter; the lines before it are cut to so many characters; a line continued so
+#: ends in a space (or tab) and a backslash
+_BREAKS = ("\u2029", "\u2028", "\x1c", "\x1d", "\x1e")
 _CONTINUED_CHARS = 512
 _CONTINUES = re.compile(r"[ \t]\\\r?\Z")
 #: the words of an audit event kept as the context of its next EXECVE record: the first (the
@@ -343,6 +343,21 @@ _SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, ran
     "\u2028\u2029\u202f\u205f\u3000"
 _ONE_WORD = {ord(c): 0xE000 + i for i, c in enumerate(_SPACES)}
 _SPACED = {v: k for k, v in _ONE_WORD.items()}
+
+
+def _continued(above: list[str], line: str, alone: str) -> str:
+    """``line`` of a shell command continued from the lines ``above`` (its first line and the
+    line before), as shown: checked after them (``mysqldump -uroot \\`` / ``-pX``: what the
+    command means), unless that hides nothing the line checked on its own (``alone``) hides."""
+    lines = above if above[0] != above[1] else above[:1]
+    mark = next((m for m in _BREAKS if m not in line and not any(m in a for a in lines)), None)
+    if mark is None:
+        return alone
+    joined, _ = _redact_line(mark.join([*lines, line]))
+    if joined.count(mark) != len(lines):
+        return alone
+    after = joined.rsplit(mark, 1)[1]
+    return after if after.count(HIDDEN) > alone.count(HIDDEN) or (HIDDEN in after and after != alone) else alone
 
 
 def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> str | None:
@@ -447,7 +462,7 @@ def _redact_text(text: str, audit: bool) -> str:
 
     A shell command continued on the next line (its line ends in a space and a backslash:
     ``mysqldump -uroot \\`` / ``-pX``) is read on with the next line, which is checked
-    after the command's first line and the line before it (:data:`_CONTINUED`)."""
+    after the command's first line and the line before it (:func:`_continued`)."""
     events: dict[str, list[str]] = {}  # the EXECVE records' words by event (see _audit_line)
     pieced: set[str] = set()
     out = []
@@ -458,11 +473,11 @@ def _redact_text(text: str, audit: bool) -> str:
     named_above = False  # the line above was "- name: DB_PASSWORD": this one's "value: X" is its value
     chpasswd_indent: int | None = None  # a cloud-init "chpasswd:" key's indentation: deeper lines are its users
     value_below = False  # the line above ended with a secret option: this line's first word is its value
-    continued = ""  # the command a line ending in " \\" goes on with: its first line and the line before
+    continued: list[str] = []  # the command a line ending in " \\" goes on: its first line and the line before
     for line in text.split("\n"):
         if '":' in line and "[" in line:  # journalctl -o json: a message with a control character is bytes
             line = _BYTE_ARRAY.sub(lambda m: _byte_array(m, audit), line)
-        before, continued = continued, ""
+        above, continued = continued, []
         carry, value_below = value_below, False
         if chpasswd_indent is not None:
             if line.strip() and len(line) - len(line.lstrip()) <= chpasswd_indent:
@@ -509,17 +524,12 @@ def _redact_text(text: str, audit: bool) -> str:
         command = history.group(2) if history else line
         if carry:  # - --db-password / - X
             command = _value_first(command)
-        shown = None
+        shown, value_below = _redact_line(command)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)
-        if before and _CONTINUED not in command and not command.lstrip().startswith("- "):
-            joined, below = _redact_line(before + _CONTINUED + command)
-            if joined.count(_CONTINUED) == before.count(_CONTINUED) + 1:
-                shown, value_below = joined.rsplit(_CONTINUED, 1)[1], below
-        if shown is None:
-            shown, value_below = _redact_line(command)
+        if above and not command.lstrip().startswith("- "):
+            shown = _continued(above, command, shown)
         if _CONTINUES.search(command):
-            first = before.split(_CONTINUED)[0] if before else command
-            continued = first[:_CONTINUED_CHARS] + (_CONTINUED + command[-_CONTINUED_CHARS:] if before else "")
+            continued = [above[0] if above else command[:_CONTINUED_CHARS], command[-_CONTINUED_CHARS:]]
         out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)
 
@@ -624,8 +634,10 @@ def _redact_line(line: str) -> tuple[str, bool]:
     first = True  # the line's first word: a configuration file's "key value" (requirepass X)
     for i in range(0, len(parts), 2):
         word = parts[i]
-        if not word or word == "\\":  # a backslash continuing the line is no word (no option's value)
+        if not word:
             continue
+        if word == "\\" and (i + 2 >= len(parts) or not any(parts[i + 2:]) or any(m in parts[i + 1] for m in _BREAKS)):
+            continue  # a backslash continuing the line is no word (no option's value)
         was_first, first = first, False
         before, previous = previous, word
         if i == auth_password:  # Redis AUTH [user] X
