@@ -61,7 +61,11 @@ command lines carry credentials:
   record after the earlier ones of its event), and when it holds a secret
   shown decoded with the value hidden (``args (decoded): mysql -uroot
   -p***``);
-- a shell line continued with a backslash is read with the next as one;
+- a shell command continued over lines (`` \\`` at a line's end): each line
+  checked after the command's first line and the line before;
+- a JSON byte array (``journalctl -o json`` writes a message holding a
+  control character so): decoded, checked, and shown as a string when it
+  holds a secret;
 - values whose shape alone says credential, wherever they stand: GitHub,
   GitLab, Slack, Stripe, OpenAI-style, npm, Google API and AWS access key
   tokens, JWTs, a Slack webhook's secret and password hashes in crypt format
