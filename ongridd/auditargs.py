@@ -33,14 +33,15 @@ import attrs
 
 #: a line that is (or holds) an audit record: ``msg=audit(…)``, the kernel log's ``audit(…)``,
 #: a journal message naming its record type first, or the record types' numbers of the kernel log
-_CONTEXT = re.compile(r"audit\(|(?<![A-Za-z0-9_])(?:EXECVE|PROCTITLE|USER_CMD)(?![A-Za-z0-9_])|type=(?:1309|1327|1123)\b")
+_CONTEXT = re.compile(r"audit\(|(?<![A-Za-z0-9_])(?:EXECVE|PROCTITLE|USER_CMD|USER_TTY|TTY)(?![A-Za-z0-9_])"
+                      r"|type=(?:1309|1327|1123|1319|1124)\b")
 #: where a record starts on a line holding several (``type=EXECVE msg=audit(…``, ``type=1309 audit(…``)
 _RECORD_START = re.compile(r"(?<![A-Za-z0-9_\"'=])type=(?=(?:[A-Z][A-Z_]{1,40}|[0-9]{4})\s{1,4}(?:msg=)?audit\()")
-#: one field that may carry a command line, and its value: ``"text"`` (also with the quotes escaped,
+#: one field that may carry a command line (after whitespace, or the quote of ``msg='``), and its value: ``"text"`` (also with the quotes escaped,
 #: as inside a JSON string), hexadecimal (an even number of digits; an odd one at the end of a cut
 #: line), ``(null)``, or text as ``ausearch -i`` prints it (group 8: a word; proctitle and cmd below)
 _FIELD = re.compile(
-    r'(?<![A-Za-z0-9_])(a(\d{1,5})(?:\[(\d{1,5})\])?|proctitle|cmd|data)='
+    r'(?<![^\s\'])(a(\d{1,5})(?:\[(\d{1,5})\])?|proctitle|cmd|data)='
     r'(\\"((?:[^"\\\s]|\\\\){0,10000})\\"|"([^"\s]{0,10000})(?:"|(?=\s…\[[0-9]{1,12} more bytes cut\]\Z)|\Z)'
     r'|((?:[0-9A-F]{2}){1,500000}[0-9A-F]?)(?![0-9A-Za-z])|\(null\)|([^\s"\'\\]\S{0,10000}))')
 #: the length field of a split EXECVE value, and the argument count: part of the run of fields
@@ -49,6 +50,8 @@ _EXTRA = re.compile(r"(?<![A-Za-z0-9_])(?:a\d{1,5}_len|argc)=\d{1,9}")
 #: sudo's command before the fields sudo writes after it (else at the record's end)
 _NEXT_ARGUMENT = re.compile(r"\s(?=a[0-9]{1,5}(?:\[[0-9]{1,5}\]|_len)?=)")
 _AFTER_CMD = re.compile(r"\s(?=(?:terminal|res|exe|hostname|addr)=)")
+#: the most bytes of arguments read from one record (the kernel writes at most ~7,500 per record)
+_RECORD_BYTES = 1 << 20
 #: the serial number of a record's event: records of one event share it
 _EVENT = re.compile(r"audit\([^)]{1,64}:([0-9]{1,20})\)")
 
@@ -138,11 +141,20 @@ def _record(line: str, start: int, end: int) -> AuditCommand | None:
     execve = "argc=" in segment or "EXECVE" in segment or "type=1309" in segment
     if args and execve:
         pieces: dict[int, list[tuple[int, bytes]]] = {}
-        stops = []
+        stops: list[int] = []
+        kept: list[re.Match[str]] = []
+        size = 0
         for m in args:
+            if stops and m.start() < stops[-1]:  # inside the value before it (ausearch -i: "a2=x a3=y z")
+                continue
             value, stop = _value(m, line, end)
+            size += len(value)
+            if size > _RECORD_BYTES:
+                break
             pieces.setdefault(int(m.group(2)), []).append((int(m.group(3) or 0), value))
             stops.append(stop)
+            kept.append(m)
+        args = kept
         words = tuple(_text(b"".join(piece for _, piece in sorted(pieces[k]))) for k in sorted(pieces))
         spans = [(m.start(), stop) for m, stop in zip(args, stops)] + [m.span() for m in _EXTRA.finditer(line, start, end)]
         first, last = min(pieces), max(pieces)

@@ -352,7 +352,9 @@ _SPACED = {v: k for k, v in _ONE_WORD.items()}
 def _continued(above: list[str], line: str, alone: str) -> str:
     """``line`` of a shell command continued from the lines ``above`` (its first line and the
     line before), as shown: checked after them (``mysqldump -uroot \\`` / ``-pX``: what the
-    command means), unless that hides nothing the line checked on its own (``alone``) hides."""
+    command means) and on its own (``alone``: what the line's start says, ``user bob on >X``),
+    a word hidden when either check hides it (should the two not line up word for word, the
+    one that hides more)."""
     lines = above if above[0] != above[1] else above[:1]
     mark = next((m for m in _BREAKS if m not in line and not any(m in a for a in lines)), None)
     if mark is None:
@@ -361,7 +363,12 @@ def _continued(above: list[str], line: str, alone: str) -> str:
     if joined.count(mark) != len(lines):
         return alone
     after = joined.rsplit(mark, 1)[1]
-    return after if after.count(HIDDEN) > alone.count(HIDDEN) or (HIDDEN in after and after != alone) else alone
+    if after == alone:
+        return alone
+    mine, theirs = _WORDS.split(alone), _WORDS.split(after)
+    if len(mine) != len(theirs):  # a quote hid across words in one of them: the one hiding more
+        return after if after.count(HIDDEN) > alone.count(HIDDEN) else alone
+    return "".join(b if HIDDEN in b and HIDDEN not in a else a for a, b in zip(mine, theirs))
 
 
 def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> str | None:
@@ -371,7 +378,7 @@ def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> st
     characters escaped (``argc=3 a0="mysql" a1="-uroot" a2=2D70…`` becomes ``args (decoded):
     mysql -uroot -p***``), the rest of the line filtered as any other; else None.
 
-    ``events``: the words of the EXECVE records read so far, by event serial number (``""``:
+    ``events``: the program and the last words of the EXECVE records read so far, by event serial number (``""``:
     the last record without one, as the journal shows them), so a record that goes on from
     an earlier one (``a40=…``) is checked after them; ``pieced``: the events whose last word
     was written in pieces, which the next record may go on with (``a2[1]=…``: the word is
@@ -387,8 +394,9 @@ def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> st
                 context = events.get(event, [])
                 if record.first_piece > 0 and event in pieced:  # an argument split between two records
                     context, words = context[:-1], (context[-1] + words[0], *words[1:])
-            kept = [w for w in (*context, *words) if len(w) <= _CONTEXT_CHARS and not _has_space(w)]
-            if record.last_pieced:
+            whole = (*context, *words[:-1]) if record.last_pieced else (*context, *words)
+            kept = [w for w in whole if len(w) <= _CONTEXT_CHARS and not _has_space(w)]
+            if record.last_pieced:  # it may go on in the next record: kept whatever it holds
                 kept.append(words[-1][-_CONTEXT_CHARS:])
                 pieced.add(event)
             else:
@@ -439,9 +447,10 @@ def _audit_argument(word: str) -> str:
     return _redact_text(word, audit=False).translate(_ONE_WORD)
 
 
-#: an argument holding a space that is an option or a setting with its value: its first word starts
-#: with "-" or holds "=" or ":"; group 1: the option or setting, up to its value
-_SETTING = re.compile(r"(--?[^\s=]{1,200}=|-[A-Za-z0-9]|[^\s=:-][^\s=:]{0,200}[=:])(?=\S{0,10000}\s)")
+#: an argument holding a space that is an option with its value or a header (``--command=mysql -pX``,
+#: ``-pcorrect horse``, ``Authorization: Bearer X``); group 1: up to its value.  (``NAME=value``
+#: is checked as one word: a secret name hides it whole, a script starting so keeps its words.)
+_SETTING = re.compile(r"(--?[^\s=]{1,200}=|-[A-Za-z0-9]|[^\s=:-][^\s=:]{0,200}:)(?=\S{0,10000}\s)")
 
 
 def _audit_words(words: tuple[str, ...], context: list[str]) -> list[str] | None:
@@ -452,11 +461,13 @@ def _audit_words(words: tuple[str, ...], context: list[str]) -> list[str] | None
     by line), then as one word among the others, so the value of a password option (``-a``
     ``correct horse``, ``-pcorrect horse``, ``--password=a b``) is hidden whole.  Should
     the filter hide across arguments (an unclosed quote), every argument is hidden."""
-    prepared = [_audit_argument(w) if _has_space(w) else w for w in [*context, *words]]
+    whole = [*context, *words]
+    spaced = [bool(_has_space(w)) for w in whole]
+    prepared = [_audit_argument(w) if sp else w for w, sp in zip(whole, spaced)]
     shown = _redact_text(" ".join(prepared), audit=False).split(" ")
     if len(shown) != len(prepared):
         return [HIDDEN] * len(words)
-    out = [w.translate(_SPACED) for w in shown[len(context):]]
+    out = [w.translate(_SPACED) if sp else w for w, sp in list(zip(shown, spaced))[len(context):]]
     return None if out == list(words) else out
 
 
@@ -640,7 +651,7 @@ def _redact_line(line: str) -> tuple[str, bool]:
         word = parts[i]
         if not word:
             continue
-        if word == "\\" and (i + 2 >= len(parts) or not any(parts[i + 2:]) or any(m in parts[i + 1] for m in _BREAKS)):
+        if word == "\\" and (i == positions[-1] or any(m in parts[i + 1] for m in _BREAKS)):
             continue  # a backslash continuing the line is no word (no option's value)
         was_first, first = first, False
         before, previous = previous, word

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ongridd.credfilter import redact_credentials
 from ongridd.config import Config
 from ongridd.errors import Busy, NotFound, ProviderError, TaskStateError
 from ongridd.llm.types import Message, ModelClient
@@ -44,6 +45,8 @@ INTERJECTION_DEBOUNCE_S = 0.3
 #: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running:
 #: that turn answers it (never sent to the model: ``name`` is wire only for tool messages)
 JOINED_TURN = "joined_turn"
+#: the most characters of a turn's error kept with its thread
+TURN_ERROR_CHARS = 2000
 #: how long a stopped turn (or one ending during shutdown) waits for its writes
 #: before its last frame goes out; the writes themselves stay queued regardless
 STOPPED_TURN_WRITE_WAIT_S = 5.0
@@ -587,8 +590,8 @@ class Runtime:
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
                 self._keep_unseen(turn)
             if end.get("type") == "error" and turn.admitted:  # why it has no answer, for a later reader
-                self.writer.note_turn_error(turn.session_id, f"{end.get('code')}: {end.get('message')}",
-                                            owner=turn.session_id)
+                why = redact_credentials(f"{end.get('code')}: {end.get('message')}")
+                self.writer.note_turn_error(turn.session_id, why[:TURN_ERROR_CHARS], owner=turn.session_id)
             status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
             leftover = [m.content for m in turn.inbox if m.content]

@@ -42,7 +42,7 @@ from typing import Any
 import attrs
 import trio
 
-from ongridd.plugins.api import REDACTED_NOTE, audit_records, redact_credentials, ascii_digits
+from ongridd.plugins.api import REDACTED_NOTE, AuditCommand, audit_records, redact_credentials, ascii_digits
 from ongrid_host.logs_lines import LineSplitter, Matcher, last_timestamp, line_timestamp
 from ongrid_host.path_policy import PathPolicy, normalize
 from ongrid_host.services import UNIT_RE
@@ -124,26 +124,30 @@ def shown_line(line: bytes, cut: int) -> str:
     return text + (f" …[{cut} more bytes cut]" if cut else "")
 
 
-#: what an audit record carrying a command line holds (EXECVE, PROCTITLE, sudo's USER_CMD, TTY)
-AUDIT_MARKS = (b"a0=", b"a1=", b"proctitle=", b"cmd=", b"data=", b"EXECVE")
+#: what only an audit record carrying a command line holds (EXECVE, PROCTITLE, sudo's USER_CMD,
+#: pam_tty_audit's TTY and USER_TTY; their numbers in the kernel log), so other lines cost nothing more
+AUDIT_MARKS = (b"EXECVE", b"PROCTITLE", b"USER_CMD", b"TTY", b"type=1309", b"type=1327", b"type=1123", b"type=1319",
+               b"type=1124")
+
+
+def _records(line: bytes, cut: int) -> tuple[str, list[AuditCommand]]:
+    """The line as :func:`shown_line` shows it, and the audit records on it (none for most lines)."""
+    text = shown_line(line, cut)
+    return text, (audit_records(text) if any(mark in line for mark in AUDIT_MARKS) else [])
 
 
 def audit_match(match: Matcher, line: bytes, cut: int) -> bool:
     """Whether ``line`` is an audit record whose command — hexadecimal or quoted in the record —
     matches (``mysql`` finds ``a0=6D7973716C…``)."""
-    if not any(mark in line for mark in AUDIT_MARKS):
-        return False
-    return any(match.line(r.text.encode("utf-8", "surrogatepass")) for r in audit_records(shown_line(line, cut)))
+    _, records = _records(line, cut)
+    return any(match.line(r.text.encode("utf-8", "surrogatepass")) for r in records)
 
 
 def hit_line(line: bytes, cut: int) -> str:
-    """A hit's line as :func:`shown_line` shows it; an audit record's argument fields shown
-    decoded when its command holds no secret (else the credential filter of :meth:`Hits.result`
-    shows them decoded, the secret hidden)."""
-    text = shown_line(line, cut)
-    if not any(mark in line for mark in AUDIT_MARKS):
-        return text
-    records = audit_records(text)
+    """A hit's line as :func:`shown_line` shows it, an audit record's argument fields shown
+    decoded — unless the line holds anything secret-looking: then the credential filter of
+    :meth:`Hits.result` shows it (the fields decoded where their command holds the secret)."""
+    text, records = _records(line, cut)
     if not records or redact_credentials(text) != text:
         return text
     for record in reversed(records):  # from the end: the earlier spans stay where they are

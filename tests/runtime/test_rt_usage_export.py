@@ -295,8 +295,10 @@ def test_markdown_export_says_where_a_turn_ended_without_an_answer():
         "messages": [{"seq": 1, "role": "user", "content": "a", "created_at": "x"},
                      {"seq": 2, "role": "user", "content": "b", "created_at": "x"}],
         "audit": [], "proposals": [], "children": []}}
+    note = "*The turn ended without an answer:* `provider_error: HTTP 500 ## forged`"
     out = format_markdown(doc)
-    assert out.index("*The turn ended without an answer:* `provider_error: HTTP 500 ## forged`") > out.index("#2")
+    assert out.index(note) > out.index("**user** #2") and out.count(note) == 1
     assert "\n## forged" not in out
-    doc["session"]["last_turn_error_seq"] = 1  # stale: a later message came after it — still where it ended
-    assert out != format_markdown(doc)
+    doc["session"]["last_turn_error_seq"] = 1  # a later message came after it: the note stays where it ended
+    out = format_markdown(doc)
+    assert out.index("**user** #1") < out.index(note) < out.index("**user** #2") and out.count(note) == 1

@@ -378,7 +378,7 @@ async function refreshTranscript() {
   }
 }
 
-async function lastTurnInterrupted(sessionId) {
+async function interruptedThread(sessionId) {
   // the thread list says whether the thread's last turn ended without an answer (and is not running),
   // and the error it ended with when it left one: its thread row, or null
   try {
@@ -451,15 +451,14 @@ async function loadTranscript(sessionId, gen) {
   scrollLog();
   // a turn a later one followed without an answer failed, was stopped or was cut off by a restart
   // (the live banner that said so is gone after a reload); the last one only once the daemon says so
-  const noAnswer = () => el("div", { class: "msg noanswer",
-                                     text: "No answer: this turn failed, was stopped or was cut off by a restart." });
+  const noAnswer = (why) => el("div", { class: "msg noanswer",
+    text: why ? `No answer: ${String(why)}` : "No answer: this turn failed, was stopped or was cut off by a restart." });
   turns.slice(0, -1).filter((t) => !t.answered).forEach((t) => t.el.append(noAnswer()));
   const last = turns[turns.length - 1];
-  const interrupted = last && !last.answered ? await lastTurnInterrupted(sessionId) : null;
+  const interrupted = last && !last.answered ? await interruptedThread(sessionId) : null;
   if (interrupted && gen === state.attachGen) {
     // the error the turn ended with, as the live view said it (none stored: cut off by a restart)
-    const why = interrupted.last_turn_error;
-    last.el.append(why ? el("div", { class: "msg noanswer", text: `No answer: ${String(why)}` }) : noAnswer());
+    last.el.append(noAnswer(interrupted.last_turn_error));
   }
 }
 
