@@ -390,9 +390,9 @@ def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> st
         words = record.words
         if record.kind == "args":
             event = record.event or ""  # the journal drops the serial: the record before goes on
-            if record.first > 0:
+            if record.first > 0 or record.first_piece > 0:
                 context = events.get(event, [])
-                if record.first_piece > 0 and event in pieced:  # an argument split between two records
+                if record.first_piece > 0 and event in pieced and context:  # an argument split between records
                     context, words = context[:-1], (context[-1] + words[0], *words[1:])
             whole = (*context, *words[:-1]) if record.last_pieced else (*context, *words)
             kept = [w for w in whole if len(w) <= _CONTEXT_CHARS and not _has_space(w)]

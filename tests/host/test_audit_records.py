@@ -133,6 +133,9 @@ S = "Zq9xTrv7Lm"
      'type=EXECVE msg=audit(1.2:3): a2[1]="retPass99" a3="db"',
      'type=EXECVE msg=audit(1.2:3): args (decoded): mysql --password ***\n'
      "type=EXECVE msg=audit(1.2:3): args (decoded): *** db"),
+    ('type=EXECVE msg=audit(1.2:8): argc=1 a0_len=20 a0[0]="--pass"\ntype=EXECVE msg=audit(1.2:8): a0[1]="word=Secret12"',
+     'type=EXECVE msg=audit(1.2:8): argc=1 a0_len=20 a0[0]="--pass"\n'
+     "type=EXECVE msg=audit(1.2:8): args (decoded): --password=***"),
     # a script starting with an assignment keeps its words; an argument's own private-use characters stay
     (f'type=EXECVE argc=3 a0="bash" a1="-c" a2={hexa("DEBUG=1 ./deploy.sh --token " + S + " && echo done")}',
      "type=EXECVE args (decoded): bash -c 'DEBUG=1 ./deploy.sh --token *** && echo done'"),
