@@ -141,15 +141,13 @@ async def _ask(args: argparse.Namespace) -> int:
                     elif kind == "final":
                         if not args.json:
                             print(frame.get("text", ""))
-                            print(f"(thread {thread}, session {session_id}: see `ongrid sessions tree "
-                                  f"{session_id}`)", file=sys.stderr)
+                            print(_where(thread, session_id), file=sys.stderr)
                         return 0
                     elif kind == "error":
                         if not args.json:
                             print(_error_line(frame, args), file=sys.stderr)
                             if session_id is not None and sent:  # where the failed turn's transcript is
-                                print(f"(thread {thread}, session {session_id}: see `ongrid sessions tree "
-                                      f"{session_id}`; `ongrid chat --thread {thread}` goes on there)",
+                                print(_where(thread, session_id, f"; `ongrid chat --thread {thread}` goes on there"),
                                       file=sys.stderr)
                         return 1  # bad_frame included: our one message was refused, nothing will follow
             if timer.cancelled_caught:
@@ -174,6 +172,11 @@ async def _ask(args: argparse.Namespace) -> int:
               "(point at the right daemon with --url or ONGRID_URL)", file=sys.stderr)
         return 2
     return 1
+
+
+def _where(thread: str, session_id: str | None, more: str = "") -> str:
+    """The line ``ask`` ends a turn with on stderr: which thread and session hold its transcript."""
+    return f"(thread {thread}, session {session_id}: see `ongrid sessions tree {session_id}`{more})"
 
 
 def _why(exc: BaseException) -> str:

@@ -6,16 +6,13 @@ journal file holding a ``_TRANSPORT=audit`` entry (made by Debian's systemd-jour
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ongridd.auditargs import audit_records
 from ongridd.credfilter import redact_credentials
-from tests.conftest import need
-from tests.host.test_search_logs import JOURNAL_REMOTE, search_tool
+from tests.host.test_search_logs import search_tool, write_journal
 
 
 def hexa(*words: str) -> str:
@@ -236,18 +233,10 @@ async def test_search_logs_finds_it_by_its_command_in_a_file(tmp_path):
 @pytest.fixture
 def audit_journal(tmp_path: Path) -> Path:
     """A journal file holding one audit record (``_TRANSPORT=audit``), as journald stores it."""
-    need(JOURNAL_REMOTE is not None and shutil.which("journalctl") is not None,
-         "systemd-journal-remote and journalctl (Debian package systemd-journal-remote)")
-    export = tmp_path / "export.txt"
     message = MYSQL_EXECVE.split(": ", 1)[1]  # journald keeps the record without its type= msg=audit() head
-    export.write_text(f"__CURSOR=s=0;i=1\n__REALTIME_TIMESTAMP=1772445600123000\n__MONOTONIC_TIMESTAMP=1000\n"
-                      f"_BOOT_ID=0123456789abcdef0123456789abcdef\n_TRANSPORT=audit\nSYSLOG_IDENTIFIER=audit\n"
-                      f"_AUDIT_TYPE_NAME=EXECVE\nMESSAGE=EXECVE {message}\n_HOSTNAME=web-1\n\n")
-    journal = tmp_path / "journal"
-    journal.mkdir()
-    subprocess.run([JOURNAL_REMOTE, f"--output={journal / 'remote.journal'}", str(export)], check=True,
-                   capture_output=True, timeout=30)
-    return journal
+    return write_journal(tmp_path, f"__CURSOR=s=0;i=1\n__REALTIME_TIMESTAMP=1772445600123000\n__MONOTONIC_TIMESTAMP=1000\n"
+                                   f"_BOOT_ID=0123456789abcdef0123456789abcdef\n_TRANSPORT=audit\nSYSLOG_IDENTIFIER=audit\n"
+                                   f"_AUDIT_TYPE_NAME=EXECVE\nMESSAGE=EXECVE {message}\n_HOSTNAME=web-1\n\n")
 
 
 async def test_search_logs_finds_it_by_its_command_in_the_journal(tmp_path, audit_journal):

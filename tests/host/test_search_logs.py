@@ -194,23 +194,29 @@ def _export_entry(cursor_i: int, usec: int, unit: str, priority: int, message: s
             f"PRIORITY={priority}\nMESSAGE={message}\n_HOSTNAME=web-1\n\n")
 
 
-@pytest.fixture
-def journal_dir(tmp_path: Path) -> Path:
+def write_journal(tmp_path: Path, export: str) -> Path:
+    """A journal folder holding the entries of ``export`` (journal export format), written by
+    Debian's systemd-journal-remote (the test is skipped, or fails in CI, without it)."""
     need(JOURNAL_REMOTE is not None and shutil.which("journalctl") is not None,
          "systemd-journal-remote and journalctl (Debian package systemd-journal-remote)")
+    source = tmp_path / "export.txt"
+    source.write_text(export)
+    out = tmp_path / "journal"
+    out.mkdir()
+    subprocess.run([JOURNAL_REMOTE, f"--output={out / 'remote.journal'}", str(source)], check=True,
+                   capture_output=True, timeout=30)
+    return out
+
+
+@pytest.fixture
+def journal_dir(tmp_path: Path) -> Path:
     base = 1_772_445_600  # 2026-03-02T10:00:00Z
-    export = tmp_path / "export.txt"
-    export.write_text("".join([
+    return write_journal(tmp_path, "".join([
         _export_entry(1, base * 10**6, "checkout.service", 6, "checkout started"),
         _export_entry(2, (base + 60) * 10**6, "checkout.service", 3, "checkout ERROR: connection to postgres-main refused"),
         _export_entry(3, (base + 120) * 10**6, "nginx.service", 4, "nginx ERROR upstream prematurely closed"),
         _export_entry(4, (base + 180) * 10**6, "checkout.service", 6, "checkout ERROR retry 1 ok"),
     ]))
-    out = tmp_path / "journal"
-    out.mkdir()
-    subprocess.run([JOURNAL_REMOTE, f"--output={out / 'remote.journal'}", str(export)], check=True,
-                   capture_output=True, timeout=30)
-    return out
 
 
 async def test_journal_directory_unit_priority_and_window(tmp_path, journal_dir):
