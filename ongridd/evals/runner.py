@@ -33,7 +33,7 @@ import trio
 from ongridd.config import HostConfig, PrometheusConfig, TopologyConfig, UrlConfig, structure
 from ongridd.evals.fixtures import NO_RECORDING, fixture_tools
 from ongridd.evals.model import CountingProvider
-from ongridd.evals.scoring import EntityScore, count_audit, is_loop, passed, score_answer
+from ongridd.evals.scoring import CONTROL_TOOLS, EntityScore, count_audit, is_loop, passed, score_answer
 from ongridd.evals.suite import Incident
 
 EVAL_USER = "eval"
@@ -189,7 +189,9 @@ async def run_one(*, incident: Incident, store: Any, registries: Any, config: An
         prompt_tokens=None if provider.prompt_tokens is None else tokens["prompt"],
         completion_tokens=None if provider.prompt_tokens is None else tokens["completion"],
         cached_tokens=None if provider.prompt_tokens is None else tokens["cached"],
-        by_tool=counts.by_tool, tool_errors=sum(1 for r in rows if r.get("status") == "error"),
+        # a tool error is a tool call that failed; a failed dispatch (AgentTool audited error) is not one
+        by_tool=counts.by_tool, tool_errors=sum(1 for r in rows if r.get("status") == "error"
+                                                and r.get("tool_name") not in CONTROL_TOOLS),
         unrecorded=sum(1 for r in rows if r.get("status") == "error" and NO_RECORDING in str(r.get("result") or "")),
         error=error)
 

@@ -141,6 +141,18 @@ class ControlDeps:
     result_max_chars: int = 16000
 
 
+def dispatch_audit_status(status: str, reason: str | None) -> str:
+    """The audit status of an AgentTool call whose worker ended ``status``
+    (completed|failed|killed) for ``reason``: ``ok``, ``cancelled`` (killed:
+    stopped by the user, TaskStop or shutdown), ``timeout`` (failed past its
+    time limit) or ``error`` (any other failure)."""
+    if status == "completed":
+        return "ok"
+    if status == "killed":
+        return "cancelled"
+    return "timeout" if (reason or "").startswith("timeout") else "error"
+
+
 def build_control_tools(deps: ControlDeps) -> list[Tool]:
     """AgentTool, SendMessage and TaskStop bound to one coordinator turn."""
 
@@ -163,9 +175,12 @@ def build_control_tools(deps: ControlDeps) -> list[Tool]:
                 f"An identical dispatch was already running and ended {outcome.status}; this is its result. "
                 "You may dispatch it again if retrying can help.")
             return Outcome(fit_result(body, deps.result_max_chars), "dedup")
-        body["hint"] = SPAWN_HINT if outcome.status == "completed" else (
-            "The worker did not complete. Tell the user what happened; dispatch again only if retrying can help.")
-        return fit_result(body, deps.result_max_chars)
+        if outcome.status == "completed":
+            body["hint"] = SPAWN_HINT
+            return fit_result(body, deps.result_max_chars)
+        body["hint"] = "The worker did not complete. Tell the user what happened; dispatch again only if retrying can help."
+        # the audit row says how the dispatch ended, not that the tool itself returned
+        return Outcome(fit_result(body, deps.result_max_chars), dispatch_audit_status(outcome.status, outcome.reason))
 
     async def send_message(args: dict[str, Any], ctx: ToolCallContext) -> Any:
         text = args["text"].strip()

@@ -157,7 +157,8 @@ async def test_identical_dispatch_is_deduplicated_and_failed_one_may_run_again(t
             assert (await c2.ask("try"))["text"] == "gave up"
             rows = [r for r in d.workers("rt-worker") if r["id"] != worker["id"]]
             assert [r["status"] for r in rows] == ["failed", "failed"]
-            assert [a["status"] for a in d.audit(c2.session_id)] == ["ok", "ok"]
+            # a dispatch whose worker failed is audited as an error, not as ok
+            assert [a["status"] for a in d.audit(c2.session_id)] == ["error", "error"]
 
 
 async def test_duplicate_in_flight_waits_for_the_same_worker(tmp_path):

@@ -188,6 +188,8 @@ async def test_worker_over_its_time_limit_fails_with_timeout(tmp_path):
         assert result["status"] == "failed" and result["result"].startswith("timeout")
         assert "started measuring" in result["result"]
         assert [a["status"] for a in d.audit(row["id"])] == ["cancelled"]
+        # and the coordinator's AgentTool row says the dispatch timed out (not ok)
+        assert [(a["tool_name"], a["status"]) for a in d.audit(c.session_id)] == [("AgentTool", "timeout")]
 
 
 async def test_tool_exception_is_a_result_and_the_worker_carries_on(tmp_path):
@@ -300,7 +302,8 @@ async def test_user_message_during_a_dispatch_gets_an_interjection(tmp_path):
             assert [(m["content"], m.get("joined", False)) for m in items if m["role"] == "user"] == [
                 ("is web-1's disk full?", False), ("forget the disk, is the network ok?", True)]
             audit = sorted((a["tool_name"], a["status"]) for a in d.audit(c.session_id))
-            assert audit == [("AgentTool", "ok"), ("SendMessage", "ok"), ("TaskStop", "ok")]
+            # the dispatch the interjection stopped is audited as cancelled, not ok
+            assert audit == [("AgentTool", "cancelled"), ("SendMessage", "ok"), ("TaskStop", "ok")]
 
 
 async def test_message_sent_while_the_final_answer_streams_is_answered(tmp_path):
