@@ -164,7 +164,8 @@ class AgentRunner:
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                               read_only=persona.read_only)
         sink = PersistSink(self.writer, turn.session_id, publish=publish, known_tools=_known(bag),
-                           on_user_message=turn.keep_user_write, mutating_tools=_mutating(bag))
+                           on_user_message=turn.keep_user_write, settles=turn.settles,
+                           mutating_tools=_mutating(bag))
         # the system prompt (with the catalog), the tool schemas and the reminder are outside the
         # history's share of the budget but inside what the model receives (counted when the context is known)
         fixed = 0
@@ -174,13 +175,9 @@ class AgentRunner:
         history = await self.histories.history_for_turn(session_id=turn.session_id, user_id=turn.user_id,
                                                         new_user_text=text, fixed_chars=fixed)
 
-        def inbox() -> list[Message]:
-            drained, turn.inbox[:] = list(turn.inbox), []
-            return drained
-
         return await self._run(persona=persona, system_prompt=system, history=history,
                                user_message=Message(role="user", content=text), bag=bag, reminder=reminder,
-                               ctx=ctx, sink=sink, inbox=inbox)
+                               ctx=ctx, sink=sink, inbox=turn.take_inbox)
 
     # ---- workers and the reviewer ----------------------------------------------
     async def spawn_worker(self, *, snap: Registries, agents: Mapping[str, Persona], persona: str, description: str, brief: str,

@@ -34,17 +34,28 @@ from ongridd.runtime.hub import SessionHub, UndeliveredEnds
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
+from ongridd.store.pending import JOINED_NAME
 from ongridd.tools.spec import Tool, ToolCallContext
 
 if TYPE_CHECKING:
     from ongridd.store.writer import PendingWrite
+
+
+@attrs.frozen
+class Joined:
+    """A message sent while its thread's turn was queued or running.
+    ``held``: the id of its ``pending_messages`` row (a message sent while
+    the turn ran is held there until a stored message carries it), or None."""
+
+    text: str
+    held: str | None = None
 
 log = get_logger(__name__)
 
 INTERJECTION_DEBOUNCE_S = 0.3
 #: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running:
 #: that turn answers it (never sent to the model: ``name`` is wire only for tool messages)
-JOINED_TURN = "joined_turn"
+JOINED_TURN = JOINED_NAME
 #: the most characters of a turn's error kept with its thread
 TURN_ERROR_CHARS = 2000
 #: how long a stopped turn (or one ending during shutdown) waits for its writes
@@ -74,7 +85,13 @@ class Turn:
     user_id: str
     locale: str | None
     cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    inbox: list[Message] = attrs.field(factory=list)
+    inbox: list[Joined] = attrs.field(factory=list)
+    #: this turn's held messages not yet carried by a stored message: id → text
+    held: dict[str, str] = attrs.field(factory=dict)
+    #: the held messages the turn's own first message carries (a follow-up turn's: those it answers)
+    start_held: list[str] = attrs.field(factory=list)
+    #: drained from the inbox for the model, not yet stored: (message, held id), in order
+    drained: collections.deque[tuple[Message, str]] = attrs.field(factory=collections.deque)
     stopped_by_user: bool = False
     done: trio.Event = attrs.field(factory=trio.Event)
     control_tools: list[Tool] = attrs.field(factory=list)
@@ -96,6 +113,31 @@ class Turn:
     admitted: bool = False
     #: the queued write of the user message that started it (its seq is the workers' ``turn_seq``)
     user_write: PendingWrite | None = None
+
+    def take_inbox(self) -> list[Message]:
+        """The kernel's inbox (``pending_user_messages``): every waiting
+        message, removed, as the model reads it."""
+        taken, self.inbox[:] = list(self.inbox), []
+        out = []
+        for joined in taken:
+            msg = Message(role="user", content=joined.text, name=JOINED_TURN)
+            if joined.held is not None:
+                self.drained.append((msg, joined.held))
+            out.append(msg)
+        return out
+
+    def settles(self, message: Message, source: str) -> list[str]:
+        """The sink's ``settles``: the held messages the stored row of the
+        person's ``message`` carries (``source`` as ``UserMessageEvent``'s)."""
+        if source == "user":
+            ids, self.start_held = self.start_held, []
+        elif self.drained and self.drained[0][0] is message:
+            ids = [self.drained.popleft()[1]]
+        else:
+            return []
+        for held in ids:
+            self.held.pop(held, None)
+        return ids
 
     def keep_user_write(self, write: PendingWrite) -> None:
         """The sink's ``on_user_message``: the first message a person sent in this turn starts it."""
@@ -484,10 +526,15 @@ class Runtime:
             raise Busy(f"this thread already has {len(running.inbox)} messages waiting for its turn; "
                        "send again once it has answered")
         if running is not None and running.queued:  # joins the waiting turn as a pending message
-            running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
+            running.inbox.append(Joined(text))
             return
         if running is not None:
-            running.inbox.append(Message(role="user", content=text, name=JOINED_TURN))
+            # held in the database until a stored message carries it: a crash before that (a worker
+            # may run for minutes) loses nothing — the start-up recovery appends it to the thread
+            held = self.writer.hold_message(session_id, owner=session_id, content=text)
+            held.commit_soon()
+            running.held[held.values["id"]] = text
+            running.inbox.append(Joined(text, held.values["id"]))
             if running.ended:  # too late for this turn: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)
@@ -588,13 +635,18 @@ class Runtime:
         finally:
             _end_interjections(turn)  # they belong to this turn: none may emit after its final
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
-                self._keep_unseen(turn)
+                self._keep_unseen(turn, turn.inbox)
+                turn.inbox.clear()
+            waiting = {j.held for j in turn.inbox}
+            # held, never in the model's view and not waiting for a follow-up: drained when a stop cut the
+            # run off before they were stored, or the messages of a follow-up turn stopped while it queued
+            self._keep_unseen(turn, [Joined(text, held) for held, text in turn.held.items() if held not in waiting])
             if end.get("type") == "error" and turn.admitted:  # why it has no answer, for a later reader
                 why = redact_credentials(f"{end.get('code')}: {end.get('message')}")
                 self.writer.note_turn_error(turn.session_id, why[:TURN_ERROR_CHARS], owner=turn.session_id)
             status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
-            leftover = [m.content for m in turn.inbox if m.content]
+            leftover = [j for j in turn.inbox if j.text]
             turn.inbox.clear()
             self.turns.pop(turn.session_id, None)
             if turn.ticket is not None:
@@ -612,7 +664,7 @@ class Runtime:
                          reason="too many answers waiting for a client to re-attach; the transcript has it")
             turn.done.set()
             if leftover:
-                self._follow_up(turn, "\n\n".join(leftover))
+                self._follow_up(turn, leftover)
 
     def _ticket(self, session_id: str, user_id: str, *, force: bool = False) -> Ticket:
         return self.admission.enqueue(user_id, force=force,
@@ -621,8 +673,9 @@ class Runtime:
     async def _wait_for_slot(self, turn: Turn) -> None:
         """Wait in the admission queue (§4 Load), then log ``turn_start``.
         A follow-up turn queues without the bound.  Cancelled while queued
-        (stop, shutdown): the turn never runs and its messages are dropped —
-        none was stored."""
+        (stop, shutdown): the turn never runs and the messages sent while it
+        queued are dropped — none was stored (a follow-up turn's own messages,
+        held since they were sent, are stored unanswered by :meth:`_run_turn`)."""
         if turn.ticket is None:
             turn.ticket = self._ticket(turn.session_id, turn.user_id, force=True)
         try:
@@ -636,12 +689,14 @@ class Runtime:
         turn.started = time.monotonic()
         log.info("turn_start", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
 
-    def _keep_unseen(self, turn: Turn) -> None:
-        """A stopped turn never showed the model the messages still in its
-        inbox: queue them for the thread so the next turn sees them."""
-        while turn.inbox:
-            msg = turn.inbox.pop(0)
-            self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=msg.content)
+    def _keep_unseen(self, turn: Turn, messages: list[Joined]) -> None:
+        """Messages of a turn its model never read (a stop, a shutdown):
+        stored in the thread (each carrying its held row) so the next turn sees them."""
+        for joined in messages:
+            settles = [joined.held] if joined.held is not None else []
+            self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=joined.text,
+                                       settles=settles)
+            turn.held.pop(joined.held or "", None)
 
     async def _settle_writes(self, turn: Turn, status: str, end: Row) -> tuple[str, Row]:
         """Wait until the turn's writes are committed, so its last frame only
@@ -667,16 +722,20 @@ class Runtime:
                                          f"{more}; see the daemon log")
         return status, end
 
-    def _follow_up(self, turn: Turn, text: str) -> None:
+    def _follow_up(self, turn: Turn, leftover: list[Joined]) -> None:
         """Messages that arrived during the turn's last model call (too late
-        for it) get a turn of their own, so no user message goes unanswered."""
+        for it) get a turn of their own, so no user message goes unanswered
+        (its first message carries their held rows)."""
         if not self.accepting or self.nursery is None or turn.session_id in self.turns:
             log.warning("follow_up_dropped", session_id=turn.session_id)
+            self._keep_unseen(turn, leftover)  # stored unanswered: the next turn sees them
             return
-        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread)
+        held = {j.held: j.text for j in leftover if j.held is not None}
+        follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread,
+                      held=held, start_held=list(held))
         self.turns[turn.session_id] = follow
         self._hub(turn.session_id).turn_running = True
-        self.nursery.start_soon(self._run_turn, follow, text)
+        self.nursery.start_soon(self._run_turn, follow, "\n\n".join(j.text for j in leftover))
 
     async def _interject(self, turn: Turn) -> None:
         """Interjection calls, one at a time: each is one model call in which

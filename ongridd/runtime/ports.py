@@ -22,7 +22,7 @@ abandons the wait (the thread finishes its statement).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -95,7 +95,9 @@ class RuntimeWriter(Protocol):
 
     def append_message(self, session_id: str, *, owner: str, role: str, content: str | None,
                        tool_calls: Iterable[Any] | None = None, tool_call_id: str | None = None,
-                       name: str | None = None) -> PendingWrite: ...
+                       name: str | None = None, settles: Sequence[str] = ()) -> PendingWrite: ...
+
+    def hold_message(self, session_id: str, *, owner: str, content: str) -> PendingWrite: ...
 
     def add_audit(self, *, session_id: str, owner: str, tool_name: str, arguments: str, result: str,
                   status: str, duration_ms: int, tool_call_id: str | None = None) -> PendingWrite: ...

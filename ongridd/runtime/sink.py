@@ -11,7 +11,7 @@ the session's clients.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 import trio
@@ -36,7 +36,9 @@ class PersistSink:
     runs (None for workers); ``on_text``: called with each assistant text
     (workers keep partial output with it); ``on_user_message``: called with
     the write of each message a person sent (not a worker's brief, not a
-    kernel note) on the coordinator's own session; ``mutating_tools``: the
+    kernel note) on the coordinator's own session; ``settles(message,
+    source)``: the ids of held messages (``pending_messages``) the stored row
+    of such a message carries, deleted with its insert; ``mutating_tools``: the
     names of the run's tools that may change something — their audit rows
     are committed at once instead of waiting for group commit.
     """
@@ -46,7 +48,9 @@ class PersistSink:
                  on_text: Callable[[str], None] | None = None, persist_messages: bool = True,
                  known_tools: Collection[str] | None = None,
                  on_user_message: Callable[[PendingWrite], None] | None = None,
+                 settles: Callable[[Message, str], Sequence[str]] | None = None,
                  mutating_tools: Collection[str] = ()):
+        self.settles = settles
         self.known_tools = known_tools
         self.mutating_tools = mutating_tools
         self.on_user_message = on_user_message
@@ -57,12 +61,13 @@ class PersistSink:
         self.publish = publish
         self.on_text = on_text
 
-    def persist_message(self, message: Message) -> PendingWrite:
-        """Queue ``message`` for the session's stored history (never blocks; a
-        write that finally fails is logged and reported to the owner's turn)."""
+    def persist_message(self, message: Message, settles: Sequence[str] = ()) -> PendingWrite:
+        """Queue ``message`` for the session's stored history, carrying the
+        held messages ``settles`` (never blocks; a write that finally fails is
+        logged and reported to the owner's turn)."""
         write = self.writer.append_message(self.session_id, owner=self.owner, role=message.role, content=message.content,
                                    tool_calls=tool_calls_to_json(message.tool_calls) if message.tool_calls else None,
-                                   tool_call_id=message.tool_call_id, name=message.name)
+                                   tool_call_id=message.tool_call_id, name=message.name, settles=settles)
         return write
 
     def add_usage(self, usage: Usage | None) -> None:
@@ -84,17 +89,20 @@ class PersistSink:
             if msg.role == "assistant" and msg.content and self.on_text:
                 self.on_text(msg.content)
             if self.persist_messages:
-                write = self.persist_message(msg)
-                if (isinstance(event, ev.UserMessageEvent) and event.source != "kernel"
-                        and self.owner == self.session_id):
+                source = event.source if isinstance(event, ev.UserMessageEvent) else ""
+                person = source in ("user", "inbox") and self.owner == self.session_id
+                settles = self.settles(msg, source) if person and self.settles is not None else ()
+                write = self.persist_message(msg, settles)
+                if person:
                     # what a person sent (not a worker's brief, not a kernel note) is committed at once
                     # and before the model is asked, so a crash of the turn that answers it keeps it;
                     # bounded: a database outage delays the turn, never blocks it
                     if self.on_user_message is not None:
                         self.on_user_message(write)
-                    if event.source == "inbox":
+                    if source == "inbox":
                         # messages that joined the turn are drained together: each is queued at once,
-                        # without a wait between them (a stop there would drop the rest unstored)
+                        # without a wait between them (held meanwhile: a stop there keeps the rest
+                        # for the thread, a crash for the start-up recovery)
                         write.commit_soon()
                     else:
                         with trio.move_on_after(USER_MESSAGE_WAIT_S):

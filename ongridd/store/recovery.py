@@ -11,7 +11,11 @@ In one write transaction:
 3. every coordinator history whose assistant tool calls lack a result is
    repaired so the next model request is valid: each unanswered call gets a
    ``tool`` message ``{"status":"error","error":"interrupted by a daemon
-   restart; the result is unknown"}``.
+   restart; the result is unknown"}``;
+4. every message still held for a running turn (``pending_messages``: sent
+   while a turn ran, not yet read by its model) is appended to its thread
+   after that repair, as a user message that joined the turn
+   (:func:`ongridd.store.pending.recover_pending_in`).
 
 Ordering.  Tool results must directly follow their assistant message, in the
 order of its calls.  A repaired block is laid out as: the assistant message,
@@ -48,6 +52,7 @@ if TYPE_CHECKING:  # store.py imports this module
     from ongridd.store.store import Store
 from ongridd.store.engine import write_tx
 from ongridd.store.messages import insert_message
+from ongridd.store.pending import recover_pending_in
 from ongridd.store.rows import utcnow
 from ongridd.store.schema import chat_messages, chat_sessions, mutating_proposals
 from ongridd.store.sessions import close_open_workers_in
@@ -69,12 +74,14 @@ class RecoveryReport:
     ``repaired_sessions``: coordinator histories rewritten.
     ``added_tool_results``: interruption results inserted.
     ``rejected_proposals``: undecided proposals closed as ``reject``.
+    ``kept_messages``: held messages appended to their threads.
     """
 
     closed_workers: int = 0
     repaired_sessions: int = 0
     added_tool_results: int = 0
     rejected_proposals: int = 0
+    kept_messages: int = 0
 
 
 def plan_repair(messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -202,9 +209,9 @@ def sweep(engine: Engine, now: datetime | None = None, full_scan: bool = False) 
         closed = close_open_workers_in(conn, "failed", RESTART_REASON, now)
         rejected = _reject_undecided(conn, now)
         repaired, added = _repair_histories(conn, now, full_scan)
-    report = RecoveryReport(
-        closed_workers=closed, repaired_sessions=repaired, added_tool_results=added, rejected_proposals=rejected
-    )
+        kept = recover_pending_in(conn, now)
+    report = RecoveryReport(closed_workers=closed, repaired_sessions=repaired, added_tool_results=added,
+                            rejected_proposals=rejected, kept_messages=kept)
     log.info("recovery_sweep", **attrs.asdict(report))
     return report
 

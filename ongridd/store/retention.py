@@ -46,6 +46,7 @@ from ongridd.store.schema import (
     chat_messages,
     chat_sessions,
     mutating_proposals,
+    pending_messages,
     thread_summaries,
     turn_origins,
 )
@@ -250,6 +251,7 @@ def delete_units(engine: Engine, units: Sequence[_Unit], cutoff: datetime,
                          .values(summarizer_session_id=None))
             report.turn_origins += conn.execute(
                 sa.delete(turn_origins).where(turn_origins.c.session_id.in_(part))).rowcount
+            conn.execute(sa.delete(pending_messages).where(pending_messages.c.session_id.in_(part)))
         # children before parents (each unit's ids are breadth first); a
         # cascading foreign key may take a child with its parent, so the rows
         # gone are counted, not the statement's rowcount

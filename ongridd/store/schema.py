@@ -270,6 +270,21 @@ thread_summaries = sa.Table(
     sa.Index("ix_thread_summaries_session_id_through_seq", "session_id", "through_seq"),
 )
 
+# Messages a person sent while a turn of their thread was running, held here
+# from the moment they are accepted until the turn's model reads them (they
+# are then appended to chat_messages in the same transaction as this row is
+# deleted).  A row found at startup is a message a crash cut off before that:
+# the startup recovery appends it to its thread.
+pending_messages = sa.Table(
+    "pending_messages",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("session_id", ID, sa.ForeignKey("chat_sessions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_pending_messages_session_id", "session_id"),
+)
+
 TABLE_NAMES = (
     "chat_sessions",
     "chat_messages",
@@ -280,4 +295,5 @@ TABLE_NAMES = (
     "channel_events",
     "turn_origins",
     "thread_summaries",
+    "pending_messages",
 )

@@ -141,12 +141,12 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str, *,
 
 def delete_empty_coordinator(engine: Engine, session_id: str) -> bool:
     """Delete the coordinator row ``session_id`` only if it is still empty:
-    no message, no child session, no audit row, turn origin or summary.
+    no message (stored or held), no child session, no audit row, turn origin or summary.
     One write transaction; the row is locked first (PostgreSQL ``FOR
     UPDATE``, which a concurrent insert of a row referring to it waits on;
     SQLite: the transaction's write lock), so the check and the delete see
     the same state.  True when a row was deleted."""
-    from ongridd.store.schema import audit_logs, chat_messages, thread_summaries, turn_origins
+    from ongridd.store.schema import audit_logs, chat_messages, pending_messages, thread_summaries, turn_origins
 
     sid = chat_sessions.c.id
     with write_tx(engine) as conn:
@@ -156,7 +156,7 @@ def delete_empty_coordinator(engine: Engine, session_id: str) -> bool:
             return False
         children = sa.alias(chat_sessions)
         refs = [sa.select(1).where(t.c.session_id == session_id).exists()
-                for t in (chat_messages, audit_logs, turn_origins, thread_summaries)]
+                for t in (chat_messages, audit_logs, turn_origins, thread_summaries, pending_messages)]
         refs.append(sa.select(1).where(children.c.parent_session_id == session_id).exists())
         res = conn.execute(sa.delete(chat_sessions).where(sid == session_id, *[~r for r in refs]))
         return res.rowcount == 1

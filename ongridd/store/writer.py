@@ -75,7 +75,7 @@ import math
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -87,10 +87,10 @@ from sqlalchemy.engine import Engine
 from ongridd.errors import OngridError, StoreError
 from ongridd.logs import get_logger
 from ongridd.metrics import STORE_QUEUE, STORE_TRANSACTIONS, STORE_WRITES, labelled
-from ongridd.store import audit, messages, sessions
+from ongridd.store import audit, messages, pending, sessions
 from ongridd.store.engine import NotNow, describe_error, is_transient, write_tx
 from ongridd.store.fastsql import Prepared, raw_write_tx
-from ongridd.store.rows import TERMINAL_STATUSES, check_choice, clean_text, iso, new_id, utcnow
+from ongridd.store.rows import TERMINAL_STATUSES, check_choice, check_text, clean_text, iso, new_id, utcnow
 from ongridd.store.schema import audit_logs, chat_messages, chat_sessions
 from ongridd.store.store import Store, audit_values, message_values, session_values
 
@@ -126,19 +126,20 @@ MAX_FAILURES_KEPT = 20
 #: sessions whose last seq is cached at most (the cache is dropped past it)
 SEQ_CACHE_MAX = 20_000
 
-KINDS = ("create_session", "mark_running", "message", "audit", "close_session", "usage", "turn_error")
+KINDS = ("create_session", "mark_running", "message", "audit", "close_session", "usage", "turn_error",
+         "hold_message")
 
 
 @attrs.define(eq=False)
 class PendingWrite:
     """One queued write.
 
-    ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage|turn_error``;
+    ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage|turn_error|hold_message``;
     ``session_id``: the row's session; ``owner``: the coordinator session
     whose turn made it (failures are reported there).  ``done`` (an event)
     is set and ``is_done`` true once the write was committed (``result``:
-    the new session row, the message's seq, the audit row id, or the
-    bool/row of a status change) or finally failed (``error``: a
+    the new session row, the message's seq, the audit row id, the held
+    message's id, or the bool/row of a status change) or finally failed (``error``: a
     StoreError/NotFound/ValueError, already logged).
     """
 
@@ -282,10 +283,28 @@ class StoreWriter:
 
     def append_message(self, session_id: str, *, owner: str, role: str, content: str | None,
                        tool_calls: Iterable[Any] | None = None, tool_call_id: str | None = None,
-                       name: str | None = None) -> PendingWrite:
-        """Queue one message (as :meth:`Store.append_message`; result: its seq)."""
-        return self._submit("message", session_id, owner, lambda: message_values(
-            role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id, name=name))
+                       name: str | None = None, settles: Sequence[str] = ()) -> PendingWrite:
+        """Queue one message (as :meth:`Store.append_message`; result: its seq).
+        ``settles``: ids of held messages (:meth:`hold_message`) this row now
+        carries, deleted in the same transaction."""
+        def values() -> dict[str, Any]:
+            out = message_values(role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id,
+                                 name=name)
+            if settles:
+                out["settles"] = list(settles)
+            return out
+
+        return self._submit("message", session_id, owner, values)
+
+    def hold_message(self, session_id: str, *, owner: str, content: str) -> PendingWrite:
+        """Queue a message held for the running turn of thread ``session_id``
+        until a :meth:`append_message` ``settles`` it (``ongridd.store.pending``;
+        result: its id, also ``values["id"]`` at once)."""
+        def values() -> dict[str, Any]:
+            check_text(content, "content")
+            return {"id": new_id(), "content": clean_text(content)}
+
+        return self._submit("hold_message", session_id, owner, values)
 
     def add_audit(self, *, session_id: str, owner: str, tool_name: str, arguments: str, result: str,
                   status: str, duration_ms: int, tool_call_id: str | None = None) -> PendingWrite:
@@ -616,6 +635,11 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
             kind, sid, values = write.kind, write.session_id, write.values
             if kind == "message":
                 results.append(messages.append_message_in(conn, sid, values, now, seqs))
+                pending.settle_many(conn, values.get("settles", ()))
+            elif kind == "hold_message":
+                pending.hold_many(conn, [{"id": values["id"], "session_id": sid, "content": values["content"],
+                                          "created_at": now}])
+                results.append(values["id"])
             elif kind == "audit":
                 results.append(audit.add_audit_in(conn, values, now))
             elif kind == "close_session":
@@ -674,8 +698,9 @@ _SESSION_EXISTS = Prepared(sa.select(chat_sessions.c.id).where(chat_sessions.c.i
 def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                      known_seqs: dict[str, int], *, nowait: bool = False) -> tuple[list[Any], dict[str, int]]:
     """Apply ``batch`` in one transaction with few statements: new sessions,
-    then messages, then audit rows as one multi-row insert each, then the
-    status changes in submission order; ``(results, new last seqs)``.
+    then held messages, then messages, then audit rows as one multi-row
+    insert each (the held messages the messages settle deleted after them),
+    then the status changes in submission order; ``(results, new last seqs)``.
 
     A worker marked running in the batch that creates it is inserted
     ``running`` (the update could only have succeeded: nothing else sees
@@ -692,6 +717,8 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
     session_rows: list[dict[str, Any]] = []
     message_rows: list[dict[str, Any]] = []
     audit_rows: list[dict[str, Any]] = []
+    held_rows: list[dict[str, Any]] = []
+    settled: list[str] = []
     updates: list[tuple[int, PendingWrite, datetime]] = []
     message_writes: list[tuple[int, PendingWrite, datetime]] = []
     created: dict[str, dict[str, Any]] = {}  # session id → its row (as inserted) while still pending
@@ -706,6 +733,11 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
         kind, values = write.kind, write.values
         if kind == "message":
             message_writes.append((i, write, now))
+            settled.extend(values.get("settles", ()))
+        elif kind == "hold_message":
+            held_rows.append({"id": values["id"], "session_id": write.session_id, "content": values["content"],
+                              "created_at": now})
+            results[i] = values["id"]
         elif kind == "audit":
             audit_id = new_id()
             audit_rows.append({**values, "id": audit_id, "created_at": now})
@@ -737,6 +769,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
         postgres = conn.dialect.name == "postgresql"
         if session_rows:
             _INSERT_SESSION.executemany(conn, session_rows)
+        pending.hold_many(conn, held_rows)  # before the messages that settle them (a batch may hold both)
         if message_writes:
             targets = {w.session_id for _i, w, _now in message_writes}
             unknown = sorted(sid for sid in targets if sid not in known_seqs and sid not in created)
@@ -766,6 +799,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
                                      "name": v.get("name"), "created_at": now})
                 results[i] = seq
             _INSERT_MESSAGE.executemany(conn, message_rows)
+        pending.settle_many(conn, settled)
         if audit_rows:
             _INSERT_AUDIT.executemany(conn, audit_rows)
         for i, write, now in updates:

@@ -130,7 +130,9 @@ def db_rows(db: Path, sql: str, params: tuple = ()) -> list[dict]:
 
 def check_invariants(db: Path, *, stopped: bool) -> None:
     """No terminal row without ``closed_at``; with ``stopped`` (the daemon
-    is down), no worker/reviewer row still pending or running."""
+    is down after a graceful stop, or up again after the start-up recovery),
+    no worker/reviewer row still pending or running and no message still
+    held for a turn (``pending_messages``)."""
     if not db.exists():
         return
     bad = db_rows(db, "SELECT id, agent_id, status FROM chat_sessions WHERE status IN "
@@ -139,6 +141,8 @@ def check_invariants(db: Path, *, stopped: bool) -> None:
     if stopped:
         still = db_rows(db, "SELECT id, agent_id, status FROM chat_sessions WHERE status IN ('pending','running')")
         assert not still, f"rows still open after the daemon stopped: {still}"
+        held = db_rows(db, "SELECT session_id, content FROM pending_messages")
+        assert not held, f"messages still held after the daemon stopped: {held}"
 
 
 # ---- the scripted model's environment ----------------------------------------

@@ -297,6 +297,7 @@ async def test_user_message_during_a_dispatch_gets_an_interjection(tmp_path):
             stored = d.rows("SELECT role, content FROM chat_messages WHERE session_id = ? AND role = 'user' "
                             "ORDER BY seq", (c.session_id,))
             assert [s["content"] for s in stored] == ["is web-1's disk full?", "forget the disk, is the network ok?"]
+            assert d.rows("SELECT content FROM pending_messages") == []  # carried by that row, once
             # the transcript says the second one joined the running turn (a reload shows it inside that turn)
             items = await d.runtime.session_messages(c.session_id, user_id="local")
             assert [(m["content"], m.get("joined", False)) for m in items if m["role"] == "user"] == [
@@ -327,6 +328,11 @@ async def test_message_sent_while_the_final_answer_streams_is_answered(tmp_path)
         assert second == {"type": "final", "text": "second answer", "html": "<p>second answer</p>\n"}
         users = [m["content"] for m in d.requests("default")[2].body["messages"] if m["role"] == "user"]
         assert "first question" in users and "second question" in users
+        # held until the follow-up turn stored it as its own message: stored once, nothing left held
+        stored = d.rows("SELECT content FROM chat_messages WHERE session_id = ? AND role = 'user' ORDER BY seq",
+                        (c.session_id,))
+        assert [r["content"] for r in stored] == ["first question", "second question"]
+        assert d.rows("SELECT content FROM pending_messages") == []
 
 
 async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
@@ -349,6 +355,9 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         await c.send({"type": "user_message", "text": "also check the certificates"})
         with trio.fail_after(15):
             await d.fake.wait_requests(3)  # coordinator, worker, interjection
+        with trio.fail_after(10):  # held in the database while the worker runs (a crash keeps it)
+            while d.rows("SELECT content FROM pending_messages") != [{"content": "also check the certificates"}]:
+                await trio.sleep(0.01)
         await c.send({"type": "stop"})
         assert (await c.until_type("error"))["code"] == "stopped"
         assert (await c.ask("and now?"))["text"] == "next turn"
@@ -357,6 +366,7 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         # the stopped turn never answered it: kept as a message of its own, not one that joined a turn
         items = await d.runtime.session_messages(c.session_id, user_id="local")
         assert [m.get("joined", False) for m in items if m["role"] == "user"] == [False, False, False]
+        assert d.rows("SELECT content FROM pending_messages") == []  # stored once, nothing left held
         sid = c.session_id
         d.runtime._hub("an-idle-thread")
         assert sid in d.runtime.dedup and "an-idle-thread" in d.runtime.hubs

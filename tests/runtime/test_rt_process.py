@@ -172,3 +172,60 @@ async def test_sigterm_with_a_worker_running_exits_0_and_kills_it(tmp_path):
     audit = db_rows(db, "SELECT tool_name, status FROM audit_logs WHERE session_id = ?", (tile["task_id"],))
     assert audit == [{"tool_name": "rt_sleep", "status": "cancelled"}]
     check_invariants(db, stopped=True)
+
+
+async def test_kill_9_after_a_message_joined_a_running_turn_keeps_that_message(tmp_path):
+    """A message sent while a worker runs is read by the turn's model only at
+    its next call; it is held in the database from the moment it is accepted,
+    so a SIGKILL before that call loses nothing: after the restart it is in
+    the thread (marked joined, after the interrupted call's result), stored
+    once, and the next turn's model reads it."""
+    script = {
+        "default": [
+            {"tool_calls": [agent_call("rt-worker", "a long look")]},
+            {"content": "Noted, I will look at web-2 too."},  # the interjection call
+            {"content": "answered after the restart"},
+        ],
+        "rt-worker": [{"delay_s": 60, "content": "never answered"}],
+    }
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        config = write_config(tmp_path, mapping)
+        db = Path(mapping["state_dir"]) / "ongrid.db"
+        async with serve(config) as first, ws(first.ws_url, "k9-joined") as c:
+            sid = c.session_id
+            await c.send({"type": "user_message", "text": "look at web-1 for a long time"})
+            await c.tile("running", "rt-worker")
+            await c.send({"type": "user_message", "text": "also check web-2, please"})
+            assert (await c.until_type("interim"))["text"] == "Noted, I will look at web-2 too."
+            with trio.fail_after(15):  # held: committed on its own, long before any model call reads it
+                while not db_rows(db, "SELECT content FROM pending_messages"):
+                    await trio.sleep(0.02)
+            first.proc.send_signal(signal.SIGKILL)
+            with trio.fail_after(10):
+                await first.proc.wait()
+        held = db_rows(db, "SELECT session_id, content FROM pending_messages")
+        assert held == [{"session_id": sid, "content": "also check web-2, please"}]
+        assert not db_rows(db, "SELECT seq FROM chat_messages WHERE content = 'also check web-2, please'")
+
+        async with serve(config) as second:
+            check_invariants(db, stopped=True)
+            assert db_rows(db, "SELECT id FROM pending_messages") == []
+            rows = db_rows(db, "SELECT role, content, name FROM chat_messages WHERE session_id = ? ORDER BY seq",
+                           (sid,))
+            assert [r["role"] for r in rows] == ["user", "assistant", "tool", "user"]
+            assert "interrupted by a daemon restart" in rows[2]["content"]
+            assert (rows[3]["content"], rows[3]["name"]) == ("also check web-2, please", "joined_turn")
+            async with ws(second.ws_url, "k9-joined") as c:
+                assert c.session["session_id"] == sid
+                final = await c.ask("so, anything?")
+                assert final == {"type": "final", "text": "answered after the restart",
+                                 "html": "<p>answered after the restart</p>\n"}
+            users = [m["content"] for m in fake.requests[-1].body["messages"] if m["role"] == "user"
+                     and not m["content"].startswith("<system-reminder>")]
+            assert users[-2:] == ["also check web-2, please", "so, anything?"]
+            second.proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(10):
+                assert await second.proc.wait() == 0
+    check_invariants(db, stopped=True)

@@ -432,3 +432,61 @@ async def test_commits_on_the_loops_thread_get_their_wal_checkpoints_in_the_back
                     await trio.sleep(0.01)
         assert len(await store.load_messages(sid)) == writer_module.INLINE_CHECKPOINT_EVERY + 5
     assert not store._db.checkpoint_soon()  # closed: nothing starts
+
+
+def _held(store: Store) -> list[tuple[str, str]]:
+    from ongridd.store.schema import pending_messages
+
+    with store._db.engine.connect() as conn:
+        return [(r.session_id, r.content) for r in conn.execute(
+            sa.select(pending_messages).order_by(pending_messages.c.created_at))]
+
+
+@pytest.mark.parametrize("same_batch", [True, False], ids=["one batch", "two batches"])
+async def test_a_held_message_is_deleted_with_the_message_that_carries_it(store, same_batch):
+    """``hold_message`` keeps a message in ``pending_messages`` (its id known
+    at once); the ``append_message`` that ``settles`` it deletes it in the
+    same transaction — whether both are in one batch or the hold was
+    committed long before."""
+    coord, _ = await store.get_or_create_coordinator("u", f"held-{same_batch}")
+    sid = coord["id"]
+    async with running_writer(store) as writer:
+        writer.append_message(sid, owner=sid, role="user", content="first")
+        held = writer.hold_message(sid, owner=sid, content="also web-2")
+        other = writer.hold_message(sid, owner=sid, content="and web-3")
+        assert held.values["id"] and held.values["id"] != other.values["id"]
+        if not same_batch:
+            assert await held.wait() == held.values["id"]
+            assert _held(store) == [(sid, "also web-2"), (sid, "and web-3")]
+        carried = writer.append_message(sid, owner=sid, role="user", content="also web-2", name="joined_turn",
+                                        settles=[held.values["id"]])
+        assert await carried.wait() == 2
+        assert writer.take_failures(sid) == []
+    assert _held(store) == [(sid, "and web-3")]  # only what was settled is gone
+    assert [(m["content"], m["name"]) for m in await store.load_messages(sid)] == [
+        ("first", None), ("also web-2", "joined_turn")]
+
+
+async def test_a_batch_retried_write_by_write_still_settles_with_its_message(store):
+    """A bad row splits the batch into one transaction per write (the
+    checked path): the held message and the message that carries it are
+    still written and deleted together."""
+    coord, _ = await store.get_or_create_coordinator("u", "held-checked")
+    sid = coord["id"]
+    missing = "00000000-0000-4000-8000-000000000000"
+    async with running_writer(store) as writer:
+        held = writer.hold_message(sid, owner=sid, content="keep me")
+        bad = writer.append_message(missing, owner=sid, role="user", content="nowhere")
+        carried = writer.append_message(sid, owner=sid, role="user", content="keep me", settles=[held.values["id"]])
+        await writer.flush()
+        assert isinstance(bad.error, NotFound) and carried.result == 1 and held.result == held.values["id"]
+    assert _held(store) == []
+    assert [m["content"] for m in await store.load_messages(sid)] == ["keep me"]
+
+
+async def test_holding_an_empty_message_fails_at_once(store):
+    coord, _ = await store.get_or_create_coordinator("u", "held-empty")
+    async with running_writer(store) as writer:
+        bad = writer.hold_message(coord["id"], owner=coord["id"], content=None)  # type: ignore[arg-type]
+        assert bad.done.is_set() and isinstance(bad.error, ValueError)
+    assert _held(store) == []
