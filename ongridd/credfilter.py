@@ -336,6 +336,10 @@ def redact_credentials(text: str) -> str:
 _BREAKS = ("\u2029", "\u2028", "\x1c", "\x1d", "\x1e")
 _CONTINUED_CHARS = 512
 _CONTINUES = re.compile(r"[ \t]\\\r?\Z")
+#: the end of a line whose last word goes on on the next line (``PASSWORD=ab\\`` / ``cd``: an odd
+#: number of backslashes right after the word, which the shell drops with the line break)
+_WORD_GOES_ON = re.compile(r"(?<![\s\\])(?:\\\\)*\\\r?\Z")
+_FIRST_WORD = re.compile(r"(\s*)\S+")
 #: the words of an audit event kept as the context of its next EXECVE record: the first (the
 #: program) and the last ones (an option whose value comes next) — words, not scripts: none holding
 #: whitespace or longer than so many characters
@@ -355,7 +359,9 @@ def _continued(above: list[str], line: str, alone: str) -> str:
     command means) and on its own (``alone``: what the line's start says, ``user bob on >X``),
     a word hidden when either check hides it (should the two not line up word for word, the
     one that hides more)."""
-    lines = above if above[0] != above[1] else above[:1]
+    # the shell drops each line's ending backslash with its line break (``KEY \\`` / ``VALUE``:
+    # the value follows its key)
+    lines = [a[:a.rindex("\\")] for a in (above if above[0] != above[1] else above[:1])]
     mark = next((m for m in _BREAKS if m not in line and not any(m in a for a in lines)), None)
     if mark is None:
         return alone
@@ -489,11 +495,13 @@ def _redact_text(text: str, audit: bool) -> str:
     chpasswd_indent: int | None = None  # a cloud-init "chpasswd:" key's indentation: deeper lines are its users
     value_below = False  # the line above ended with a secret option: this line's first word is its value
     continued: list[str] = []  # the command a line ending in " \\" goes on: its first line and the line before
+    word_hidden = False  # the line above ended in a hidden value that goes on on this line ("PASSWORD=ab\\")
     for line in text.split("\n"):
         if '":' in line and "[" in line:  # journalctl -o json: a message with a control character is bytes
             line = _BYTE_ARRAY.sub(lambda m: _byte_array(m, audit), line)
         above, continued = continued, []
         carry, value_below = value_below, False
+        rest_of_value, word_hidden = word_hidden, False
         if chpasswd_indent is not None:
             if line.strip() and len(line) - len(line.lstrip()) <= chpasswd_indent:
                 chpasswd_indent = None
@@ -539,12 +547,18 @@ def _redact_text(text: str, audit: bool) -> str:
         command = history.group(2) if history else line
         if carry:  # - --db-password / - X
             command = _value_first(command)
+        if rest_of_value:  # PASSWORD=ab\\ / cd: the line's first word is the rest of a hidden value
+            first = _FIRST_WORD.match(command)
+            if first is not None:
+                command = first.group(1) + HIDDEN + command[first.end():]
         shown, value_below = _redact_line(command)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)
         if above and not command.lstrip().startswith("- "):
             shown = _continued(above, command, shown)
         if _CONTINUES.search(command):
             continued = [above[0] if above else command[:_CONTINUED_CHARS], command[-_CONTINUED_CHARS:]]
+        elif _WORD_GOES_ON.search(command):
+            word_hidden = shown.rstrip("\r\\").endswith(HIDDEN)
         out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)
 

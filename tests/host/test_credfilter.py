@@ -281,6 +281,24 @@ def test_values_on_the_lines_after_their_key_are_hidden():
     assert "hunter2" not in redact_credentials('chpasswd: {list: "root:hunter2"}')
 
 
+def test_a_command_continued_with_a_backslash_hides_what_goes_on():
+    """The shell drops a backslash and the line break after it: a value
+    after its key on the next line, or the rest of a value continued inside
+    its word, is hidden there."""
+    bs = "\\"
+    assert redact_credentials(f"aws configure set aws_secret_access_key {bs}\n    X27\n") == (
+        f"aws configure set aws_secret_access_key {bs}\n    ***\n")
+    assert redact_credentials(f"psql --password {bs}\n  X28 -h db") == f"psql --password {bs}\n  *** -h db"
+    # inside a word: PASSWORD=ab\ / cd is PASSWORD=abcd
+    assert redact_credentials(f"export DB_PASSWORD={bs}\nX29\n") == "export DB_PASSWORD=***\n***\n"
+    assert redact_credentials(f"export DB_PASSWORD=X3{bs}\n0 and more") == "export DB_PASSWORD=***\n*** and more"
+    assert redact_credentials(f"curl -u admin:X3{bs}\n1 http://x") == "curl -u admin:***\n*** http://x"
+    # no secret before it, or the backslash escaped (an even number): the next line is left alone
+    assert redact_credentials(f"echo C:{bs}\nnext line") == f"echo C:{bs}\nnext line"
+    assert redact_credentials(f"ls {bs}\n -la /tmp") == f"ls {bs}\n -la /tmp"
+    assert redact_credentials(f"export DB_PASSWORD=X32{bs}{bs}\nnext line") == "export DB_PASSWORD=***\nnext line"
+
+
 def test_long_words_cost_linear_time():
     # a local user controls their processes' arguments (128 KiB each): no pattern may backtrack over a word
     # (a pattern quadratic in these ~400 KB inputs runs for hours: the suite's per-test timeout fails it)
@@ -294,7 +312,8 @@ def test_long_words_cost_linear_time():
                     "define( 'a'" + " " * 400_000, "echo " + "a:" * 200_000 + " | chpasswd",
                     "| passwd " + "echo " * 80_000, '"a" "' + "b" * 400_000, "AUTH " * 100_000,
                     "chpasswd:\n" + "  a:b\n" * 60_000, '"--token", ' * 60_000, "password: " + "&a " * 100_000,
-                    ": 1:1;" * 60_000, "- --token\n" * 60_000, "docker login " * 40_000 + "-p " * 40_000):
+                    ": 1:1;" * 60_000, "- --token\n" * 60_000, "docker login " * 40_000 + "-p " * 40_000,
+                    "a" + "\\" * 400_001, "PASSWORD=a\\\n" * 60_000, "x \\\n" * 60_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
