@@ -353,6 +353,31 @@ _ONE_WORD = {ord(c): 0xE000 + i for i, c in enumerate(_SPACES)}
 _SPACED = {v: k for k, v in _ONE_WORD.items()}
 
 
+def _escaped_quotes(line: str, shown: str) -> str:
+    """``line``, shown as ``shown``, holding ``\\"``: checked again with its escaped quotes read
+    as quotes (``{"cmd": "mysql -p\\"a b\\" db"}`` holds ``mysql -p"a b" db``) and the string's
+    own quotes as whitespace (one of :data:`_BREAKS`: the program's name a word of its own); a word
+    hidden when either check hides it (should the two not line up word for word, the one that
+    hides more), the escapes kept."""
+    mark = next((m for m in _BREAKS if m not in line), None)
+    if mark is None:
+        return shown
+    inner, _ = _redact_line(line.replace('\\"', "\0").replace('"', mark).replace("\0", '"'))
+    if HIDDEN not in inner:
+        return shown
+    return _either_hides(shown, inner.replace('"', '\\"').replace(mark, '"'))
+
+
+def _either_hides(one: str, other: str) -> str:
+    """Two filtered forms of one line: each word as hidden in either; should they not line up
+    word for word (a quoted value hidden across words in one of them), the one that leaves
+    fewer characters shown (``other`` when they leave as many)."""
+    mine, theirs = _WORDS.split(one), _WORDS.split(other)
+    if len(mine) != len(theirs):
+        return other if len(other.replace(HIDDEN, "")) <= len(one.replace(HIDDEN, "")) else one
+    return "".join(b if HIDDEN in b and HIDDEN not in a else a for a, b in zip(mine, theirs))
+
+
 def _continued(above: list[str], line: str, alone: str) -> str:
     """``line`` of a shell command continued from the lines ``above`` (its first line and the
     line before), as shown: checked after them (``mysqldump -uroot \\`` / ``-pX``: what the
@@ -371,10 +396,7 @@ def _continued(above: list[str], line: str, alone: str) -> str:
     after = joined.rsplit(mark, 1)[1]
     if after == alone:
         return alone
-    mine, theirs = _WORDS.split(alone), _WORDS.split(after)
-    if len(mine) != len(theirs):  # a quote hid across words in one of them: the one hiding more
-        return after if after.count(HIDDEN) > alone.count(HIDDEN) else alone
-    return "".join(b if HIDDEN in b and HIDDEN not in a else a for a, b in zip(mine, theirs))
+    return _either_hides(alone, after)
 
 
 def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> str | None:
@@ -552,6 +574,8 @@ def _redact_text(text: str, audit: bool) -> str:
             if first is not None:
                 command = first.group(1) + HIDDEN + command[first.end():]
         shown, value_below = _redact_line(command)
+        if '\\"' in command:  # a command inside a JSON (or C) string: its own quotes escaped
+            shown = _escaped_quotes(command, shown)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)
         if above and not command.lstrip().startswith("- "):
             shown = _continued(above, command, shown)

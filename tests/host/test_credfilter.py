@@ -299,6 +299,20 @@ def test_a_command_continued_with_a_backslash_hides_what_goes_on():
     assert redact_credentials(f"export DB_PASSWORD=X32{bs}{bs}\nnext line") == "export DB_PASSWORD=***\nnext line"
 
 
+def test_a_command_inside_a_string_with_escaped_quotes_hides_its_quoted_values():
+    """A command line inside a JSON (or C) string quotes its values with
+    escaped quotes (journalctl -o json, container logs): a quoted value holding
+    spaces is hidden whole, the string's escapes kept."""
+    assert redact_credentials('{"command": "sshpass -p \\"X3 3 a\\" ssh host"}') == (
+        '{"command": "sshpass -p \\"***\\" ssh host"}')
+    assert redact_credentials('{"MESSAGE": "run: mysql -p\\"X3 4\\" db"}') == '{"MESSAGE": "run: mysql -p\\"***\\" db"}'
+    assert "X35" not in redact_credentials('cmd="mysql --password=\\"X35 b\\" db"')
+    assert redact_credentials('{"a": "curl -H \\"Authorization: Bearer X36\\" http://x"}') == (
+        '{"a": "curl -H \\"Authorization: Bearer ***\\" http://x"}')
+    # nothing secret in the string: left as it was
+    assert redact_credentials('{"msg": "say \\"hello world\\" twice"}') == '{"msg": "say \\"hello world\\" twice"}'
+
+
 def test_long_words_cost_linear_time():
     # a local user controls their processes' arguments (128 KiB each): no pattern may backtrack over a word
     # (a pattern quadratic in these ~400 KB inputs runs for hours: the suite's per-test timeout fails it)
@@ -313,7 +327,8 @@ def test_long_words_cost_linear_time():
                     "| passwd " + "echo " * 80_000, '"a" "' + "b" * 400_000, "AUTH " * 100_000,
                     "chpasswd:\n" + "  a:b\n" * 60_000, '"--token", ' * 60_000, "password: " + "&a " * 100_000,
                     ": 1:1;" * 60_000, "- --token\n" * 60_000, "docker login " * 40_000 + "-p " * 40_000,
-                    "a" + "\\" * 400_001, "PASSWORD=a\\\n" * 60_000, "x \\\n" * 60_000):
+                    "a" + "\\" * 400_001, "PASSWORD=a\\\n" * 60_000, "x \\\n" * 60_000,
+                    'x -p \\"' * 60_000, '"a": "mysql -p\\"' + "b " * 200_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
