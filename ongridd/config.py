@@ -40,6 +40,9 @@ class ServerConfig:
     default_locale: str | None = None
     #: False: with tokens configured, ``/metrics`` needs a bearer token like the API
     metrics_public: bool = False
+    #: the users who may change personas and install or remove plugins (``PUT``/``DELETE
+    #: /api/agents/…``, ``POST /api/marketplace/…``); None: every user (with no tokens, ``local``)
+    admins: tuple[str, ...] | None = None
 
 
 @attrs.frozen(kw_only=True)

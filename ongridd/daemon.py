@@ -196,8 +196,10 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     from ongridd.store import Store
 
     host, port = parse_listen(config.server.listen)
-    auth = Authenticator(parse_tokens(secrets.tokens_raw))
+    admins = config.server.admins
+    auth = Authenticator(parse_tokens(secrets.tokens_raw), admins=None if admins is None else frozenset(admins))
     auth.check_listen(host)
+    auth.check_admins()
     warn_short_tokens(auth.tokens)
     check_state_dir(config.state_path)
     check_listen_free(host, port)

@@ -97,6 +97,10 @@ class AuthError(OngridError):
     """A client presented no valid credentials."""
 
 
+class Forbidden(OngridError):
+    """An authenticated client asked for what only an admin may do (``server.admins``)."""
+
+
 def leaf_exceptions(exc: BaseException) -> list[BaseException]:
     """The non-group exceptions inside ``exc`` (itself when it is not a group).
 

@@ -29,7 +29,7 @@ from quart_trio import QuartTrio
 from quart_trio.wrappers import TrioRequest
 from werkzeug.exceptions import HTTPException
 
-from ongridd.errors import AuthError, NotFound, OngridError, PersonaError, TaskStateError
+from ongridd.errors import AuthError, Forbidden, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
@@ -313,6 +313,10 @@ def _add_error_handlers(app: QuartTrio) -> None:
     async def _auth_error(exc: AuthError):
         return _error(401, "unauthorized", str(exc))
 
+    @app.errorhandler(Forbidden)
+    async def _forbidden(exc: Forbidden):
+        return _error(403, "forbidden", str(exc))
+
     @app.errorhandler(NotFound)
     async def _not_found(exc: NotFound):
         return _error(404, "not_found", str(exc))
@@ -365,6 +369,7 @@ def _add_agent_routes(app: QuartTrio, services: AppServices, current_user: Calla
     @app.put("/api/agents/<name>")
     async def agents_put(name: str):
         user = current_user()
+        services.auth.require_admin(user, "changing a persona")
         limit = services.agents_api.max_body_bytes
         if (request.content_length or 0) > limit:  # refused unread
             raise PersonaError(f"persona too large: {request.content_length:,} bytes; a persona file may have "
@@ -375,6 +380,7 @@ def _add_agent_routes(app: QuartTrio, services: AppServices, current_user: Calla
     @app.delete("/api/agents/<name>")
     async def agents_delete(name: str):
         user = current_user()
+        services.auth.require_admin(user, "deleting a persona")
         return _json(await services.agents_api.delete(name, actor=user))
 
 
@@ -450,6 +456,7 @@ def _add_marketplace_routes(app: QuartTrio, services: AppServices, current_user:
         user = current_user()
         if action not in ("install", "uninstall"):
             return _error(404, "not_found", f"no marketplace action {action!r}")
+        services.auth.require_admin(user, f"{action}ing a plugin")
         body = await _body_json()
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             return _error(400, "bad_request", 'body must be {"name": "<plugin name>"}')

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from ongridd.errors import AuthError, ConfigError
+from ongridd.errors import AuthError, ConfigError, Forbidden
 
 LOCAL_USER = "local"
 
@@ -35,10 +35,13 @@ def is_loopback(host: str | None) -> bool:
 class Authenticator:
     """Maps a presented token to a user name.
 
-    ``tokens``: ``{token: user}`` (never shown in repr).
+    ``tokens``: ``{token: user}`` (never shown in repr); ``admins``: the
+    users who may change what the assistant is (personas, plugins), or None
+    for every user.
     """
 
     tokens: dict[str, str] = attrs.field(factory=dict)
+    admins: frozenset[str] | None = None
 
     def __repr__(self) -> str:
         return f"Authenticator(users={sorted(set(self.tokens.values()))})"
@@ -55,6 +58,27 @@ class Authenticator:
                 f"refusing to listen on {host}: no tokens are configured, so only a loopback address is "
                 "allowed; set user:token pairs in the environment variable named by server.tokens_env"
             )
+
+    def check_admins(self) -> None:
+        """Refuse ``server.admins`` naming a user who has no token (ConfigError: a misspelt name
+        would leave nobody able to change personas or plugins, silently)."""
+        if self.admins is None or self.open_mode:
+            return
+        users = set(self.tokens.values())
+        unknown = sorted(self.admins - users)
+        if unknown:
+            raise ConfigError(f"server.admins: {', '.join(map(repr, unknown))} {'has' if len(unknown) == 1 else 'have'} "
+                              f"no token (users with tokens: {', '.join(sorted(users))})")
+
+    def is_admin(self, user: str) -> bool:
+        """Whether ``user`` may change personas and plugins: every user when ``admins`` is None
+        or no tokens are configured (the only user is ``local``)."""
+        return self.admins is None or self.open_mode or user in self.admins
+
+    def require_admin(self, user: str, what: str) -> None:
+        """Raise Forbidden unless ``user`` :meth:`is_admin` (``what``: the action, for the message)."""
+        if not self.is_admin(user):
+            raise Forbidden(f"{what} is for admins; user {user!r} is not one of server.admins")
 
     def authenticate(self, token: str | None, remote_addr: str | None) -> str:
         """The user for this token/address; raises AuthError."""

@@ -68,13 +68,13 @@ class Serving:
 
 
 @contextmanager
-def serving(tmp_path: Path, state: Path, **env: str) -> Iterator[Serving]:
-    """``ongridd serve --state-dir STATE`` on a free loopback port (``env``:
+def serving(tmp_path: Path, state: Path, *args: str, **env: str) -> Iterator[Serving]:
+    """``ongridd serve --state-dir STATE ARGS…`` on a free loopback port (``env``:
     extra environment), healthy and ready for the block (AssertionError if
     it exits or does not answer /healthz and /readyz in 30 s); killed on the
     way out if it still runs.  Its stderr stays readable after the block."""
     port = free_port()
-    proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}", **env)
+    proc = start(tmp_path, "--state-dir", str(state), "--listen", f"127.0.0.1:{port}", *args, **env)
     try:
         url = f"http://127.0.0.1:{port}"
         health = wait_healthy(proc, url)
