@@ -105,7 +105,7 @@ def run_list(args: argparse.Namespace) -> int:
             answer, why = None, str(exc)
         except RuntimeError as exc:
             _err(f"the daemon at {base_url(args.url)} answered {exc}")
-            return 2 if _http_status(exc) == 401 else 1
+            return 2 if _http_status(exc) in (401, 403) else 1
         if isinstance(answer, list):
             rows = [{"name": e.get("name"), "version": e.get("version"), "description": e.get("description"),
                      "installed": bool(e.get("installed")), "installed_version": e.get("installed_version")}
@@ -175,7 +175,7 @@ def run_action(args: argparse.Namespace) -> int:
         return 2
     except RuntimeError as exc:
         _err(str(exc))
-        return 2 if _http_status(exc) == 401 else 1
+        return 2 if _http_status(exc) in (401, 403) else 1
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, indent=2))
     else:
