@@ -531,10 +531,13 @@ class Runtime:
         if running is not None:
             # held in the database until a stored message carries it: a crash before that (a worker
             # may run for minutes) loses nothing — the start-up recovery appends it to the thread
-            held = self.writer.hold_message(session_id, owner=session_id, content=text)
-            held.commit_soon()
-            running.held[held.values["id"]] = text
-            running.inbox.append(Joined(text, held.values["id"]))
+            held_id = None
+            if text:
+                held = self.writer.hold_message(session_id, owner=session_id, content=text)
+                held.commit_soon()
+                held_id = held.values["id"]
+                running.held[held_id] = text
+            running.inbox.append(Joined(text, held_id))
             if running.ended:  # too late for this turn: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)
@@ -646,7 +649,7 @@ class Runtime:
                 self.writer.note_turn_error(turn.session_id, why[:TURN_ERROR_CHARS], owner=turn.session_id)
             status, end = await self._settle_writes(turn, status, end)
             # From here on no await: a message submitted now starts a new turn.
-            leftover = [j for j in turn.inbox if j.text]
+            leftover = [j for j in turn.inbox if j.text]  # only a non-empty text is held
             turn.inbox.clear()
             self.turns.pop(turn.session_id, None)
             if turn.ticket is not None:
@@ -693,6 +696,8 @@ class Runtime:
         """Messages of a turn its model never read (a stop, a shutdown):
         stored in the thread (each carrying its held row) so the next turn sees them."""
         for joined in messages:
+            if not joined.text:
+                continue
             settles = [joined.held] if joined.held is not None else []
             self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=joined.text,
                                        settles=settles)
