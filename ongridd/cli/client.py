@@ -324,10 +324,10 @@ class _ChatUI:
         say when its last turn was cut off (``last_turn: interrupted``)."""
         from ongridd.cli.termui import print_markdown
 
-        user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-        if user is None:
+        at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+        if at is None:
             return
-        after = [m for m in messages if m.get("seq", 0) > user.get("seq", 0)]
+        user, after = messages[at], messages[at + 1:]  # by place: a message held for the turn has no seq yet
         answer = next((m for m in reversed(after) if m.get("role") == "assistant" and m.get("content")
                        and not m.get("tool_calls")), None)
         self._line("— last exchange in this thread —")

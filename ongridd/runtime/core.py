@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.store.pending import JOINED_NAME
+from ongridd.store.rows import clean_text, iso
 from ongridd.tools.spec import Tool, ToolCallContext
 
 if TYPE_CHECKING:
@@ -43,12 +44,14 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class Joined:
-    """A message sent while its thread's turn was queued or running.
-    ``held``: the id of its ``pending_messages`` row (a message sent while
-    the turn ran is held there until a stored message carries it), or None."""
+    """A message sent while its thread's turn was queued or running, at
+    ``at`` (timezone-aware UTC).  ``held``: the id of its ``pending_messages``
+    row (a message sent while the turn ran is held there until a stored
+    message carries it), or None."""
 
     text: str
     held: str | None = None
+    at: datetime = attrs.field(factory=lambda: datetime.now(timezone.utc))
 
 log = get_logger(__name__)
 
@@ -86,12 +89,12 @@ class Turn:
     locale: str | None
     cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     inbox: list[Joined] = attrs.field(factory=list)
-    #: this turn's held messages not yet carried by a stored message: id → text
-    held: dict[str, str] = attrs.field(factory=dict)
+    #: this turn's held messages not yet carried by a stored message, by id, in the order they came
+    held: dict[str, Joined] = attrs.field(factory=dict)
     #: the held messages the turn's own first message carries (a follow-up turn's: those it answers)
     start_held: list[str] = attrs.field(factory=list)
-    #: drained from the inbox for the model, not yet stored: (message, held id), in order
-    drained: collections.deque[tuple[Message, str]] = attrs.field(factory=collections.deque)
+    #: drained from the inbox for the model, not yet stored: (message, what was held), in order
+    drained: collections.deque[tuple[Message, Joined]] = attrs.field(factory=collections.deque)
     stopped_by_user: bool = False
     done: trio.Event = attrs.field(factory=trio.Event)
     control_tools: list[Tool] = attrs.field(factory=list)
@@ -122,22 +125,25 @@ class Turn:
         for joined in taken:
             msg = Message(role="user", content=joined.text, name=JOINED_TURN)
             if joined.held is not None:
-                self.drained.append((msg, joined.held))
+                self.drained.append((msg, joined))
             out.append(msg)
         return out
 
-    def settles(self, message: Message, source: str) -> list[str]:
+    def settles(self, message: Message, source: str) -> tuple[list[str], datetime | None]:
         """The sink's ``settles``: the held messages the stored row of the
-        person's ``message`` carries (``source`` as ``UserMessageEvent``'s)."""
+        person's ``message`` carries (``source`` as ``UserMessageEvent``'s),
+        and when that one was sent (None: the row's own time)."""
+        at = None
         if source == "user":
             ids, self.start_held = self.start_held, []
         elif self.drained and self.drained[0][0] is message:
-            ids = [self.drained.popleft()[1]]
+            joined = self.drained.popleft()[1]
+            ids, at = [joined.held or ""], joined.at
         else:
-            return []
+            return [], None
         for held in ids:
             self.held.pop(held, None)
-        return ids
+        return ids, at
 
     def keep_user_write(self, write: PendingWrite) -> None:
         """The sink's ``on_user_message``: the first message a person sent in this turn starts it."""
@@ -465,8 +471,10 @@ class Runtime:
         (``html``: the sanitised rendering of assistant text, else None; a
         user message sent while the thread's turn ran, which that turn
         answered, also has ``joined: true``), at most ``limit``
-        (≤ MESSAGES_PAGE_MAX) after ``after_seq``.  NotFound as
-        :meth:`session_tree`."""
+        (≤ MESSAGES_PAGE_MAX) after ``after_seq``; on the last page, after
+        them, the messages sent while the running turn runs that its model
+        has not read yet (``joined: true, held: true, seq: null``; they get
+        their place once it has).  NotFound as :meth:`session_tree`."""
         await self._owned(session_id, user_id)
         await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)
         limit = max(1, min(limit, MESSAGES_PAGE_MAX))
@@ -480,7 +488,14 @@ class Runtime:
         # covers; on a full page only those up to its last seq (the next page has the rest)
         upto = rows[-1]["seq"] if rows and len(rows) >= limit else None
         summaries = await self.store.list_summaries(session_id, after_seq=max(0, after_seq), through_seq=upto)
-        return _with_summaries(out, summaries)
+        out = _with_summaries(out, summaries)
+        turn = self.turns.get(session_id)
+        held = list(turn.held.values()) if turn is not None else []
+        if held and len(out) + len(held) < limit:  # still the last page: a client reads no further
+            out += [{"seq": None, "role": "user", "content": clean_text(j.text), "html": None,  # as it will be stored
+                     "tool_calls": None, "tool_call_id": None, "created_at": iso(j.at), "joined": True,
+                     "held": True} for j in held]
+        return out
 
     # ---- turns -----------------------------------------------------------------
     def reserve_turn(self, session_id: str, *, user_id: str) -> Ticket:
@@ -531,13 +546,13 @@ class Runtime:
         if running is not None:
             # held in the database until a stored message carries it: a crash before that (a worker
             # may run for minutes) loses nothing — the start-up recovery appends it to the thread
-            held_id = None
+            joined = Joined(text)
             if text:
                 held = self.writer.hold_message(session_id, owner=session_id, content=text)
                 held.commit_soon()
-                held_id = held.values["id"]
-                running.held[held_id] = text
-            running.inbox.append(Joined(text, held_id))
+                joined = Joined(text, held.values["id"], held.at or joined.at)
+                running.held[held.values["id"]] = joined
+            running.inbox.append(joined)
             if running.ended:  # too late for this turn: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)
@@ -643,7 +658,7 @@ class Runtime:
             waiting = {j.held for j in turn.inbox}
             # held, never in the model's view and not waiting for a follow-up: drained when a stop cut the
             # run off before they were stored, or the messages of a follow-up turn stopped while it queued
-            self._keep_unseen(turn, [Joined(text, held) for held, text in turn.held.items() if held not in waiting])
+            self._keep_unseen(turn, [j for held, j in turn.held.items() if held not in waiting])
             if end.get("type") == "error" and turn.admitted:  # why it has no answer, for a later reader
                 why = redact_credentials(f"{end.get('code')}: {end.get('message')}")
                 self.writer.note_turn_error(turn.session_id, why[:TURN_ERROR_CHARS], owner=turn.session_id)
@@ -700,7 +715,7 @@ class Runtime:
                 continue
             settles = [joined.held] if joined.held is not None else []
             self.writer.append_message(turn.session_id, owner=turn.session_id, role="user", content=joined.text,
-                                       settles=settles)
+                                       settles=settles, at=joined.at if settles else None)
             turn.held.pop(joined.held or "", None)
 
     async def _settle_writes(self, turn: Turn, status: str, end: Row) -> tuple[str, Row]:
@@ -735,7 +750,7 @@ class Runtime:
             log.warning("follow_up_dropped", session_id=turn.session_id)
             self._keep_unseen(turn, leftover)  # stored unanswered: the next turn sees them
             return
-        held = {j.held: j.text for j in leftover if j.held is not None}
+        held = {j.held: j for j in leftover if j.held is not None}
         follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread,
                       held=held, start_held=list(held))
         self.turns[turn.session_id] = follow

@@ -95,7 +95,8 @@ class RuntimeWriter(Protocol):
 
     def append_message(self, session_id: str, *, owner: str, role: str, content: str | None,
                        tool_calls: Iterable[Any] | None = None, tool_call_id: str | None = None,
-                       name: str | None = None, settles: Sequence[str] = ()) -> PendingWrite: ...
+                       name: str | None = None, settles: Sequence[str] = (),
+                       at: datetime | None = None) -> PendingWrite: ...
 
     def hold_message(self, session_id: str, *, owner: str, content: str) -> PendingWrite: ...
 

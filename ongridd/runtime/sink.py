@@ -12,6 +12,7 @@ the session's clients.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import trio
@@ -48,7 +49,7 @@ class PersistSink:
                  on_text: Callable[[str], None] | None = None, persist_messages: bool = True,
                  known_tools: Collection[str] | None = None,
                  on_user_message: Callable[[PendingWrite], None] | None = None,
-                 settles: Callable[[Message, str], Sequence[str]] | None = None,
+                 settles: Callable[[Message, str], tuple[Sequence[str], datetime | None]] | None = None,
                  mutating_tools: Collection[str] = ()):
         self.settles = settles
         self.known_tools = known_tools
@@ -61,13 +62,14 @@ class PersistSink:
         self.publish = publish
         self.on_text = on_text
 
-    def persist_message(self, message: Message, settles: Sequence[str] = ()) -> PendingWrite:
+    def persist_message(self, message: Message, settles: Sequence[str] = (), at: datetime | None = None) -> PendingWrite:
         """Queue ``message`` for the session's stored history, carrying the
-        held messages ``settles`` (never blocks; a write that finally fails is
-        logged and reported to the owner's turn)."""
+        held messages ``settles``, with the time ``at`` (default: now) — never
+        blocks; a write that finally fails is logged and reported to the
+        owner's turn."""
         write = self.writer.append_message(self.session_id, owner=self.owner, role=message.role, content=message.content,
                                    tool_calls=tool_calls_to_json(message.tool_calls) if message.tool_calls else None,
-                                   tool_call_id=message.tool_call_id, name=message.name, settles=settles)
+                                   tool_call_id=message.tool_call_id, name=message.name, settles=settles, at=at)
         return write
 
     def add_usage(self, usage: Usage | None) -> None:
@@ -91,8 +93,8 @@ class PersistSink:
             if self.persist_messages:
                 source = event.source if isinstance(event, ev.UserMessageEvent) else ""
                 person = source in ("user", "inbox") and self.owner == self.session_id
-                settles = self.settles(msg, source) if person and self.settles is not None else ()
-                write = self.persist_message(msg, settles)
+                settles, at = self.settles(msg, source) if person and self.settles is not None else ((), None)
+                write = self.persist_message(msg, settles, at)
                 if person:
                     # what a person sent (not a worker's brief, not a kernel note) is committed at once
                     # and before the model is asked, so a crash of the turn that answers it keeps it;

@@ -46,15 +46,15 @@ def settle_many(conn: Conn, ids: Sequence[str]) -> None:
 
 def recover_pending_in(conn: Connection, now: datetime) -> int:
     """Append every held message to its thread (a user message named
-    :data:`JOINED_NAME`, in the order they were accepted) and delete them;
-    the number appended.  Runs in the startup recovery's transaction, before
+    :data:`JOINED_NAME`, in the order they were accepted, with the time it
+    was sent) and delete them; the number appended.  Runs in the startup recovery's transaction, before
     any client is accepted (so nothing is held meanwhile)."""
     rows = conn.execute(sa.select(pending_messages).order_by(pending_messages.c.created_at,
                                                                pending_messages.c.id)).all()
     seqs: dict[str, int] = {}
     for row in rows:
         append_message_in(conn, row.session_id, {"role": "user", "content": row.content, "name": JOINED_NAME},
-                          now, seqs)
+                          row.created_at, seqs)
     if rows:
         conn.execute(sa.delete(pending_messages))
     return len(rows)

@@ -283,10 +283,13 @@ class StoreWriter:
 
     def append_message(self, session_id: str, *, owner: str, role: str, content: str | None,
                        tool_calls: Iterable[Any] | None = None, tool_call_id: str | None = None,
-                       name: str | None = None, settles: Sequence[str] = ()) -> PendingWrite:
+                       name: str | None = None, settles: Sequence[str] = (),
+                       at: datetime | None = None) -> PendingWrite:
         """Queue one message (as :meth:`Store.append_message`; result: its seq).
         ``settles``: ids of held messages (:meth:`hold_message`) this row now
-        carries, deleted in the same transaction."""
+        carries, deleted in the same transaction; ``at``: the time the row
+        carries (default: now) — with ``settles``, when the person sent it,
+        kept as it is (not moved after the batch's earlier rows)."""
         def values() -> dict[str, Any]:
             out = message_values(role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id,
                                  name=name)
@@ -294,7 +297,7 @@ class StoreWriter:
                 out["settles"] = list(settles)
             return out
 
-        return self._submit("message", session_id, owner, values)
+        return self._submit("message", session_id, owner, values, at=at)
 
     def hold_message(self, session_id: str, *, owner: str, content: str) -> PendingWrite:
         """Queue a message held for the running turn of thread ``session_id``
@@ -346,9 +349,10 @@ class StoreWriter:
         the row exists)."""
         return self._submit("turn_error", session_id, owner, lambda: {"error": clean_text(error) or ""})
 
-    def _submit(self, kind: str, session_id: str, owner: str, build: Callable[[], dict[str, Any]]) -> PendingWrite:
+    def _submit(self, kind: str, session_id: str, owner: str, build: Callable[[], dict[str, Any]], *,
+                at: datetime | None = None) -> PendingWrite:
         self._submitted += 1
-        write = PendingWrite(kind, session_id, owner, {}, number=self._submitted, urge=self._urge, at=utcnow())
+        write = PendingWrite(kind, session_id, owner, {}, number=self._submitted, urge=self._urge, at=at or utcnow())
         try:
             write.values = build()
         except ValueError as exc:  # a bad row is a failed write, reported like any other
@@ -617,6 +621,19 @@ class StoreWriter:
 # ---- the blocking side (one worker thread, one transaction per call) -------
 
 
+def _row_time(write: PendingWrite, last: datetime | None) -> tuple[datetime, datetime | None]:
+    """``(the time write's row carries, the batch's last time after it)``: its submission time,
+    moved just after the batch's previous row when not later (rows ordered by time keep
+    submission order) — except a message carrying held messages, which keeps the time the
+    person sent it."""
+    now = write.at or utcnow()
+    if write.kind == "message" and write.values.get("settles"):
+        return now, last
+    if last is not None and now <= last:
+        now = last + timedelta(microseconds=1)
+    return now, now
+
+
 def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
     """Apply every write of ``batch`` in one transaction, in order; their
     results.  Raises the database's error (nothing of the batch is then
@@ -628,10 +645,7 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
     last: datetime | None = None
     with write_tx(engine) as conn:
         for write in batch:
-            now = write.at or utcnow()
-            if last is not None and now <= last:
-                now = last + timedelta(microseconds=1)
-            last = now
+            now, last = _row_time(write, last)
             kind, sid, values = write.kind, write.session_id, write.values
             if kind == "message":
                 results.append(messages.append_message_in(conn, sid, values, now, seqs))
@@ -726,10 +740,7 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
     usage: dict[str, list[int]] = {}
     last: datetime | None = None
     for i, write in enumerate(batch):
-        now = write.at or utcnow()
-        if last is not None and now <= last:
-            now = last + timedelta(microseconds=1)
-        last = now
+        now, last = _row_time(write, last)
         kind, values = write.kind, write.values
         if kind == "message":
             message_writes.append((i, write, now))

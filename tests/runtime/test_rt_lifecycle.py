@@ -358,6 +358,12 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         with trio.fail_after(10):  # held in the database while the worker runs (a crash keeps it)
             while d.rows("SELECT content FROM pending_messages") != [{"content": "also check the certificates"}]:
                 await trio.sleep(0.01)
+        # and shown at the end of the transcript (a reload sees it), without a place of its own yet
+        items = await d.runtime.session_messages(c.session_id, user_id="local")
+        held = items[-1]
+        assert (held["seq"], held["content"], held["joined"], held["held"]) == (
+            None, "also check the certificates", True, True)
+        assert [m["seq"] for m in items[:-1]] == list(range(1, len(items)))
         await c.send({"type": "stop"})
         assert (await c.until_type("error"))["code"] == "stopped"
         assert (await c.ask("and now?"))["text"] == "next turn"
@@ -367,6 +373,8 @@ async def test_a_stopped_turn_keeps_the_unseen_message_in_the_thread(tmp_path):
         items = await d.runtime.session_messages(c.session_id, user_id="local")
         assert [m.get("joined", False) for m in items if m["role"] == "user"] == [False, False, False]
         assert d.rows("SELECT content FROM pending_messages") == []  # stored once, nothing left held
+        kept = next(m for m in items if m["content"] == "also check the certificates")
+        assert kept["created_at"] == held["created_at"]  # the time it was sent, not the time of the stop
         sid = c.session_id
         d.runtime._hub("an-idle-thread")
         assert sid in d.runtime.dedup and "an-idle-thread" in d.runtime.hubs

@@ -217,6 +217,8 @@ async def test_kill_9_after_a_message_joined_a_running_turn_keeps_that_message(t
             assert [r["role"] for r in rows] == ["user", "assistant", "tool", "user"]
             assert "interrupted by a daemon restart" in rows[2]["content"]
             assert (rows[3]["content"], rows[3]["name"]) == ("also check web-2, please", "joined_turn")
+            times = db_rows(db, "SELECT seq, created_at FROM chat_messages WHERE session_id = ? ORDER BY seq", (sid,))
+            assert times[3]["created_at"] < times[2]["created_at"]  # when it was sent, before the crash's repair
             async with ws(second.ws_url, "k9-joined") as c:
                 assert c.session["session_id"] == sid
                 final = await c.ask("so, anything?")
