@@ -22,12 +22,6 @@ Audit records (EXECVE, PROCTITLE, sudo's USER_CMD, in the journal or in
 holds a space: such a record also matches by the command it decodes to, and
 is shown with its argument fields decoded (:func:`hit_line`).
 
-A line matches only if it still matches as the credential filter shows it:
-a match inside a value the filter hides alone would confirm a guessed secret
-(character by character, with a regex).  So every matching line is filtered
-— at most :data:`MAX_MATCHED_LINES` per search; past that the search stops
-(``complete: false``, a note: the pattern is too broad to count).
-
 Both stop at the time limit (result ``complete: false``).  Hits are the
 ``limit`` newest matches (by timestamp; lines without one rank by file age
 and line number), newest first.  Cancellation kills the reader processes.
@@ -57,8 +51,6 @@ from ongridd.plugins.api import ToolError
 from ongridd.plugins.api import iso_utc
 
 MAX_FILES = 500
-#: matching lines checked against the credential filter's view (about 0.15 ms each) before a search stops
-MAX_MATCHED_LINES = 10_000
 MAX_DEPTH = 4
 MAX_LINE_BYTES = 2048
 MAX_JOURNAL_ENTRY = 256 * 1024
@@ -92,22 +84,6 @@ class Hits:
     seq: int = 0
     sources: list[dict] = attrs.field(factory=list)
     notes: list[str] = attrs.field(factory=list)
-    #: matching lines checked as shown (:meth:`shown_match`); one more than MAX_MATCHED_LINES stops the search
-    checked: int = 0
-    #: a matching line came after MAX_MATCHED_LINES were checked: reading stops
-    full: bool = False
-
-    def shown_match(self, match: Matcher, line: bytes, cut: int) -> bool:
-        """Whether ``line``, which matched, still matches as shown — with its secret-looking values
-        hidden (:func:`hit_line`, then the credential filter): a match inside a hidden value alone is
-        none.  Counts towards :data:`MAX_MATCHED_LINES` (False, and :attr:`full` set, past it)."""
-        if self.checked >= MAX_MATCHED_LINES:
-            self.full = True
-            return False
-        self.checked += 1
-        text = hit_line(line, cut)
-        shown = redact_credentials(text)
-        return shown == text or match.line(shown.encode("utf-8", "surrogatepass"))
 
     def add(self, rank: tuple, hit: Callable[[], dict]) -> None:
         """Count one match; keep it if it ranks among the newest.  ``hit()``
@@ -134,9 +110,6 @@ class Hits:
                                "sources": self.sources[:50]}
         if len(self.sources) > 50:
             self.notes.append(f"{len(self.sources) - 50} more sources not listed")
-        if self.full:
-            self.notes.append(f"the search stopped after {MAX_MATCHED_LINES:,} matching lines (newest sources "
-                              "first); narrow the pattern or the time window to see them all")
         if self.notes:
             out["notes"] = self.notes
         if redacted:
@@ -286,8 +259,6 @@ async def stream_command(target: Target, argv: list[str], feed: Callable[[bytes]
     remaining = query.deadline - trio.current_time()
     if remaining <= 0:
         return None, "time"
-    if hits.full:
-        return None, "matches"
     with trio.CancelScope() as scope:
         def on_chunk(chunk: bytes) -> None:
             nonlocal stopped
@@ -298,8 +269,6 @@ async def stream_command(target: Target, argv: list[str], feed: Callable[[bytes]
             stopped = feed(chunk)
             if stopped is None and trio.current_time() >= query.deadline:
                 stopped = "time"
-            if stopped is None and hits.full:
-                stopped = "matches"
             if stopped:
                 scope.cancel()
 
@@ -329,8 +298,6 @@ async def scan_file(target: Target, path: str, mtime: float, rank: int, query: Q
                                  or (query.until is not None and when > query.until)):
             return
         if not query.match.line(raw) and not audit_match(query.match, raw, cut):
-            return
-        if not hits.shown_match(query.match, raw, cut):
             return
         source["matched"] += 1
         hits.add((ts is not None, ts or 0.0, -rank, n),
@@ -365,7 +332,7 @@ async def scan_file(target: Target, path: str, mtime: float, rank: int, query: Q
     if state["stopped"] == "binary":
         source["skipped"] = "binary data (a NUL byte in the first 8 KiB)"
         return
-    if state["stopped"] in ("time", "matches"):
+    if state["stopped"] == "time":
         hits.complete = False
         source["partial"] = True
         return
@@ -443,8 +410,6 @@ async def scan_journal(target: Target, directory: str | None, unit: str | None, 
             return
         cut = max(0, len(msg) - MAX_LINE_BYTES)
         if not query.match.line(msg[:MAX_LINE_BYTES]) and not audit_match(query.match, msg[:MAX_LINE_BYTES], cut):
-            return
-        if not hits.shown_match(query.match, msg[:MAX_LINE_BYTES], cut):
             return
         source["matched"] += 1
         try:

@@ -245,4 +245,4 @@ async def test_search_logs_finds_it_by_its_command_in_the_journal(tmp_path, audi
         out = await call(pattern=pattern, source="journal")
         assert [h["line"] for h in out["hits"]] == ["EXECVE args (decoded): mysql -uroot -p*** db"], out
         assert out["hits"][0]["unit"] == "audit" and out["redacted"]
-    assert (await call(pattern="horse", source="journal"))["total_matched"] == 0  # inside the hidden value: no match
+    assert (await call(pattern="horse", source="journal"))["total_matched"] == 1  # found, and still hidden
