@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 from ongridd.auditargs import audit_records
 
@@ -331,15 +332,16 @@ def redact_credentials(text: str) -> str:
 
 
 #: what may stand for the line break of a continued shell command (see :func:`_continued`):
-#: whitespace to the filter; the lines before it are cut to so many characters; a line continued so
-#: ends in a space (or tab) and a backslash
+#: whitespace to the filter; the lines before it are cut to so many characters
 _BREAKS = ("\u2029", "\u2028", "\x1c", "\x1d", "\x1e")
 _CONTINUED_CHARS = 512
-_CONTINUES = re.compile(r"[ \t]\\\r?\Z")
-#: the end of a line whose last word goes on on the next line (``PASSWORD=ab\\`` / ``cd``: an odd
-#: number of backslashes right after the word, which the shell drops with the line break)
-_WORD_GOES_ON = re.compile(r"(?<![\s\\])(?:\\\\)*\\\r?\Z")
-_FIRST_WORD = re.compile(r"(\s*)\S+")
+#: a line that goes on on the next line: it ends in an odd number of backslashes (the shell drops
+#: the last one with the line break); right after a word (``PASSWORD=ab\\`` / ``cd``), the word goes on
+_CONTINUES = re.compile(r"(?<!\\)(?:\\\\)*\\\r?\Z")
+#: a line's first word, and the backslashes that end it (kept: the word may go on again)
+_FIRST_WORD = re.compile(r"(\s*)(\S*?)((?<!\\)(?:\\\\)*\\?\r?)(?=\s|\Z)")
+#: how deep strings inside strings are read (a JSON log line holding a JSON document…)
+_QUOTED_DEPTH = 3
 #: the words of an audit event kept as the context of its next EXECVE record: the first (the
 #: program) and the last ones (an option whose value comes next) — words, not scripts: none holding
 #: whitespace or longer than so many characters
@@ -351,21 +353,6 @@ _SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, ran
     "\u2028\u2029\u202f\u205f\u3000"
 _ONE_WORD = {ord(c): 0xE000 + i for i, c in enumerate(_SPACES)}
 _SPACED = {v: k for k, v in _ONE_WORD.items()}
-
-
-def _escaped_quotes(line: str, shown: str) -> str:
-    """``line``, shown as ``shown``, holding ``\\"``: checked again with its escaped quotes read
-    as quotes (``{"cmd": "mysql -p\\"a b\\" db"}`` holds ``mysql -p"a b" db``) and the string's
-    own quotes as whitespace (one of :data:`_BREAKS`: the program's name a word of its own); a word
-    hidden when either check hides it (should the two not line up word for word, the one that
-    hides more), the escapes kept."""
-    mark = next((m for m in _BREAKS if m not in line), None)
-    if mark is None:
-        return shown
-    inner, _ = _redact_line(line.replace('\\"', "\0").replace('"', mark).replace("\0", '"'))
-    if HIDDEN not in inner:
-        return shown
-    return _either_hides(shown, inner.replace('"', '\\"').replace(mark, '"'))
 
 
 def _either_hides(one: str, other: str) -> str:
@@ -386,7 +373,7 @@ def _continued(above: list[str], line: str, alone: str) -> str:
     one that hides more)."""
     # the shell drops each line's ending backslash with its line break (``KEY \\`` / ``VALUE``:
     # the value follows its key)
-    lines = [a[:a.rindex("\\")] for a in (above if above[0] != above[1] else above[:1])]
+    lines = [_CONTINUES.sub("", a) for a in (above if above[0] != above[1] else above[:1])]
     mark = next((m for m in _BREAKS if m not in line and not any(m in a for a in lines)), None)
     if mark is None:
         return alone
@@ -499,13 +486,68 @@ def _audit_words(words: tuple[str, ...], context: list[str]) -> list[str] | None
     return None if out == list(words) else out
 
 
-def _redact_text(text: str, audit: bool) -> str:
+def _inside_strings(line: str, depth: int) -> str:
+    """``line`` with each double-quoted string that holds escaped quotes (a command inside a
+    JSON or C string: ``{"cmd": "sshpass -p \\"a b\\" ssh"}``) filtered as the text it stands
+    for, and written back escaped as it was; strings inside those too, ``_QUOTED_DEPTH`` deep."""
+    if depth >= _QUOTED_DEPTH or '\\"' not in line:
+        return line
+
+    def one(literal: str) -> str:
+        if '\\"' not in literal:
+            return literal
+        try:
+            text, as_json = json.loads(literal), True
+        except ValueError:
+            text, as_json = literal[1:-1].replace('\\"', '"').replace("\\\\", "\\"), False
+        if not isinstance(text, str):
+            return literal
+        shown = _redact_text(text, audit=False, depth=depth + 1)
+        if shown == text:
+            return literal
+        if as_json:
+            return json.dumps(shown, ensure_ascii=False)
+        return '"' + shown.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    out, at = [], 0
+    for start, end in _quoted_spans(line):
+        out += [line[at:start], one(line[start:end])]
+        at = end
+    return "".join(out) + line[at:]
+
+
+def _quoted_spans(line: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each double-quoted string of ``line`` holding an escaped quote,
+    left to right (a backslash escapes the next character; an unclosed string ends the
+    search).  One pass over the line."""
+    i, n = 0, len(line)
+    while (start := line.find('"', i)) != -1:
+        j, escaped = start + 1, False
+        while j < n:
+            c = line[j]
+            if c == "\\":
+                j, escaped = j + 2, True
+                continue
+            if c == '"':
+                break
+            j += 1
+        if j >= n:
+            return
+        if escaped:
+            yield start, j + 1
+        i = j + 1
+
+
+def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
     """:func:`redact_credentials`; ``audit``: whether audit records' argument fields are
     decoded and checked (not again inside what they decoded to).
 
-    A shell command continued on the next line (its line ends in a space and a backslash:
+    A shell command continued on the next line (its line ends in a backslash:
     ``mysqldump -uroot \\`` / ``-pX``) is read on with the next line, which is checked
-    after the command's first line and the line before it (:func:`_continued`)."""
+    after the command's first line and the line before it (:func:`_continued`); a hidden
+    value that goes on inside its word (``PASSWORD=ab\\`` / ``cd``) hides the next line's
+    first word.  A double-quoted string holding escaped quotes is also read as the text it
+    stands for (:func:`_inside_strings`).  ``depth``: how deep inside such strings this text is."""
     events: dict[str, list[str]] = {}  # the EXECVE records' words by event (see _audit_line)
     pieced: set[str] = set()
     out = []
@@ -571,18 +613,18 @@ def _redact_text(text: str, audit: bool) -> str:
             command = _value_first(command)
         if rest_of_value:  # PASSWORD=ab\\ / cd: the line's first word is the rest of a hidden value
             first = _FIRST_WORD.match(command)
-            if first is not None:
-                command = first.group(1) + HIDDEN + command[first.end():]
-        shown, value_below = _redact_line(command)
+            if first is not None and first.group(2):
+                command = first.group(1) + HIDDEN + first.group(3) + command[first.end():]
         if '\\"' in command:  # a command inside a JSON (or C) string: its own quotes escaped
-            shown = _escaped_quotes(command, shown)
+            command = _inside_strings(command, depth)
+        shown, value_below = _redact_line(command)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)
         if above and not command.lstrip().startswith("- "):
             shown = _continued(above, command, shown)
-        if _CONTINUES.search(command):
+        if (goes_on := _CONTINUES.search(command)) is not None:
             continued = [above[0] if above else command[:_CONTINUED_CHARS], command[-_CONTINUED_CHARS:]]
-        elif _WORD_GOES_ON.search(command):
-            word_hidden = shown.rstrip("\r\\").endswith(HIDDEN)
+            if goes_on.start() > 0 and not command[goes_on.start() - 1].isspace():  # inside its last word
+                word_hidden = shown.rstrip("\r\\").endswith(HIDDEN)
         out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)
 

