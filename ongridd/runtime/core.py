@@ -541,18 +541,11 @@ class Runtime:
             raise Busy(f"this thread already has {len(running.inbox)} messages waiting for its turn; "
                        "send again once it has answered")
         if running is not None and running.queued:  # joins the waiting turn as a pending message
-            running.inbox.append(Joined(text))
+            # (held like the follow-up turn's own messages; a new turn's first message is not stored either)
+            running.inbox.append(self._hold(running, text) if running.start_held else Joined(text))
             return
         if running is not None:
-            # held in the database until a stored message carries it: a crash before that (a worker
-            # may run for minutes) loses nothing — the start-up recovery appends it to the thread
-            joined = Joined(text)
-            if text:
-                held = self.writer.hold_message(session_id, owner=session_id, content=text)
-                held.commit_soon()
-                joined = Joined(text, held.values["id"], held.at or joined.at)
-                running.held[held.values["id"]] = joined
-            running.inbox.append(joined)
+            running.inbox.append(self._hold(running, text))
             if running.ended:  # too late for this turn: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)
@@ -707,6 +700,19 @@ class Runtime:
         turn.started = time.monotonic()
         log.info("turn_start", user=turn.user_id, thread=turn.thread, session_id=turn.session_id)
 
+    def _hold(self, turn: Turn, text: str) -> Joined:
+        """``text``, sent while ``turn`` runs, held in the database until a stored message
+        carries it: a crash before that (a worker may run for minutes) loses nothing — the
+        start-up recovery appends it to the thread.  Committed at once, not awaited (the
+        interjection call that acknowledges it waits for that)."""
+        if not text:
+            return Joined(text)
+        held = self.writer.hold_message(turn.session_id, owner=turn.session_id, content=text)
+        held.commit_soon()
+        joined = Joined(text, held.values["id"], held.at or datetime.now(timezone.utc))
+        turn.held[held.values["id"]] = joined
+        return joined
+
     def _keep_unseen(self, turn: Turn, messages: list[Joined]) -> None:
         """Messages of a turn its model never read (a stop, a shutdown):
         stored in the thread (each carrying its held row) so the next turn sees them."""
@@ -772,6 +778,8 @@ class Runtime:
                 while turn.pending_interjection and not turn.ended:
                     await trio.sleep(INTERJECTION_DEBOUNCE_S)  # gather a burst of messages into one call
                     texts, turn.pending_interjection[:] = list(turn.pending_interjection), []
+                    # what the call acknowledges is stored first (bounded: a database outage delays it)
+                    await self.writer.flush(turn.session_id, timeout_s=USER_MESSAGE_WAIT_S)
                     try:
                         await self.runner.run_interjection(
                             turn=turn, text="\n\n".join(texts), running=self.workers.running(turn.session_id),

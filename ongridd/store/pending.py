@@ -8,7 +8,9 @@ deleted in the same transaction as the ``chat_messages`` row that finally
 carries it (the store writer's ``message`` write with ``settles``).  So a
 crash between the two never loses it and never stores it twice: the startup
 recovery appends every row still held to its thread (:func:`recover_pending_in`),
-as a user message named :data:`JOINED_NAME` at the end of its history.
+as a user message at the end of its history (unanswered, like a message a
+stopped turn never read: not named :data:`JOINED_NAME`, which says the turn
+answered it).
 """
 
 from __future__ import annotations
@@ -45,16 +47,15 @@ def settle_many(conn: Conn, ids: Sequence[str]) -> None:
 
 
 def recover_pending_in(conn: Connection, now: datetime) -> int:
-    """Append every held message to its thread (a user message named
-    :data:`JOINED_NAME`, in the order they were accepted, with the time it
-    was sent) and delete them; the number appended.  Runs in the startup recovery's transaction, before
+    """Append every held message to its thread (a user message, in the order
+    they were accepted, with the time it was sent) and delete them; the
+    number appended.  Runs in the startup recovery's transaction, before
     any client is accepted (so nothing is held meanwhile)."""
     rows = conn.execute(sa.select(pending_messages).order_by(pending_messages.c.created_at,
                                                                pending_messages.c.id)).all()
     seqs: dict[str, int] = {}
     for row in rows:
-        append_message_in(conn, row.session_id, {"role": "user", "content": row.content, "name": JOINED_NAME},
-                          row.created_at, seqs)
+        append_message_in(conn, row.session_id, {"role": "user", "content": row.content}, row.created_at, seqs)
     if rows:
         conn.execute(sa.delete(pending_messages))
     return len(rows)

@@ -10,6 +10,7 @@ import httpx2
 import trio
 from rt_helpers import (
     agent_call,
+    db_rows,
     open_daemon,
     rtt,
     tool_messages,
@@ -489,3 +490,34 @@ async def test_worker_rows_carry_the_seq_of_the_user_message_of_their_turn(tmp_p
         from ongridd.cli.sessions import format_tree
 
         assert sum(f"(for message #{second})" in line for line in format_tree(tree)) == 2
+
+
+async def test_a_message_to_a_queued_follow_up_turn_is_held_and_kept(tmp_path, monkeypatch):
+    """A follow-up turn (for a message that came during the last model call)
+    may wait for a slot; a message sent to it meanwhile is held like its own,
+    so a shutdown before it runs keeps both in the thread."""
+    from ongridd.runtime import core
+
+    monkeypatch.setattr(core, "INTERJECTION_DEBOUNCE_S", 30.0)  # no interjection call takes a step
+    script = {"default": [{"delay_s": 2.0, "content": "answer A1"}, {"content": "answer"}, {"content": "answer"}]}
+    async with open_daemon(tmp_path, script, limits={"max_turns_per_user": 1}) as d:
+        async with d.ws("A") as a, d.ws("B") as b:
+            await a.send({"type": "user_message", "text": "qA"})
+            with trio.fail_after(10):
+                await d.fake.wait_requests(1)
+            await b.send({"type": "user_message", "text": "qB"})  # queued behind A (one turn per user)
+            await trio.sleep(0.3)
+            await a.send({"type": "user_message", "text": "A-late"})  # during A's last model call
+            await a.until_type("final")
+            with trio.fail_after(10):
+                while not ((t := d.runtime.turns.get(a.session_id)) and t.queued):
+                    await trio.sleep(0.02)
+            await a.send({"type": "user_message", "text": "A-queued"})
+            with trio.fail_after(10):
+                while len(d.rows("SELECT content FROM pending_messages")) < 2:
+                    await trio.sleep(0.02)
+            sid = a.session_id
+    rows = db_rows(tmp_path / "state" / "ongrid.db",
+                   "SELECT content FROM chat_messages WHERE session_id = ? AND role = 'user' ORDER BY seq", (sid,))
+    assert [r["content"] for r in rows] == ["qA", "A-late", "A-queued"]
+    assert db_rows(tmp_path / "state" / "ongrid.db", "SELECT id FROM pending_messages") == []

@@ -178,8 +178,8 @@ async def test_kill_9_after_a_message_joined_a_running_turn_keeps_that_message(t
     """A message sent while a worker runs is read by the turn's model only at
     its next call; it is held in the database from the moment it is accepted,
     so a SIGKILL before that call loses nothing: after the restart it is in
-    the thread (marked joined, after the interrupted call's result), stored
-    once, and the next turn's model reads it."""
+    the thread (after the interrupted call's result, with the time it was
+    sent), stored once, and the next turn's model reads it."""
     script = {
         "default": [
             {"tool_calls": [agent_call("rt-worker", "a long look")]},
@@ -216,7 +216,7 @@ async def test_kill_9_after_a_message_joined_a_running_turn_keeps_that_message(t
                            (sid,))
             assert [r["role"] for r in rows] == ["user", "assistant", "tool", "user"]
             assert "interrupted by a daemon restart" in rows[2]["content"]
-            assert (rows[3]["content"], rows[3]["name"]) == ("also check web-2, please", "joined_turn")
+            assert (rows[3]["content"], rows[3]["name"]) == ("also check web-2, please", None)  # nothing answered it
             times = db_rows(db, "SELECT seq, created_at FROM chat_messages WHERE session_id = ? ORDER BY seq", (sid,))
             assert times[3]["created_at"] < times[2]["created_at"]  # when it was sent, before the crash's repair
             async with ws(second.ws_url, "k9-joined") as c:
@@ -231,3 +231,54 @@ async def test_kill_9_after_a_message_joined_a_running_turn_keeps_that_message(t
             with trio.fail_after(10):
                 assert await second.proc.wait() == 0
     check_invariants(db, stopped=True)
+
+
+async def test_a_joined_message_is_acknowledged_only_once_it_is_stored(tmp_path):
+    """The interjection call that acknowledges a joined message waits until
+    the message is held in the database: while another process holds
+    SQLite's write lock no acknowledgement comes; once it is let go, it does,
+    and a SIGKILL right after loses nothing."""
+    import sqlite3
+
+    script = {
+        "default": [
+            {"tool_calls": [agent_call("rt-worker", "a long look")]},
+            {"content": "Noted, I will look at web-2 too."},  # the interjection call
+        ],
+        "rt-worker": [{"delay_s": 60, "content": "never answered"}],
+    }
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        config = write_config(tmp_path, mapping)
+        db = Path(mapping["state_dir"]) / "ongrid.db"
+        async with serve(config) as first, ws(first.ws_url, "k9-locked") as c:
+            sid = c.session_id
+            await c.send({"type": "user_message", "text": "look at web-1 for a long time"})
+            await c.tile("running", "rt-worker")
+            with trio.fail_after(15):
+                while not [r for r in fake.requests if r.agent == "rt-worker"]:
+                    await trio.sleep(0.02)
+            locker = sqlite3.connect(str(db), timeout=30, isolation_level=None)
+            locker.execute("BEGIN IMMEDIATE")  # another writer (a backup, the sqlite3 shell) for a moment
+            try:
+                await c.send({"type": "user_message", "text": "also check web-2, please"})
+                with trio.move_on_after(2):
+                    await c.until_type("interim")
+                    raise AssertionError("acknowledged before the message was stored")
+            finally:
+                locker.execute("ROLLBACK")
+                locker.close()
+            assert (await c.until_type("interim"))["text"] == "Noted, I will look at web-2 too."
+            assert db_rows(db, "SELECT content FROM pending_messages") == [{"content": "also check web-2, please"}]
+            first.proc.send_signal(signal.SIGKILL)
+            with trio.fail_after(10):
+                await first.proc.wait()
+        async with serve(config) as second:
+            check_invariants(db, stopped=True)
+            users = db_rows(db, "SELECT content FROM chat_messages WHERE session_id = ? AND role = 'user' ORDER BY seq",
+                            (sid,))
+            assert [u["content"] for u in users] == ["look at web-1 for a long time", "also check web-2, please"]
+            second.proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(10):
+                assert await second.proc.wait() == 0

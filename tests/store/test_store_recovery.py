@@ -252,8 +252,8 @@ async def test_history_cut_right_after_the_tool_calls(store):
 async def test_messages_held_for_a_turn_are_appended_to_their_thread(store):
     """A crash while messages were held for a running turn (sent, not yet
     read by its model): the sweep appends them to their threads after the
-    repaired history, in the order they were accepted, named as messages
-    that joined the turn, and empties the table."""
+    repaired history, in the order they were accepted, as messages of their
+    own (no turn answered them), and empties the table."""
     from ongridd.store.writer import running_writer
 
     s = await _crashed_state(store)
@@ -267,8 +267,8 @@ async def test_messages_held_for_a_turn_are_appended_to_their_thread(store):
     assert report.kept_messages == 3 and report.added_tool_results == 2
     history = await store.load_messages(cid)
     assert [(m["role"], m["content"], m["name"]) for m in history[5:]] == [
-        ("user", "also check web-2", None), ("user", "and web-3?", "joined_turn"), ("user", "web-4 too", "joined_turn")]
+        ("user", "also check web-2", None), ("user", "and web-3?", None), ("user", "web-4 too", None)]
     assert [m["seq"] for m in history] == list(range(1, 9))
     assert_history_valid(history)
-    assert [(m["content"], m["name"]) for m in await store.load_messages(other["id"])] == [("hello?", "joined_turn")]
+    assert [(m["content"], m["name"]) for m in await store.load_messages(other["id"])] == [("hello?", None)]
     assert await store.recovery_sweep() == RecoveryReport()  # nothing held any more
