@@ -11,7 +11,11 @@ In one write transaction:
 3. every coordinator history whose assistant tool calls lack a result is
    repaired so the next model request is valid: each unanswered call gets a
    ``tool`` message ``{"status":"error","error":"interrupted by a daemon
-   restart; the result is unknown"}``;
+   restart; the result is unknown"}``, and — unless the call already has one
+   (a tool that may change something is audited the moment it ends) — an
+   audit row saying so (status ``cancelled``, its arguments as the model sent
+   them, ``duration_ms`` 0: how long it ran is unknown), so the audit lists
+   every call, a dispatch cut off by the crash included;
 4. every message still held for a running turn (``pending_messages``: sent
    while a turn ran, not yet read by its model) is appended to its thread
    after that repair, as a user message that joined the turn
@@ -53,8 +57,8 @@ if TYPE_CHECKING:  # store.py imports this module
 from ongridd.store.engine import write_tx
 from ongridd.store.messages import insert_message
 from ongridd.store.pending import recover_pending_in
-from ongridd.store.rows import utcnow
-from ongridd.store.schema import chat_messages, chat_sessions, mutating_proposals
+from ongridd.store.rows import new_id, utcnow
+from ongridd.store.schema import audit_logs, chat_messages, chat_sessions, mutating_proposals
 from ongridd.store.sessions import close_open_workers_in
 
 log = get_logger(__name__)
@@ -72,7 +76,7 @@ class RecoveryReport:
 
     ``closed_workers``: worker/reviewer rows closed ``failed``.
     ``repaired_sessions``: coordinator histories rewritten.
-    ``added_tool_results``: interruption results inserted.
+    ``added_tool_results``: interruption results inserted (and audited).
     ``rejected_proposals``: undecided proposals closed as ``reject``.
     ``kept_messages``: held messages appended to their threads.
     """
@@ -165,6 +169,10 @@ def _tails(conn: Connection, full_scan: bool) -> dict[str, list[dict[str, Any]]]
 
 
 def _apply(conn: Connection, session_id: str, old: list[dict[str, Any]], new: list[dict[str, Any]], now: datetime) -> None:
+    calls = {c.get("id"): c for m in new if m["role"] == "assistant" for c in (m.get("tool_calls") or [])}
+    audited = {r.tool_call_id for r in conn.execute(
+        sa.select(audit_logs.c.tool_call_id).where(audit_logs.c.session_id == session_id,
+                                                   audit_logs.c.tool_call_id.is_not(None)))}
     first_seq = old[0]["seq"]
     conn.execute(
         sa.update(chat_messages)
@@ -177,6 +185,14 @@ def _apply(conn: Connection, session_id: str, old: list[dict[str, Any]], new: li
             conn.execute(sa.update(chat_messages).where(chat_messages.c.id == msg["id"]).values(seq=seq))
         else:
             insert_message(conn, session_id, seq, msg, now)
+            call = calls.get(msg["tool_call_id"]) or {}
+            if msg["tool_call_id"] not in audited:
+                from ongridd.store.store import audit_values  # (store.py imports this module)
+
+                values = audit_values(session_id=session_id, tool_name=str(call.get("name") or msg.get("name") or "?"),
+                                      arguments=str(call.get("arguments") or ""), result=INTERRUPTED_RESULT,
+                                      status="cancelled", duration_ms=0, tool_call_id=msg["tool_call_id"])
+                conn.execute(sa.insert(audit_logs).values(id=new_id(), created_at=now, **values))
 
 
 def _repair_histories(conn: Connection, now: datetime, full_scan: bool) -> tuple[int, int]:

@@ -127,6 +127,9 @@ async def test_kill_9_with_a_worker_running_then_restart(tmp_path):
             assert db_rows(db, "SELECT status FROM chat_sessions WHERE id = ?", (sid,)) == [{"status": "open"}]
             tools = db_rows(db, "SELECT content FROM chat_messages WHERE session_id = ? AND role = 'tool'", (sid,))
             assert len(tools) == 1 and "interrupted by a daemon restart" in tools[0]["content"]
+            # the dispatch the crash cut off is in the audit, as cancelled
+            assert db_rows(db, "SELECT tool_name, status FROM audit_logs WHERE session_id = ?", (sid,)) == [
+                {"tool_name": "AgentTool", "status": "cancelled"}]
             async with ws(second.ws_url, "k9") as c:
                 assert c.session["session_id"] == sid and c.session["resumed"] is True
                 await c.send({"type": "stop", "task_id": w5})

@@ -128,6 +128,11 @@ async def test_recovery_sweep(store, db_url):
         assert added["name"] == "AgentTool"
     assert history[5]["content"] == "also check web-2"
     assert_history_valid(history)
+    # each call the crash cut off is in the audit too: cancelled, with the arguments the model sent
+    audit = sorted((a["tool_name"], a["tool_call_id"], a["status"], a["arguments"], a["duration_ms"])
+                   for a in await store.list_audit(s["coord"]["id"]))  # (one time: ids order them at random)
+    assert audit == [("AgentTool", "call_2", "cancelled", '{"subagent_type":"specialist-sre"}', 0),
+                     ("AgentTool", "call_3", "cancelled", '{"subagent_type":"specialist-ops"}', 0)]
     assert await store.load_messages(s["ok"]["id"]) == ok_before
 
     proposal = await store.get_proposal(s["proposal"])
