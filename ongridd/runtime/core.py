@@ -116,6 +116,8 @@ class Turn:
     admitted: bool = False
     #: the queued write of the user message that started it (its seq is the workers' ``turn_seq``)
     user_write: PendingWrite | None = None
+    #: the message that started it (None for a follow-up turn: its messages are held)
+    first_text: str | None = None
 
     def take_inbox(self) -> list[Message]:
         """The kernel's inbox (``pending_user_messages``): every waiting
@@ -556,7 +558,7 @@ class Runtime:
         if ticket is None:
             ticket = self._ticket(session_id, user_id)  # Busy: refused, nothing run or stored
         turn = Turn(session_id=session_id, user_id=user_id, locale=locale, thread=row.get("thread_id"),
-                    ticket=ticket)
+                    ticket=ticket, first_text=text)
         self.turns[session_id] = turn
         self._hub(session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, turn, text)
@@ -645,6 +647,9 @@ class Runtime:
             status, end = "error", frames.error("internal", f"internal error: {exc!r}")
         finally:
             _end_interjections(turn)  # they belong to this turn: none may emit after its final
+            if turn.admitted and turn.user_write is None and turn.first_text:
+                # stopped (or failed) before its first model call stored what the person sent: kept
+                self._keep_unseen(turn, [Joined(turn.first_text)])
             if turn.inbox and (turn.cancel_scope.cancel_called or not self.accepting):
                 self._keep_unseen(turn, turn.inbox)
                 turn.inbox.clear()

@@ -521,3 +521,29 @@ async def test_a_message_to_a_queued_follow_up_turn_is_held_and_kept(tmp_path, m
                    "SELECT content FROM chat_messages WHERE session_id = ? AND role = 'user' ORDER BY seq", (sid,))
     assert [r["content"] for r in rows] == ["qA", "A-late", "A-queued"]
     assert db_rows(tmp_path / "state" / "ongrid.db", "SELECT id FROM pending_messages") == []
+
+
+async def test_a_turn_stopped_before_its_first_model_call_keeps_its_message(tmp_path, monkeypatch):
+    """Stopped while it reads the thread's history (a long thread takes a
+    while), the turn never asked the model; what the person sent is kept
+    in the thread all the same."""
+    from ongridd.runtime import compaction
+
+    real = compaction.ThreadHistories.history_for_turn
+    reading = trio.Event()
+
+    async def slow(self, **kw):
+        reading.set()
+        await trio.sleep(5)  # stands for reading a long thread's history
+        return await real(self, **kw)
+
+    monkeypatch.setattr(compaction.ThreadHistories, "history_for_turn", slow)
+    async with open_daemon(tmp_path, {"default": [{"content": "never asked"}]}) as d, d.ws("first") as c:
+        await c.send({"type": "user_message", "text": "is the disk full?"})
+        with trio.fail_after(10):
+            await reading.wait()
+        await c.send({"type": "stop"})
+        assert (await c.until_type("error", "final"))["code"] == "stopped"
+        rows = d.rows("SELECT role, content FROM chat_messages WHERE session_id = ?", (c.session_id,))
+        assert rows == [{"role": "user", "content": "is the disk full?"}]
+        assert d.fake.requests == []
