@@ -344,6 +344,7 @@ class _ChatUI:
             self._line("[the last turn was cut off by a restart, most likely, before it answered (the daemon log "
                        "says); send a message to go on]")
         elif last_turn == "running":
+            self.turn_running = True  # until its final or error frame (piped input's end waits for it)
             self._line("[its turn is still running; its progress and answer follow]")
         self._line("—")
 
@@ -559,6 +560,8 @@ async def _chat(args: argparse.Namespace) -> int:
                 if piped:
                     await ui.greeted.wait()  # the thread's header, even for empty input
                     await answered()
+                    while ui.turn_running:  # re-attached to a running turn: its answer was promised
+                        await ui.changed.wait()
                 outer.cancel_scope.cancel()
                 return
             if line.strip() and not piped:

@@ -352,3 +352,20 @@ async def test_a_failed_ask_names_its_thread_and_session(tmp_path):
     err = done.stderr.decode()
     assert done.returncode == 1 and "provider_error" in err, err
     assert re.search(r"\(thread why, session [0-9a-f-]{36}: see `ongrid sessions tree", err), err
+
+
+async def test_piped_chat_with_no_input_waits_for_the_running_turn_it_reattached_to(tmp_path):
+    """Re-attached to a thread whose turn still runs, ``ongrid chat`` says its
+    progress and answer follow: with empty piped input it waits for that
+    answer before it quits."""
+    script = {"default": [{"delay_s": 3.0, "content": "the slow answer"}]}
+    async with open_fake_llm(script) as fake:
+        config = _config(tmp_path, fake)
+        async with serve(config) as daemon:
+            async with ws(daemon.ws_url, "slow") as c:
+                await c.send({"type": "user_message", "text": "take your time"})
+                with trio.fail_after(15):
+                    await fake.wait_requests(1)
+            piped = await _pipe_chat(daemon.url, "slow")
+            assert "its progress and answer follow" in piped
+            assert piped.count("the slow answer") == 1, piped
