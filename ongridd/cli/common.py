@@ -95,6 +95,13 @@ def read_token_file(path: str) -> str:
     return value
 
 
+def refused(exc: RuntimeError) -> bool:
+    """Whether :func:`http_json`'s error is the daemon refusing the caller: HTTP 401 (no
+    valid token) or 403 (not allowed) — commands exit 2 for it, as for a usage error."""
+    text = str(exc)
+    return text.startswith(("HTTP 401", "HTTP 403"))
+
+
 def http_json(method: str, args: argparse.Namespace, path: str, body: Any = None, timeout_s: float = 600) -> Any:
     """Call the daemon; returns the JSON body.  Raises ClientError on
     connection problems and RuntimeError(message) on an HTTP error."""

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ongridd.cli.common import ClientError, add_client_args, base_url, http_json
+from ongridd.cli.common import ClientError, add_client_args, base_url, http_json, refused
 
 INSTALL_TIMEOUT_S = 600.0
 LIST_TIMEOUT_S = 10.0
@@ -53,16 +53,6 @@ def add_parser(subparsers: Any) -> None:
 
 def _err(message: str) -> None:
     print(f"ongrid marketplace: {message}", file=sys.stderr)
-
-
-def _http_status(exc: RuntimeError) -> int | None:
-    text = str(exc)
-    if text.startswith("HTTP "):
-        try:
-            return int(text[5:8])
-        except ValueError:
-            return None
-    return None
 
 
 def _print_rows(rows: list[dict[str, Any]], as_json: bool, empty_note: str) -> None:
@@ -105,7 +95,7 @@ def run_list(args: argparse.Namespace) -> int:
             answer, why = None, str(exc)
         except RuntimeError as exc:
             _err(f"the daemon at {base_url(args.url)} answered {exc}")
-            return 2 if _http_status(exc) in (401, 403) else 1
+            return 2 if refused(exc) else 1
         if isinstance(answer, list):
             rows = [{"name": e.get("name"), "version": e.get("version"), "description": e.get("description"),
                      "installed": bool(e.get("installed")), "installed_version": e.get("installed_version")}
@@ -175,7 +165,7 @@ def run_action(args: argparse.Namespace) -> int:
         return 2
     except RuntimeError as exc:
         _err(str(exc))
-        return 2 if _http_status(exc) in (401, 403) else 1
+        return 2 if refused(exc) else 1
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, indent=2))
     else:

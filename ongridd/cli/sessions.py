@@ -11,7 +11,7 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
-from ongridd.cli.common import ClientError, add_client_args, http_json, print_json
+from ongridd.cli.common import ClientError, add_client_args, http_json, print_json, refused
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
             hint = (f" ({args.session_id!r} is not a session id: give the id `ongrid sessions list` shows "
                     "for the thread, not its name)")
         print(f"ongrid: {exc}{hint}", file=sys.stderr)
-        return 1
+        return 2 if refused(exc) else 1
     if args.sessions_command == "export":
         return _write_export(args, data)
     from ongridd.cli.termui import safe_text  # model and tool text shown as text, never as terminal controls

@@ -128,7 +128,7 @@ async def test_threads_messages_and_audit_with_proposals(tmp_path, monkeypatch):
         assert code == 0 and "ops" in out and sid in out and "completed" in out
         header, *lines = out.splitlines()
         code, _out, err = await cli("sessions", "list", "--url", d.base_url, token="")
-        assert code == 1 and "HTTP 401" in err and "--token-file" in err and "$ONGRID_TOKEN" in err
+        assert code == 2 and "HTTP 401" in err and "--token-file" in err and "$ONGRID_TOKEN" in err
         assert header.split()[:4] == ["LAST", "ACTIVITY", "LAST", "TURN"] and "THREAD" in header and len(lines) == 1
         code, out, err = await cli("sessions", "audit", sid, "--url", d.base_url)
         assert code == 0, err
