@@ -177,25 +177,27 @@ async def test_sigterm_with_a_worker_running_exits_0_and_kills_it(tmp_path):
     check_invariants(db, stopped=True)
 
 
+@asynccontextmanager
+async def joined_while_a_worker_waits(tmp_path: Path, *then: dict):
+    """The scripted model and config of a turn that dispatches a worker which waits 60 s, then
+    acknowledges a message sent meanwhile (the interjection call), then answers ``then``:
+    yields ``(fake, config path, database path)``."""
+    script = {"default": [{"tool_calls": [agent_call("rt-worker", "a long look")]},
+                          {"content": "Noted, I will look at web-2 too."}, *then],
+              "rt-worker": [{"delay_s": 60, "content": "never answered"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path)
+        mapping["llm"]["base_url"] = fake.base_url
+        yield fake, write_config(tmp_path, mapping), Path(mapping["state_dir"]) / "ongrid.db"
+
+
 async def test_kill_9_after_a_message_joined_a_running_turn_keeps_that_message(tmp_path):
     """A message sent while a worker runs is read by the turn's model only at
     its next call; it is held in the database from the moment it is accepted,
     so a SIGKILL before that call loses nothing: after the restart it is in
     the thread (after the interrupted call's result, with the time it was
     sent), stored once, and the next turn's model reads it."""
-    script = {
-        "default": [
-            {"tool_calls": [agent_call("rt-worker", "a long look")]},
-            {"content": "Noted, I will look at web-2 too."},  # the interjection call
-            {"content": "answered after the restart"},
-        ],
-        "rt-worker": [{"delay_s": 60, "content": "never answered"}],
-    }
-    async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        config = write_config(tmp_path, mapping)
-        db = Path(mapping["state_dir"]) / "ongrid.db"
+    async with joined_while_a_worker_waits(tmp_path, {"content": "answered after the restart"}) as (fake, config, db):
         async with serve(config) as first, ws(first.ws_url, "k9-joined") as c:
             sid = c.session_id
             await c.send({"type": "user_message", "text": "look at web-1 for a long time"})
@@ -243,18 +245,7 @@ async def test_a_joined_message_is_acknowledged_only_once_it_is_stored(tmp_path)
     and a SIGKILL right after loses nothing."""
     import sqlite3
 
-    script = {
-        "default": [
-            {"tool_calls": [agent_call("rt-worker", "a long look")]},
-            {"content": "Noted, I will look at web-2 too."},  # the interjection call
-        ],
-        "rt-worker": [{"delay_s": 60, "content": "never answered"}],
-    }
-    async with open_fake_llm(script) as fake:
-        mapping = prepare(tmp_path)
-        mapping["llm"]["base_url"] = fake.base_url
-        config = write_config(tmp_path, mapping)
-        db = Path(mapping["state_dir"]) / "ongrid.db"
+    async with joined_while_a_worker_waits(tmp_path) as (fake, config, db):
         async with serve(config) as first, ws(first.ws_url, "k9-locked") as c:
             sid = c.session_id
             await c.send({"type": "user_message", "text": "look at web-1 for a long time"})
