@@ -338,8 +338,6 @@ _CONTINUED_CHARS = 512
 #: a line that goes on on the next line: it ends in an odd number of backslashes (the shell drops
 #: the last one with the line break); right after a word (``PASSWORD=ab\\`` / ``cd``), the word goes on
 _CONTINUES = re.compile(r"(?<!\\)(?:\\\\)*\\\r?\Z")
-#: a line's first word, and the backslashes that end it (kept: the word may go on again)
-_FIRST_WORD = re.compile(r"(\s*)(\S*?)((?<!\\)(?:\\\\)*\\?\r?)(?=\s|\Z)")
 #: how deep strings inside strings are read (a JSON log line holding a JSON document…)
 _QUOTED_DEPTH = 3
 #: the words of an audit event kept as the context of its next EXECVE record: the first (the
@@ -378,8 +376,9 @@ def _continued(above: list[str], line: str, alone: str) -> str:
     if mark is None:
         return alone
     joined, _ = _redact_line(mark.join([*lines, line]))
-    if joined.count(mark) != len(lines):
-        return alone
+    if joined.count(mark) != len(lines):  # a value hidden across the line break (a quote left open above):
+        quote = min((i for i in (line.find('"'), line.find("'")) if i >= 0), default=-1)
+        return HIDDEN + _redact_line(line[quote:])[0] if quote >= 0 else HIDDEN  # this line's part of it too
     after = joined.rsplit(mark, 1)[1]
     if after == alone:
         return alone
@@ -486,6 +485,30 @@ def _audit_words(words: tuple[str, ...], context: list[str]) -> list[str] | None
     return None if out == list(words) else out
 
 
+def _glued(before: str, line: str, shown: str) -> tuple[str, int | None]:
+    """``line`` (shown as ``shown``) as the rest of a word the lines ``before`` it began (``ab\\``
+    / ``cd``: the shell reads ``abcd``): checked glued to them; when that hides anything of
+    this line, all of the line up to what the glued check left unchanged at its end is hidden
+    (``PASSWORD=ab\\`` / ``cd x`` → ``*** x``; ``https://bob:ab\\`` / ``cd@host/`` → ``***@host/``).
+    Returns the line as shown and where in ``before`` the hidden part began (None: nothing
+    hidden, or it began on this line)."""
+    goes_on = _CONTINUES.search(line)  # its own line break, kept as it is
+    end = goes_on.start() if goes_on is not None else len(line)
+    raw = before + line[:end]
+    hidden, _ = _redact_line(raw)
+    same = 0  # the characters at the end left as they were
+    while same < end and same < len(hidden) and hidden[-1 - same] == raw[-1 - same]:
+        same += 1
+    lead = 0  # the characters at the start left as they were
+    while lead < len(before) and lead < len(hidden) and hidden[lead] == raw[lead]:
+        lead += 1
+    start = lead if lead < len(before) and hidden != raw else None
+    if same >= end:
+        return shown, start
+    tail = line[end - same:end]
+    return HIDDEN + (_redact_line(tail)[0] if tail else "") + line[end:], start
+
+
 def _inside_strings(line: str, depth: int) -> str:
     """``line`` with each double-quoted string that holds escaped quotes (a command inside a
     JSON or C string: ``{"cmd": "sshpass -p \\"a b\\" ssh"}``) filtered as the text it stands
@@ -509,18 +532,20 @@ def _inside_strings(line: str, depth: int) -> str:
             return json.dumps(shown, ensure_ascii=False)
         return '"' + shown.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-    out, at = [], 0
-    for start, end in _quoted_spans(line):
-        out += [line[at:start], one(line[start:end])]
-        at = end
-    return "".join(out) + line[at:]
+    for parity in (0, 1):  # a stray quote before the string pairs the quotes the other way: both ways
+        out, at = [], 0
+        for start, end in _quoted_spans(line, line.find('"') + 1 if parity else 0):
+            out += [line[at:start], one(line[start:end])]
+            at = end
+        line = "".join(out) + line[at:]
+    return line
 
 
-def _quoted_spans(line: str) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each double-quoted string of ``line`` holding an escaped quote,
-    left to right (a backslash escapes the next character; an unclosed string ends the
-    search).  One pass over the line."""
-    i, n = 0, len(line)
+def _quoted_spans(line: str, i: int = 0) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each double-quoted string of ``line`` from index ``i`` on holding an
+    escaped quote, left to right (a backslash escapes the next character; an unclosed string
+    ends the search).  One pass over the line."""
+    n = len(line)
     while (start := line.find('"', i)) != -1:
         j, escaped = start + 1, False
         while j < n:
@@ -559,13 +584,15 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
     chpasswd_indent: int | None = None  # a cloud-init "chpasswd:" key's indentation: deeper lines are its users
     value_below = False  # the line above ended with a secret option: this line's first word is its value
     continued: list[str] = []  # the command a line ending in " \\" goes on: its first line and the line before
-    word_hidden = False  # the line above ended in a hidden value that goes on on this line ("PASSWORD=ab\\")
+    glued: str | None = None  # the command so far when the line above went on inside its last word ("ab\\")
+    command = ""  # the line above, as checked
     for line in text.split("\n"):
         if '":' in line and "[" in line:  # journalctl -o json: a message with a control character is bytes
             line = _BYTE_ARRAY.sub(lambda m: _byte_array(m, audit), line)
         above, continued = continued, []
         carry, value_below = value_below, False
-        rest_of_value, word_hidden = word_hidden, False
+        before, glued = glued, None
+        prev_command, command = command, ""
         if chpasswd_indent is not None:
             if line.strip() and len(line) - len(line.lstrip()) <= chpasswd_indent:
                 chpasswd_indent = None
@@ -611,20 +638,20 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
         command = history.group(2) if history else line
         if carry:  # - --db-password / - X
             command = _value_first(command)
-        if rest_of_value:  # PASSWORD=ab\\ / cd: the line's first word is the rest of a hidden value
-            first = _FIRST_WORD.match(command)
-            if first is not None and first.group(2):
-                command = first.group(1) + HIDDEN + first.group(3) + command[first.end():]
         if '\\"' in command:  # a command inside a JSON (or C) string: its own quotes escaped
             command = _inside_strings(command, depth)
         shown, value_below = _redact_line(command)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)
         if above and not command.lstrip().startswith("- "):
             shown = _continued(above, command, shown)
+        if before is not None:  # the line above went on inside its last word: glued to it, as the shell reads it
+            shown, start = _glued(before, command, shown)
+            if start is not None and out and out[-1] == prev_command:  # it began on the line above: hidden there too
+                out[-1] = prev_command[:max(0, start - (len(before) - len(prev_command) + 1))] + HIDDEN + "\\"
         if (goes_on := _CONTINUES.search(command)) is not None:
             continued = [above[0] if above else command[:_CONTINUED_CHARS], command[-_CONTINUED_CHARS:]]
-            if goes_on.start() > 0 and not command[goes_on.start() - 1].isspace():  # inside its last word
-                word_hidden = shown.rstrip("\r\\").endswith(HIDDEN)
+            if goes_on.start() == 0 or not command[goes_on.start() - 1].isspace():  # inside its last word
+                glued = ((before or "") + command[:goes_on.start()])[-_CONTINUED_CHARS:]
         out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)
 

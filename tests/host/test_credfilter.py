@@ -301,6 +301,13 @@ def test_a_command_continued_with_a_backslash_hides_what_goes_on():
     assert "X40" not in redact_credentials(f"aws configure set aws_secret_access_key{bs}\n X40abc")
     assert "X41" not in redact_credentials(f"sshpass -p{bs}\n X41 ssh")
     assert redact_credentials(f"PASSWORD=ab{bs}\ncd{bs}\nef") == f"PASSWORD=***\n***{bs}\n***"
+    # a header's value after its name's line; a line that is only a backslash; a URL password
+    # split by the break (hidden on both lines); a quoted value going on on the next line
+    assert "X43" not in redact_credentials(f'curl -H "Authorization:{bs}\nBearer X43abcdefghijkl" http://x')
+    assert redact_credentials(f"mysql -uroot -p{bs}\n{bs}\nX44") == f"mysql -uroot -p***\n{bs}\n***"
+    assert redact_credentials(f"curl https://bob:X45{bs}\n@host/") == f"curl https://bob:***{bs}\n@host/"
+    assert redact_credentials(f"https://bob:X4{bs}\n6@host/") == f"https://bob:***{bs}\n***@host/"
+    assert "X47" not in redact_credentials(f'sshpass -p "correct {bs}\nX47 battery" ssh')
     # a first line cut to its first 512 characters (the backslash cut off with them)
     assert redact_credentials("x" * 600 + f" {bs}\nmysql -pX42") == "x" * 600 + f" {bs}\nmysql -p***"
 
@@ -322,6 +329,9 @@ def test_a_command_inside_a_string_with_escaped_quotes_hides_its_quoted_values()
     assert "X35" not in redact_credentials('cmd="mysql --password=\\"X35 b\\" db"')
     assert redact_credentials('{"a": "curl -H \\"Authorization: Bearer X36\\" http://x"}') == (
         '{"a": "curl -H \\"Authorization: Bearer ***\\" http://x"}')
+    # a stray quote before the string (the quotes pair the other way) changes nothing
+    assert redact_credentials('size=5" {"cmd": "sshpass -p \\"X48 b\\" ssh"}') == (
+        'size=5" {"cmd": "sshpass -p \\"***\\" ssh"}')
     # nothing secret in the string: left as it was
     assert redact_credentials('{"msg": "say \\"hello world\\" twice"}') == '{"msg": "say \\"hello world\\" twice"}'
 
