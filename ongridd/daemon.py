@@ -200,6 +200,10 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     auth = Authenticator(parse_tokens(secrets.tokens_raw), admins=None if admins is None else frozenset(admins))
     auth.check_listen(host)
     auth.check_admins()
+    if admins is not None and auth.open_mode:
+        log.warning("admins_without_tokens", admins=sorted(admins),
+                    hint=f"server.admins is set but ${config.server.tokens_env} holds no tokens: every loopback "
+                         "client is user local, who may change personas and plugins")
     warn_short_tokens(auth.tokens)
     check_state_dir(config.state_path)
     check_listen_free(host, port)

@@ -783,8 +783,12 @@ class Runtime:
                 while turn.pending_interjection and not turn.ended:
                     await trio.sleep(INTERJECTION_DEBOUNCE_S)  # gather a burst of messages into one call
                     texts, turn.pending_interjection[:] = list(turn.pending_interjection), []
-                    # what the call acknowledges is stored first (bounded: a database outage delays it)
-                    await self.writer.flush(turn.session_id, timeout_s=USER_MESSAGE_WAIT_S)
+                    # what the call acknowledges is stored first; not stored in time (a database
+                    # outage): no acknowledgement — the turn's next model call still reads the messages
+                    if not await self.writer.flush(turn.session_id, timeout_s=USER_MESSAGE_WAIT_S):
+                        log.warning("interjection_skipped", session_id=turn.session_id,
+                                    reason="the message was not stored in time")
+                        continue
                     try:
                         await self.runner.run_interjection(
                             turn=turn, text="\n\n".join(texts), running=self.workers.running(turn.session_id),

@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # store.py imports this module
 from ongridd.store.engine import write_tx
 from ongridd.store.messages import insert_message
 from ongridd.store.pending import recover_pending_in
-from ongridd.store.rows import new_id, utcnow
+from ongridd.store.rows import new_id, to_utc, utcnow
 from ongridd.store.schema import audit_logs, chat_messages, chat_sessions, mutating_proposals
 from ongridd.store.sessions import close_open_workers_in
 
@@ -158,6 +158,7 @@ def _tails(conn: Connection, full_scan: bool) -> dict[str, list[dict[str, Any]]]
             chat_messages.c.role,
             chat_messages.c.tool_calls,
             chat_messages.c.tool_call_id,
+            chat_messages.c.created_at,
         )
         .join(last, sa.and_(chat_messages.c.session_id == last.c.sid, chat_messages.c.seq >= last.c.from_seq))
         .order_by(chat_messages.c.session_id, chat_messages.c.seq)
@@ -169,10 +170,13 @@ def _tails(conn: Connection, full_scan: bool) -> dict[str, list[dict[str, Any]]]
 
 
 def _apply(conn: Connection, session_id: str, old: list[dict[str, Any]], new: list[dict[str, Any]], now: datetime) -> None:
-    calls = {c.get("id"): c for m in new if m["role"] == "assistant" for c in (m.get("tool_calls") or [])}
-    audited = {r.tool_call_id for r in conn.execute(
-        sa.select(audit_logs.c.tool_call_id).where(audit_logs.c.session_id == session_id,
-                                                   audit_logs.c.tool_call_id.is_not(None)))}
+    # a call's own audit row is one made after its assistant message (a provider may use an id again)
+    audited: dict[str, list[datetime]] = {}
+    for r in conn.execute(sa.select(audit_logs.c.tool_call_id, audit_logs.c.created_at)
+                          .where(audit_logs.c.session_id == session_id, audit_logs.c.tool_call_id.is_not(None))):
+        audited.setdefault(r.tool_call_id, []).append(to_utc(r.created_at))
+    asked: dict[str, Any] = {}  # the calls of the last assistant message, and when it was written
+    asked_at: datetime | None = None
     first_seq = old[0]["seq"]
     conn.execute(
         sa.update(chat_messages)
@@ -181,12 +185,15 @@ def _apply(conn: Connection, session_id: str, old: list[dict[str, Any]], new: li
     )
     for offset, msg in enumerate(new):
         seq = first_seq + offset
+        if msg["role"] == "assistant":
+            asked = {c.get("id"): c for c in (msg.get("tool_calls") or [])}
+            asked_at = to_utc(msg["created_at"]) if msg.get("created_at") is not None else None
         if "id" in msg:
             conn.execute(sa.update(chat_messages).where(chat_messages.c.id == msg["id"]).values(seq=seq))
         else:
             insert_message(conn, session_id, seq, msg, now)
-            call = calls.get(msg["tool_call_id"]) or {}
-            if msg["tool_call_id"] not in audited:
+            call = asked.get(msg["tool_call_id"]) or {}
+            if not any(asked_at is None or at >= asked_at for at in audited.get(msg["tool_call_id"], ())):
                 from ongridd.store.store import audit_values  # (store.py imports this module)
 
                 values = audit_values(session_id=session_id, tool_name=str(call.get("name") or msg.get("name") or "?"),

@@ -277,3 +277,29 @@ async def test_messages_held_for_a_turn_are_appended_to_their_thread(store):
     assert_history_valid(history)
     assert [(m["content"], m["name"]) for m in await store.load_messages(other["id"])] == [("hello?", None)]
     assert await store.recovery_sweep() == RecoveryReport()  # nothing held any more
+
+
+async def test_a_cut_off_call_is_audited_even_when_its_id_was_used_before(store):
+    """Some providers number calls per request (``call_0`` each turn): an
+    earlier turn's audit row with the same id does not stand for the call
+    the crash cut off."""
+    from ongridd.store.writer import running_writer
+
+    coord, _ = await store.get_or_create_coordinator("dave", "main")
+    cid = coord["id"]
+    await store.append_message(cid, role="user", content="list the hosts")
+    await store.append_message(cid, role="assistant", content=None,
+                               tool_calls=[{"id": "call_0", "name": "query_devices", "arguments": "{}"}])
+    await store.append_message(cid, role="tool", content="[]", tool_call_id="call_0", name="query_devices")
+    async with running_writer(store) as writer:
+        await writer.add_audit(session_id=cid, owner=cid, tool_name="query_devices", arguments="{}", result="[]",
+                               status="ok", duration_ms=3, tool_call_id="call_0").wait()
+    await store.append_message(cid, role="assistant", content="None.")
+    await store.append_message(cid, role="user", content="now check the disk")
+    await store.append_message(cid, role="assistant", content=None, tool_calls=[
+        {"id": "call_0", "name": "AgentTool", "arguments": '{"subagent_type":"specialist-disk"}'}])
+
+    report = await store.recovery_sweep()
+    assert report.added_tool_results == 1
+    audit = sorted((a["tool_name"], a["status"]) for a in await store.list_audit(cid))
+    assert audit == [("AgentTool", "cancelled"), ("query_devices", "ok")]
