@@ -197,7 +197,8 @@ def format_messages(rows: list[dict]) -> list[str]:
     for m in rows:
         calls = ", ".join(_one_line(c.get("name", "?")) for c in m.get("tool_calls") or [])
         body = "\n    ".join((m.get("content") or "").split("\n"))
-        out.append(f"#{m['seq']} {m['role']}: {body}{' [calls ' + calls + ']' if calls else ''}")
+        place = f"#{m['seq']}" if m.get("seq") is not None else "(held: not read by the running turn yet)"
+        out.append(f"{place} {m['role']}: {body}{' [calls ' + calls + ']' if calls else ''}")
     return out
 
 
@@ -206,7 +207,8 @@ _SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit 0 on success, 1 on an HTTP error (e.g. 404), 2 when the daemon cannot be reached."""
+    """Exit 0 on success, 1 on an HTTP error (e.g. 404), 2 when the daemon cannot be reached or
+    refuses the caller (401, 403)."""
     if args.sessions_command == "list":
         path = f"/api/sessions?limit={max(1, min(args.limit, 200))}"
     else:
