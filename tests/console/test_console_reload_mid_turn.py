@@ -97,3 +97,29 @@ def test_tiles_started_by_workers_nest_in_order_live(tmp_path):
         }""")
         assert order[-2:] == ["R3:1:false", "H1:1:false"], order
         assert watch.errors == []
+
+
+def test_a_message_the_running_turn_has_not_read_yet_shows_right_after_a_reload(tmp_path):
+    """Held for the running turn (its model has not read it yet), a message
+    sent before the reload is in the transcript at once, inside that turn —
+    and once the turn has answered, it is there once."""
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    script = {"default": [{"delay_s": 8, "content": "First answer after a long think."},
+                          {"content": "Noted your second message."},  # the interjection call
+                          {"content": "Final answer covering both messages."}]}
+    with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "held-room")
+        page.locator("#text").fill("M1 first")
+        page.locator("#text").press("Enter")
+        page.wait_for_timeout(1000)
+        page.locator("#text").fill("M2 sent while it thinks")
+        page.locator("#text").press("Enter")
+        page.locator(".msg", has_text="Noted your second message.").wait_for(timeout=15_000)
+        page.reload()  # the model is still thinking about M1: M2 is held, not read yet
+        page.locator("#conn.online").wait_for()
+        page.locator(".msg.user", has_text="M2 sent while it thinks").wait_for(timeout=5_000)
+        assert page.locator(".msg", has_text="Final answer covering both messages.").count() == 0  # still running
+        page.locator(".msg", has_text="Final answer covering both messages.").wait_for(timeout=30_000)
+        page.wait_for_timeout(1000)  # the transcript read again after the turn
+        assert page.locator(".msg.user", has_text="M2 sent while it thinks").count() == 1
+        assert watch.errors == []
