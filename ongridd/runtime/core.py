@@ -116,8 +116,10 @@ class Turn:
     admitted: bool = False
     #: the queued write of the user message that started it (its seq is the workers' ``turn_seq``)
     user_write: PendingWrite | None = None
-    #: the message that started it (None for a follow-up turn: its messages are held)
+    #: the message that started it (None when held: a follow-up turn's, or one that waited for a slot)
     first_text: str | None = None
+    #: it answers messages that came during an earlier turn's last model call (:meth:`Runtime._follow_up`)
+    follow_up: bool = False
 
     def take_inbox(self) -> list[Message]:
         """The kernel's inbox (``pending_user_messages``): every waiting
@@ -542,9 +544,8 @@ class Runtime:
         if running is not None and len(running.inbox) >= INBOX_MAX:
             raise Busy(f"this thread already has {len(running.inbox)} messages waiting for its turn; "
                        "send again once it has answered")
-        if running is not None and running.queued:  # joins the waiting turn as a pending message
-            # (held like the follow-up turn's own messages; a new turn's first message is not stored either)
-            running.inbox.append(self._hold(running, text) if running.start_held else Joined(text))
+        if running is not None and running.queued:  # joins the waiting turn as a pending message, held
+            running.inbox.append(self._hold(running, text))
             return
         if running is not None:
             running.inbox.append(self._hold(running, text))
@@ -559,6 +560,10 @@ class Runtime:
             ticket = self._ticket(session_id, user_id)  # Busy: refused, nothing run or stored
         turn = Turn(session_id=session_id, user_id=user_id, locale=locale, thread=row.get("thread_id"),
                     ticket=ticket, first_text=text)
+        if ticket.queued:  # it waits for a slot: its message is held meanwhile (a crash keeps it)
+            joined = self._hold(turn, text)
+            if joined.held is not None:
+                turn.start_held, turn.first_text = [joined.held], None
         self.turns[session_id] = turn
         self._hub(session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, turn, text)
@@ -689,15 +694,20 @@ class Runtime:
     async def _wait_for_slot(self, turn: Turn) -> None:
         """Wait in the admission queue (§4 Load), then log ``turn_start``.
         A follow-up turn queues without the bound.  Cancelled while queued
-        (stop, shutdown): the turn never runs and the messages sent while it
-        queued are dropped — none was stored (a follow-up turn's own messages,
-        held since they were sent, are stored unanswered by :meth:`_run_turn`)."""
+        (stop, shutdown): the turn never runs and its messages, held while it
+        waited (a crash keeps them for the start-up recovery), are dropped —
+        none is stored; a follow-up turn's messages, sent to the turn before,
+        are stored unanswered by :meth:`_run_turn`."""
         if turn.ticket is None:
             turn.ticket = self._ticket(turn.session_id, turn.user_id, force=True)
         try:
             await turn.ticket.wait()
         except BaseException:
             turn.inbox.clear()
+            if not turn.follow_up and turn.held:  # told "not sent": the rows held for it go too
+                self.writer.drop_held(turn.session_id, list(turn.held), owner=turn.session_id)
+                turn.held.clear()
+                turn.start_held = []
             raise
         turn.admitted = True
         if turn.ticket.waited:
@@ -763,7 +773,7 @@ class Runtime:
             return
         held = {j.held: j for j in leftover if j.held is not None}
         follow = Turn(session_id=turn.session_id, user_id=turn.user_id, locale=turn.locale, thread=turn.thread,
-                      held=held, start_held=list(held))
+                      held=held, start_held=list(held), follow_up=True)
         self.turns[turn.session_id] = follow
         self._hub(turn.session_id).turn_running = True
         self.nursery.start_soon(self._run_turn, follow, "\n\n".join(j.text for j in leftover))

@@ -127,14 +127,14 @@ MAX_FAILURES_KEPT = 20
 SEQ_CACHE_MAX = 20_000
 
 KINDS = ("create_session", "mark_running", "message", "audit", "close_session", "usage", "turn_error",
-         "hold_message")
+         "hold_message", "drop_held")
 
 
 @attrs.define(eq=False)
 class PendingWrite:
     """One queued write.
 
-    ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage|turn_error|hold_message``;
+    ``kind``: one of ``create_session|mark_running|message|audit|close_session|usage|turn_error|hold_message|drop_held``;
     ``session_id``: the row's session; ``owner``: the coordinator session
     whose turn made it (failures are reported there).  ``done`` (an event)
     is set and ``is_done`` true once the write was committed (``result``:
@@ -308,6 +308,11 @@ class StoreWriter:
             return {"id": new_id(), "content": clean_text(content)}
 
         return self._submit("hold_message", session_id, owner, values)
+
+    def drop_held(self, session_id: str, ids: Sequence[str], *, owner: str) -> PendingWrite:
+        """Queue the deletion of held messages ``ids`` that will never be stored (their turn was
+        stopped before it ran: the person was told they were not sent; result: None)."""
+        return self._submit("drop_held", session_id, owner, lambda: {"ids": list(ids)})
 
     def add_audit(self, *, session_id: str, owner: str, tool_name: str, arguments: str, result: str,
                   status: str, duration_ms: int, tool_call_id: str | None = None) -> PendingWrite:
@@ -654,6 +659,9 @@ def apply_batch(engine: Engine, batch: list[PendingWrite]) -> list[Any]:
                 pending.hold_many(conn, [{"id": values["id"], "session_id": sid, "content": values["content"],
                                           "created_at": now}])
                 results.append(values["id"])
+            elif kind == "drop_held":
+                pending.settle_many(conn, values["ids"])
+                results.append(None)
             elif kind == "audit":
                 results.append(audit.add_audit_in(conn, values, now))
             elif kind == "close_session":
@@ -749,6 +757,8 @@ def apply_batch_fast(engine: Engine, batch: list[PendingWrite],
             held_rows.append({"id": values["id"], "session_id": write.session_id, "content": values["content"],
                               "created_at": now})
             results[i] = values["id"]
+        elif kind == "drop_held":
+            settled.extend(values["ids"])
         elif kind == "audit":
             audit_id = new_id()
             audit_rows.append({**values, "id": audit_id, "created_at": now})

@@ -220,6 +220,7 @@ async def test_shutdown_while_queued_never_runs_the_queued_turn(tmp_path: Path) 
         assert [r for r in fake.requests if r.session == queued_sid] == []
         db = Path(mapping["state_dir"]) / "ongrid.db"
         assert db_rows(db, "SELECT content FROM chat_messages WHERE session_id = ?", (queued_sid,)) == []
+        assert db_rows(db, "SELECT content FROM pending_messages") == []  # held while it waited, then dropped
 
 
 async def test_a_waiting_turns_inbox_is_bounded(tmp_path: Path) -> None:

@@ -276,3 +276,36 @@ async def test_a_joined_message_is_acknowledged_only_once_it_is_stored(tmp_path)
             second.proc.send_signal(signal.SIGTERM)
             with trio.fail_after(10):
                 assert await second.proc.wait() == 0
+
+
+async def test_kill_9_while_a_turn_waits_for_a_slot_keeps_its_messages(tmp_path):
+    """A turn waiting for a slot (the daemon's turns all busy) holds its
+    message and the ones sent to it meanwhile: a SIGKILL keeps them, and
+    after the restart they are in the thread, unanswered, in order."""
+    script = {"default": [{"delay_s": 60, "content": "never answered"}]}
+    async with open_fake_llm(script) as fake:
+        mapping = prepare(tmp_path, limits={"max_concurrent_turns": 1})
+        mapping["llm"]["base_url"] = fake.base_url
+        config = write_config(tmp_path, mapping)
+        db = Path(mapping["state_dir"]) / "ongrid.db"
+        async with serve(config) as first, ws(first.ws_url, "busy") as c1, ws(first.ws_url, "waits") as c2:
+            await c1.send({"type": "user_message", "text": "the long one"})
+            with trio.fail_after(15):
+                await fake.wait_requests(1)
+            await c2.send({"type": "user_message", "text": "queued question"})
+            await c2.until(lambda f: "queue_position" in f)
+            await c2.send({"type": "user_message", "text": "and a second thought"})
+            with trio.fail_after(15):
+                while len(db_rows(db, "SELECT id FROM pending_messages")) < 2:
+                    await trio.sleep(0.02)
+            waiting = c2.session_id
+            first.proc.send_signal(signal.SIGKILL)
+            with trio.fail_after(10):
+                await first.proc.wait()
+        async with serve(config) as second:
+            check_invariants(db, stopped=True)
+            rows = db_rows(db, "SELECT content FROM chat_messages WHERE session_id = ? ORDER BY seq", (waiting,))
+            assert [r["content"] for r in rows] == ["queued question", "and a second thought"]
+            second.proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(10):
+                assert await second.proc.wait() == 0

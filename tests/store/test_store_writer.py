@@ -490,3 +490,19 @@ async def test_holding_an_empty_message_fails_at_once(store):
         bad = writer.hold_message(coord["id"], owner=coord["id"], content=None)  # type: ignore[arg-type]
         assert bad.done.is_set() and isinstance(bad.error, ValueError)
     assert _held(store) == []
+
+
+async def test_held_messages_never_stored_are_dropped(store):
+    """``drop_held`` deletes held messages without a message carrying them
+    (a turn stopped before it ran), in the batch that held them or later."""
+    coord, _ = await store.get_or_create_coordinator("u", "held-dropped")
+    sid = coord["id"]
+    async with running_writer(store) as writer:
+        early = writer.hold_message(sid, owner=sid, content="waits for a slot")
+        await early.wait()
+        late = writer.hold_message(sid, owner=sid, content="sent meanwhile")
+        kept = writer.hold_message(sid, owner=sid, content="another turn's")
+        await writer.drop_held(sid, [early.values["id"], late.values["id"]], owner=sid).wait()
+        assert writer.take_failures(sid) == [] and kept.result == kept.values["id"]
+    assert _held(store) == [(sid, "another turn's")]
+    assert await store.load_messages(sid) == []
