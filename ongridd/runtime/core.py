@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.store.pending import JOINED_NAME
-from ongridd.store.rows import clean_text, iso
+from ongridd.store.rows import clean_text, iso, utcnow
 from ongridd.tools.spec import Tool, ToolCallContext
 
 if TYPE_CHECKING:
@@ -51,14 +51,11 @@ class Joined:
 
     text: str
     held: str | None = None
-    at: datetime = attrs.field(factory=lambda: datetime.now(timezone.utc))
+    at: datetime = attrs.field(factory=utcnow)
 
 log = get_logger(__name__)
 
 INTERJECTION_DEBOUNCE_S = 0.3
-#: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running:
-#: that turn answers it (never sent to the model: ``name`` is wire only for tool messages)
-JOINED_TURN = JOINED_NAME
 #: the most characters of a turn's error kept with its thread
 TURN_ERROR_CHARS = 2000
 #: how long a stopped turn (or one ending during shutdown) waits for its writes
@@ -127,7 +124,7 @@ class Turn:
         taken, self.inbox[:] = list(self.inbox), []
         out = []
         for joined in taken:
-            msg = Message(role="user", content=joined.text, name=JOINED_TURN)
+            msg = Message(role="user", content=joined.text, name=JOINED_NAME)
             if joined.held is not None:
                 self.drained.append((msg, joined))
             out.append(msg)
@@ -486,7 +483,7 @@ class Runtime:
         out = [{"seq": r["seq"], "role": r["role"], "content": r["content"],
                 "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
                 "tool_calls": r["tool_calls"], "tool_call_id": r["tool_call_id"], "created_at": r["created_at"]}
-               | ({"joined": True} if r["role"] == "user" and r.get("name") == JOINED_TURN else {})
+               | ({"joined": True} if r["role"] == "user" and r.get("name") == JOINED_NAME else {})
                for r in rows]
         # stored summaries of older turns (the history budget), each right after the last message it
         # covers; on a full page only those up to its last seq (the next page has the rest)
@@ -544,12 +541,9 @@ class Runtime:
         if running is not None and len(running.inbox) >= INBOX_MAX:
             raise Busy(f"this thread already has {len(running.inbox)} messages waiting for its turn; "
                        "send again once it has answered")
-        if running is not None and running.queued:  # joins the waiting turn as a pending message, held
+        if running is not None:  # joins it, held until a stored message carries it
             running.inbox.append(self._hold(running, text))
-            return
-        if running is not None:
-            running.inbox.append(self._hold(running, text))
-            if running.ended:  # too late for this turn: its follow-up turn answers it
+            if running.queued or running.ended:  # read when it runs; or too late: its follow-up turn answers it
                 return
             running.pending_interjection.append(text)
             if not running.interjecting:  # one interjection call at a time; later messages are batched
@@ -724,7 +718,7 @@ class Runtime:
             return Joined(text)
         held = self.writer.hold_message(turn.session_id, owner=turn.session_id, content=text)
         held.commit_soon()
-        joined = Joined(text, held.values["id"], held.at or datetime.now(timezone.utc))
+        joined = Joined(text, held.values["id"], held.at or utcnow())
         turn.held[held.values["id"]] = joined
         return joined
 

@@ -26,7 +26,9 @@ from ongridd.store.fastsql import Conn, Prepared
 from ongridd.store.messages import append_message_in
 from ongridd.store.schema import pending_messages
 
-#: ``chat_messages.name`` of a user message that joined a running turn (the transcript marks it ``joined``)
+#: ``chat_messages.name`` of a user message sent while its thread's turn was queued or running, which
+#: that turn answered (the transcript marks it ``joined``; never sent to the model: ``name`` is wire
+#: only for tool messages)
 JOINED_NAME = "joined_turn"
 
 _PENDING_KEYS = ("id", "session_id", "content", "created_at")

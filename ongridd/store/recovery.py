@@ -170,6 +170,8 @@ def _tails(conn: Connection, full_scan: bool) -> dict[str, list[dict[str, Any]]]
 
 
 def _apply(conn: Connection, session_id: str, old: list[dict[str, Any]], new: list[dict[str, Any]], now: datetime) -> None:
+    from ongridd.store.store import audit_values  # (store.py imports this module)
+
     # a call's own audit row is one made after its assistant message (a provider may use an id again)
     audited: dict[str, list[datetime]] = {}
     for r in conn.execute(sa.select(audit_logs.c.tool_call_id, audit_logs.c.created_at)
@@ -194,8 +196,6 @@ def _apply(conn: Connection, session_id: str, old: list[dict[str, Any]], new: li
             insert_message(conn, session_id, seq, msg, now)
             call = asked.get(msg["tool_call_id"]) or {}
             if not any(asked_at is None or at >= asked_at for at in audited.get(msg["tool_call_id"], ())):
-                from ongridd.store.store import audit_values  # (store.py imports this module)
-
                 values = audit_values(session_id=session_id, tool_name=str(call.get("name") or msg.get("name") or "?"),
                                       arguments=str(call.get("arguments") or ""), result=INTERRUPTED_RESULT,
                                       status="cancelled", duration_ms=0, tool_call_id=msg["tool_call_id"])

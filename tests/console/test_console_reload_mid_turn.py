@@ -27,16 +27,22 @@ def signed_in(b, url: str, thread: str):
     return page, watch
 
 
+def send_two(page, first: str, second: str) -> None:
+    """Send ``first``, then ``second`` a second later, while the turn runs; wait for the
+    interjection's acknowledgement of the second (the script's "Noted your second message.")."""
+    page.locator("#text").fill(first)
+    page.locator("#text").press("Enter")
+    page.wait_for_timeout(1000)
+    page.locator("#text").fill(second)
+    page.locator("#text").press("Enter")
+    page.locator(".msg", has_text="Noted your second message.").wait_for(timeout=15_000)
+
+
 def test_a_message_that_joined_the_turn_shows_after_a_reload_mid_turn(tmp_path):
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
     with daemon(tmp_path, SCRIPT, tokens=f"carol:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "reload-room")
-        page.locator("#text").fill("M1 first")
-        page.locator("#text").press("Enter")
-        page.wait_for_timeout(1000)
-        page.locator("#text").fill("M2 important second message")
-        page.locator("#text").press("Enter")
-        page.locator(".msg", has_text="Noted your second message.").wait_for(timeout=15_000)
+        send_two(page, "M1 first", "M2 important second message")
         page.reload()  # the model is still thinking about M1
         page.locator("#conn.online").wait_for()
         page.locator(".msg", has_text="Final answer covering both messages.").wait_for(timeout=30_000)
@@ -109,12 +115,7 @@ def test_a_message_the_running_turn_has_not_read_yet_shows_right_after_a_reload(
                           {"content": "Final answer covering both messages."}]}
     with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "held-room")
-        page.locator("#text").fill("M1 first")
-        page.locator("#text").press("Enter")
-        page.wait_for_timeout(1000)
-        page.locator("#text").fill("M2 sent while it thinks")
-        page.locator("#text").press("Enter")
-        page.locator(".msg", has_text="Noted your second message.").wait_for(timeout=15_000)
+        send_two(page, "M1 first", "M2 sent while it thinks")
         page.reload()  # the model is still thinking about M1: M2 is held, not read yet
         page.locator("#conn.online").wait_for()
         page.locator(".msg.user", has_text="M2 sent while it thinks").wait_for(timeout=5_000)
