@@ -824,7 +824,8 @@ def _redact_line(line: str) -> tuple[str, bool]:
                 hide_next = False
             continue
         if user_next and not word.startswith("-"):
-            parts[i], user_next = _user_password(word, ",:" if lftp else ":%"), False
+            parts[i], open_quote = _user_password(word, ",:" if lftp else ":%")
+            user_next, keep_close = False, True
             continue
         user_next = False
         if word.lstrip("\"'").lower() in ("bearer", "basic"):
@@ -953,7 +954,8 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
                 return word, True, "", False
             return f"{name}{sep}{HIDDEN}", False, _unclosed(value), False
         if name in ("--user", "-u", "-U") and sep == "=":
-            return f"{name}={_user_password(value)}", False, "", False
+            shown, opened = _user_password(value)
+            return f"{name}={shown}", False, opened, True
         if depth < 2:  # --env=DB_PASSWORD=X, Environment="TOKEN=X"
             quote = value[:1] if value[:1] in ("'", '"') else ""
             close = quote if quote and len(value) > 1 and value.endswith(quote) else ""
@@ -976,11 +978,33 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
     return word, False, "", False
 
 
-def _user_password(value: str, separators: str = ":%") -> str:
+def _user_password(value: str, separators: str = ":%") -> tuple[str, str]:
     """``name:password`` (curl ``-u``), ``name%password`` (smbclient ``-U``) or ``name,password``
-    (lftp ``-u``, when ``separators`` holds ``,``) with the password hidden."""
+    (lftp ``-u``, when ``separators`` holds ``,``) with the password hidden.  Returns the word as
+    shown and the quote the word opened and did not close as the shell reads it (``"bob:a`` of
+    ``-u "bob:a b"``, ``bob,"p`` of ``-u bob,"p w"``: the next words are hidden up to that quote),
+    else ``""``."""
     for sep in separators:
         name, found, _ = value.partition(sep)
         if found:
-            return f"{name}{sep}{HIDDEN}"
-    return value
+            opened = _shell_open_quote(value)
+            close = value[0] if not opened and len(value) > 1 and value[0] in "'\"" and value[-1] == value[0] else ""
+            return f"{name}{sep}{HIDDEN}{close}", opened
+    return value, ""
+
+
+def _shell_open_quote(word: str) -> str:
+    """The quote ``word`` leaves open as a POSIX shell reads it (``'`` or ``"``), else ``""``:
+    a backslash escapes the next character outside quotes and inside double quotes."""
+    quote, i = "", 0
+    while i < len(word):
+        c = word[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote and c == quote:
+            quote = ""
+        elif not quote and c in "'\"":
+            quote = c
+        i += 1
+    return quote

@@ -124,3 +124,32 @@ def test_a_message_the_running_turn_has_not_read_yet_shows_right_after_a_reload(
         page.wait_for_timeout(1000)  # the transcript read again after the turn
         assert page.locator(".msg.user", has_text="M2 sent while it thinks").count() == 1
         assert watch.errors == []
+
+
+def test_an_interim_message_shows_as_text_after_a_reload(tmp_path):
+    # SendMessage's text, shown live as an interim bubble, stands in the transcript after a reload in
+    # its place, as text: markup the model wrote is not rendered
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    script = {"default": [
+        {"tool_calls": [{"name": "SendMessage", "arguments": {"text": "Checking <b id='x'>disk</b> first"}}]},
+        {"content": "Disk is fine."},
+    ]}
+    with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "interim-room")
+        page.locator("#text").fill("How is the disk?")
+        page.locator("#text").press("Enter")
+        page.locator(".msg.final", has_text="Disk is fine.").wait_for(timeout=15_000)
+        page.locator(".msg.interim", has_text="Checking").wait_for(timeout=5_000)
+        page.reload()
+        page.locator("#conn.online").wait_for()
+        page.locator(".msg.final", has_text="Disk is fine.").wait_for(timeout=15_000)
+        interim = page.locator(".msg.interim")
+        assert interim.count() == 1
+        assert interim.inner_text() == "Checking <b id='x'>disk</b> first"
+        assert page.locator("#x").count() == 0
+        # in its place: after the question, before the answer
+        classes = page.locator(".msg").evaluate_all("els => els.map(e => e.className.split(' '))")
+        kinds = [k for c in classes for k in c if k in ("user", "interim", "final")]
+        assert kinds == ["user", "interim", "final"], classes
+        assert page.locator(".chip", has_text="SendMessage").count() == 0
+        assert watch.errors == []

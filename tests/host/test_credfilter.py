@@ -32,6 +32,13 @@ from ongrid_host.local import redact_cmdline
     ("https://example.org/a:b@c", "https://example.org/a:b@c"),  # no user information
     ("curl -u admin:hunter2 https://x", "curl -u admin:*** https://x"),
     ("curl --user=admin:hunter2 x", "curl --user=admin:*** x"),
+    # a quoted user:password with a space: the shell's one word, hidden to its closing quote
+    ('curl -u "bob:a b" https://x', 'curl -u "bob:***" https://x'),
+    ("curl -u 'bob:a b c' https://x", "curl -u 'bob:***' https://x"),
+    ('curl --user="bob:a b" x', 'curl --user="bob:***" x'),
+    ('lftp -u bob,"p w" h', 'lftp -u bob,***" h'),
+    ('smbclient -U "dom\\bob%p w" //h/s', 'smbclient -U "dom\\bob%***" //h/s'),
+    ('curl -u "bob" https://x', 'curl -u "bob" https://x'),  # no password: curl asks for it
     ("curl -H Authorization: Basic dXNlcjpodW50ZXIy x", "curl -H Authorization: Basic *** x"),
     ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
     ("sshpass -p hunter2 ssh h", "sshpass -p *** ssh h"),

@@ -431,10 +431,15 @@ async function loadTranscript(sessionId, gen) {
       const calls = (m.tool_calls || []).filter((c) => c && c.name);
       let chips = null;
       for (const c of calls) {
+        const sent = c.name === "SendMessage" ? (parseJson(c.arguments) || {}).text : null;
         if (c.name === "AgentTool") {
           const tile = historyTile(c);
           turn.el.append(tile.el);
           workers.set(c.id, tile);
+          chips = null;
+        } else if (typeof sent === "string" && sent.trim()) {
+          // an interim message, as it was shown live (as text: the model's words are not markup here)
+          turn.el.append(el("div", { class: "msg interim", text: sent.trim() }));
           chips = null;
         } else {
           if (!chips) { chips = el("div", { class: "chips" }); turn.el.append(chips); }
