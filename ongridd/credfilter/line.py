@@ -1,0 +1,513 @@
+"""The credential filter's rules for one line: its words and the shapes found anywhere on it
+(:func:`redact_line`), and the helpers the multi-line reading shares (quotes, values)."""
+
+from __future__ import annotations
+
+import re
+
+from ongridd.credfilter.names import HIDDEN, NAME_PARTS, plain_value, secret_name
+
+#: ``--name=value``, ``/name=value``, ``name=value``, ``name:value`` (a URL's ``scheme:`` is not one: ``//``
+#: follows); matched from the word's start only
+_ASSIGNED = re.compile(r"([-/+]{0,2}[A-Za-z_][A-Za-z0-9_.-]*)([=:])(?!//)(.+)\Z", re.DOTALL)
+#: an option word standing alone: ``--token``, ``-password``
+_OPTION = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9_.-]*\Z")
+#: a URL's user information with a password (the scheme at most 32 characters: linear on any word)
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/:@]{0,256}:)[^\s/]*@")
+#: a query parameter, or a ``name=value`` pair after a comma (``-o user=bob,password=X``)
+_QUERY_SECRET = re.compile(r"([?&,#]([^=&#,\s]{1,64})=)([^&#,\s]+)")
+#: a ``NAME=value`` pair after a ``;`` (an ADO.NET, ODBC or Azure connection string), the value ending at
+#: the next ``;``
+_CONNECTION_SECRET = re.compile(r"(;\s{0,4}([^=;&#,\s]{1,64})=)([^;\s]+)")
+#: a JSON member with a secret-looking name
+_JSON_SECRET = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")((?:[^"\\]|\\.)*)(")')
+#: the same inside a JSON string (a JSON log line carried as a string: ``{"log":"{\"password\":\"X\"}"}``)
+_JSON_ESCAPED = re.compile(r'(\\"([^"\\\s]{1,64})\\"\s{0,4}:\s{0,4}\\")((?:[^"\\]|\\[^"])*)(\\")')
+#: the same inside a JSON string, still open at the word's end (``{"log":"{\"password\":\"a b\"}"}``)
+_JSON_ESCAPED_OPEN = re.compile(r'(\\"([^"\\\s]{1,64})\\"\s{0,4}:\s{0,4}\\")(?:[^"\\]|\\[^"])*\Z')
+#: a JSON member whose string value is still open at the word's end (a value holding a space)
+_JSON_OPEN = re.compile(r'("([^"\s]{1,64})"\s{0,4}:\s{0,4}")(?:[^"\\]|\\.)*\Z')
+#: a JSON member's name and colon ending a word: its value is the next word (``{"password": "X"}``)
+_JSON_KEY_END = re.compile(r'"([^"\s]{1,64})"\s{0,4}:\Z')
+#: an XML element holding a secret-named value on one line (``<password>X</password>``)
+_XML_SECRET = re.compile(r"(<([A-Za-z_][\w.:-]{0,63})>)([^<]{1,1000})(</\2>)")
+#: a word that is a credential on its own after ``Bearer``/``Basic`` (a token, base64)
+_TOKEN_WORD = re.compile(r"([A-Za-z0-9._~+/=-]{8,})([\"',;]{0,2})\Z")
+#: keys of configuration files written "key value" whose value is a credential (the whole key, any case)
+_CONFIG_KEYS = frozenset({"password", "passwd", "pass", "passphrase", "requirepass", "masterauth", "auth_pass",
+                          "secret", "token", "apikey", "api_key", "api_token", "access_token", "auth_token",
+                          "secret_key", "client_secret", "private_key", "smtp_pass", "smtp_password",
+                          "db_password", "bindpw", "bind_pw", "rootpw", "psk", "wpa_passphrase", "sasl_password",
+                          "rocommunity", "rwcommunity", "rocommunity6", "rwcommunity6"})
+#: configuration keys whose first argument is the secret, whatever follows it (snmpd's
+#: ``rocommunity SECRET SOURCE OID``)
+_FIRST_ARGUMENT_KEYS = frozenset({"rocommunity", "rwcommunity", "rocommunity6", "rwcommunity6"})
+#: configuration directives whose next word is their secret, wherever they stand on the line
+#: (haproxy's ``user admin insecure-password X``)
+_DIRECTIVE_SECRETS = frozenset({"insecure-password", "auth-password", "bind-password", "secret-key"})
+#: a Redis ACL rule's password (``>PASSWORD``) or its hash (``#<sha256>``)
+_ACL_SECRET = re.compile(r"(>|#(?=[0-9a-fA-F]{64}\Z))(.+)\Z")
+#: a character closing around an unquoted value (one is kept after it: a JSON member's comma, a quote)
+_CLOSERS = "\"',;"
+#: a JSON member's name standing alone as a word (``{"token"`` of ``{"token" : "X"}``)
+_JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s=:]{1,64})"\Z')
+#: schemes of an ``Authorization`` header: the credential is the word after them
+_AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
+#: SQL Server's tools: ``-P X`` and ``-PX``
+_ATTACHED_P = frozenset({"sqlcmd", "bcp", "isql"})
+#: client programs (by file name) and their options that take a password as the next word
+_PASSWORD_OPTIONS = {
+    "redis-cli": ("-a",), "sshpass": ("-p",), "mongo": ("-p",), "mongosh": ("-p",), "ipmitool": ("-P",),
+    **{name: ("-P",) for name in _ATTACHED_P},
+    **{name: ("-c",) for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget", "snmpset",
+                                  "snmptable", "snmpdf", "snmpstatus")},
+    **{name: ("-w",) for name in ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd",
+                                  "ldapwhoami", "ldapcompare", "ldapmodrdn", "ldapexop")},
+}
+#: words that end one command of a command line (a ``login``'s ``-p`` is not the next command's)
+_COMMAND_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+#: a YAML node's anchor or tag before its value (``password: &pw X``, ``password: !!str X``)
+_YAML_NODE_PROPERTY = re.compile(r"(?:&[A-Za-z0-9_-]{1,64}|!!?[A-Za-z0-9_.-]{0,64})\Z")
+#: programs whose ``login`` subcommand takes the password after ``-p`` (``docker login -u ci -p X``)
+_LOGIN_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "az",
+                             "finch", "regctl"})
+#: programs whose ``-p`` takes the password in the same word (the MySQL and MariaDB tools)
+_MYSQL = re.compile(r"(?:mysql[a-z_-]{0,16}|mariadb(?:-[a-z]{1,16})?)\Z")
+WORDS = re.compile(r"(\s+)")
+#: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
+_BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
+#: ``env[NAME]`` of a php-fpm pool: the name in brackets is the key
+_BRACKETED_NAME = re.compile(r"(?:env\[[\"']?|\$[A-Za-z_][A-Za-z0-9_]{0,63}"
+                             r"(?:\[(?:['\"][^'\"\]]{1,64}['\"]|\$?[A-Za-z0-9_]{1,64})\]){0,8}\[['\"])"
+                             r"([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\]\Z")
+#: ``ipsec.secrets`` kinds whose next word is the secret (``%any : PSK "X"``)
+_IPSEC_KINDS = frozenset({"PSK", "EAP", "XAUTH", "NTLM"})
+#: Cisco-style type digits between a secret's name and its value (``username bob secret 0 X``), on
+#: the lines of a device configuration that open with one of these
+_TYPE_DIGITS = frozenset({"0", "5", "7", "8", "9"})
+_DEVICE_DIRECTIVES = frozenset({"username", "enable", "key", "password", "secret", "tacacs-server", "radius-server",
+                                "ppp", "ntp", "ip", "crypto", "server", "snmp-server", "wpa-psk", "authentication-key"})
+#: words after which a secret's name is followed by its value, the line's last word (``aws configure set
+#: aws_secret_access_key X``, ``CONFIG SET requirepass X``); after ``snmp-server`` the next word
+#: whatever follows (``snmp-server community X RO``)
+_SETTERS = frozenset({"set"})
+#: a line whose first word (after a list's ``-``) is the value of a secret option that ended the line above
+_FIRST_VALUE = re.compile(r"(\s*(?:-\s{1,4})?)(\S+)")
+#: directives whose next two words are a variable's name and its value (nginx ``fastcgi_param``,
+#: Apache ``SetEnv``, a Dockerfile's ``ENV``)
+_ENV_DIRECTIVES = frozenset({"fastcgi_param", "uwsgi_param", "scgi_param", "setenv", "env"})
+#: values whose shape alone says credential, wherever they stand (a provider's token formats, JWTs,
+#: password hashes in crypt format); each bounded, so linear on any input
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{30,255}|glpat-[A-Za-z0-9_-]{20,255}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,255}|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,255}"
+    r"|sk-(?:ant-|proj-)?[A-Za-z0-9_-]{32,255}|npm_[A-Za-z0-9]{36}|AIza[0-9A-Za-z_-]{35}"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16}"
+    r"|eyJ[A-Za-z0-9_-]{4,2000}\.eyJ[A-Za-z0-9_-]{4,4000}\.[A-Za-z0-9_-]{4,2000}"
+    # password hashes in crypt format: $id$salt$hash (not awk's or a shell's $1$2$3 …)
+    r"|\$(?:1|5|6|md5|apr1)\$(?:rounds=[0-9]{1,9}\$)?[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{8,1000}"
+    r"|\$2[abxy]?\$[0-9]{2}\$[./A-Za-z0-9]{53}"
+    r"|\$(?:y|gy|7)\$[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{8,1000}"
+    r"|\$argon2(?:id|i|d)\$v=[0-9]{1,3}\$[a-z0-9=,]{1,64}\$[A-Za-z0-9+/]{1,200}\$[A-Za-z0-9+/]{8,1000}"
+    r"|\$(?:pbkdf2[a-z0-9-]{0,16}|scrypt)\$[A-Za-z0-9./+=,-]{1,64}\$[A-Za-z0-9./+=$,-]{8,1000}"
+    r"|\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|CRYPT|MD5|SMD5|PLAIN|CLEARTEXT)\}[A-Za-z0-9+/=.$]{4,1000}"
+    r"|\*[0-9A-F]{40}"  # MySQL's native password hash
+    r"|md5[0-9a-f]{32}"  # PostgreSQL's md5 password hash (pg_authid, pgbouncer's userlist.txt)
+    # a base64 PEM private key (a Kubernetes Secret's tls.key) and a registry's auths (.dockerconfigjson)
+    r"|LS0tLS1CRUdJTi[A-Za-z0-9+/]{0,40}(?:UFJJVkFURSBLRV|BSSVZBVEUgS0V|QUklWQVRFIEtFW)[A-Za-z0-9+/=]{0,100000}"
+    r"|eyJhdXRocyI6[A-Za-z0-9+/=]{8,100000}"
+    r"|hv[sbr]\.[A-Za-z0-9_-]{20,255}|SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}|AGE-SECRET-KEY-1[0-9A-Z]{50,70}"
+    r"|SCRAM-SHA-(?:1|256)\$[0-9]{1,7}:[A-Za-z0-9+/=]{4,200}\$[A-Za-z0-9+/=]{8,200}:[A-Za-z0-9+/=]{8,200}"
+    r")(?![A-Za-z0-9_])")
+#: the secret part of a Slack incoming webhook's address
+_SLACK_HOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{1,32}/[A-Za-z0-9]{1,32}/"
+                         r"|discord(?:app)?\.com/api/webhooks/[0-9]{1,32}/)[A-Za-z0-9_-]{6,128}")
+#: a quoted name and a quoted value: a Python or PHP dict/array member (``'password': 'X'``,
+#: ``'password' => 'X'``), a PHP ``define('DB_PASSWORD', 'X')``; the value on one line
+_QUOTED_PAIR = re.compile(r"""(\bdefine[ \t]{0,8}\([ \t]{0,8})?(['"])([A-Za-z_][A-Za-z0-9_.-]{0,63})\2"""
+                          r"""([ \t]{0,64}(?(1),|(?::|=>))[ \t]{0,64})(['"])((?:(?!\5)[^\\\n]|\\.){0,2000})\5""")
+#: an element's ``key="NAME" value="X"`` (or ``name=``) attributes: .NET appSettings, Tomcat parameters
+_KEY_VALUE_ATTRS = re.compile(r"""\b((?:key|name)\s{0,4}=\s{0,4}(['"])([^'"\n]{1,64})\2\s{1,16}"""
+                              r"""value\s{0,4}=\s{0,4}(['"]))([^'"\n]{0,2000})(\4)""", re.IGNORECASE)
+#: a JSON object's ``"name": "X", "value": "Y"`` (a Kubernetes or ECS environment entry on one line)
+_JSON_NAME_VALUE = re.compile(r'("name"\s{0,4}:\s{0,4}"([^"\n]{1,64})"\s{0,4},\s{0,4}"value"\s{0,4}:\s{0,4}")'
+                              r'((?:[^"\\\n]|\\.){0,2000})(")')
+#: npm's ``//registry/:_authToken=X`` (and ``_auth``, ``_password``)
+#: the ``key="NAME"``/``name="NAME"`` word of such an element: it names a setting, it is no secret
+_ATTRIBUTE_NAME = re.compile(r"""(?i:key|name)=(['"])[^'"]{0,64}\1\Z""")
+_NPM_AUTH = re.compile(r"(:_(?:authToken|auth|password)=)(\S+)")
+#: a URL whose user information is one long word and no password: a token as the user name
+#: (``https://ghp_…@github.com``); a short user name (``git@``) stays
+_URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}://)"
+                             r"((?=[A-Za-z]{0,255}[0-9])[A-Za-z0-9]{30,256})@")
+#: a WireGuard private key under netplan's ``keys: private:`` (a 32-byte key in base64)
+_WG_PRIVATE = re.compile(r"(\bprivate(?:[-_]?key)?[ \t]{0,8}[:=][ \t]{0,8}['\"]?)[A-Za-z0-9+/]{42}[AEIMQUYcgkosw480]=")
+#: a ``user:password`` word on a line that runs chpasswd (``echo 'root:X' | chpasswd``,
+#: ``chpasswd <<< "root:X"``, ``printf '%s\\n' 'root:X' | chpasswd``)
+_CHPASSWD_INPUT = re.compile(r"""(?<![\w/$.:@%-])([A-Za-z_][A-Za-z0-9_.@-]{0,63}:)([^\s\\|;&'"]+)""")
+#: a line that feeds chpasswd or passwd (``… | chpasswd``, ``… | sudo /usr/sbin/passwd``, ``chpasswd <<< …``);
+#: group 1 or 2 is ``chpasswd`` when it is that one
+_FEEDS_PASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?(ch)?passwd\b"
+                           r"|\b(ch)passwd\s{0,8}(?:<<<|:\s{0,8}\{)")
+#: the word echoed into passwd (``echo X | passwd --stdin bob``)
+_PASSWD_INPUT = re.compile(r"""((?:\becho|\bprintf)(?:[ \t]{1,8}-[A-Za-z]{1,3}){0,2}[ \t]{1,8}['"]?)([^\s|;&'"]+)""")
+#: PAM's control words: ``auth required pam_unix.so`` is no Redis ``AUTH`` command
+_PAM_CONTROLS = frozenset({"required", "requisite", "sufficient", "optional", "include", "substack"})
+#: what may stand for the line break of a continued shell command (see :func:`_continued`):
+#: whitespace to the filter; the lines before it are cut to so many characters
+BREAKS = ("\u2029", "\u2028", "\x1c", "\x1d", "\x1e")
+
+
+def value_first(line: str) -> str:
+    """``line`` with its first word (after a list's ``-``) hidden: the value of a secret option
+    that ended the line above.  A quoted value is hidden up to its closing quote on the line."""
+    first = _FIRST_VALUE.match(line)
+    # a value there is a list item ("- X") or a quoted string ("X", of JSON): prose is no value
+    if first is None or first.group(2)[0] in "{[" or ("-" not in first.group(1) and first.group(2)[0] not in "\"'"):
+        return line
+    shown, quote, _ = hide_value(first.group(2))
+    rest = line[first.end():]
+    if quote:  # "correct horse battery": the words up to the close go too
+        at = closing(rest, quote, 0)
+        rest = "" if at < 0 else rest[at:]
+    return first.group(1) + shown + rest
+
+
+def _program(word: str) -> str:
+    return word.rsplit("/", 1)[-1]
+
+
+def _known_shapes(line: str) -> str:
+    """The shapes found anywhere on a line, before it is split into words: token formats,
+    quoted name-value pairs, key/value attributes, one-line XML elements, npm auth and URL
+    token users."""
+    line = _TOKEN_SHAPES.sub(HIDDEN, line)
+    if "://" in line:
+        line = _URL_TOKEN_USER.sub(rf"\g<1>{HIDDEN}@", line)
+        if "hooks.slack" in line or "/webhooks/" in line:
+            line = _SLACK_HOOK.sub(rf"\g<1>{HIDDEN}", line)
+    if "<" in line:
+        line = _XML_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if secret_name(m.group(2))
+                               else m.group(0), line)
+    if "'" in line or '"' in line:
+        line = _QUOTED_PAIR.sub(lambda m: m.group(0)[:m.start(6) - m.start(0)] + HIDDEN + m.group(5)
+                                if secret_name(m.group(3)) else m.group(0), line)
+        if '"name"' in line:
+            line = _JSON_NAME_VALUE.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if secret_name(m.group(2))
+                                        else m.group(0), line)
+        if "=" in line:
+            line = _KEY_VALUE_ATTRS.sub(lambda m: m.group(1) + HIDDEN + m.group(6) if secret_name(m.group(3))
+                                        else m.group(0), line)
+    if ":_" in line:
+        line = _NPM_AUTH.sub(rf"\g<1>{HIDDEN}", line)
+    if "rivate" in line:
+        line = _WG_PRIVATE.sub(rf"\g<1>{HIDDEN}", line)
+    if "passwd" in line or "-stdin" in line:
+        fed = [bool(m.group(1) or m.group(2)) for m in _FEEDS_PASSWD.finditer(line)]
+        if any(fed):
+            line = _CHPASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
+        elif fed or "--stdin" in line or "--password-stdin" in line:  # echo X | passwd --stdin; docker login
+            line = _PASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
+    return line
+
+
+def _redis_auth(parts: list[str], at: list[int]) -> int:
+    """The index in ``parts`` (the words at the indexes ``at``) of the password of a Redis ``AUTH
+    [user] password`` command — typed at a ``redis-cli`` prompt or on its command line, or shown
+    by ``MONITOR`` (``[0 127.0.0.1:5555] "AUTH" "X"``) — else -1."""
+    for j, i in enumerate(at):
+        if parts[i].strip('"').lower() != "auth" or len(at) - j - 1 not in (1, 2):
+            continue
+        after = parts[at[j + 1]].lower()
+        if after in _PAM_CONTROLS or after.startswith("["):
+            return -1
+        if (j == 0 and parts[i] in ("AUTH", "auth")) or (j and parts[at[j - 1]].endswith(">")) \
+                or (j and parts[at[j - 1]].endswith("]") and parts[i] == '"AUTH"') \
+                or any(_program(parts[k]) == "redis-cli" for k in at[:j]):
+            return at[-1]
+    return -1
+
+
+def redact_line(line: str) -> tuple[str, bool]:
+    """One line with its secrets hidden, and whether it ended with a secret option or JSON key
+    whose value is the next line's first word (``- --db-password`` / ``- X`` of a YAML list)."""
+    line = _known_shapes(line)
+    parts = WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
+    positions = [i for i in range(0, len(parts), 2) if parts[i]]  # the words' indexes in parts
+    order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
+    words = [parts[i] for i in positions]
+    # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
+    mysql = login_program = login_p = attached_p = lftp = yaml_key = False
+    from_option = False  # hide_next was set by an option or a JSON key: its value may be on the next line
+    password_options: set[str] = set()
+    netrc = bool(words) and words[0] == "machine"  # machine H login U password X
+    # "requirepass X" (redis), "auth_pass X" (keepalived): a known key, then one value (and a comment)
+    key_value = len(words) == 2 or (len(words) > 2 and words[2].startswith(("#", ";"))) or _quoted_value_line(line)
+    # <add key="DbPassword" value="***"/>: the pre-pass hid the value; key="…" there names a setting
+    attributes = "value" in line and "=" in line and _KEY_VALUE_ATTRS.search(line) is not None
+    hide_next = user_next = named = named_value = token_next = hide_rest = sql_password = False
+    upper = line.upper()
+    auth_password = _redis_auth(parts, positions) if "AUTH" in upper else -1
+    identified = "IDENTIFIED" in upper  # IDENTIFIED … BY 'X'
+    set_password = "SET PASSWORD" in upper
+    redis_acl = (bool(words) and words[0].lower() == "user") or "SETUSER" in upper
+    # a hidden value's quote not yet closed: the words up to its close go too (the close itself stays
+    # when the opening quote is still shown, as in a JSON member: "password":"***")
+    open_quote, keep_close = "", False
+    previous = ""
+    first = True  # the line's first word: a configuration file's "key value" (requirepass X)
+    for i in range(0, len(parts), 2):
+        word = parts[i]
+        if not word:
+            continue
+        if word == "\\" and (i == positions[-1] or any(m in parts[i + 1] for m in BREAKS)):
+            continue  # a backslash continuing the line is no word (no option's value)
+        was_first, first = first, False
+        before, previous = previous, word
+        if i == auth_password:  # Redis AUTH [user] X
+            parts[i] = hide_value(word)[0]
+            continue
+        program = _program(word)
+        if program in _PASSWORD_OPTIONS:
+            password_options.update(_PASSWORD_OPTIONS[program])
+        elif not mysql and _MYSQL.match(program):
+            mysql = True
+        elif program in _LOGIN_PROGRAMS:
+            login_program = True
+        elif word == "login" and login_program:  # docker login -u ci -p X (docker run -p is a port)
+            login_p = True
+        elif word in _COMMAND_SEPARATORS:
+            login_program = login_p = False
+        elif program == "lftp":
+            lftp = True
+        if program in _ATTACHED_P:
+            attached_p = True
+        if hide_rest:  # a cookie header: every pair after it
+            parts[i] = HIDDEN if word != HIDDEN else word
+            continue
+        if open_quote:
+            at = closing(word, open_quote, 0)
+            parts[i - 1], parts[i] = "", "" if at < 0 else word[at if keep_close else at + 1:]
+            open_quote = open_quote if at < 0 else ""
+            continue
+        if named:
+            named = False
+            if (word in _TYPE_DIGITS and len(positions) - order[i] == 2  # username bob secret 0 X (X last)
+                    and words[0].lower() in _DEVICE_DIRECTIVES):
+                named = named_value = True
+                continue
+            if word in ("=", ":", "=>"):  # "password = X" of a configuration file, "'password' => X" of PHP
+                hide_next = True
+                continue
+            if word[0] in "=:" and len(word) > 1:  # "password =X"
+                parts[i], open_quote, keep_close = hide_value(word[1:], word[0])
+                continue
+            # "requirepass X" opening a line, "password X" of a .netrc line, SQL's PASSWORD 'X'
+            if named_value or (word[0] in "'\"" and sql_password):
+                parts[i], open_quote, keep_close = hide_value(word)
+                continue
+        if attributes and _ATTRIBUTE_NAME.match(word):
+            continue
+        if token_next:
+            token_next = False
+            token = _TOKEN_WORD.match(word)
+            if token:  # "Bearer eyJ…" in an access log
+                parts[i] = HIDDEN + token.group(2)
+                continue
+        if hide_next:  # the value of a secret-named option, whatever it looks like (a token may start with -)
+            if plain_value(word):  # automountServiceAccountToken: false
+                hide_next = False
+                continue
+            if (yaml_key and _YAML_NODE_PROPERTY.match(word) and order[i] + 1 < len(positions)
+                    and not parts[positions[order[i] + 1]].startswith("#")):  # password: &pw X, password: !!str X
+                continue
+            if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
+                parts[i], open_quote, keep_close = hide_value(word)
+                hide_next = False
+            continue
+        if user_next and not word.startswith("-"):
+            parts[i], open_quote = _user_password(word, ",:" if lftp else ":%")
+            user_next, keep_close = False, True
+            continue
+        user_next = False
+        if word.lstrip("\"'").lower() in ("bearer", "basic"):
+            token_next = True
+        elif word.lower() == "by" and identified:  # SQL: IDENTIFIED [WITH plugin] BY 'X'
+            hide_next = True
+        elif word == "=" and set_password:  # SQL: SET PASSWORD [FOR 'u'@'h'] = 'X'
+            hide_next, set_password = True, False
+        elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
+            parts[i] = acl.group(1) + HIDDEN
+        elif ((mysql or login_p) and word.startswith("-p") or attached_p and word.startswith("-P")) and len(word) > 2:
+            parts[i], open_quote, keep_close = hide_value(word[2:], word[:2])  # -pX (-pMyPass), sqlcmd -PX
+        elif (core := word if word[-1] != "," and word[0] != "[" else word.strip("[],\"'")) and (
+                core in password_options or (login_p and core == "-p") or (_OPTION.match(core) and secret_name(core))):
+            hide_next, from_option, yaml_key = True, True, False  # --token X; ["--token", "X"] of a JSON list
+        elif word in _IPSEC_KINDS and before == ":":  # ipsec.secrets: %any : PSK "X"
+            hide_next, from_option, yaml_key = True, False, False
+        elif word[-1] in ":=" and _BARE_NAME.match(key := word.rstrip(":=")) and secret_name(key):
+            hide_next = True  # "password:", "userPassword::" (LDIF's base64 form)
+            from_option = key[:1] in "\"'"  # a JSON member's name: its value may be on the next line
+            yaml_key = word[-1] == ":" and not from_option
+            hide_rest = NAME_PARTS.sub("", key.lower()) in ("cookie", "setcookie")
+        elif word in ("-u", "--user", "-U"):
+            user_next = True
+        elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
+                                         or secret_name(word)):
+            named = True
+            sql_password = NAME_PARTS.sub("", word.lower()) in ("password", "passwd")
+            named_value = ((was_first and config_key and (key_value or word.lower() in _FIRST_ARGUMENT_KEYS))
+                           or word.lower() in _DIRECTIVE_SECRETS
+                           or before.lower() in _ENV_DIRECTIVES
+                           or (before.lower() in _SETTERS and not set_password and len(positions) - order[i] == 2)
+                           or before.lower() == "snmp-server"
+                           or (netrc and NAME_PARTS.sub("", word.lower()) == "password"))
+        elif (bracketed := _BRACKETED_NAME.match(word)) and secret_name(bracketed.group(1)):
+            named, named_value = True, False  # env[DB_PASSWORD] = X
+        elif (key := _JSON_KEY_WORD.match(word)) and secret_name(key.group(1)):
+            named, named_value = True, False  # {"token" : "X"}
+        elif (key := _JSON_KEY_END.search(word)) and secret_name(key.group(1)):
+            hide_next, from_option, yaml_key = True, True, False  # {"password": "X"}
+        else:
+            parts[i], hide_next, open_quote, keep_close = _redact_word(word)
+            from_option = False
+    # the value is on the next line only when the option or key stands alone on this one ("- --db-password")
+    own = words[:-1] if words and words[-1] == "\\" else words  # a continued line: the backslash is no word
+    alone = len(own) == 1 or (len(own) == 2 and own[0] == "-")
+    return "".join(parts), hide_next and from_option and alone and not hide_rest
+
+
+def _quoted_value_line(line: str) -> bool:
+    """Whether ``line`` is ``key "a quoted value"`` with at most a comment after it (a
+    configuration file's key-value line whose value holds spaces)."""
+    _, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    quote = rest[:1]
+    if quote not in ("'", '"'):
+        return False
+    end = closing(rest, quote, 1)
+    return end > 0 and (not rest[end + 1:].strip() or rest[end + 1:].strip().startswith(("#", ";")))
+
+
+def closing(word: str, quote: str, start: int) -> int:
+    """The index of the first ``quote`` in ``word`` from ``start`` that a backslash does not
+    escape (``\\"``, the quote of a JSON string inside a JSON string, as written), else -1."""
+    if len(quote) > 1:
+        return word.find(quote, start)
+    i = start
+    while i < len(word):
+        c = word[i]
+        if c == "\\":
+            i += 2
+        elif c == quote:
+            return i
+        else:
+            i += 1
+    return -1
+
+
+def hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
+    """A value word hidden: a quoted one keeps its quotes and what follows its close
+    (``"hunter2"},`` → ``"***"},``).  Returns the word as shown, the quote it opened and did
+    not close (the next words are hidden up to it), and True (that close is shown)."""
+    quote = word[:1]
+    if quote not in ("'", '"'):  # a separator or quote closing around it stays (3600, → ***,  X" → ***")
+        return lead + HIDDEN + (word[-1] if len(word) > 1 and word[-1] in _CLOSERS else ""), "", False
+    end = closing(word, quote, 1)
+    if end < 0:
+        return lead + quote + HIDDEN, quote, True
+    return lead + quote + HIDDEN + word[end:], "", False
+
+
+def _unclosed(value: str) -> str:
+    """The quote ``value`` opens and does not close (``"a`` → ``"``), else ``""``."""
+    quote = value[:1]
+    return quote if quote in ("'", '"') and closing(value, quote, 1) < 0 else ""  # 'x', is closed
+
+
+def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
+    """:func:`_redact_word_as_is`, and for a word that changes nothing so but opens with
+    quotes or brackets, the same of what follows them (``"MYSQL_ROOT_PASSWORD=X",`` of a
+    JSON list)."""
+    out = _redact_word_as_is(word, depth)
+    lead = len(word) - len(word.lstrip("\"'[({"))
+    if out[0] != word or not lead or depth:
+        return out
+    body, tail = word[lead:], ""
+    quote = next((c for c in word[:lead] if c in "\"'"), "")
+    end = closing(body, quote, 0) if quote else -1
+    if end >= 0:  # up to the quote that closes the opening one: what follows it stays
+        body, tail = body[:end], body[end:]
+    shown, hide_next, opened, keep = _redact_word_as_is(body, depth + 1)
+    return word[:lead] + shown + tail, hide_next, opened, keep
+
+
+def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
+    """One word: ``name=value`` (and a value that is itself one), query parameters, JSON members, URL
+    passwords.  Returns the word as shown, whether the next word is the value
+    (``Authorization:Bearer`` then the credential), the quote a hidden value opened and
+    did not close (``DB_PASSWORD="a`` of ``DB_PASSWORD="a b"``, ``{"token":"a`` of
+    ``{"token":"a b"}``) or ``""``, and whether its close is to be shown (the JSON member's)."""
+    assigned = _ASSIGNED.match(word)
+    if assigned:
+        name, sep, value = assigned.groups()
+        if secret_name(name) and not plain_value(value, name):
+            if value.lower() in _AUTH_SCHEMES:
+                return word, True, "", False
+            return f"{name}{sep}{HIDDEN}", False, _unclosed(value), False
+        if name in ("--user", "-u", "-U") and sep == "=":
+            shown, opened = _user_password(value)
+            return f"{name}={shown}", False, opened, True
+        if depth < 2:  # --env=DB_PASSWORD=X, Environment="TOKEN=X"
+            quote = value[:1] if value[:1] in ("'", '"') else ""
+            close = quote if quote and len(value) > 1 and value.endswith(quote) else ""
+            inner = value[len(quote):len(value) - len(close)]
+            shown, _, _, _ = _redact_word(inner, depth + 1)
+            if shown != inner:
+                return f"{name}{sep}{quote}{shown}{close}", False, "", False
+    for pairs in (_QUERY_SECRET, _CONNECTION_SECRET):
+        word = pairs.sub(lambda m: m.group(1) + HIDDEN if secret_name(m.group(2))
+                         and not plain_value(m.group(3), m.group(2)) else m.group(0), word)
+    word = _JSON_SECRET.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if secret_name(m.group(2))
+                            else m.group(0), word)
+    word = _JSON_ESCAPED.sub(lambda m: m.group(1) + HIDDEN + m.group(4) if secret_name(m.group(2))
+                             else m.group(0), word)
+    word = _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", word)
+    for pattern, quote in ((_JSON_ESCAPED_OPEN, '\\"'), (_JSON_OPEN, '"')):
+        member = pattern.search(word)
+        if member and secret_name(member.group(2)):  # {"token":"a b"} split into words: hide up to the close
+            return word[:member.end(1)] + HIDDEN, False, quote, True
+    return word, False, "", False
+
+
+def _user_password(value: str, separators: str = ":%") -> tuple[str, str]:
+    """``name:password`` (curl ``-u``), ``name%password`` (smbclient ``-U``) or ``name,password``
+    (lftp ``-u``, when ``separators`` holds ``,``) with the password hidden.  Returns the word as
+    shown and the quote the word opened and did not close as the shell reads it (``"bob:a`` of
+    ``-u "bob:a b"``, ``bob,"p`` of ``-u bob,"p w"``: the next words are hidden up to that quote),
+    else ``""``."""
+    for sep in separators:
+        name, found, _ = value.partition(sep)
+        if found:
+            opened = _shell_open_quote(value)
+            close = value[0] if not opened and len(value) > 1 and value[0] in "'\"" and value[-1] == value[0] else ""
+            return f"{name}{sep}{HIDDEN}{close}", opened
+    return value, ""
+
+
+def _shell_open_quote(word: str) -> str:
+    """The quote ``word`` leaves open as a POSIX shell reads it (``'`` or ``"``), else ``""``:
+    a backslash escapes the next character outside quotes and inside double quotes."""
+    quote, i = "", 0
+    while i < len(word):
+        c = word[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote and c == quote:
+            quote = ""
+        elif not quote and c in "'\"":
+            quote = c
+        i += 1
+    return quote
