@@ -222,16 +222,17 @@ def _inside_strings(line: str, depth: int) -> str:
     """``line`` with each double-quoted string that holds escaped quotes (a command inside a
     JSON or C string: ``{"cmd": "sshpass -p \\"a b\\" ssh"}``) filtered as the text it stands
     for, and written back escaped as it was; strings inside those too, ``_QUOTED_DEPTH`` deep."""
-    if depth >= _QUOTED_DEPTH or '\\"' not in line:
+    if depth >= _QUOTED_DEPTH or not _escaped_quote(line):
         return line
 
     def one(literal: str) -> str:
-        if '\\"' not in literal:
+        if not _escaped_quote(literal):
             return literal
         try:
             text, as_json = json.loads(literal), True
         except ValueError:
-            text, as_json = literal[1:-1].replace('\\"', '"').replace("\\\\", "\\"), False
+            text, as_json = literal[1:-1].replace('\\"', '"').replace("\\u0022", '"').replace("\\u0027", "'") \
+                .replace("\\\\", "\\"), False
         if not isinstance(text, str):
             return literal
         shown = _redact_text(text, audit=False, depth=depth + 1)
@@ -248,6 +249,11 @@ def _inside_strings(line: str, depth: int) -> str:
             at = end
         line = "".join(out) + line[at:]
     return line
+
+
+def _escaped_quote(text: str) -> bool:
+    """Whether ``text`` holds a quote escaped inside a string: ``\\"``, or JSON's ``\\u0022`` or ``\\u0027``."""
+    return '\\"' in text or "\\u0022" in text or "\\u0027" in text
 
 
 def _quoted_spans(line: str, i: int = 0) -> Iterator[tuple[int, int]]:
@@ -347,7 +353,7 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
         command = history.group(2) if history else line
         if carry:  # - --db-password / - X
             command = value_first(command)
-        if '\\"' in command:  # a command inside a JSON (or C) string: its own quotes escaped
+        if _escaped_quote(command):  # a command inside a JSON (or C) string: its own quotes escaped
             command = _inside_strings(command, depth)
         shown, value_below = redact_line(command)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)

@@ -341,6 +341,11 @@ def test_a_command_inside_a_string_with_escaped_quotes_hides_its_quoted_values()
         'size=5" {"cmd": "sshpass -p \\"***\\" ssh"}')
     # nothing secret in the string: left as it was
     assert redact_credentials('{"msg": "say \\"hello world\\" twice"}') == '{"msg": "say \\"hello world\\" twice"}'
+    # JSON's \u0022 and \u0027 are quotes too
+    assert redact_credentials('{"cmd": "mysql -p\\u0022X49 b\\u0022 db"}') == '{"cmd": "mysql -p\\"***\\" db"}'
+    assert "X50" not in redact_credentials('{"cmd": "sh -c \\u0027mysql --password=\\u0022X50 b\\u0022\\u0027"}')
+    assert "X51" not in redact_credentials('{"m": "curl -u \\u0022bob:X51 b\\u0022 x"}')
+    assert redact_credentials('{"cmd": "echo \\u0022hi\\u0022"}') == '{"cmd": "echo \\u0022hi\\u0022"}'
 
 
 def test_long_words_cost_linear_time():
