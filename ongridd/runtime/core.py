@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import time
 from datetime import datetime
 from collections.abc import Awaitable, Callable, Iterator
@@ -482,7 +483,8 @@ class Runtime:
         rows = await self.store.list_messages(session_id, after_seq=max(0, after_seq), limit=limit)
         out = [{"seq": r["seq"], "role": r["role"], "content": r["content"],
                 "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
-                "tool_calls": r["tool_calls"], "tool_call_id": r["tool_call_id"], "created_at": r["created_at"]}
+                "tool_calls": _with_interim_html(r["tool_calls"]), "tool_call_id": r["tool_call_id"],
+                "created_at": r["created_at"]}
                | ({"joined": True} if r["role"] == "user" and r.get("name") == JOINED_NAME else {})
                for r in rows]
         # stored summaries of older turns (the history budget), each right after the last message it
@@ -811,6 +813,24 @@ class Runtime:
             log.info("frame_after_turn_end_dropped", session_id=turn.session_id, frame=frame.get("type"))
             return
         self._publish(turn.session_id, frame)
+
+
+def _with_interim_html(calls: list[Row] | None) -> list[Row] | None:
+    """A message's tool calls, each ``SendMessage`` with the ``html`` its ``interim`` frame carried
+    (the sanitised rendering of its ``text``), so a transcript shows it as it was shown live."""
+    if not calls or not any(c.get("name") == "SendMessage" for c in calls):
+        return calls
+    out = []
+    for call in calls:
+        if call.get("name") == "SendMessage":
+            try:
+                text = json.loads(call.get("arguments") or "{}").get("text")
+            except (ValueError, AttributeError):
+                text = None
+            if isinstance(text, str) and text.strip():
+                call = call | {"html": markdown_html(text.strip())}
+        out.append(call)
+    return out
 
 
 def _with_summaries(items: list[Row], summaries: list[Row]) -> list[Row]:

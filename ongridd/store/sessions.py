@@ -304,17 +304,19 @@ def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
         thread = _thread_of(conn, rows[0]) if rows else None
         # a reviewer's node says what the gate decided on its answer (the proposal it decided)
         reviewers = [r["id"] for r in rows if r["agent_id"] == "reviewer"]
-        decided = {} if not reviewers else dict(conn.execute(
-            sa.select(mutating_proposals.c.reviewer_session_id, mutating_proposals.c.decision)
+        decided = {} if not reviewers else {rid: (decision, reason) for rid, decision, reason in conn.execute(
+            sa.select(mutating_proposals.c.reviewer_session_id, mutating_proposals.c.decision,
+                      mutating_proposals.c.decision_reason)
             .where(mutating_proposals.c.session_id.in_({r["parent_session_id"] for r in rows
                                                         if r["agent_id"] == "reviewer"}),
-                   mutating_proposals.c.reviewer_session_id.in_(reviewers))).all())
+                   mutating_proposals.c.reviewer_session_id.in_(reviewers))).all()}
     if not rows:
         return None
     nodes = {r["id"]: {**{k: r[k] for k in TREE_KEYS}, "tokens": usage_of(r), "children": []} for r in rows}
-    for rid, decision in decided.items():
+    for rid, (decision, reason) in decided.items():
         if rid in nodes and decision:
             nodes[rid]["decision"] = decision
+            nodes[rid]["decision_reason"] = reason
     for r in rows[1:]:
         nodes[r["parent_session_id"]]["children"].append(nodes[r["id"]])
     return {**nodes[session_id], "thread_id": thread}

@@ -212,6 +212,8 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert order.index("reviewer") == order.index("specialist-ops") + 1, order
     assert first.locator(".tile.nested .status").inner_text() == "completed"
     assert first.locator(".tile.nested .decision-reject").inner_text() == "reject"  # after the reload too
+    first.locator(".tile.nested summary").click()  # and its reasons, as its result showed them live
+    assert REJECT_REASON in first.locator(".tile.nested .result-body").inner_text()
     # finished tiles keep how long their worker ran (from the stored start and close)
     for tile in (first.locator(".tile.history", has=page.locator(".persona", has_text="specialist-ops")),
                  first.locator(".tile.nested")):

@@ -126,12 +126,12 @@ def test_a_message_the_running_turn_has_not_read_yet_shows_right_after_a_reload(
         assert watch.errors == []
 
 
-def test_an_interim_message_shows_as_text_after_a_reload(tmp_path):
+def test_an_interim_message_shows_as_it_did_live_after_a_reload(tmp_path):
     # SendMessage's text, shown live as an interim bubble, stands in the transcript after a reload in
-    # its place, as text: markup the model wrote is not rendered
+    # its place, rendered as live: its markdown as sanitised HTML, HTML the model wrote as text
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
     script = {"default": [
-        {"tool_calls": [{"name": "SendMessage", "arguments": {"text": "Checking <b id='x'>disk</b> first"}}]},
+        {"tool_calls": [{"name": "SendMessage", "arguments": {"text": "Checking **disk** <b id='x'>first</b>"}}]},
         {"content": "Disk is fine."},
     ]}
     with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
@@ -145,7 +145,8 @@ def test_an_interim_message_shows_as_text_after_a_reload(tmp_path):
         page.locator(".msg.final", has_text="Disk is fine.").wait_for(timeout=15_000)
         interim = page.locator(".msg.interim")
         assert interim.count() == 1
-        assert interim.inner_text() == "Checking <b id='x'>disk</b> first"
+        assert interim.inner_text() == "Checking disk <b id='x'>first</b>"
+        assert interim.locator("strong").inner_text() == "disk"
         assert page.locator("#x").count() == 0
         # in its place: after the question, before the answer
         classes = page.locator(".msg").evaluate_all("els => els.map(e => e.className.split(' '))")

@@ -96,6 +96,7 @@ async def test_gate_decisions(tmp_path):
             assert [g["id"] for g in tree["children"][0]["children"]] == [reviewer["id"]]
             # the gate's decision on the reviewer's tile, live and in the tree (not the answer's words)
             assert tree["children"][0]["children"][0]["decision"] == decision, variant
+            assert tree["children"][0]["children"][0]["decision_reason"] == proposal["decision_reason"], variant
             assert "decision" not in tree["children"][0]
             decided = [f for f in c.of_type("agent_tile") if f["task_id"] == reviewer["id"] and "decision" in f]
             assert [f["decision"] for f in decided] == [decision], variant

@@ -547,3 +547,24 @@ async def test_a_turn_stopped_before_its_first_model_call_keeps_its_message(tmp_
         rows = d.rows("SELECT role, content FROM chat_messages WHERE session_id = ?", (c.session_id,))
         assert rows == [{"role": "user", "content": "is the disk full?"}]
         assert d.fake.requests == []
+
+
+async def test_a_send_message_call_in_the_transcript_carries_its_interim_html(tmp_path):
+    """The transcript gives a SendMessage call the html its interim frame carried (a reload
+    shows it as it was shown live); a call whose arguments are not the tool's shape gets none
+    and the transcript is still served."""
+    script = {"default": [
+        {"tool_calls": [{"name": "SendMessage", "arguments": {"text": " Checking **disk** <i>now</i> "}}]},
+        {"tool_calls": [{"name": "SendMessage", "arguments": {"text": ["not", "text"]}}]},
+        {"content": "done"},
+    ]}
+    async with open_daemon(tmp_path, script) as d, d.ws("interim") as c:
+        await c.send({"type": "user_message", "text": "disk?"})
+        live = await c.until_type("interim")
+        assert (await c.until_type("final"))["text"] == "done"
+        items = await d.runtime.session_messages(c.session_id, user_id="local")
+        calls = [call for m in items for call in m["tool_calls"] or []]
+        assert [call["name"] for call in calls] == ["SendMessage", "SendMessage"]
+        assert calls[0]["html"] == live["html"] == "<p>Checking <strong>disk</strong> &lt;i&gt;now&lt;/i&gt;</p>\n"
+        assert "html" not in calls[1]
+        assert set(calls[1]) == {"id", "name", "arguments"}

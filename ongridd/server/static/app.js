@@ -438,8 +438,11 @@ async function loadTranscript(sessionId, gen) {
           workers.set(c.id, tile);
           chips = null;
         } else if (typeof sent === "string" && sent.trim()) {
-          // an interim message, as it was shown live (as text: the model's words are not markup here)
-          turn.el.append(el("div", { class: "msg interim", text: sent.trim() }));
+          // an interim message, as it was shown live: the server's sanitised html, else as text
+          const bubble = el("div", { class: c.html ? "msg interim md" : "msg interim" });
+          if (typeof c.html === "string" && c.html) setServerHtml(bubble, c.html);
+          else bubble.textContent = sent.trim();
+          turn.el.append(bubble);
           chips = null;
         } else {
           if (!chips) { chips = el("div", { class: "chips" }); turn.el.append(chips); }
@@ -522,6 +525,11 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
           storedElapsed(child),
           el("a", { href: `#/s/${encodeURIComponent(String(child.id || ""))}`, class: "small", text: "audit" })));
       nested.dataset.depth = String(Math.min(depth, 4));
+      if (typeof child.decision_reason === "string" && child.decision_reason) {
+        // the reviewer's reasons, as its result showed them live (as text)
+        nested.append(el("details", { class: "result-box" }, el("summary", { text: `result (${status})` }),
+          el("div", { class: "result-body plain", text: child.decision_reason })));
+      }
       anchor.after(nested);
       anchor = depth < 8 ? walk(child, nested, depth + 1) : nested;
     }
