@@ -170,7 +170,12 @@ def value_first(line: str) -> str:
     rest = line[first.end():]
     if quote:  # "correct horse battery": the words up to the close go too
         at = closing(rest, quote, 0)
-        rest = "" if at < 0 else rest[at:]
+        if at < 0:
+            return first.group(1) + shown
+        tail = rest[at + 1:]
+        glued = next((k for k, c in enumerate(tail) if c.isspace()), len(tail))  # the word's own rest
+        shown_tail, reopened = after_close(tail[:glued])
+        rest = rest[at] + shown_tail + ("" if reopened else tail[glued:])
     return first.group(1) + shown + rest
 
 
@@ -238,7 +243,7 @@ def redact_line(line: str) -> tuple[str, bool]:
     order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
     words = [parts[i] for i in positions]
     # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
-    mysql = login_program = login_p = attached_p = lftp = yaml_key = False
+    mysql = login_program = login_p = attached_p = lftp = curl = yaml_key = False
     from_option = False  # hide_next was set by an option or a JSON key: its value may be on the next line
     password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
@@ -247,6 +252,7 @@ def redact_line(line: str) -> tuple[str, bool]:
     # <add key="DbPassword" value="***"/>: the pre-pass hid the value; key="…" there names a setting
     attributes = "value" in line and "=" in line and _KEY_VALUE_ATTRS.search(line) is not None
     hide_next = user_next = named = named_value = token_next = hide_rest = sql_password = False
+    user_quote = ""  # the quote a user name opened and did not close (see user_next)
     upper = line.upper()
     auth_password = _redis_auth(parts, positions) if "AUTH" in upper else -1
     identified = "IDENTIFIED" in upper  # IDENTIFIED … BY 'X'
@@ -281,6 +287,8 @@ def redact_line(line: str) -> tuple[str, bool]:
             login_program = login_p = False
         elif program == "lftp":
             lftp = True
+        elif program == "curl":
+            curl = True
         if program in _ATTACHED_P:
             attached_p = True
         if hide_rest:  # a cookie header: every pair after it
@@ -288,8 +296,11 @@ def redact_line(line: str) -> tuple[str, bool]:
             continue
         if open_quote:
             at = closing(word, open_quote, 0)
-            parts[i - 1], parts[i] = "", "" if at < 0 else word[at if keep_close else at + 1:]
-            open_quote = open_quote if at < 0 else ""
+            parts[i - 1], parts[i] = "", ""
+            if at >= 0:  # the close: shown when the opening quote is, then what the word goes on with
+                tail, open_quote = after_close(word[at + 1:])
+                parts[i] = (word[at] if keep_close else "") + tail
+                keep_close = False
             continue
         if named:
             named = False
@@ -326,11 +337,14 @@ def redact_line(line: str) -> tuple[str, bool]:
                 parts[i], open_quote, keep_close = hide_value(word)
                 hide_next = False
             continue
-        if user_next and not word.startswith("-"):
-            parts[i], open_quote = _user_password(word, ",:" if lftp else ":%")
-            user_next, keep_close = False, True
+        if user_next and (user_quote or not word.startswith("-")):
+            # user_quote: a quoted user name holding a space ("CORP\\Jane Doe%X"): this word goes on inside it
+            shown, open_quote = _user_password(user_quote + word, ",:" if lftp else ":%")
+            parts[i], keep_close = shown[len(user_quote):], True
+            user_quote = _shell_open_quote(user_quote + word) if shown == user_quote + word else ""
+            user_next = bool(user_quote)
             continue
-        user_next = False
+        user_next, user_quote = False, ""
         if word.lstrip("\"'").lower() in ("bearer", "basic"):
             token_next = True
         elif word.lower() == "by" and identified:  # SQL: IDENTIFIED [WITH plugin] BY 'X'
@@ -351,8 +365,11 @@ def redact_line(line: str) -> tuple[str, bool]:
             from_option = key[:1] in "\"'"  # a JSON member's name: its value may be on the next line
             yaml_key = word[-1] == ":" and not from_option
             hide_rest = NAME_PARTS.sub("", key.lower()) in ("cookie", "setcookie")
-        elif word in ("-u", "--user", "-U"):
+        elif word.strip("[],\"'") in ("-u", "--user", "-U"):  # also an item of a JSON list: "--user",
             user_next = True
+        elif curl and word.startswith("-u") and len(word) > 2:  # curl -ubob:X
+            shown, open_quote = _user_password(word[2:])
+            parts[i], keep_close = "-u" + shown, True
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or secret_name(word)):
             named = True
@@ -417,7 +434,23 @@ def hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
     end = closing(word, quote, 1)
     if end < 0:
         return lead + quote + HIDDEN, quote, True
-    return lead + quote + HIDDEN + word[end:], "", False
+    tail, reopened = after_close(word[end + 1:])
+    return lead + quote + HIDDEN + quote + tail, reopened, False
+
+
+#: what may follow a hidden value's closing quote in its word and still be shown: the syntax around
+#: a value (``"***"},`` of JSON, ``"***";`` of a statement, ``"***")`` of a call)
+_SYNTAX_AFTER = frozenset(",;)]}>|&\\")
+
+
+def after_close(tail: str) -> tuple[str, str]:
+    """What follows a hidden quoted value's closing quote in the same word, as shown, and the
+    quote it opens and does not close (``""`` if none).  Syntax stays (``},``); anything else
+    goes on with the value as the shell reads it (``"p w"TAIL`` is the one word ``p wTAIL``,
+    ``"p w"' MORE'`` is ``p w MORE``) and is hidden too."""
+    if not tail or tail[0] in _SYNTAX_AFTER:
+        return tail, ""
+    return HIDDEN, _shell_open_quote(tail)
 
 
 def _unclosed(value: str) -> str:
@@ -486,13 +519,19 @@ def _user_password(value: str, separators: str = ":%") -> tuple[str, str]:
     (lftp ``-u``, when ``separators`` holds ``,``) with the password hidden.  Returns the word as
     shown and the quote the word opened and did not close as the shell reads it (``"bob:a`` of
     ``-u "bob:a b"``, ``bob,"p`` of ``-u bob,"p w"``: the next words are hidden up to that quote),
-    else ``""``."""
+    else ``""``.  A quoted word keeps its close and the syntax after it (``"bob:***"],``)."""
     for sep in separators:
         name, found, _ = value.partition(sep)
         if found:
             opened = _shell_open_quote(value)
-            close = value[0] if not opened and len(value) > 1 and value[0] in "'\"" and value[-1] == value[0] else ""
-            return f"{name}{sep}{HIDDEN}{close}", opened
+            if opened:
+                return f"{name}{sep}{HIDDEN}", opened
+            quote = value[0] if value[0] in "'\"" else ""
+            end = closing(value, quote, 1) if quote else -1
+            if end > len(name):  # the quote around the whole word: its close shown, then its syntax
+                tail, reopened = after_close(value[end + 1:])
+                return f"{name}{sep}{HIDDEN}{quote}{tail}", reopened
+            return f"{name}{sep}{HIDDEN}", ""
     return value, ""
 
 

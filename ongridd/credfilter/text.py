@@ -72,26 +72,39 @@ def _either_hides(one: str, other: str) -> str:
     return "".join(b if HIDDEN in b and HIDDEN not in a else a for a, b in zip(mine, theirs))
 
 
-def _continued(above: list[str], line: str, alone: str) -> str:
+def _continued(above: list[str], line: str, alone: str, inside: bool) -> tuple[str, bool]:
     """``line`` of a shell command continued from the lines ``above`` (its first line and the
     line before), as shown: checked after them (``mysqldump -uroot \\`` / ``-pX``: what the
     command means) and on its own (``alone``: what the line's start says, ``user bob on >X``),
     a word hidden when either check hides it (should the two not line up word for word, the
-    one that hides more)."""
+    one that hides more).  ``inside``: the line above was inside a quoted value hidden from a
+    line before it (:func:`_in_hidden_quote`).  Returns the line as shown and whether it ends
+    inside such a value."""
+    if inside:
+        return _in_hidden_quote(line)
     # the shell drops each line's ending backslash with its line break (``KEY \\`` / ``VALUE``:
     # the value follows its key)
     lines = [_CONTINUES.sub("", a) for a in (above if above[0] != above[1] else above[:1])]
     mark = next((m for m in BREAKS if m not in line and not any(m in a for a in lines)), None)
     if mark is None:
-        return alone
+        return alone, False
     joined, _ = redact_line(mark.join([*lines, line]))
-    if joined.count(mark) != len(lines):  # a value hidden across the line break (a quote left open above):
-        quote = min((i for i in (line.find('"'), line.find("'")) if i >= 0), default=-1)
-        return HIDDEN + redact_line(line[quote:])[0] if quote >= 0 else HIDDEN  # this line's part of it too
+    if joined.count(mark) != len(lines):  # a value hidden across the line break (a quote left open above)
+        return _in_hidden_quote(line)
     after = joined.rsplit(mark, 1)[1]
     if after == alone:
-        return alone
-    return _either_hides(alone, after)
+        return alone, False
+    return _either_hides(alone, after), False
+
+
+def _in_hidden_quote(line: str) -> tuple[str, bool]:
+    """A continued line inside a quoted value hidden from a line above: hidden up to its first
+    quote (the value's close; what follows is checked as a line), or whole, the value going on
+    past it (True; ``-u "bob:a \\`` / ``b \\`` / ``c" x``: the shell reads one value)."""
+    quote = min((i for i in (line.find('"'), line.find("'")) if i >= 0), default=-1)
+    if quote < 0:
+        return HIDDEN, True
+    return HIDDEN + redact_line(line[quote:])[0], False
 
 
 def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> str | None:
@@ -135,9 +148,9 @@ def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> st
 
 
 #: a JSON member whose value is an array of byte values (``"MESSAGE":[27,91,51,50,109,…]``, as
-#: journalctl writes a field that is not printable UTF-8)
-_BYTE_ARRAY = re.compile(r'("[A-Za-z_][A-Za-z0-9_]{0,63}"\s{0,4}:\s{0,4})\[((?:\s{0,4}[0-9]{1,3}\s{0,4},){0,1000000}'
-                         r'\s{0,4}[0-9]{1,3}\s{0,4})\]')
+#: journalctl writes a field that is not printable UTF-8); JSON's whitespace only (``int`` takes no other)
+_BYTE_ARRAY = re.compile(r'("[A-Za-z_][A-Za-z0-9_]{0,63}"[ \t\r]{0,4}:[ \t\r]{0,4})\[((?:[ \t\r]{0,4}[0-9]{1,3}[ \t\r]{0,4},)'
+                         r'{0,1000000}[ \t\r]{0,4}[0-9]{1,3}[ \t\r]{0,4})\]')
 
 
 def _byte_array(match: re.Match[str], audit: bool) -> str:
@@ -301,6 +314,7 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
     continued: list[str] = []  # the command a line ending in " \\" goes on: its first line and the line before
     glued: str | None = None  # the command so far when the line above went on inside its last word ("ab\\")
     command = ""  # the line above, as checked
+    in_quote = False  # the line above ended inside a quoted value hidden from a line before it
     for line in text.split("\n"):
         if '":' in line and "[" in line:  # journalctl -o json: a message with a control character is bytes
             line = _BYTE_ARRAY.sub(lambda m: _byte_array(m, audit), line)
@@ -358,7 +372,9 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
         shown, value_below = redact_line(command)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)
         if above and not command.lstrip().startswith("- "):
-            shown = _continued(above, command, shown)
+            shown, in_quote = _continued(above, command, shown, in_quote)
+        else:
+            in_quote = False
         if before is not None:  # the line above went on inside its last word: glued to it, as the shell reads it
             shown, start = _glued(before, command, shown)
             if start is not None and out and out[-1] == prev_command:  # it began on the line above: hidden there too

@@ -39,6 +39,23 @@ from ongrid_host.local import redact_cmdline
     ('lftp -u bob,"p w" h', 'lftp -u bob,***" h'),
     ('smbclient -U "dom\\bob%p w" //h/s', 'smbclient -U "dom\\bob%***" //h/s'),
     ('curl -u "bob" https://x', 'curl -u "bob" https://x'),  # no password: curl asks for it
+    # what the word goes on with after the closing quote is the password too, as the shell reads it
+    ('curl -u "bob:p w"TAIL x', 'curl -u "bob:***"*** x'),
+    ("curl -u \"bob:p w\"' MORE' x", 'curl -u "bob:***"*** x'),
+    ('x --password "a b"TAIL y', 'x --password "***"*** y'),
+    ('mysql -p"a b"TAIL db', 'mysql -p"***"*** db'),
+    ('{"password":"a b"},', '{"password":"***"},'),  # syntax after the close stays
+    ('- --db-password\n- "a b" next', '- --db-password\n- "***" next'),
+    ('- --db-password\n- "a b"TAIL next', '- --db-password\n- "***"*** next'),
+    # a user name holding a space; curl's attached -u; a JSON list's "--user"
+    ('smbclient //srv/share -U "CORP\\\\Jane Doe%PW1"', 'smbclient //srv/share -U "CORP\\\\Jane Doe%***"'),
+    ('curl -u "John Smith:PW2" x', 'curl -u "John Smith:***" x'),
+    ('lftp -u "John Smith,PW3" h', 'lftp -u "John Smith,***" h'),
+    ('curl -u "John Smith" x', 'curl -u "John Smith" x'),
+    ('curl -ubob:PW4 x', 'curl -ubob:*** x'),
+    ("curl -u'bob:PW 5' x", "curl -u'bob:***' x"),
+    ('command: ["curl", "--user", "bob:PW6"]', 'command: ["curl", "--user", "bob:***"]'),
+    ("curl -upload x", "curl -upload x"),
     ("curl -H Authorization: Basic dXNlcjpodW50ZXIy x", "curl -H Authorization: Basic *** x"),
     ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
     ("sshpass -p hunter2 ssh h", "sshpass -p *** ssh h"),
@@ -315,6 +332,11 @@ def test_a_command_continued_with_a_backslash_hides_what_goes_on():
     assert redact_credentials(f"curl https://bob:X45{bs}\n@host/") == f"curl https://bob:***{bs}\n@host/"
     assert redact_credentials(f"https://bob:X4{bs}\n6@host/") == f"https://bob:***{bs}\n***@host/"
     assert "X47" not in redact_credentials(f'sshpass -p "correct {bs}\nX47 battery" ssh')
+    # a quoted value going on over three lines and more: the shell reads one value
+    assert redact_credentials(f'curl {bs}\n-u "bob:p1 {bs}\np2 {bs}\nX52" x') == (
+        f'curl {bs}\n-u "bob:*** {bs}\n***\n***" x')
+    assert "X53" not in redact_credentials(f'mysql {bs}\n-p"a {bs}\nb {bs}\nc {bs}\nX53" db {bs}\n--batch')
+    assert redact_credentials(f'echo "a {bs}\nb {bs}\nc" x') == f'echo "a {bs}\nb {bs}\nc" x'
     # a first line cut to its first 512 characters (the backslash cut off with them)
     assert redact_credentials("x" * 600 + f" {bs}\nmysql -pX42") == "x" * 600 + f" {bs}\nmysql -p***"
 
