@@ -313,7 +313,7 @@ function reattach() {
 async function onSession(frame, gen) {
   state.sessionId = frame.session_id;
   state.backoff = 500;
-  setConn(true);
+  setConn(false, "loading…");  // online once the transcript is shown: a message sent before would be shown twice
   clearBanner();
   const link = $("thread-session");
   link.href = `#/s/${encodeURIComponent(frame.session_id)}`;
@@ -325,6 +325,7 @@ async function onSession(frame, gen) {
   }
   if (gen !== state.attachGen) return;
   state.buffering = false;
+  setConn(true);
   const pending = state.buffer;
   state.buffer = [];
   for (const f of pending) onFrame(f);
@@ -334,6 +335,10 @@ async function onSession(frame, gen) {
 function send(frame) {
   if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
     banner("Not connected; reconnecting. Try again in a moment.");
+    return false;
+  }
+  if (state.buffering) {  // the transcript is still loading: the turn would show in it and live
+    banner("Still loading this conversation; try again in a moment.");
     return false;
   }
   state.ws.send(JSON.stringify(frame));
