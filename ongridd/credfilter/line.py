@@ -73,6 +73,7 @@ _LOGIN_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo",
                              "finch", "regctl"})
 #: programs whose ``-p`` takes the password in the same word (the MySQL and MariaDB tools)
 _MYSQL = re.compile(r"(?:mysql[a-z_-]{0,16}|mariadb(?:-[a-z]{1,16})?)\Z")
+#: what splits a line into words (the split keeps it: words at even indexes, whitespace at odd ones)
 WORDS = re.compile(r"(\s+)")
 #: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
 _BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
@@ -133,9 +134,9 @@ _KEY_VALUE_ATTRS = re.compile(r"""\b((?:key|name)\s{0,4}=\s{0,4}(['"])([^'"\n]{1
 #: a JSON object's ``"name": "X", "value": "Y"`` (a Kubernetes or ECS environment entry on one line)
 _JSON_NAME_VALUE = re.compile(r'("name"\s{0,4}:\s{0,4}"([^"\n]{1,64})"\s{0,4},\s{0,4}"value"\s{0,4}:\s{0,4}")'
                               r'((?:[^"\\\n]|\\.){0,2000})(")')
-#: npm's ``//registry/:_authToken=X`` (and ``_auth``, ``_password``)
 #: the ``key="NAME"``/``name="NAME"`` word of such an element: it names a setting, it is no secret
 _ATTRIBUTE_NAME = re.compile(r"""(?i:key|name)=(['"])[^'"]{0,64}\1\Z""")
+#: npm's ``//registry/:_authToken=X`` (and ``_auth``, ``_password``)
 _NPM_AUTH = re.compile(r"(:_(?:authToken|auth|password)=)(\S+)")
 #: a URL whose user information is one long word and no password: a token as the user name
 #: (``https://ghp_…@github.com``); a short user name (``git@``) stays
@@ -154,8 +155,8 @@ _FEEDS_PASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?(ch)?pas
 _PASSWD_INPUT = re.compile(r"""((?:\becho|\bprintf)(?:[ \t]{1,8}-[A-Za-z]{1,3}){0,2}[ \t]{1,8}['"]?)([^\s|;&'"]+)""")
 #: PAM's control words: ``auth required pam_unix.so`` is no Redis ``AUTH`` command
 _PAM_CONTROLS = frozenset({"required", "requisite", "sufficient", "optional", "include", "substack"})
-#: what may stand for the line break of a continued shell command (see :func:`_continued`):
-#: whitespace to the filter; the lines before it are cut to so many characters
+#: what may stand for the line break of a continued shell command, which the multi-line reading
+#: checks joined to the lines before it (:mod:`ongridd.credfilter.text`): whitespace to the filter
 BREAKS = ("\u2029", "\u2028", "\x1c", "\x1d", "\x1e")
 
 

@@ -28,7 +28,7 @@ _XML_VALUE_LINE = re.compile(r"(\s*<value>)([^<]{0,2000})(</value>\s*)\Z")
 _YAML_BLOCK_KEY = re.compile(r"(\s*)[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,127})[\"']?\s{0,4}:\s{0,4}[|>][-+0-9]{0,3}\s*\Z")
 #: an XML element opened alone on its line (its value on the next lines: ``<password>``)
 _XML_OPEN_LINE = re.compile(r"\s*<([A-Za-z_][\w.:-]{0,63})>\s*\Z")
-#: a cloud-init ``chpasswd:`` block's ``user:password`` line (``    root:X``, ``    - root:X``)
+#: a cloud-init ``chpasswd:`` key, and a ``user:password`` line of its block (``    root:X``, ``    - root:X``)
 _CHPASSWD_KEY = re.compile(r"\s*chpasswd\s*:\s*\Z")
 _USER_PASSWORD_LINE = re.compile(r"(\s*(?:-\s{1,4})?[A-Za-z0-9_.@-]{1,64}:)(?=\S)(.+)\Z")
 #: the most lines a multi-line value (a YAML block, an XML element) is hidden for
@@ -43,6 +43,7 @@ def redact_credentials(text: str) -> str:
     return _redact_text(text, audit=True)
 
 
+#: the lines a continued shell command's next line is checked after are cut to so many characters
 _CONTINUED_CHARS = 512
 #: a line that goes on on the next line: it ends in an odd number of backslashes (the shell drops
 #: the last one with the line break); right after a word (``PASSWORD=ab\\`` / ``cd``), the word goes on

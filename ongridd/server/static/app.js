@@ -444,9 +444,9 @@ async function loadTranscript(sessionId, gen) {
           chips = null;
         } else if (typeof sent === "string" && sent.trim()) {
           // an interim message, as it was shown live: the server's sanitised html, else as text
-          const bubble = el("div", { class: c.html ? "msg interim md" : "msg interim" });
-          if (typeof c.html === "string" && c.html) setServerHtml(bubble, c.html);
-          else bubble.textContent = sent.trim();
+          const html = typeof c.html === "string" && c.html ? c.html : null;
+          const bubble = el("div", { class: html ? "msg interim md" : "msg interim" });
+          if (html) setServerHtml(bubble, html); else bubble.textContent = sent.trim();
           turn.el.append(bubble);
           chips = null;
         } else {
