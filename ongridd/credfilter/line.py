@@ -75,6 +75,8 @@ _LOGIN_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo",
 _MYSQL = re.compile(r"(?:mysql[a-z_-]{0,16}|mariadb(?:-[a-z]{1,16})?)\Z")
 #: what splits a line into words (the split keeps it: words at even indexes, whitespace at odd ones)
 WORDS = re.compile(r"(\s+)")
+#: :data:`WORDS`, and the place between two items of a JSON list written without spaces
+_LIST_WORDS = re.compile(r'(\s+|(?<=",)(?="))')
 #: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
 _BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 #: ``env[NAME]`` of a php-fpm pool: the name in brackets is the key
@@ -153,6 +155,11 @@ _FEEDS_PASSWD = re.compile(r"\|\s{0,8}(?:sudo\s{1,8})?(?:[^\s|]{0,64}/)?(ch)?pas
                            r"|\b(ch)passwd\s{0,8}(?:<<<|:\s{0,8}\{)")
 #: the word echoed into passwd (``echo X | passwd --stdin bob``)
 _PASSWD_INPUT = re.compile(r"""((?:\becho|\bprintf)(?:[ \t]{1,8}-[A-Za-z]{1,3}){0,2}[ \t]{1,8}['"]?)([^\s|;&'"]+)""")
+#: what stands for "the value goes on in the next word" where a quote left open is expected: a
+#: backslash escaping the space after it (``--password correct\\ horse``)
+GOES_ON = "\\ "
+#: curl's short options written together, ``-u`` last: its value is the next word
+_SHORT_OPTIONS_U = re.compile(r"-[A-Za-z0-9#:]{1,16}u\Z")
 #: PAM's control words: ``auth required pam_unix.so`` is no Redis ``AUTH`` command
 _PAM_CONTROLS = frozenset({"required", "requisite", "sufficient", "optional", "include", "substack"})
 #: what may stand for the line break of a continued shell command, which the multi-line reading
@@ -181,7 +188,9 @@ def value_first(line: str) -> str:
 
 
 def _program(word: str) -> str:
-    return word.rsplit("/", 1)[-1]
+    """A command word's program name: its path's last part, without the quotes, brackets or ``$(``
+    of a script, a JSON or exec-form list around it (``sh -c "mysql``, ``CMD ["mysql",``)."""
+    return word.strip("\"'[]{}(),;$`").rsplit("/", 1)[-1]
 
 
 def _known_shapes(line: str) -> str:
@@ -239,7 +248,9 @@ def redact_line(line: str) -> tuple[str, bool]:
     """One line with its secrets hidden, and whether it ended with a secret option or JSON key
     whose value is the next line's first word (``- --db-password`` / ``- X`` of a YAML list)."""
     line = _known_shapes(line)
-    parts = WORDS.split(line)  # words at even indexes, the whitespace between them at odd ones
+    # words at even indexes, the whitespace between them at odd ones (a JSON list written without
+    # spaces, ["curl","--user","bob:X"], is split between its items)
+    parts = (_LIST_WORDS if '","' in line else WORDS).split(line)
     positions = [i for i in range(0, len(parts), 2) if parts[i]]  # the words' indexes in parts
     order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
     words = [parts[i] for i in positions]
@@ -295,12 +306,17 @@ def redact_line(line: str) -> tuple[str, bool]:
         if hide_rest:  # a cookie header: every pair after it
             parts[i] = HIDDEN if word != HIDDEN else word
             continue
+        if open_quote == GOES_ON:  # the value went on past an escaped space: this word is part of it
+            parts[i - 1], parts[i] = "", ""
+            open_quote, keep_close = shell_open_quote(word), False
+            continue
         if open_quote:
             at = closing(word, open_quote, 0)
             parts[i - 1], parts[i] = "", ""
             if at >= 0:  # the close: shown when the opening quote is, then what the word goes on with
-                tail, open_quote = after_close(word[at + 1:])
-                parts[i] = (word[at] if keep_close else "") + tail
+                close = word[at:at + len(open_quote)]
+                tail, open_quote = after_close(word[at + len(close):])
+                parts[i] = (close if keep_close else "") + tail
                 keep_close = False
             continue
         if named:
@@ -342,7 +358,7 @@ def redact_line(line: str) -> tuple[str, bool]:
             # user_quote: a quoted user name holding a space ("CORP\\Jane Doe%X"): this word goes on inside it
             shown, open_quote = _user_password(user_quote + word, ",:" if lftp else ":%")
             parts[i], keep_close = shown[len(user_quote):], True
-            user_quote = _shell_open_quote(user_quote + word) if shown == user_quote + word else ""
+            user_quote = shell_open_quote(user_quote + word) if shown == user_quote + word else ""
             user_next = bool(user_quote)
             continue
         user_next, user_quote = False, ""
@@ -354,8 +370,20 @@ def redact_line(line: str) -> tuple[str, bool]:
             hide_next, set_password = True, False
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
-        elif ((mysql or login_p) and word.startswith("-p") or attached_p and word.startswith("-P")) and len(word) > 2:
-            parts[i], open_quote, keep_close = hide_value(word[2:], word[:2])  # -pX (-pMyPass), sqlcmd -PX
+        elif ((mysql or login_p) and (bare := word.lstrip("[\"'")).startswith("-p")
+              or attached_p and (bare := word.lstrip("[\"'")).startswith("-P")) and len(bare) > 2:
+            # -pX (-pMyPass), sqlcmd -PX; "-pX"] of an exec-form list: the value up to that list item's quote
+            lead = word[:len(word) - len(bare)]
+            quote = next((c for c in lead if c in "\"'"), "")
+            end = closing(bare, quote, 2) if quote else -1
+            if not quote:
+                shown, open_quote, keep_close = hide_value(bare[2:], bare[:2])
+            elif end < 0:
+                shown, open_quote, keep_close = bare[:2] + HIDDEN, quote, True
+            else:
+                tail, open_quote = after_close(bare[end + 1:])
+                shown, keep_close = bare[:2] + HIDDEN + quote + tail, False
+            parts[i] = lead + shown
         elif (core := word if word[-1] != "," and word[0] != "[" else word.strip("[],\"'")) and (
                 core in password_options or (login_p and core == "-p") or (_OPTION.match(core) and secret_name(core))):
             hide_next, from_option, yaml_key = True, True, False  # --token X; ["--token", "X"] of a JSON list
@@ -367,6 +395,8 @@ def redact_line(line: str) -> tuple[str, bool]:
             yaml_key = word[-1] == ":" and not from_option
             hide_rest = NAME_PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word.strip("[],\"'") in ("-u", "--user", "-U"):  # also an item of a JSON list: "--user",
+            user_next = True
+        elif curl and _SHORT_OPTIONS_U.match(word):  # curl -su bob:X, -sSfu bob:X
             user_next = True
         elif curl and word.startswith("-u") and len(word) > 2:  # curl -ubob:X
             shown, open_quote = _user_password(word[2:])
@@ -393,7 +423,8 @@ def redact_line(line: str) -> tuple[str, bool]:
     # the value is on the next line only when the option or key stands alone on this one ("- --db-password")
     own = words[:-1] if words and words[-1] == "\\" else words  # a continued line: the backslash is no word
     alone = len(own) == 1 or (len(own) == 2 and own[0] == "-")
-    return "".join(parts), hide_next and from_option and alone and not hide_rest
+    # a user option standing alone too ("--user", of a JSON list printed an item a line)
+    return "".join(parts), (hide_next and from_option or user_next and not user_quote) and alone and not hide_rest
 
 
 def _quoted_value_line(line: str) -> bool:
@@ -429,35 +460,40 @@ def hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
     """A value word hidden: a quoted one keeps its quotes and what follows its close
     (``"hunter2"},`` → ``"***"},``).  Returns the word as shown, the quote it opened and did
     not close (the next words are hidden up to it), and True (that close is shown)."""
-    quote = word[:1]
-    if quote not in ("'", '"'):  # a separator or quote closing around it stays (3600, → ***,  X" → ***")
+    quote = '\\"' if word.startswith('\\"') else word[:1]  # \"X\": a string's quotes inside a JSON string
+    if quote not in ("'", '"', '\\"'):  # a separator or quote closing around it stays (3600, → ***,  X" → ***")
+        if shell_open_quote(word) == GOES_ON:  # correct\ horse: the next word goes on with it
+            return lead + HIDDEN, GOES_ON, False
         return lead + HIDDEN + (word[-1] if len(word) > 1 and word[-1] in _CLOSERS else ""), "", False
-    end = closing(word, quote, 1)
+    end = closing(word, quote, len(quote))
     if end < 0:
         return lead + quote + HIDDEN, quote, True
-    tail, reopened = after_close(word[end + 1:])
+    tail, reopened = after_close(word[end + len(quote):])
     return lead + quote + HIDDEN + quote + tail, reopened, False
 
 
 #: what may follow a hidden value's closing quote in its word and still be shown: the syntax around
-#: a value (``"***"},`` of JSON, ``"***";`` of a statement, ``"***")`` of a call)
-_SYNTAX_AFTER = frozenset(",;)]}>|&\\")
+#: a value (``"***"},`` of JSON, ``"***";`` of a statement, ``"***")`` of a call, ``"***"}'`` of JSON
+#: in a shell's quotes) — nothing else
+_SYNTAX_AFTER = re.compile(r"[,;:)\]}>]*(?:[)\]}][\"'][,;:)\]}>]*)?\Z")
 
 
 def after_close(tail: str) -> tuple[str, str]:
     """What follows a hidden quoted value's closing quote in the same word, as shown, and the
     quote it opens and does not close (``""`` if none).  Syntax stays (``},``); anything else
     goes on with the value as the shell reads it (``"p w"TAIL`` is the one word ``p wTAIL``,
-    ``"p w"' MORE'`` is ``p w MORE``) and is hidden too."""
-    if not tail or tail[0] in _SYNTAX_AFTER:
+    ``"p w"' MORE'`` is ``p w MORE``, ``'it'\\''s'`` is ``it's``) and is hidden too."""
+    if _SYNTAX_AFTER.match(tail):
         return tail, ""
-    return HIDDEN, _shell_open_quote(tail)
+    return HIDDEN, shell_open_quote(tail)
 
 
 def _unclosed(value: str) -> str:
-    """The quote ``value`` opens and does not close (``"a`` → ``"``), else ``""``."""
-    quote = value[:1]
-    return quote if quote in ("'", '"') and closing(value, quote, 1) < 0 else ""  # 'x', is closed
+    """What ``value`` leaves open as the shell reads it (:func:`shell_open_quote`: ``"a`` → ``"``,
+    ``'it'"'"'s`` → ``'``, ``a\\`` → :data:`GOES_ON`), when it starts with a quote or ends in
+    a backslash (a quote after its start stands for itself: ``X"`` of ``sh -c "… X"``), else ``""``."""
+    opened = shell_open_quote(value)
+    return opened if value[:1] in ("'", '"') or opened == GOES_ON else ""
 
 
 def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
@@ -524,7 +560,7 @@ def _user_password(value: str, separators: str = ":%") -> tuple[str, str]:
     for sep in separators:
         name, found, _ = value.partition(sep)
         if found:
-            opened = _shell_open_quote(value)
+            opened = shell_open_quote(value)
             if opened:
                 return f"{name}{sep}{HIDDEN}", opened
             quote = value[0] if value[0] in "'\"" else ""
@@ -536,13 +572,17 @@ def _user_password(value: str, separators: str = ":%") -> tuple[str, str]:
     return value, ""
 
 
-def _shell_open_quote(word: str) -> str:
-    """The quote ``word`` leaves open as a POSIX shell reads it (``'`` or ``"``), else ``""``:
-    a backslash escapes the next character outside quotes and inside double quotes."""
+def shell_open_quote(word: str) -> str:
+    """The quote ``word`` leaves open as a POSIX shell reads it (``'`` or ``"``), :data:`GOES_ON`
+    when it ends in a backslash that escapes the space after it (``correct\\`` of
+    ``correct\\ horse``), else ``""``: a backslash escapes the next character outside quotes
+    and inside double quotes."""
     quote, i = "", 0
     while i < len(word):
         c = word[i]
         if c == "\\" and quote != "'":
+            if i + 1 >= len(word) and not quote:
+                return GOES_ON
             i += 2
             continue
         if quote and c == quote:

@@ -9,7 +9,16 @@ import re
 from collections.abc import Iterator
 
 from ongridd.auditargs import audit_records
-from ongridd.credfilter.line import BREAKS, WORDS, hide_value, redact_line, value_first
+from ongridd.credfilter.line import (
+    BREAKS,
+    WORDS,
+    after_close,
+    closing,
+    hide_value,
+    redact_line,
+    shell_open_quote,
+    value_first,
+)
 from ongridd.credfilter.names import HIDDEN, secret_name
 
 #: the lines of a PEM private key between its BEGIN and END lines
@@ -45,6 +54,13 @@ def redact_credentials(text: str) -> str:
 
 #: the lines a continued shell command's next line is checked after are cut to so many characters
 _CONTINUED_CHARS = 512
+#: a line going on inside its last word is checked glued to so many words before it (the word it
+#: goes on and the ones that give it a meaning: ``-H Authorization: Bearer ab\\`` / ``cd``), so a
+#: text of many such short lines costs no more than its length
+_GLUED_WORDS = 4
+#: after so many lines in a row that go on inside their last word (a word written a character or
+#: two a line), only so many characters of it are carried: the cost stays linear in the text
+_GLUED_LINES = 64
 #: a line that goes on on the next line: it ends in an odd number of backslashes (the shell drops
 #: the last one with the line break); right after a word (``PASSWORD=ab\\`` / ``cd``), the word goes on
 _CONTINUES = re.compile(r"(?<!\\)(?:\\\\)*\\\r?\Z")
@@ -73,39 +89,71 @@ def _either_hides(one: str, other: str) -> str:
     return "".join(b if HIDDEN in b and HIDDEN not in a else a for a, b in zip(mine, theirs))
 
 
-def _continued(above: list[str], line: str, alone: str, inside: bool) -> tuple[str, bool]:
+def _continued(above: list[str], line: str, alone: str, inside: str) -> tuple[str, str]:
     """``line`` of a shell command continued from the lines ``above`` (its first line and the
     line before), as shown: checked after them (``mysqldump -uroot \\`` / ``-pX``: what the
     command means) and on its own (``alone``: what the line's start says, ``user bob on >X``),
     a word hidden when either check hides it (should the two not line up word for word, the
-    one that hides more).  ``inside``: the line above was inside a quoted value hidden from a
-    line before it (:func:`_in_hidden_quote`).  Returns the line as shown and whether it ends
-    inside such a value."""
+    one that hides more).  ``inside``: the quote of a hidden value the line above ended in
+    (:func:`_in_hidden_quote`), else ``""``.  Returns the line as shown and the quote of a hidden
+    value it ends in."""
     if inside:
-        return _in_hidden_quote(line)
+        return _in_hidden_quote(line, inside)
     # the shell drops each line's ending backslash with its line break (``KEY \\`` / ``VALUE``:
     # the value follows its key)
     lines = [_CONTINUES.sub("", a) for a in (above if above[0] != above[1] else above[:1])]
     mark = next((m for m in BREAKS if m not in line and not any(m in a for a in lines)), None)
     if mark is None:
-        return alone, False
+        return alone, ""
     joined, _ = redact_line(mark.join([*lines, line]))
     if joined.count(mark) != len(lines):  # a value hidden across the line break (a quote left open above)
-        return _in_hidden_quote(line)
+        opened = shell_open_quote(" ".join(lines))
+        return _in_hidden_quote(line, opened if opened in ("'", '"') else _SOME_QUOTE)
     after = joined.rsplit(mark, 1)[1]
     if after == alone:
-        return alone, False
-    return _either_hides(alone, after), False
+        return alone, ""
+    return _either_hides(alone, after), ""
 
 
-def _in_hidden_quote(line: str) -> tuple[str, bool]:
-    """A continued line inside a quoted value hidden from a line above: hidden up to its first
-    quote (the value's close; what follows is checked as a line), or whole, the value going on
-    past it (True; ``-u "bob:a \\`` / ``b \\`` / ``c" x``: the shell reads one value)."""
-    quote = min((i for i in (line.find('"'), line.find("'")) if i >= 0), default=-1)
-    if quote < 0:
-        return HIDDEN, True
-    return HIDDEN + redact_line(line[quote:])[0], False
+#: the quote of a hidden value going on over lines when the lines kept do not say which one
+_SOME_QUOTE = "?"
+
+
+def _last_words(text: str, n: int) -> str:
+    """The end of ``text`` from the start of its ``n``-th last word (all of it when it has fewer),
+    read from the end: costs the length of what it returns, not of ``text``."""
+    i, words = len(text), 0
+    while i > 0:
+        while i > 0 and text[i - 1].isspace():
+            i -= 1
+        if i == 0:
+            break
+        while i > 0 and not text[i - 1].isspace():
+            i -= 1
+        words += 1
+        if words == n:
+            return text[i:]
+    return text
+
+
+def _in_hidden_quote(line: str, quote: str) -> tuple[str, str]:
+    """A continued line inside a quoted value hidden from a line above (``quote``: its quote, or
+    :data:`_SOME_QUOTE`, the first of either): hidden up to that quote's close and what the word
+    goes on with after it (:func:`ongridd.credfilter.line.after_close`), the rest checked as a
+    line; or whole, the value going on past it (``-u "bob:a \\`` / ``b \\`` / ``c" x``: the
+    shell reads one value).  Returns the line as shown and the quote the value is still in."""
+    if quote == _SOME_QUOTE:
+        at = min((i for i in (line.find('"'), line.find("'")) if i >= 0), default=-1)
+    else:
+        at = closing(line, quote, 0)
+    if at < 0:
+        return HIDDEN, quote
+    rest = line[at + 1:]
+    glued = next((k for k, c in enumerate(rest) if c.isspace()), len(rest))  # the close's word goes on
+    tail, reopened = after_close(rest[:glued])
+    if reopened:  # and opens another quote (or escapes the space after it): the rest of the line is in it
+        return HIDDEN + line[at] + tail, reopened if reopened in ("'", '"') else _SOME_QUOTE
+    return HIDDEN + line[at] + tail + redact_line(rest[glued:])[0], ""
 
 
 def _audit_line(line: str, events: dict[str, list[str]], pieced: set[str]) -> str | None:
@@ -314,10 +362,11 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
     value_below = False  # the line above ended with a secret option: this line's first word is its value
     continued: list[str] = []  # the command a line ending in " \\" goes on: its first line and the line before
     glued: str | None = None  # the command so far when the line above went on inside its last word ("ab\\")
+    glued_lines = 0  # how many lines in a row went on inside their last word
     command = ""  # the line above, as checked
-    in_quote = False  # the line above ended inside a quoted value hidden from a line before it
+    in_quote = ""  # the quote of a hidden value the line above ended in (see _continued)
     for line in text.split("\n"):
-        if '":' in line and "[" in line:  # journalctl -o json: a message with a control character is bytes
+        if '"' in line and "[" in line and ":" in line:  # journalctl -o json: a message with a control character is bytes
             line = _BYTE_ARRAY.sub(lambda m: _byte_array(m, audit), line)
         above, continued = continued, []
         carry, value_below = value_below, False
@@ -375,7 +424,7 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
         if above and not command.lstrip().startswith("- "):
             shown, in_quote = _continued(above, command, shown, in_quote)
         else:
-            in_quote = False
+            in_quote = ""
         if before is not None:  # the line above went on inside its last word: glued to it, as the shell reads it
             shown, start = _glued(before, command, shown)
             if start is not None and out and out[-1] == prev_command:  # it began on the line above: hidden there too
@@ -383,6 +432,8 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
         if (goes_on := _CONTINUES.search(command)) is not None:
             continued = [above[0] if above else command[:_CONTINUED_CHARS], command[-_CONTINUED_CHARS:]]
             if goes_on.start() == 0 or not command[goes_on.start() - 1].isspace():  # inside its last word
-                glued = ((before or "") + command[:goes_on.start()])[-_CONTINUED_CHARS:]
+                glued_lines = glued_lines + 1 if before is not None else 1
+                cap = _CONTINUED_CHARS if glued_lines <= _GLUED_LINES else _GLUED_LINES
+                glued = _last_words((before or "") + command[:goes_on.start()], _GLUED_WORDS)[-cap:]
         out.append(history.group(1) + shown if history else shown)
     return "\n".join(out)

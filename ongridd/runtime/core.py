@@ -825,7 +825,7 @@ def _with_interim_html(calls: list[Row] | None) -> list[Row] | None:
         if call.get("name") == "SendMessage":
             try:
                 text = json.loads(call.get("arguments") or "{}").get("text")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):  # not the tool's shape; nested too deep to read
                 text = None
             if isinstance(text, str) and text.strip():
                 call = call | {"html": markdown_html(text.strip())}

@@ -141,6 +141,9 @@ S = "Zq9xTrv7Lm"
     ('{"MESSAGE":' + str(list(f"\x1b[32mconnect postgres://app:{S}@db/app".encode())).replace(" ", "") + '}',
      '{"MESSAGE":"\\u001b[32mconnect postgres://app:***@db/app"}'),
     ('{"MESSAGE":[104,105],"x":[1,2,300]}', '{"MESSAGE":[104,105],"x":[1,2,300]}'),
+    # spaces around the colon and the numbers, as older journalctl writes them
+    ('{ "MESSAGE" : [ ' + ", ".join(str(b) for b in f"mysql -p{S}".encode()) + ' ] }',
+     '{ "MESSAGE" : "mysql -p***" }'),
     # whitespace JSON does not know between the numbers: no byte array, and no error
     *((f'{{"MESSAGE":[{c}49]}}', f'{{"MESSAGE":[{c}49]}}') for c in "\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"),
     # a shell command continued over lines; a line ending in a Windows folder continues nothing

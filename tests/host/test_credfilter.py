@@ -55,6 +55,28 @@ from ongrid_host.local import redact_cmdline
     ('curl -ubob:PW4 x', 'curl -ubob:*** x'),
     ("curl -u'bob:PW 5' x", "curl -u'bob:***' x"),
     ('command: ["curl", "--user", "bob:PW6"]', 'command: ["curl", "--user", "bob:***"]'),
+    # a second attack: a program inside a script, an exec-form list or a JSON string keeps its options
+    ('sh -c "mysql -uroot -pPW7"', 'sh -c "mysql -uroot -p***"'),
+    ("ssh host 'redis-cli -a PW8'", "ssh host 'redis-cli -a ***'"),
+    ('{"cmd": "sshpass -p PW9 ssh h"}', '{"cmd": "sshpass -p *** ssh h"}'),
+    ('CMD ["mysql", "-uroot", "-pPW10"]', 'CMD ["mysql", "-uroot", "-p***"]'),
+    ('CMD ["sqlcmd", "-PPW11 x"]', 'CMD ["sqlcmd", "-P***"]'),
+    # curl's short options together; shell quoting and escaped spaces going on after a value
+    ("curl -su bob:PW12 h", "curl -su bob:*** h"),
+    ("curl -sSfu bob:PW13 h", "curl -sSfu bob:*** h"),
+    ("mysql -p'it'\\''s PW14' db", "mysql -p'***'*** db"),
+    ('curl -u "bob:p w"}PW15 x', 'curl -u "bob:***"*** x'),
+    ("export DB_PASSWORD='it'\"'\"'s PW16' y", "export DB_PASSWORD=*** y"),
+    ("x --password correct\\ horse\\ PW17 y", "x --password *** y"),
+    ("PASSWORD=correct\\ PW18 y", "PASSWORD=*** y"),
+    ("curl -u bob:correct\\ PW19 h", "curl -u bob:*** h"),
+    ('mysql -p"p w"\\ PW20 x', 'mysql -p"***"*** x'),
+    ('sh -c "app --password X" && ls', 'sh -c "app --password ***" && ls'),  # a quote closing around it
+    # a JSON list written without spaces, or printed an item a line
+    ('["curl","--user","bob:PW21"]', '["curl","--user","bob:***"]'),
+    ('["app","--token","PW22"]', '["app","--token","***"]'),
+    ('"Cmd": [\n    "curl",\n    "--user",\n    "bob:PW23"\n],', '"Cmd": [\n    "curl",\n    "--user",\n    "***"\n],'),
+    ("- --user\n- bob:PW24", "- --user\n- ***"),
     ("curl -upload x", "curl -upload x"),
     ("curl -H Authorization: Basic dXNlcjpodW50ZXIy x", "curl -H Authorization: Basic *** x"),
     ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
@@ -337,6 +359,10 @@ def test_a_command_continued_with_a_backslash_hides_what_goes_on():
         f'curl {bs}\n-u "bob:*** {bs}\n***\n***" x')
     assert "X53" not in redact_credentials(f'mysql {bs}\n-p"a {bs}\nb {bs}\nc {bs}\nX53" db {bs}\n--batch')
     assert redact_credentials(f'echo "a {bs}\nb {bs}\nc" x') == f'echo "a {bs}\nb {bs}\nc" x'
+    # the value's own quote closes it (not the first quote of either kind), and what is glued after goes too
+    assert redact_credentials(f'mysql -p"a {bs}\nit\'s X54" x') == f'mysql -p"*** {bs}\n***" x'
+    assert redact_credentials(f'PASSWORD="a {bs}\nb"X55 x') == f'PASSWORD=*** {bs}\n***"*** x'
+    assert "X56" not in redact_credentials(f'curl -u "bob:a {bs}\nb\\"X56 dd" x')
     # a first line cut to its first 512 characters (the backslash cut off with them)
     assert redact_credentials("x" * 600 + f" {bs}\nmysql -pX42") == "x" * 600 + f" {bs}\nmysql -p***"
 
@@ -386,6 +412,14 @@ def test_long_words_cost_linear_time():
                     ": 1:1;" * 60_000, "- --token\n" * 60_000, "docker login " * 40_000 + "-p " * 40_000,
                     "a" + "\\" * 400_001, "PASSWORD=a\\\n" * 30_000, "x \\\n" * 60_000,
                     'x -p \\"' * 60_000, '"a": "mysql -p\\"' + "b " * 200_000):
+        assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
+
+
+def test_lines_going_on_cost_linear_time():
+    # many short lines each going on in the next (inside their last word, or after a long first line):
+    # each is checked with a bounded context, not with all the lines before it
+    for hostile in (" a\\\n" * 100_000, '"\\\n' * 133_000, " a=\\\"b\\\n" * 40_000,
+                    "x" * 510 + " \\\n" + " a \\\n" * 80_000, '-U "' + "w " * 200_000, '"--user","' * 40_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 

@@ -556,6 +556,8 @@ async def test_a_send_message_call_in_the_transcript_carries_its_interim_html(tm
     script = {"default": [
         {"tool_calls": [{"name": "SendMessage", "arguments": {"text": " Checking **disk** <i>now</i> "}}]},
         {"tool_calls": [{"name": "SendMessage", "arguments": {"text": ["not", "text"]}}]},
+        # nested past what a JSON reader takes: no html either, and the transcript is still served
+        {"tool_calls": [{"name": "SendMessage", "raw_arguments": '{"text":"hi","x":' + "[" * 5000 + "]" * 5000 + "}"}]},
         {"content": "done"},
     ]}
     async with open_daemon(tmp_path, script) as d, d.ws("interim") as c:
@@ -564,7 +566,6 @@ async def test_a_send_message_call_in_the_transcript_carries_its_interim_html(tm
         assert (await c.until_type("final"))["text"] == "done"
         items = await d.runtime.session_messages(c.session_id, user_id="local")
         calls = [call for m in items for call in m["tool_calls"] or []]
-        assert [call["name"] for call in calls] == ["SendMessage", "SendMessage"]
+        assert [call["name"] for call in calls] == ["SendMessage"] * 3
         assert calls[0]["html"] == live["html"] == "<p>Checking <strong>disk</strong> &lt;i&gt;now&lt;/i&gt;</p>\n"
-        assert "html" not in calls[1]
-        assert set(calls[1]) == {"id", "name", "arguments"}
+        assert set(calls[1]) == set(calls[2]) == {"id", "name", "arguments"}
