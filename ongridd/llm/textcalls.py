@@ -167,7 +167,7 @@ def _first_json_start(text: str) -> int | None:
 def _decode_at(text: str, start: int) -> Any:
     try:
         value, _ = json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; nested past what the reader takes
         return None
     return value
 
@@ -177,7 +177,7 @@ def _from_json_text(text: str) -> str | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return _call_name(value)
 

@@ -93,3 +93,11 @@ def test_known_tool_names_catch_a_call_with_prose_around_it():
 def test_none_and_non_string_are_not_calls():
     assert detect_text_tool_call(None) is None
     assert detect_text_tool_call(123) is None  # type: ignore[arg-type]
+
+
+def test_json_nested_past_what_the_reader_takes_is_no_call_and_no_error():
+    # a model's answer is data: nesting too deep for json (RecursionError) reads as no JSON at all
+    deep = "[" * 5000 + "]" * 5000
+    assert detect_text_tool_call(deep) is None
+    assert detect_text_tool_call("```json\n" + deep + "\n```") is None
+    assert detect_text_tool_call('{"name": "x", "arguments": ' + deep + "}") is None

@@ -569,3 +569,13 @@ async def test_a_send_message_call_in_the_transcript_carries_its_interim_html(tm
         assert [call["name"] for call in calls] == ["SendMessage"] * 3
         assert calls[0]["html"] == live["html"] == "<p>Checking <strong>disk</strong> &lt;i&gt;now&lt;/i&gt;</p>\n"
         assert set(calls[1]) == set(calls[2]) == {"id", "name", "arguments"}
+
+
+async def test_an_answer_nested_past_what_a_json_reader_takes_is_an_answer(tmp_path):
+    """A model's answer that is JSON nested too deep to read (the kernel looks for tool calls
+    written as text) is its answer: shown and stored, no internal error."""
+    deep = "[" * 5000 + "]" * 5000
+    async with open_daemon(tmp_path, {"default": [{"content": deep}]}) as d, d.ws("deep") as c:
+        final = await c.ask("answer in JSON")
+        assert final["type"] == "final" and final["text"] == deep
+        assert d.rows("SELECT content FROM chat_messages WHERE role = 'assistant'")[-1]["content"] == deep
