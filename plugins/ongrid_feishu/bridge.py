@@ -282,7 +282,7 @@ def _member(obj: dict[str, Any], key: str) -> dict[str, Any]:
 def _json(resp: Any) -> dict[str, Any]:
     try:
         data = resp.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         raise PlatformError(f"feishu: HTTP {resp.status_code}, not JSON") from None
     if not isinstance(data, dict):
         raise PlatformError(f"feishu: HTTP {resp.status_code}, unexpected answer")

@@ -400,7 +400,7 @@ async def scan_journal(target: Target, directory: str | None, unit: str | None, 
             return
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON; nested past what the reader takes
             state["bad"] += 1
             return
         if not isinstance(obj, dict):

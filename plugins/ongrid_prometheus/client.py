@@ -8,7 +8,6 @@ client could never be closed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -94,7 +93,7 @@ class PrometheusClient:
 def _read_answer(response: Any, base: str) -> ApiResult:
     try:
         body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         preview = response.text[:_BODY_PREVIEW_CHARS].strip()
         raise ToolError(
             f"Prometheus at {base} answered HTTP {response.status_code} with a body that is not its API's JSON"

@@ -88,7 +88,7 @@ class SlackBridge:
                                     content=json.dumps(payload).encode())
         try:
             data = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             raise PlatformError(f"slack {method}: HTTP {resp.status_code}, not JSON") from None
         if not isinstance(data, dict) or not data.get("ok"):
             err = data.get("error") if isinstance(data, dict) else None

@@ -66,7 +66,7 @@ USERNAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
 def _retry_after(resp: Any) -> float | None:
     try:
         value = resp.json().get("parameters", {}).get("retry_after")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -95,7 +95,7 @@ class TelegramBridge:
                                     content=json.dumps(payload).encode(), **kwargs)
         try:
             data = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             raise PlatformError(f"telegram {method}: HTTP {resp.status_code}, not JSON") from None
         if not isinstance(data, dict) or not data.get("ok"):
             desc = str(data.get("description") if isinstance(data, dict) else "")[:200]
