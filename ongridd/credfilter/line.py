@@ -167,24 +167,33 @@ _PAM_CONTROLS = frozenset({"required", "requisite", "sufficient", "optional", "i
 BREAKS = ("\u2029", "\u2028", "\x1c", "\x1d", "\x1e")
 
 
-def value_first(line: str) -> str:
+def value_first(line: str) -> tuple[str, str]:
     """``line`` with its first word (after a list's ``-``) hidden: the value of a secret option
-    that ended the line above.  A quoted value is hidden up to its closing quote on the line."""
+    that ended the line above.  A quoted value is hidden up to its closing quote on the line.
+    Returns the line as shown and the quote the value is still in at the line's end (the rest
+    of the line hidden; a line going on keeps its backslash), else ``""``."""
     first = _FIRST_VALUE.match(line)
     # a value there is a list item ("- X") or a quoted string ("X", of JSON): prose is no value
     if first is None or first.group(2)[0] in "{[" or ("-" not in first.group(1) and first.group(2)[0] not in "\"'"):
-        return line
+        return line, ""
     shown, quote, _ = hide_value(first.group(2))
     rest = line[first.end():]
     if quote:  # "correct horse battery": the words up to the close go too
         at = closing(rest, quote, 0)
         if at < 0:
-            return first.group(1) + shown
+            return first.group(1) + shown + (" \\" if rest.endswith("\\") else ""), quote
         tail = rest[at + 1:]
         glued = next((k for k, c in enumerate(tail) if c.isspace()), len(tail))  # the word's own rest
         shown_tail, reopened = after_close(tail[:glued])
         rest = rest[at] + shown_tail + ("" if reopened else tail[glued:])
-    return first.group(1) + shown + rest
+    return first.group(1) + shown + rest, ""
+
+
+def _option_item(word: str, bare: str) -> bool:
+    """Whether ``word`` is a list item holding a two-letter option alone (``"-P",`` of
+    ``["sqlcmd","-P","X"]``: its value is the next item), ``bare`` being it without its lead."""
+    lead = word[:len(word) - len(bare)]
+    return bool(lead) and lead[-1] in "\"'" and bare[2:3] == lead[-1]
 
 
 def _program(word: str) -> str:
@@ -250,7 +259,7 @@ def redact_line(line: str) -> tuple[str, bool]:
     line = _known_shapes(line)
     # words at even indexes, the whitespace between them at odd ones (a JSON list written without
     # spaces, ["curl","--user","bob:X"], is split between its items)
-    parts = (_LIST_WORDS if '","' in line else WORDS).split(line)
+    parts = (_LIST_WORDS if '","' in line and '["' in line else WORDS).split(line)
     positions = [i for i in range(0, len(parts), 2) if parts[i]]  # the words' indexes in parts
     order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
     words = [parts[i] for i in positions]
@@ -293,7 +302,7 @@ def redact_line(line: str) -> tuple[str, bool]:
             mysql = True
         elif program in _LOGIN_PROGRAMS:
             login_program = True
-        elif word == "login" and login_program:  # docker login -u ci -p X (docker run -p is a port)
+        elif program == "login" and login_program:  # docker login -u ci -p X (docker run -p is a port)
             login_p = True
         elif word in _COMMAND_SEPARATORS:
             login_program = login_p = False
@@ -371,7 +380,8 @@ def redact_line(line: str) -> tuple[str, bool]:
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
         elif ((mysql or login_p) and (bare := word.lstrip("[\"'")).startswith("-p")
-              or attached_p and (bare := word.lstrip("[\"'")).startswith("-P")) and len(bare) > 2:
+              or attached_p and (bare := word.lstrip("[\"'")).startswith("-P")) and len(bare) > 2 \
+                and not _option_item(word, bare):
             # -pX (-pMyPass), sqlcmd -PX; "-pX"] of an exec-form list: the value up to that list item's quote
             lead = word[:len(word) - len(bare)]
             quote = next((c for c in lead if c in "\"'"), "")
@@ -396,11 +406,12 @@ def redact_line(line: str) -> tuple[str, bool]:
             hide_rest = NAME_PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word.strip("[],\"'") in ("-u", "--user", "-U"):  # also an item of a JSON list: "--user",
             user_next = True
-        elif curl and _SHORT_OPTIONS_U.match(word):  # curl -su bob:X, -sSfu bob:X
+        elif curl and _SHORT_OPTIONS_U.match(word.strip("[],\"'")):  # curl -su bob:X, -sSfu bob:X
             user_next = True
-        elif curl and word.startswith("-u") and len(word) > 2:  # curl -ubob:X
-            shown, open_quote = _user_password(word[2:])
-            parts[i], keep_close = "-u" + shown, True
+        elif curl and (bare := word.lstrip("[\"'")).startswith("-u") and len(bare) > 2 and not _option_item(word, bare):
+            lead = word[:len(word) - len(bare)]  # curl -ubob:X; "-ubob:X" of a list
+            shown, open_quote = _user_password(lead[-1:] + bare[2:] if lead[-1:] in ("'", '"') else bare[2:])
+            parts[i], keep_close = lead + "-u" + shown[1 if lead[-1:] in ("'", '"') else 0:], True
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or secret_name(word)):
             named = True
@@ -473,9 +484,9 @@ def hide_value(word: str, lead: str = "") -> tuple[str, str, bool]:
 
 
 #: what may follow a hidden value's closing quote in its word and still be shown: the syntax around
-#: a value (``"***"},`` of JSON, ``"***";`` of a statement, ``"***")`` of a call, ``"***"}'`` of JSON
-#: in a shell's quotes) — nothing else
-_SYNTAX_AFTER = re.compile(r"[,;:)\]}>]*(?:[)\]}][\"'][,;:)\]}>]*)?\Z")
+#: a value (``"***"},`` of JSON, ``"***";`` of a statement, ``"***")`` of a call) — nothing else, not a
+#: quote either (``"a")" X"`` is the one value ``a) X`` to the shell)
+_SYNTAX_AFTER = re.compile(r"[,;:)\]}>]*\Z")
 
 
 def after_close(tail: str) -> tuple[str, str]:
@@ -510,6 +521,8 @@ def _redact_word(word: str, depth: int = 0) -> tuple[str, bool, str, bool]:
     if end >= 0:  # up to the quote that closes the opening one: what follows it stays
         body, tail = body[:end], body[end:]
     shown, hide_next, opened, keep = _redact_word_as_is(body, depth + 1)
+    if quote and end < 0 and shown != body and not opened:  # "PASSWORD=a SECRET": hidden to the quote's close
+        opened, keep = quote, True
     return word[:lead] + shown + tail, hide_next, opened, keep
 
 
@@ -533,9 +546,11 @@ def _redact_word_as_is(word: str, depth: int = 0) -> tuple[str, bool, str, bool]
             quote = value[:1] if value[:1] in ("'", '"') else ""
             close = quote if quote and len(value) > 1 and value.endswith(quote) else ""
             inner = value[len(quote):len(value) - len(close)]
-            shown, _, _, _ = _redact_word(inner, depth + 1)
-            if shown != inner:
-                return f"{name}{sep}{quote}{shown}{close}", False, "", False
+            shown, _, opened, keep = _redact_word(inner, depth + 1)
+            if shown != inner:  # a quote not closed in this word: the value goes on to its close
+                if quote and not close:
+                    opened, keep = quote, True
+                return f"{name}{sep}{quote}{shown}{close}", False, opened, keep
     for pairs in (_QUERY_SECRET, _CONNECTION_SECRET):
         word = pairs.sub(lambda m: m.group(1) + HIDDEN if secret_name(m.group(2))
                          and not plain_value(m.group(3), m.group(2)) else m.group(0), word)

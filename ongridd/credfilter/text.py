@@ -58,8 +58,8 @@ _CONTINUED_CHARS = 512
 #: goes on and the ones that give it a meaning: ``-H Authorization: Bearer ab\\`` / ``cd``), so a
 #: text of many such short lines costs no more than its length
 _GLUED_WORDS = 4
-#: after so many lines in a row that go on inside their last word (a word written a character or
-#: two a line), only so many characters of it are carried: the cost stays linear in the text
+#: after so many lines in a row that go on (a word or a command written a character or two a line),
+#: only so many characters of the lines before are carried: the cost stays linear in the text
 _GLUED_LINES = 64
 #: a line that goes on on the next line: it ends in an odd number of backslashes (the shell drops
 #: the last one with the line break); right after a word (``PASSWORD=ab\\`` / ``cd``), the word goes on
@@ -99,6 +99,8 @@ def _continued(above: list[str], line: str, alone: str, inside: str) -> tuple[st
     value it ends in."""
     if inside:
         return _in_hidden_quote(line, inside)
+    if not _CONTINUES.sub("", line).strip():  # nothing on it but its own line break
+        return alone, ""
     # the shell drops each line's ending backslash with its line break (``KEY \\`` / ``VALUE``:
     # the value follows its key)
     lines = [_CONTINUES.sub("", a) for a in (above if above[0] != above[1] else above[:1])]
@@ -363,6 +365,7 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
     continued: list[str] = []  # the command a line ending in " \\" goes on: its first line and the line before
     glued: str | None = None  # the command so far when the line above went on inside its last word ("ab\\")
     glued_lines = 0  # how many lines in a row went on inside their last word
+    continued_lines = 0  # how many lines in a row went on on the next line
     command = ""  # the line above, as checked
     in_quote = ""  # the quote of a hidden value the line above ended in (see _continued)
     for line in text.split("\n"):
@@ -415,8 +418,9 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
             continue
         history = _ZSH_HISTORY.match(line) if line.startswith(": ") else None
         command = history.group(2) if history else line
+        carried = ""  # the quote a value from the line above is still in at this line's end
         if carry:  # - --db-password / - X
-            command = value_first(command)
+            command, carried = value_first(command)
         if _escaped_quote(command):  # a command inside a JSON (or C) string: its own quotes escaped
             command = _inside_strings(command, depth)
         shown, value_below = redact_line(command)
@@ -425,12 +429,18 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
             shown, in_quote = _continued(above, command, shown, in_quote)
         else:
             in_quote = ""
+        in_quote = in_quote or (carried if carried in ("'", '"') else "")
         if before is not None:  # the line above went on inside its last word: glued to it, as the shell reads it
             shown, start = _glued(before, command, shown)
             if start is not None and out and out[-1] == prev_command:  # it began on the line above: hidden there too
                 out[-1] = prev_command[:max(0, start - (len(before) - len(prev_command) + 1))] + HIDDEN + "\\"
         if (goes_on := _CONTINUES.search(command)) is not None:
-            continued = [above[0] if above else command[:_CONTINUED_CHARS], command[-_CONTINUED_CHARS:]]
+            continued_lines = continued_lines + 1 if above else 1
+            if continued_lines <= _GLUED_LINES:
+                continued = [(above[0] if above else command)[:_CONTINUED_CHARS], command[-_CONTINUED_CHARS:]]
+            else:  # a long run of them: the last words of the line before are the context
+                tail = _last_words(command, 2)[-_GLUED_LINES:]
+                continued = [tail, tail]
             if goes_on.start() == 0 or not command[goes_on.start() - 1].isspace():  # inside its last word
                 glued_lines = glued_lines + 1 if before is not None else 1
                 cap = _CONTINUED_CHARS if glued_lines <= _GLUED_LINES else _GLUED_LINES

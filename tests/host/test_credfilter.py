@@ -77,6 +77,19 @@ from ongrid_host.local import redact_cmdline
     ('["app","--token","PW22"]', '["app","--token","***"]'),
     ('"Cmd": [\n    "curl",\n    "--user",\n    "bob:PW23"\n],', '"Cmd": [\n    "curl",\n    "--user",\n    "***"\n],'),
     ("- --user\n- bob:PW24", "- --user\n- ***"),
+    # a third attack: a quoted NAME=value holding a space, exec-form items, a quote after a closer
+    ('docker run -e "PASSWORD=a PW25" img', 'docker run -e "PASSWORD=***" img'),
+    ('Environment="DB_PASSWORD=a PW26"', 'Environment="DB_PASSWORD=***"'),
+    ('--env=PASSWORD="a PW27" x', "--env=PASSWORD=*** x"),
+    ('["x","-e","PASSWORD=a PW28"]', '["x","-e","PASSWORD=***"]'),
+    ('["curl","-ubob:PW29"]', '["curl","-ubob:***"]'),
+    ("curl '-ubob:PW30'", "curl '-ubob:***'"),
+    ('["curl","-su","bob:PW31"]', '["curl","-su","bob:***"]'),
+    ('CMD ["sqlcmd","-P","PW32"]', 'CMD ["sqlcmd","-P","***"]'),
+    ('["docker","login","-p","PW33"]', '["docker","login","-p","***"]'),
+    ('--password "a")" PW34"', '--password "***"***'),
+    ('--password "x","PW35"', '--password "***"***'),  # no list without a bracket: one shell value
+    ('{"password":"x","note":"hi"}', '{"password":"***","note":"hi"}'),
     ("curl -upload x", "curl -upload x"),
     ("curl -H Authorization: Basic dXNlcjpodW50ZXIy x", "curl -H Authorization: Basic *** x"),
     ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
@@ -363,6 +376,9 @@ def test_a_command_continued_with_a_backslash_hides_what_goes_on():
     assert redact_credentials(f'mysql -p"a {bs}\nit\'s X54" x') == f'mysql -p"*** {bs}\n***" x'
     assert redact_credentials(f'PASSWORD="a {bs}\nb"X55 x') == f'PASSWORD=*** {bs}\n***"*** x'
     assert "X56" not in redact_credentials(f'curl -u "bob:a {bs}\nb\\"X56 dd" x')
+    # the value of an option that ended the line above, going on over the lines after it
+    assert redact_credentials(f'curl {bs}\n  --password {bs}\n  "a {bs}\n  b X57" {bs}\n  https://h/') == (
+        f'curl {bs}\n  --password {bs}\n  "*** {bs}\n***" {bs}\n  https://h/')
     # a first line cut to its first 512 characters (the backslash cut off with them)
     assert redact_credentials("x" * 600 + f" {bs}\nmysql -pX42") == "x" * 600 + f" {bs}\nmysql -p***"
 
@@ -419,6 +435,7 @@ def test_lines_going_on_cost_linear_time():
     # many short lines each going on in the next (inside their last word, or after a long first line):
     # each is checked with a bounded context, not with all the lines before it
     for hostile in (" a\\\n" * 100_000, '"\\\n' * 133_000, " a=\\\"b\\\n" * 40_000,
+                    '"a ' * 170 + " \\\n" + "\\\n" * 200_000, '"a ' * 170 + " \\\n" + "a\\\n" * 133_000,
                     "x" * 510 + " \\\n" + " a \\\n" * 80_000, '-U "' + "w " * 200_000, '"--user","' * 40_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
