@@ -409,9 +409,10 @@ def redact_line(line: str) -> tuple[str, bool]:
         elif curl and _SHORT_OPTIONS_U.match(word.strip("[],\"'")):  # curl -su bob:X, -sSfu bob:X
             user_next = True
         elif curl and (bare := word.lstrip("[\"'")).startswith("-u") and len(bare) > 2 and not _option_item(word, bare):
-            lead = word[:len(word) - len(bare)]  # curl -ubob:X; "-ubob:X" of a list
-            shown, open_quote = _user_password(lead[-1:] + bare[2:] if lead[-1:] in ("'", '"') else bare[2:])
-            parts[i], keep_close = lead + "-u" + shown[1 if lead[-1:] in ("'", '"') else 0:], True
+            lead = word[:len(word) - len(bare)]  # curl -ubob:X; "-ubob:X" of a list: read inside its quote
+            quote = lead[-1:] if lead[-1:] in ("'", '"') else ""
+            shown, open_quote = _user_password(quote + bare[2:])
+            parts[i], keep_close = lead + "-u" + shown[len(quote):], True
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or secret_name(word)):
             named = True
