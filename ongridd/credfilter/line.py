@@ -75,8 +75,8 @@ _LOGIN_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo",
 _MYSQL = re.compile(r"(?:mysql[a-z_-]{0,16}|mariadb(?:-[a-z]{1,16})?)\Z")
 #: what splits a line into words (the split keeps it: words at even indexes, whitespace at odd ones)
 WORDS = re.compile(r"(\s+)")
-#: :data:`WORDS`, and the place between two items of a JSON list written without spaces
-_LIST_WORDS = re.compile(r'(\s+|(?<=",)(?="))')
+#: :data:`WORDS`, and the place between two items of a JSON (or Python) list written without spaces
+_LIST_WORDS = re.compile(r"""(\s+|(?<=",)(?=")|(?<=',)(?='))""")
 #: a key standing alone as a word (``password`` of ``password = X``; quoted as in JSON or TOML)
 _BARE_NAME = re.compile(r"[\"']?\$?[A-Za-z_][A-Za-z0-9_.-]{0,127}[\"']?\Z")
 #: ``env[NAME]`` of a php-fpm pool: the name in brackets is the key
@@ -257,9 +257,10 @@ def redact_line(line: str) -> tuple[str, bool]:
     """One line with its secrets hidden, and whether it ended with a secret option or JSON key
     whose value is the next line's first word (``- --db-password`` / ``- X`` of a YAML list)."""
     line = _known_shapes(line)
-    # words at even indexes, the whitespace between them at odd ones (a JSON list written without
-    # spaces, ["curl","--user","bob:X"], is split between its items)
-    parts = (_LIST_WORDS if '","' in line and '["' in line else WORDS).split(line)
+    # words at even indexes, the whitespace between them at odd ones (a JSON or Python list written
+    # without spaces, ["curl","--user","bob:X"], is split between its items)
+    listed = ('","' in line and '["' in line) or ("','" in line and "['" in line)
+    parts = (_LIST_WORDS if listed else WORDS).split(line)
     positions = [i for i in range(0, len(parts), 2) if parts[i]]  # the words' indexes in parts
     order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
     words = [parts[i] for i in positions]

@@ -90,6 +90,9 @@ from ongrid_host.local import redact_cmdline
     ('--password "a")" PW34"', '--password "***"***'),
     ('--password "x","PW35"', '--password "***"***'),  # no list without a bracket: one shell value
     ('{"password":"x","note":"hi"}', '{"password":"***","note":"hi"}'),
+    ("['x','--token','PW36']", "['x','--token','***']"),  # a Python list without spaces
+    ("['curl','-u','bob:PW37']", "['curl','-u','bob:***']"),
+    ("it's a 'a','b' test", "it's a 'a','b' test"),
     ("curl -upload x", "curl -upload x"),
     ("curl -H Authorization: Basic dXNlcjpodW50ZXIy x", "curl -H Authorization: Basic *** x"),
     ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
