@@ -18,8 +18,9 @@ In one write transaction:
    every call, a dispatch cut off by the crash included;
 4. every message still held for a running turn (``pending_messages``: sent
    while a turn ran, not yet read by its model) is appended to its thread
-   after that repair, as a user message that joined the turn
-   (:func:`ongridd.store.pending.recover_pending_in`).
+   after that repair, as a user message of its own with the time it was
+   sent (unanswered: the turn that would have answered it died), see
+   :func:`ongridd.store.pending.recover_pending_in`.
 
 Ordering.  Tool results must directly follow their assistant message, in the
 order of its calls.  A repaired block is laid out as: the assistant message,

@@ -61,6 +61,14 @@ async def _pipe_chat(url: str, thread: str, until: str | None = None, data: byte
     return out.decode()
 
 
+async def _leave_a_turn_running(daemon, fake, thread: str, text: str) -> None:
+    """Send ``text`` on ``thread`` from a client that goes away once the model has the turn's request."""
+    async with ws(daemon.ws_url, thread) as c:
+        await c.send({"type": "user_message", "text": text})
+        with trio.fail_after(15):
+            await fake.wait_requests(1)
+
+
 async def _pty_chat(url: str, thread: str, until: str) -> str:
     """Run ``ongrid chat`` on a pseudo-terminal until ``until`` is printed,
     then send Ctrl-D; returns what the terminal showed."""
@@ -114,10 +122,7 @@ async def test_an_answer_given_while_away_is_shown_once_on_reattach(tmp_path):
     async with open_fake_llm(script) as fake:
         config = _config(tmp_path, fake)
         async with serve(config) as daemon:
-            async with ws(daemon.ws_url, "away") as c:
-                await c.send({"type": "user_message", "text": "go away"})
-                with trio.fail_after(15):
-                    await fake.wait_requests(1)
+            await _leave_a_turn_running(daemon, fake, "away", "go away")
             await trio.sleep(2.0)  # the turn ends with nobody attached
             piped = await _pipe_chat(daemon.url, "away", until="\n—\n")
             assert "you> go away" in piped
@@ -244,10 +249,7 @@ async def test_piped_chat_exits_0_when_only_an_earlier_turn_failed(tmp_path):
     script = {"default": [{"http_status": 500, "delay_s": 1}, {"content": "second answer"}]}
     async with open_fake_llm(script) as fake:
         async with serve(_config(tmp_path, fake, max_retries=0)) as daemon:
-            async with ws(daemon.ws_url, "shared") as c:
-                await c.send({"type": "user_message", "text": "first"})
-                with trio.fail_after(10):
-                    await fake.wait_requests(1)
+            await _leave_a_turn_running(daemon, fake, "shared", "first")
             await trio.sleep(1.5)  # the call fails with nobody attached
             text = await _pipe_chat(daemon.url, "shared", data=b"second\n", code=0)
     assert "[provider_error]" in text and text.index("you> second") < text.index("second answer"), text
@@ -362,10 +364,7 @@ async def test_piped_chat_with_no_input_waits_for_the_running_turn_it_reattached
     async with open_fake_llm(script) as fake:
         config = _config(tmp_path, fake)
         async with serve(config) as daemon:
-            async with ws(daemon.ws_url, "slow") as c:
-                await c.send({"type": "user_message", "text": "take your time"})
-                with trio.fail_after(15):
-                    await fake.wait_requests(1)
+            await _leave_a_turn_running(daemon, fake, "slow", "take your time")
             piped = await _pipe_chat(daemon.url, "slow")
             assert "its progress and answer follow" in piped
             assert piped.count("the slow answer") == 1, piped
