@@ -274,6 +274,9 @@ def redact_line(line: str) -> tuple[str, bool]:
     # <add key="DbPassword" value="***"/>: the pre-pass hid the value; key="…" there names a setting
     attributes = "value" in line and "=" in line and _KEY_VALUE_ATTRS.search(line) is not None
     hide_next = user_next = named = named_value = token_next = hide_rest = sql_password = False
+    # a configuration line's key opening the line, then ": " or " = " (password: correct horse,
+    # password = correct horse of an ini file): its unquoted value is the rest of the line, up to a comment
+    config_line = rest_value = False
     user_quote = ""  # the quote a user name opened and did not close (see user_next)
     upper = line.upper()
     auth_password = _redis_auth(parts, positions) if "AUTH" in upper else -1
@@ -316,6 +319,12 @@ def redact_line(line: str) -> tuple[str, bool]:
         if hide_rest:  # a cookie header: every pair after it
             parts[i] = HIDDEN if word != HIDDEN else word
             continue
+        if rest_value:  # the value of a configuration line goes on to its end, or to a comment
+            if word[0] in "#;":
+                rest_value = False
+            else:
+                parts[i - 1], parts[i] = "", ""
+                continue
         if open_quote == GOES_ON:  # the value went on past an escaped space: this word is part of it
             parts[i - 1], parts[i] = "", ""
             open_quote, keep_close = shell_open_quote(word), False
@@ -330,13 +339,13 @@ def redact_line(line: str) -> tuple[str, bool]:
                 keep_close = False
             continue
         if named:
-            named = False
+            named, key_first, config_line = False, config_line, False
             if (word in _TYPE_DIGITS and len(positions) - order[i] == 2  # username bob secret 0 X (X last)
                     and words[0].lower() in _DEVICE_DIRECTIVES):
                 named = named_value = True
                 continue
             if word in ("=", ":", "=>"):  # "password = X" of a configuration file, "'password' => X" of PHP
-                hide_next = True
+                hide_next, config_line = True, key_first and word != "=>"
                 continue
             if word[0] in "=:" and len(word) > 1:  # "password =X"
                 parts[i], open_quote, keep_close = hide_value(word[1:], word[0])
@@ -355,14 +364,21 @@ def redact_line(line: str) -> tuple[str, bool]:
                 continue
         if hide_next:  # the value of a secret-named option, whatever it looks like (a token may start with -)
             if plain_value(word):  # automountServiceAccountToken: false
-                hide_next = False
+                hide_next = config_line = False
                 continue
             if (yaml_key and _YAML_NODE_PROPERTY.match(word) and order[i] + 1 < len(positions)
                     and not parts[positions[order[i] + 1]].startswith("#")):  # password: &pw X, password: !!str X
                 continue
+            if from_option and word[0] == ",":  # [ "--token" , "X" ]: the list's comma, then the item
+                if word == ",":
+                    continue
+                parts[i], open_quote, keep_close = hide_value(word[1:], ",")
+                hide_next = False
+                continue
             if word.lower() not in _AUTH_SCHEMES:  # "Authorization: Basic X": the value is the word after
                 parts[i], open_quote, keep_close = hide_value(word)
                 hide_next = False
+                rest_value = config_line and not open_quote and word[0] not in "'\"[{" and word[-1] not in _CLOSERS
             continue
         if user_next and (user_quote or not word.startswith("-")):
             # user_quote: a quoted user name holding a space ("CORP\\Jane Doe%X"): this word goes on inside it
@@ -395,7 +411,7 @@ def redact_line(line: str) -> tuple[str, bool]:
                 tail, open_quote = after_close(bare[end + 1:])
                 shown, keep_close = bare[:2] + HIDDEN + quote + tail, False
             parts[i] = lead + shown
-        elif (core := word if word[-1] != "," and word[0] != "[" else word.strip("[],\"'")) and (
+        elif (core := word if word[-1] != "," and word[0] not in "[\"'" else word.strip("[],\"'")) and (
                 core in password_options or (login_p and core == "-p") or (_OPTION.match(core) and secret_name(core))):
             hide_next, from_option, yaml_key = True, True, False  # --token X; ["--token", "X"] of a JSON list
         elif word in _IPSEC_KINDS and before == ":":  # ipsec.secrets: %any : PSK "X"
@@ -404,6 +420,7 @@ def redact_line(line: str) -> tuple[str, bool]:
             hide_next = True  # "password:", "userPassword::" (LDIF's base64 form)
             from_option = key[:1] in "\"'"  # a JSON member's name: its value may be on the next line
             yaml_key = word[-1] == ":" and not from_option
+            config_line = was_first and yaml_key
             hide_rest = NAME_PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word.strip("[],\"'") in ("-u", "--user", "-U"):  # also an item of a JSON list: "--user",
             user_next = True
@@ -416,7 +433,7 @@ def redact_line(line: str) -> tuple[str, bool]:
             parts[i], keep_close = lead + "-u" + shown[len(quote):], True
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or secret_name(word)):
-            named = True
+            named, config_line = True, was_first
             sql_password = NAME_PARTS.sub("", word.lower()) in ("password", "passwd")
             named_value = ((was_first and config_key and (key_value or word.lower() in _FIRST_ARGUMENT_KEYS))
                            or word.lower() in _DIRECTIVE_SECRETS
@@ -435,7 +452,8 @@ def redact_line(line: str) -> tuple[str, bool]:
             from_option = False
     # the value is on the next line only when the option or key stands alone on this one ("- --db-password")
     own = words[:-1] if words and words[-1] == "\\" else words  # a continued line: the backslash is no word
-    alone = len(own) == 1 or (len(own) == 2 and own[0] == "-")
+    alone = (len(own) == 1 or (len(own) == 2 and own[0] == "-")
+             or (bool(own) and own[-1].endswith(('",', "',")) and "[" in line))  # args: ["--password",
     # a user option standing alone too ("--user", of a JSON list printed an item a line)
     return "".join(parts), (hide_next and from_option or user_next and not user_quote) and alone and not hide_rest
 

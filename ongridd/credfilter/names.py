@@ -15,7 +15,7 @@ _SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "t
                            "secretkey", "accesskey", "clientsecret", "sessionkey", "requirepass", "masterauth",
                            "signature", "sig", "psk", "dbpass", "sshpass", "rootpass",
                            "adminpass", "userpass", "ldappass", "smtppass", "mailpass", "redispass", "pgpass",
-                           "authtoken", "salt", "community", "rocommunity", "rwcommunity"})
+                           "authtoken", "authtok", "salt", "community", "rocommunity", "rwcommunity"})
 #: endings of a name part that say so too (``PGPASSWORD``, ``MYSQL_PWD`` → ``mysql``/``pwd``, ``ghtoken``)
 _SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "secretkey", "privatekey", "passphrase")
 #: a ``key`` part after one of these is a credential (``api_key``, ``AWS_SECRET_ACCESS_KEY``); ``key`` alone

@@ -269,7 +269,9 @@ from ongrid_host.local import redact_cmdline
     ("echo X1 | docker login -u ci --password-stdin reg.io", "echo *** | docker login -u ci --password-stdin reg.io"),
     ("az login -u a -p hunter2", "az login -u a -p ***"), ("sqlcmd -S db -U sa -P hunter2", "sqlcmd -S db -U sa -P ***"),
     ("lftp -u bob,hunter2 sftp://h", "lftp -u bob,*** sftp://h"), ("ps -u root,www-data", "ps -u root,www-data"),
-    ("git log --show-signature -5", "git log --show-signature -5"), ('"--key" or "--verify-signature" option', '"--key" or "--verify-signature" option'),
+    ("git log --show-signature -5", "git log --show-signature -5"), 
+    # a quoted option is the option to the shell (cmd "--password" X): its next word goes, even in prose
+    ('"--key" or "--verify-signature" option', '"--key" *** "--verify-signature" option'),
     ("-passwd) shift; passwd=$1 ;;", "-passwd) shift; passwd=*** ;;"), ("app --reset-password-token X1", "app --reset-password-token ***"),
     ("skopeo copy --creds u:hunter2 a b", "skopeo copy --creds *** a b"), ("GITHUB_PAT=hunter2", "GITHUB_PAT=***"),
     ('pat=""', 'pat=""'), ("exclude_pat = *.log", "exclude_pat = *.log"),  # a pattern, not a token
@@ -490,3 +492,23 @@ async def test_host_bash_hides_them_in_any_output(call, tmp_path):
     assert "hunter2" not in out["stdout"] and "--port 80" in out["stdout"] and out["redacted"]
     plain = await call("host_bash", {"cmd": f"wc -l {unit}"})
     assert "redacted" not in plain  # nothing hidden, nothing said
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # a configuration line's unquoted value is the rest of its line (ini, my.cnf, YAML plain scalars), up to a comment
+    ("[client]\npassword = correct horse battery", "[client]\npassword = ***"),
+    ("password: correct horse battery", "password: ***"),
+    ("  db_password: correct horse # rotated monthly", "  db_password: *** # rotated monthly"),
+    ("ldap_default_authtok = correct horse", "ldap_default_authtok = ***"),
+    ('password = "a b" ; x', 'password = "***" ; x'),
+    ("token: abc, user: bob", "token: ***, user: bob"),  # a log line's pairs: the comma ends the value
+    ("sshpass -p hunter2 ssh h", "sshpass -p *** ssh h"),  # a command, not a key: one word
+    ("PGPASSWORD=hunter2 psql -h db", "PGPASSWORD=*** psql -h db"),
+    # list items spaced or split around their comma, over two lines, or a quoted option word
+    ('[ "--token" , "SECRET1" ]', '[ "--token" , "***" ]'),
+    ('["curl", "--token" ,"SECRET2"]', '["curl", "--token" ,"***"]'),
+    ('args: ["--password",\n  "SECRET3"]', 'args: ["--password",\n  "***"]'),
+    ('cmd "--password" SECRET5 -v', 'cmd "--password" *** -v'),
+])
+def test_values_of_configuration_lines_and_spaced_list_items_are_hidden(text: str, shown: str) -> None:
+    assert redact_credentials(text) == shown
