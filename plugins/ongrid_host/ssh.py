@@ -1,8 +1,8 @@
 """Remote hosts through the system OpenSSH client (never interactive).
 
-Every remote command is a fixed script or an argv list joined with
-``shlex.join`` (each argument single-quoted), so the remote shell sees only
-literal words.  ``BatchMode=yes`` makes ssh fail instead of prompting for a
+Every remote command is a fixed script or an argv list, quoted by
+:func:`quote_argv` so that the remote user's login shell, whichever it is
+(sh, bash, zsh, fish, csh), sees only literal words.  ``BatchMode=yes`` makes ssh fail instead of prompting for a
 password or a host key.
 
 Every remote command is bounded on the remote side too: it runs under
@@ -13,6 +13,7 @@ command on the remote host that has no terminal.
 
 from __future__ import annotations
 
+import base64
 import math
 import shlex
 from collections.abc import Callable, Sequence
@@ -62,9 +63,28 @@ def ssh_argv(host: HostConfig, settings: HostSettings, remote_command: str) -> l
     return argv
 
 
+#: characters every login shell ssh may hand the command to (sh, bash, dash, zsh, fish, csh, tcsh)
+#: takes literally inside single quotes: printable ASCII but the backslash (fish: ``\'`` ends no
+#: quote) and ``!`` (csh: history expansion, even quoted); and the quote itself, which is written
+#: as ``'"'"'`` — a double-quoted quote between two single-quoted runs, the same to all of them
+_LITERAL_QUOTED = frozenset(map(chr, range(0x20, 0x7F))) - {"\\", "!"}
+
+
 def quote_argv(argv: Sequence[str]) -> str:
-    """A shell string that runs ``argv`` with every word taken literally."""
-    return shlex.join(argv)
+    """The command string ssh hands the remote user's login shell, which runs ``argv`` with
+    every word taken literally whatever that shell is.
+
+    Every word is single-quoted (so no shell expands ``=x``, ``%x`` or ``{a,b}``).  When a word
+    holds a character some login shell reads specially even there (a backslash, ``!``, a
+    control or non-ASCII character, see :data:`_LITERAL_QUOTED`), the POSIX form of the
+    command (:func:`shlex.join`) is sent base64-encoded instead and decoded and run by
+    ``sh`` on the host: ``sh -c 'eval "$(echo B64 | base64 -d)"'``, whose every character
+    each of those shells takes as it is.  (``base64`` is GNU coreutils', as ``timeout``.)
+    """
+    if all(c in _LITERAL_QUOTED for word in argv for c in word):
+        return " ".join("'" + word.replace("'", "'\"'\"'") + "'" for word in argv)
+    encoded = base64.b64encode(shlex.join(argv).encode()).decode("ascii")
+    return "sh -c 'eval \"$(echo " + encoded + " | base64 -d)\"'"
 
 
 #: seconds the remote bound leaves after the local one (the local kill comes first)

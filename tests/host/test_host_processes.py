@@ -62,7 +62,7 @@ async def test_cancellation_kills_the_group_too(tmp_path):
 
 
 def test_remote_commands_are_bounded_on_the_remote_side():
-    assert remote_bounded(["cat", "--", "a b"], 15) == f"timeout -s KILL {15 + REMOTE_GRACE_S} cat -- 'a b'"
-    assert remote_bounded("echo 1; echo 2", 0.2) == f"timeout -s KILL {1 + REMOTE_GRACE_S} sh -c 'echo 1; echo 2'"
+    assert remote_bounded(["cat", "--", "a b"], 15) == f"'timeout' '-s' 'KILL' '{15 + REMOTE_GRACE_S}' 'cat' '--' 'a b'"
+    assert remote_bounded("echo 1; echo 2", 0.2) == f"'timeout' '-s' 'KILL' '{1 + REMOTE_GRACE_S}' 'sh' '-c' 'echo 1; echo 2'"
     # every word is quoted: the remote shell sees literal words
-    assert remote_bounded(["grep", "-e", "$(reboot)", "--", "/x"], 5).endswith("grep -e '$(reboot)' -- /x")
+    assert remote_bounded(["grep", "-e", "$(reboot)", "--", "/x"], 5).endswith("'grep' '-e' '$(reboot)' '--' '/x'")
