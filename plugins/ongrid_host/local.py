@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from typing import Any
 
@@ -100,8 +101,10 @@ async def load_local() -> dict[str, Any]:
 
 
 def redact_cmdline(args: list[str], max_chars: int = 300) -> str:
-    """Join a command line, hide secret-looking values (:func:`ongridd.credfilter.redact_credentials`), cut."""
-    text = redact_credentials(" ".join(args).replace("\n", " "))
+    """A process's argv as one line, quoted as a shell would need it (so an argument holding a
+    space stays one word: ``-p'correct horse'`` is hidden whole), secret-looking values hidden
+    (:func:`ongridd.credfilter.redact_credentials`), cut to ``max_chars``."""
+    text = redact_credentials(shlex.join(arg.replace("\n", " ") for arg in args))
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 

@@ -452,6 +452,17 @@ def test_a_listing_keeps_its_layout():
         "x --token *** -pHunter2 --api-key ***")
 
 
+@pytest.mark.parametrize(("argv", "shown"), [
+    (["mysql", "-uroot", "-pcorrect horse battery", "db"], "mysql -uroot '-p***' db"),
+    (["app", "--password", "correct horse battery"], "app --password '***'"),
+    (["curl", "-u", "bob:pass word two", "https://x"], "curl -u 'bob:***' https://x"),
+    (["app", "--db-url=postgres://u:pw@db/x"], "app --db-url=postgres://u:***@db/x"),
+    (["app", "--token", "a\nb c"], "app --token '***'"),
+])
+def test_a_process_argument_holding_spaces_is_hidden_whole(argv: list[str], shown: str) -> None:
+    assert redact_cmdline(argv) == shown
+
+
 @pytest.fixture
 def process_with_a_token():
     marker = f"ongrid-redact-{uuid.uuid4().hex[:8]}"
