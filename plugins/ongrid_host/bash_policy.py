@@ -24,8 +24,16 @@ never the raw words.  The verdict is one of:
 * ``refused``: never runs, for anyone: bad syntax, a malformed or ambiguous
   option, a command that never ends, and every **forbidden path** (a secret,
   ``/proc``, ``/sys``, ``/dev`` except the safe kernel files of
-  :mod:`ongrid_host.path_policy`) named by an allowlisted command.  Reading a
+  :mod:`ongrid_host.path_policy`) named by an allowlisted command; and a
+  path that holds secrets only (a key, a password file, a process's
+  environment or memory, Ongrid's configuration and state:
+  :meth:`~ongrid_host.path_policy.PathPolicy.change_problem`) named by any
+  other command, in a word or a piece of one (``base64 /etc/shadow``,
+  ``--in=/root/.ssh/id_rsa``, a script's ``cat /etc/shadow``).  Reading a
   secret is not a change a reviewer could approve, so it is not proposed.
+  (A script can still build a path no check here sees,
+  ``sh -c 'cat /e""tc/shadow'``: that is what the reviewer reads a
+  proposal for.)
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import attrs
 from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, systemctl_canonical
 from ongrid_host.expr_rules import parse_find
 from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
-from ongrid_host.path_args import paths_problem
+from ongrid_host.path_args import change_paths_problem, paths_problem
 from ongrid_host.path_policy import PathPolicy, grep_exclusions
 from ongrid_host.proc_rules import parse_ip, parse_ps
 
@@ -224,6 +232,15 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
     return argv, paths
 
 
+def _proposed(argv: list[str], reason: str, policy: PathPolicy) -> Verdict:
+    """A command that is not read-only, for the review gate — unless a path it names is forbidden."""
+    problem = change_paths_problem(argv, policy)
+    if problem:
+        return Verdict("refused", reason=f"{argv[0]}: forbidden path: {problem}; reading a secret is not a change "
+                                         "a reviewer could approve")
+    return Verdict("write", tuple(argv), reason)
+
+
 def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     """Classify one ``host_bash`` command string (see the module docstring).
 
@@ -241,23 +258,24 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     if problem:
         return Verdict("refused", reason=problem)
     name, args = argv[0], argv[1:]
-    if "/" in name:
-        return Verdict("write", tuple(argv), f"'{name}' is a path; the allowlist names bare commands "
-                                             f"(write '{name.rsplit('/', 1)[-1]}')")
+    policy = policy or default_policy()
     if "=" in name:
         return Verdict("refused", reason=f"'{name}' looks like a variable assignment; there is no shell, "
                                          "so environment assignments are not supported")
+    if "/" in name:
+        return _proposed(argv, f"'{name}' is a path; the allowlist names bare commands "
+                               f"(write '{name.rsplit('/', 1)[-1]}')", policy)
     if not _CMD_NAME.match(name) or name not in ALLOWLIST:
-        return Verdict("write", tuple(argv), f"'{name}' is not on the read-only allowlist "
-                                             f"({', '.join(sorted(ALLOWLIST))})")
+        return _proposed(argv, f"'{name}' is not on the read-only allowlist ({', '.join(sorted(ALLOWLIST))})",
+                         policy)
     try:
         canonical, paths = parse_allowlisted(name, args)
     except Refusal as exc:
         reason = exc.message if exc.message.startswith((f"{name}:", f"{name} ")) else f"{name}: {exc.message}"
         if exc.kind == REFUSED:
             return Verdict("refused", reason=reason)
-        return Verdict("write", tuple(argv), reason)
-    problem = paths_problem(paths, policy or default_policy())
+        return _proposed(argv, reason, policy)
+    problem = paths_problem(paths, policy)
     if problem:
         return Verdict("refused", reason=f"{name}: forbidden path: {problem}")
     return Verdict("read", canonical)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import re
 from collections.abc import Sequence
 
 from ongrid_host.path_policy import PathPolicy
@@ -53,3 +54,32 @@ def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str |
         if problem:
             return problem if role != "recursive" else f"recursive search: {problem}"
     return None
+
+
+#: what ends a path inside a word that is not a path itself (``--file=/etc/shadow``, ``@/etc/shadow``,
+#: ``cat /etc/shadow`` as an interpreter's script, ``a:/b`` lists)
+_NOT_IN_PATH = re.compile(r"""[\s'"`;|&<>(){}$=@:,]+""")
+
+
+def change_paths_problem(argv: Sequence[str], policy: PathPolicy) -> str | None:
+    """Why a command that is not read-only may not name one of its paths
+    (:meth:`PathPolicy.change_problem`), or None.  Its paths are every piece of ``argv[1:]``
+    that is an absolute or ``~`` path, or a relative one holding a ``/``, inside option values
+    and scripts too: a command off the allowlist has no table saying which words are paths."""
+    for path in _named_paths(argv):
+        problem = secret_problem(path) or policy.change_problem(path)
+        if problem:
+            return problem
+    return None
+
+
+def _named_paths(argv: Sequence[str]) -> list[str]:
+    found: list[str] = []
+    for word in argv[1:]:
+        for piece in _NOT_IN_PATH.split(word):
+            if piece.startswith("~"):
+                user, _, rest = piece[1:].partition("/")
+                piece = ("/root" if not user else f"/home/{user}") + ("/" + rest if rest else "")
+            if "/" in piece:
+                found.append(piece)
+    return found

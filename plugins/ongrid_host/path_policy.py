@@ -57,6 +57,19 @@ import attrs
 
 from ongrid_host.realpath import resolve
 
+#: areas forbidden to read-only commands that a reviewed change may still name (see
+#: :meth:`PathPolicy.change_problem`)
+CHANGE_AREAS = ("/proc", "/sys", "/dev", "/var/lib/postgresql", "/var/lib/mysql", "/var/lib/docker/containers",
+                "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/rancher", "/var/lib/cloud", "/etc/kubernetes",
+                "/etc/rancher", "/var/backups", "/var/lib/systemd/coredump", "/var/lib/AccountsService", "/var/lib/sss")
+_PROCESS_SECRET = re.compile(r"/proc/(?:[^/]+/(?:task/[^/]+/)?(?:mem|environ)|kcore)\Z|/dev/(?:k?mem|port)\Z")
+
+
+def _process_secret(form: str) -> bool:
+    """A process's environment or memory, the kernel's, or physical memory."""
+    return "environ" in form or _PROCESS_SECRET.search(form) is not None
+
+
 #: (area, why) — reading anything at or under the area is refused
 FIXED_AREAS: tuple[tuple[str, str], ...] = (
     ("/proc", "/proc (process environments, command lines and memory hold secrets; only the safe kernel "
@@ -309,6 +322,24 @@ class PathPolicy:
                     return why
         if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
             return "an ssh host key"
+        return None
+
+    def change_problem(self, path: str) -> str | None:
+        """Why a command that is not read-only (one the review gate would be asked about) may not
+        name ``path``, or None: ``path`` holds secrets only — a key, a password file, a process's
+        environment or memory, Ongrid's own configuration and state.  The areas that are forbidden
+        to read-only commands for what else they hold (devices, kernel files, database and
+        container folders, backups) and private files are a change's usual business
+        (``mount /dev/sdb1 /mnt``, ``truncate -s0 /var/lib/docker/containers/…-json.log``,
+        ``chmod 600 …``), so they stay for the reviewer."""
+        problem, forms = self.forms(path)
+        if problem:
+            return problem
+        for form in forms:
+            area = self._area_of(form)
+            if area and (not any(_under(form, a) for a in CHANGE_AREAS) or _process_secret(form)):
+                shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
+                return f"path {shown} would read {area}"
         return None
 
     def read_problem(self, path: str) -> str | None:

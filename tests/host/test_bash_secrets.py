@@ -75,6 +75,21 @@ LEAKS = [
     ("du --files0-from=/proc/1/cmdline", "would read /proc", "refused"),
     ("date -f /proc/1/cmdline", "reads dates from a file", "write"),
     ("journalctl -D /proc/1", "would read /proc", "refused"),
+    # a command off the allowlist (or off its table) that names a forbidden path is refused too, not proposed:
+    # an approved review would hand the secret over encoded, past the credential filter
+    ("base64 /etc/shadow", "'/etc/shadow' names a secrets file", "refused"),
+    ("strings /proc/{pid}/environ", "names a secrets file", "refused"),
+    ("od -c /etc/ongrid/ongrid.env", "Ongrid's configuration", "refused"),
+    ("xxd /etc/ssl/private/k.pem", "TLS private keys", "refused"),
+    ("openssl enc -base64 -in=/root/.ssh/id_rsa", "names a secrets file", "refused"),
+    ("sh -c 'base64 /etc/gshadow | head'", "'/etc/gshadow' names a secrets file", "refused"),
+    ("/usr/bin/xxd /etc/shadow", "names a secrets file", "refused"),
+    ("sort -o /tmp/x /etc/shadow", "names a secrets file", "refused"),
+    ("xxd /proc/1/mem", "would read /proc", "refused"),
+    ("cp /root/.ssh/authorized_keys /tmp/k", "ssh keys", "refused"),
+    # what a change's usual business names stays for the reviewer: devices, container logs, private files
+    ("mount /dev/sdb1 /mnt", "only allowed without arguments", "write"),
+    ("truncate -s0 /var/lib/docker/containers/abc/abc-json.log", "not on the read-only allowlist", "write"),
     # ip: any abbreviation of -batch / -netns / -force
     ("ip -ba a", "'-ba' is not an allowed ip option", "write"),
     ("ip -ba - a", "'-ba' is not an allowed ip option", "write"),
