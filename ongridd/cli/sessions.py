@@ -138,6 +138,8 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
     usage = format_tokens(node.get("tokens"))
     turn = f" (for message #{node['turn_seq']})" if node.get("turn_seq") is not None else ""
     decided = f" → {node['decision']}" if node.get("decision") in ("approve", "reject") else ""  # a reviewer's
+    if isinstance(node.get("changes_not_made"), int) and node["changes_not_made"] > 0:  # the gate did not let them run
+        decided += f" · {node['changes_not_made']} change{'s' if node['changes_not_made'] != 1 else ''} not made"
     lines = [f"{indent}{_one_line(node['agent_id'])} [{node['status']}{reason}{decided}]{closed} {node['id']}{turn}"
              f"{desc}{usage}"]
     for child in node.get("children", []):

@@ -110,7 +110,11 @@ def tile_line(frame: dict) -> str:
     status = str(frame.get("status", ""))
     decided = f" → {frame['decision']}" if frame.get("decision") in ("approve", "reject") else ""  # a reviewer's
     indent = "    " if frame.get("parent_task_id") else "  "  # started by a worker: under it
-    return one_line(f"{indent}{STATUS_MARK.get(status, '·')} {frame.get('subagent_type')} [{status}{decided}] "
+    mark = STATUS_MARK.get(status, "·")
+    not_made = frame.get("changes_not_made")
+    if isinstance(not_made, int) and not isinstance(not_made, bool) and not_made > 0:  # the gate did not let them run
+        mark, decided = "!", f"{decided} · {not_made} change{'s' if not_made != 1 else ''} not made"
+    return one_line(f"{indent}{mark} {frame.get('subagent_type')} [{status}{decided}] "
                     f"{frame.get('description', '')}")  # one line, whatever the model named it
 
 
@@ -135,7 +139,8 @@ class TileBoard:
         old = self.tiles.get(task_id)
         self.tiles[task_id] = frame
         if not self.tty:
-            if old is None or (old.get("status"), old.get("decision")) != (frame.get("status"), frame.get("decision")):
+            if old is None or ([old.get(k) for k in ("status", "decision", "changes_not_made")]
+                               != [frame.get(k) for k in ("status", "decision", "changes_not_made")]):
                 self.out.write(tile_line(frame) + "\n")
                 self.out.flush()
             return

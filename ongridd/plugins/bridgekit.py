@@ -342,7 +342,7 @@ class Progress:
         if kind == "agent_tile":
             tid = str(frame.get("task_id"))
             self.tiles[tid] = {k: str(frame.get(k) or "") for k in ("subagent_type", "description", "status",
-                                                                    "decision")}
+                                                                    "decision", "changes_not_made")}
             return True
         return False
 
@@ -357,6 +357,9 @@ class Progress:
             for t in tiles[:MAX_TILES_SHOWN]:
                 mark = TILE_MARK.get(t["status"], "•")
                 decided = f", {t['decision']}" if t["decision"] in ("approve", "reject") else ""  # a reviewer's
+                if t["changes_not_made"].isdigit():  # the gate rejected or refused them: they did not run
+                    n = int(t["changes_not_made"])
+                    mark, decided = "⚠️", f"{decided}, {n} change{'s' if n != 1 else ''} not made"
                 out.append(f"{mark} **{t['subagent_type']}** — {t['description'][:200]} ({t['status']}{decided})")
             if len(tiles) > MAX_TILES_SHOWN:
                 out.append(f"… and {len(tiles) - MAX_TILES_SHOWN} more")

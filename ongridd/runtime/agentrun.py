@@ -91,7 +91,7 @@ class AgentRunner:
 
         return ReviewGate(store=self.store, spawn_reviewer=spawn_reviewer,
                           reviewer_timeout_s=self.config.limits.reviewer_timeout_s,
-                          on_decision=self.workers.note_decision)
+                          on_decision=self.workers.note_decision, on_not_made=self.workers.note_not_made)
 
     async def _run(self, *, persona: Persona, system_prompt: str, history: Sequence[Message],
                    user_message: Message | None, bag: ToolBag, reminder: str | Callable[[], str | None] | None, ctx: ToolCallContext,

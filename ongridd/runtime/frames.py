@@ -7,6 +7,7 @@ markdown rendered and sanitised on the server (:mod:`ongridd.render`).
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 from ongridd.render import markdown_html
@@ -35,23 +36,50 @@ def _queued_text(position: int) -> tuple[str, str]:
     return text, markdown_html(text)
 
 
-def tool(name: str, status: str) -> dict[str, Any]:
-    return {"type": "tool", "name": name, "status": status}
+#: characters of a failed call's error a ``tool`` frame carries
+TOOL_ERROR_CHARS = 500
+
+
+def tool(name: str, status: str, error: str | None = None) -> dict[str, Any]:
+    """``error``: what a call that did not succeed answered (its ``error`` or ``message``, at most
+    :data:`TOOL_ERROR_CHARS` characters), so the person sees why; absent otherwise."""
+    frame = {"type": "tool", "name": name, "status": status}
+    if error:
+        frame["error"] = error[:TOOL_ERROR_CHARS]
+    return frame
+
+
+def tool_error(status: str, content: str) -> str | None:
+    """The ``error`` (or ``message``) of a tool call's answer ``content`` (a JSON object, as the
+    model gets it) when ``status`` is not ``ok``; None otherwise or when it has none."""
+    if status == "ok" or not content.startswith("{"):
+        return None
+    try:
+        answer = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    text = answer.get("error") or answer.get("message") if isinstance(answer, dict) else None
+    return text if isinstance(text, str) else None
 
 
 def agent_tile(task_id: str, subagent_type: str, description: str, status: str, started_at: str,
-               decision: str | None = None, parent_task_id: str | None = None) -> dict[str, Any]:
+               decision: str | None = None, parent_task_id: str | None = None,
+               changes_not_made: int = 0) -> dict[str, Any]:
     """``started_at``: when the worker started (ISO 8601 UTC), so a client that re-attaches shows its
     true elapsed time.  ``decision``: a reviewer's, once the review gate has decided (``approve`` or
     ``reject``: the gate's reading of the answer, recorded on the proposal, not the answer's text).
     ``parent_task_id``: the worker that started this one (the reviewer its change waits for, a
-    worker's own worker); absent for the coordinator's own dispatches."""
+    worker's own worker); absent for the coordinator's own dispatches.  ``changes_not_made``: how
+    many of the worker's changes the review gate did not let run (rejected, or refused for a
+    read-only persona); absent when none."""
     tile = {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
             "description": description, "status": status, "started_at": started_at}
     if decision is not None:
         tile["decision"] = decision
     if parent_task_id is not None:
         tile["parent_task_id"] = parent_task_id
+    if changes_not_made:
+        tile["changes_not_made"] = changes_not_made
     return tile
 
 

@@ -89,6 +89,14 @@ class ReviewGate:
     reviewer_timeout_s: float = 60.0
     #: told ``(reviewer task id, "approve" | "reject")`` once a reviewer's answer is decided
     on_decision: Callable[[str, str], None] | None = None
+    #: told the session id of a run whose change was not made: rejected (by the reviewer, or failed
+    #: closed) or refused for a read-only persona
+    on_not_made: Callable[[str], None] | None = None
+
+    def _not_made(self, ctx: ToolCallContext, result: dict[str, Any]) -> Outcome:
+        if self.on_not_made is not None:
+            self.on_not_made(ctx.session_id)
+        return Outcome(result, "rejected")
 
     async def _decide(self, proposal_id: str, decision: Decision, reviewer_id: str | None) -> bool:
         """Record the decision on the proposal row (bounded shield: also when
@@ -120,8 +128,10 @@ class ReviewGate:
                 return await _run_inner(inner, args, ctx)
             if ctx.read_only:
                 why = f": {classification.reason}" if classification.reason else ""
-                return Outcome({"status": "error", "error": f"{inner.name}: refused, nothing was run: "
-                                f"{ctx.agent} is a read-only persona and this call is {tool_class}{why}"}, "error")
+                return self._not_made(ctx, {
+                    "status": "rejected", "reason": f"{ctx.agent} is a read-only persona",
+                    "message": f"{inner.name}: refused, nothing was run: {ctx.agent} is a read-only persona and "
+                               f"this call is {tool_class}{why}"})
             reason = args.get("reason")
             if not isinstance(reason, str) or not reason.strip():
                 raise ToolError(f"{inner.name}: a non-empty 'reason' is required for a {tool_class} call")
@@ -156,8 +166,8 @@ class ReviewGate:
             if reviewer_id is not None and self.on_decision is not None:
                 self.on_decision(reviewer_id, "approve" if decision.approved else "reject")
             if not decision.approved:
-                return Outcome({"status": "rejected", "message": decision.message, "reason": decision.reason,
-                                "proposal_id": proposal_id, "reviewer_session_id": reviewer_id}, "rejected")
+                return self._not_made(ctx, {"status": "rejected", "message": decision.message, "reason": decision.reason,
+                                            "proposal_id": proposal_id, "reviewer_session_id": reviewer_id})
             # the inner handler sees that the gate approved this very call
             approved = attrs.evolve(ctx, approval=Approval(proposal_id=proposal_id, call_key=classification.call_key))
             return await _run_inner(inner, args, approved)

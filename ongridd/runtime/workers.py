@@ -55,6 +55,8 @@ class WorkerTask:
     stopped_by: str | None = None
     #: a reviewer's decision as the review gate read it (``approve``/``reject``), once decided
     decision: str | None = None
+    #: its changes the review gate did not let run (rejected, or refused for a read-only persona)
+    changes_not_made: int = 0
     stop_requested: bool = False
     cancel_scope: trio.CancelScope | None = None
     done: trio.Event = attrs.field(factory=trio.Event)
@@ -110,7 +112,8 @@ class WorkerManager:
 
         parent = task.parent_id if task.parent_id != task.coordinator_id else None
         self.publish(task.coordinator_id, frames.agent_tile(task.task_id, task.persona, task.description,
-                                                            task.status, task.started_at, task.decision, parent))
+                                                            task.status, task.started_at, task.decision, parent,
+                                                            task.changes_not_made))
 
     def note_decision(self, task_id: str, decision: str) -> None:
         """The review gate decided on what reviewer ``task_id`` answered: its
@@ -118,6 +121,15 @@ class WorkerManager:
         task = self.tasks.get(task_id)
         if task is not None:
             task.decision = decision
+            self._tile(task)
+
+    def note_not_made(self, task_id: str) -> None:
+        """A change of worker ``task_id`` was not made (the review gate rejected or refused it):
+        its tile counts it (``changes_not_made``), so a completed worker does not read as one
+        that changed what it set out to."""
+        task = self.tasks.get(task_id)
+        if task is not None:
+            task.changes_not_made += 1
             self._tile(task)
 
     async def spawn(self, *, persona: str, description: str, brief: str, parent_id: str, coordinator_id: str,

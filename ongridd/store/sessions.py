@@ -26,7 +26,7 @@ from ongridd.store.rows import (
     row_dict,
     utcnow,
 )
-from ongridd.store.schema import chat_messages, chat_sessions, mutating_proposals
+from ongridd.store.schema import audit_logs, chat_messages, chat_sessions, mutating_proposals
 
 SESSION_TIME_KEYS = ("created_at", "started_at", "closed_at")
 USAGE_KEYS = ("model_calls", "prompt_tokens", "completion_tokens", "cached_tokens")
@@ -310,9 +310,16 @@ def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
             .where(mutating_proposals.c.session_id.in_({r["parent_session_id"] for r in rows
                                                         if r["agent_id"] == "reviewer"}),
                    mutating_proposals.c.reviewer_session_id.in_(reviewers))).all()}
+        # a worker's changes the review gate did not let run: its tool calls audited "rejected"
+        not_made = dict(conn.execute(
+            sa.select(audit_logs.c.session_id, sa.func.count())
+            .where(audit_logs.c.session_id.in_([r["id"] for r in rows]), audit_logs.c.status == "rejected")
+            .group_by(audit_logs.c.session_id)).all()) if rows else {}
     if not rows:
         return None
     nodes = {r["id"]: {**{k: r[k] for k in TREE_KEYS}, "tokens": usage_of(r), "children": []} for r in rows}
+    for rid, count in not_made.items():
+        nodes[rid]["changes_not_made"] = count
     for rid, (decision, reason) in decided.items():
         if rid in nodes and decision:
             nodes[rid]["decision"] = decision

@@ -79,3 +79,19 @@ def test_a_reviewer_shows_the_gates_decision_in_the_tree_and_its_tile_line():
     # started by a worker (parent_task_id): indented under it
     nested = tile_line({"subagent_type": "reviewer", "status": "running", "description": "d", "parent_task_id": "w1"})
     assert nested.startswith("    ") and not line.startswith("    ")
+
+
+def test_a_worker_whose_change_was_not_made_says_so_in_its_line_tree_and_bridge_progress():
+    from ongridd.cli.termui import tile_line
+    from ongridd.plugins.bridgekit import Progress
+
+    frame = {"type": "agent_tile", "task_id": "w1", "subagent_type": "specialist-ops", "status": "completed",
+             "description": "Restart nginx", "changes_not_made": 1}
+    assert tile_line(frame) == "  ! specialist-ops [completed · 1 change not made] Restart nginx"
+    assert "✓" in tile_line({**frame, "changes_not_made": 0}) and "not made" not in tile_line({**frame, "changes_not_made": 0})
+    assert "not made" not in tile_line({**frame, "changes_not_made": "9"})  # only the server's count
+    tree = {"agent_id": "specialist-ops", "status": "completed", "id": "w1", "changes_not_made": 2, "children": []}
+    assert "specialist-ops [completed · 2 changes not made]" in format_tree(tree)[0]
+    progress = Progress()
+    progress.apply(frame)
+    assert progress.lines()[-1] == "⚠️ **specialist-ops** — Restart nginx (completed, 1 change not made)"

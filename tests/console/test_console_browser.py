@@ -134,8 +134,14 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     # the reviewer's tile says what the gate decided, not only that the reviewer completed
     reviewer_tile = turn.locator(".tile", has=page.locator(".persona", has_text="reviewer"))
     assert reviewer_tile.locator(".decision.decision-reject").inner_text() == "reject"
+    # the ops worker completed, and its tile says its change was not made (not a plain green "completed")
+    assert ops.locator(".status").first.inner_text() == "completed"
+    assert ops.locator(".not-made").first.inner_text() == "1 change not made"
+    assert disk.locator(".not-made").count() == 0
     # live as after a reload: the reviewer's tile is nested right under the worker whose change it reviewed
     assert "nested" in reviewer_tile.get_attribute("class")
+    ops_box, reviewer_box = ops.first.bounding_box(), reviewer_tile.bounding_box()
+    assert ops_box and reviewer_box and reviewer_box["x"] + reviewer_box["width"] <= ops_box["x"] + ops_box["width"] + 1
     live_order = turn.evaluate("t => Array.from(t.querySelectorAll('.tile .persona')).map(p => p.textContent)")
     assert live_order.index("reviewer") == live_order.index("specialist-ops") + 1, live_order
     # order in the turn: user message, streamed text, tiles, then the final answer
@@ -212,6 +218,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert order.index("reviewer") == order.index("specialist-ops") + 1, order
     assert first.locator(".tile.nested .status").inner_text() == "completed"
     assert first.locator(".tile.nested .decision-reject").inner_text() == "reject"  # after the reload too
+    assert first.locator(".tile.history .not-made").inner_text() == "1 change not made"
     first.locator(".tile.nested summary").click()  # and its reasons, as its result showed them live
     assert REJECT_REASON in first.locator(".tile.nested .result-body").inner_text()
     # finished tiles keep how long their worker ran (from the stored start and close)

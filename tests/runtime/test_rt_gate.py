@@ -98,6 +98,10 @@ async def test_gate_decisions(tmp_path):
             assert tree["children"][0]["children"][0]["decision"] == decision, variant
             assert tree["children"][0]["children"][0]["decision_reason"] == proposal["decision_reason"], variant
             assert "decision" not in tree["children"][0]
+            # a worker whose change the reviewer rejected says so, live and in the tree; an approved one does not
+            tile = [f for f in c.frames if f["type"] == "agent_tile" and f["task_id"] == worker["id"]][-1]
+            assert tile.get("changes_not_made") == (None if decision == "approve" else 1), variant
+            assert tree["children"][0].get("changes_not_made") == (None if decision == "approve" else 1), variant
             decided = [f for f in c.of_type("agent_tile") if f["task_id"] == reviewer["id"] and "decision" in f]
             assert [f["decision"] for f in decided] == [decision], variant
 
@@ -181,13 +185,19 @@ async def test_read_only_persona_has_no_write_tools(tmp_path):
         second = d.requests("rt-readonly")[1]
         touch, shell_w, shell_r, bash = (tool_result(second, f"call_0_{i}") for i in range(4))
         assert "rt_touch is not available to rt-readonly" in touch["error"]
-        assert "read-only persona" in shell_w["error"]
+        assert shell_w["status"] == "rejected" and "read-only persona" in shell_w["message"]
         assert shell_r == {"stdout": "hello"}
-        assert "read-only persona" in bash["error"]
+        assert bash["status"] == "rejected" and "refused, nothing was run" in bash["message"]
         assert list(d.markers.iterdir()) == []
         assert d.workers("reviewer") == [] and d.requests("reviewer") == []
         assert d.rows("SELECT * FROM mutating_proposals") == []
         (worker,) = d.workers("rt-readonly")
         audit = {json.loads(a["arguments"]).get("cmd", a["tool_name"]): a["status"] for a in d.audit(worker["id"])}
-        assert audit == {"rt_touch": "error", "touch ro-shell": "error", "echo hello": "ok",
-                         f"touch {d.markers}/ro-bash": "error"}
+        assert audit == {"rt_touch": "error", "touch ro-shell": "rejected", "echo hello": "ok",
+                         f"touch {d.markers}/ro-bash": "rejected"}
+        # the worker completed, and its tile and tree node say that two of its changes were not made
+        tiles = [f for f in c.frames if f["type"] == "agent_tile" and f["task_id"] == worker["id"]]
+        assert tiles[-1]["status"] == "completed" and tiles[-1]["changes_not_made"] == 2
+        tree = await d.runtime.session_tree(c.session_id, user_id="local")
+        (node,) = [n for n in tree["children"] if n["id"] == worker["id"]]
+        assert node["changes_not_made"] == 2

@@ -569,6 +569,12 @@ async def test_a_send_message_call_in_the_transcript_carries_its_interim_html(tm
         assert [call["name"] for call in calls] == ["SendMessage"] * 3
         assert calls[0]["html"] == live["html"] == "<p>Checking <strong>disk</strong> &lt;i&gt;now&lt;/i&gt;</p>\n"
         assert set(calls[1]) == set(calls[2]) == {"id", "name", "arguments"}
+        # a call that failed says why on its tool frame; one that succeeded carries no error
+        ended = [f for f in c.of_type("tool") if f["status"] != "started"]
+        assert [f["status"] for f in ended] == ["ok", "error", "error"]
+        assert "error" not in ended[0]
+        assert "SendMessage" in ended[1]["error"] and "text" in ended[1]["error"]
+        assert 0 < len(ended[2]["error"]) <= 500
 
 
 async def test_an_answer_nested_past_what_a_json_reader_takes_is_an_answer(tmp_path):

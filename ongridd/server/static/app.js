@@ -212,7 +212,7 @@ async function loadThreads() {
   for (const r of rows) {
     const a = el("a", { href: `#/t/${encodeURIComponent(r.thread)}`, "data-thread": r.thread,
                         "aria-current": r.thread === state.thread ? "true" : null },
-      el("span", { class: "name", text: r.thread }),
+      el("span", { class: "name", text: r.thread, title: r.thread }),
       r.running ? el("span", { class: "running-mark", text: "running" }) : null,
       el("span", { class: "when", text: r.updated_at ? when(r.updated_at) : "new" }),
       r.last_user_text ? el("span", { class: "last", text: r.last_user_text }) : null);
@@ -515,6 +515,8 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
         if (tile) {
           const took = storedElapsed(child);
           if (took) tile.statusEl.after(took);
+          const notMade = notMadeBadge(child.changes_not_made);
+          if (notMade) tile.statusEl.after(notMade);
           walk(child, tile.el, 1);
         }
         continue;
@@ -527,6 +529,7 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
           el("span", { class: `status ${status.replace(/[^a-z]/g, "")}`, text: status }),
           child.decision === "approve" || child.decision === "reject"
             ? decisionBadge(el("span"), child.decision) : null,
+          notMadeBadge(child.changes_not_made),
           storedElapsed(child),
           el("a", { href: `#/s/${encodeURIComponent(String(child.id || ""))}`, class: "small", text: "audit" })));
       nested.dataset.depth = String(Math.min(depth, 4));
@@ -678,6 +681,11 @@ function onTool(f) {
   }
   chip.textContent = `${name} ${status}`;
   chip.className = `chip ${status.replace(/[^a-z_]/g, "")}`;
+  if (typeof f.error === "string" && f.error) {  // why it failed, as text: its start on the chip, all of it as its title
+    chip.textContent += `: ${f.error.length > 160 ? `${f.error.slice(0, 160)}…` : f.error}`;
+    chip.title = f.error;
+    chip.classList.add("has-error");
+  }
 }
 
 function onTile(f) {
@@ -736,7 +744,22 @@ function onTile(f) {
     }
     decisionBadge(tile.decisionEl, f.decision);
   }
+  const notMade = notMadeBadge(f.changes_not_made);
+  if (notMade) {
+    if (tile.notMadeEl) tile.notMadeEl.replaceWith(notMade);
+    else tile.statusEl.after(notMade);
+    tile.notMadeEl = notMade;
+  }
   tickTile(tile);
+}
+
+// A worker's changes the review gate did not let run (rejected, or refused for a read-only
+// persona): a completed worker must not read as one that changed what it set out to; null if none.
+function notMadeBadge(count) {
+  const n = Number.isInteger(count) && count > 0 ? count : 0;
+  if (!n) return null;
+  return el("span", { class: "not-made", text: `${n} change${n === 1 ? "" : "s"} not made`,
+                      title: "the review gate rejected or refused these changes: they did not run" });
 }
 
 // The element of worker ``id``'s tile: live, or drawn from the stored tree after a reload; null.
@@ -910,6 +933,7 @@ async function loadSession(id) {
   treeBox.replaceChildren(el("p", { text: "loading…" }));
   tbody.replaceChildren();
   $("audit-empty").hidden = true;
+  $("audit").hidden = true;  // no table header under an error: shown once the audit has loaded
   let tree, audit;
   try {
     [tree, audit] = await Promise.all([
@@ -924,6 +948,7 @@ async function loadSession(id) {
   }
   treeBox.replaceChildren(el("ul", { class: "tree" }, treeNode(tree, 0)));
   $("audit-empty").hidden = audit.length > 0;
+  $("audit").hidden = false;
   for (const r of audit) tbody.append(auditRow(r));
 }
 
@@ -942,6 +967,7 @@ function treeNode(n, depth) {
       el("a", { href: `#/s/${encodeURIComponent(n.id)}`, class: "persona", text: String(n.agent_id) }),
       el("span", { class: `status ${String(n.status).replace(/[^a-z]/g, "")}`, text: String(n.status) }),
       n.decision === "approve" || n.decision === "reject" ? decisionBadge(el("span"), n.decision) : null,
+      notMadeBadge(n.changes_not_made),
       n.close_reason ? el("span", { class: "meta", text: `(${n.close_reason})` }) : null,
       n.description ? el("span", { text: String(n.description) }) : null,
       n.closed_at ? el("span", { class: "meta", text: `closed ${when(n.closed_at)}` }) : null,
