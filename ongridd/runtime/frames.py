@@ -72,8 +72,8 @@ def agent_tile(task_id: str, subagent_type: str, description: str, status: str, 
     worker's own worker); absent for the coordinator's own dispatches.  ``changes_not_made``: how
     many of the worker's changes the review gate did not let run (rejected, or refused for a
     read-only persona); absent when none."""
-    tile = {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
-            "description": description, "status": status, "started_at": started_at}
+    tile: dict[str, Any] = {"type": "agent_tile", "task_id": task_id, "subagent_type": subagent_type,
+                            "description": description, "status": status, "started_at": started_at}
     if decision is not None:
         tile["decision"] = decision
     if parent_task_id is not None:

@@ -311,7 +311,7 @@ def session_tree(engine: Engine, session_id: str) -> dict[str, Any] | None:
                                                         if r["agent_id"] == "reviewer"}),
                    mutating_proposals.c.reviewer_session_id.in_(reviewers))).all()}
         # a worker's changes the review gate did not let run: its tool calls audited "rejected"
-        not_made = dict(conn.execute(
+        not_made: dict[str, int] = dict(conn.execute(
             sa.select(audit_logs.c.session_id, sa.func.count())
             .where(audit_logs.c.session_id.in_([r["id"] for r in rows]), audit_logs.c.status == "rejected")
             .group_by(audit_logs.c.session_id)).all()) if rows else {}
