@@ -53,17 +53,35 @@ _CLOSERS = "\"',;"
 _JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s=:]{1,64})"\Z')
 #: schemes of an ``Authorization`` header: the credential is the word after them
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
-#: SQL Server's tools: ``-P X`` and ``-PX``
-_ATTACHED_P = frozenset({"sqlcmd", "bcp", "isql"})
+_LDAP_TOOLS = ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd", "ldapwhoami", "ldapcompare",
+               "ldapmodrdn", "ldapexop")
+#: programs whose password option also takes its value attached (``sqlcmd -PX``, ``sshpass -pX``,
+#: ``ldapsearch -wX``, ``7z x -pX``), and that option
+_ATTACHED_PASSWORD = {
+    **{name: "-P" for name in ("sqlcmd", "bcp", "isql")}, "sshpass": "-p", **{name: "-w" for name in _LDAP_TOOLS},
+    **{name: "-p" for name in ("7z", "7za", "7zr", "rar", "unrar")},
+}
 #: client programs (by file name) and their options that take a password as the next word
 _PASSWORD_OPTIONS = {
     "redis-cli": ("-a",), "sshpass": ("-p",), "mongo": ("-p",), "mongosh": ("-p",), "ipmitool": ("-P",),
-    **{name: ("-P",) for name in _ATTACHED_P},
+    **{name: ("-P",) for name in ("sqlcmd", "bcp", "isql")},
+    **{name: ("-P", "--password") for name in ("zip", "unzip", "zipcloak")},
+    **{name: ("-p", "--password") for name in ("useradd", "usermod")},  # the password's hash
     **{name: ("-c",) for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget", "snmpset",
                                   "snmptable", "snmpdf", "snmpstatus")},
-    **{name: ("-w",) for name in ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd",
-                                  "ldapwhoami", "ldapcompare", "ldapmodrdn", "ldapexop")},
+    **{name: ("-w",) for name in _LDAP_TOOLS},
 }
+#: mysqld's first start: "A temporary password is generated for root@localhost: X"
+_MYSQL_TEMPORARY = re.compile(r"(temporary password is generated for [^\s:]{1,255}: {1,4})(\S+)")
+#: a Go MySQL driver's DSN: user:X@tcp(host:3306)/db
+_GO_DSN = re.compile(r"(?<![\w.%+-])([\w.%+-]{1,64}:)([^\s@/\"']{1,256})(@(?:tcp|unix|udp)\()")
+#: user:X after haproxy's "stats auth" (and "userlist"'s insecure-password is a directive) or squid's login=
+_USER_COLON_PASSWORD = re.compile(r"((?:\bstats[ \t]{1,8}auth[ \t]{1,8}|\blogin=)[^\s:]{1,64}:)(\S+)")
+#: the password as the last word: htpasswd -b [-c…] FILE USER X (-n: no FILE), vault login X
+_LAST_WORD_PASSWORD = re.compile(
+    r"(\bhtpasswd(?:[ \t]{1,8}-[A-Za-z]{1,8}){0,4}?[ \t]{1,8}-[A-Za-z]{0,7}b[A-Za-z]{0,7}(?:[ \t]{1,8}-[A-Za-z]{1,8}){0,4}"
+    r"(?:[ \t]{1,8}[^\s-]\S{0,4095}){1,2}[ \t]{1,8})([^\s-]\S*)(?=\s|\Z)"
+    r"|(?<=\bvault)([ \t]{1,8}login(?:[ \t]{1,8}-\S{1,64}){0,8}[ \t]{1,8})([^\s=-][^\s=]*)(?=\s|\Z)")
 #: words that end one command of a command line (a ``login``'s ``-p`` is not the next command's)
 _COMMAND_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 #: a YAML node's anchor or tag before its value (``password: &pw X``, ``password: !!str X``)
@@ -227,6 +245,14 @@ def _known_shapes(line: str) -> str:
         line = _NPM_AUTH.sub(rf"\g<1>{HIDDEN}", line)
     if "rivate" in line:
         line = _WG_PRIVATE.sub(rf"\g<1>{HIDDEN}", line)
+    if "password is generated" in line:  # mysqld's first start
+        line = _MYSQL_TEMPORARY.sub(rf"\g<1>{HIDDEN}", line)
+    if "@tcp(" in line or "@unix(" in line or "@udp(" in line:  # a Go MySQL DSN
+        line = _GO_DSN.sub(rf"\g<1>{HIDDEN}\g<3>", line)
+    if "auth" in line or "login=" in line:  # haproxy's stats auth, squid's cache_peer login=
+        line = _USER_COLON_PASSWORD.sub(rf"\g<1>{HIDDEN}", line)
+    if "htpasswd" in line or "vault" in line:
+        line = _LAST_WORD_PASSWORD.sub(lambda m: (m.group(1) or m.group(3)) + HIDDEN, line)
     if "passwd" in line or "-stdin" in line:
         fed = [bool(m.group(1) or m.group(2)) for m in _FEEDS_PASSWD.finditer(line)]
         if any(fed):
@@ -265,7 +291,8 @@ def redact_line(line: str) -> tuple[str, bool]:
     order = {i: k for k, i in enumerate(positions)}  # a word's part index → its place among the words
     words = [parts[i] for i in positions]
     # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
-    mysql = login_program = login_p = attached_p = lftp = curl = yaml_key = False
+    mysql = login_program = login_p = lftp = curl = yaml_key = False
+    attached = ""  # the password option this line's program takes with its value attached (-PX)
     from_option = False  # hide_next was set by an option or a JSON key: its value may be on the next line
     password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
@@ -314,8 +341,8 @@ def redact_line(line: str) -> tuple[str, bool]:
             lftp = True
         elif program == "curl":
             curl = True
-        if program in _ATTACHED_P:
-            attached_p = True
+        if program in _ATTACHED_PASSWORD:
+            attached = _ATTACHED_PASSWORD[program]
         if hide_rest:  # a cookie header: every pair after it
             parts[i] = HIDDEN if word != HIDDEN else word
             continue
@@ -397,7 +424,7 @@ def redact_line(line: str) -> tuple[str, bool]:
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
         elif ((mysql or login_p) and (bare := word.lstrip("[\"'")).startswith("-p")
-              or attached_p and (bare := word.lstrip("[\"'")).startswith("-P")) and len(bare) > 2 \
+              or attached and (bare := word.lstrip("[\"'")).startswith(attached)) and len(bare) > 2 \
                 and not _option_item(word, bare):
             # -pX (-pMyPass), sqlcmd -PX; "-pX"] of an exec-form list: the value up to that list item's quote
             lead = word[:len(word) - len(bare)]

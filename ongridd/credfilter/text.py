@@ -44,11 +44,19 @@ _USER_PASSWORD_LINE = re.compile(r"(\s*(?:-\s{1,4})?[A-Za-z0-9_.@-]{1,64}:)(?=\S
 _BLOCK_LINES_MAX = 200
 
 
+#: a terminal's escape sequences (colours, cursor moves, titles): ECMA-48 CSI and OSC, and two-character escapes
+_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]{0,64}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
 def redact_credentials(text: str) -> str:
     """``text`` (one or more command lines, or a listing holding them) with secret-looking
     values replaced by ``***``; everything else unchanged (a PEM private key's lines
     between its BEGIN and END lines each become ``***``; the argument fields of an audit
-    record whose command has a secret are shown decoded, see :func:`_audit_line`)."""
+    record whose command has a secret are shown decoded, see :func:`_audit_line`), but
+    for a terminal's escape sequences, which are removed first: a coloured log line
+    (``\x1b[36mtoken\x1b[0m=X``) is read as the text it shows."""
+    if "\x1b" in text:
+        text = _TERMINAL_ESCAPE.sub("", text)
     return _redact_text(text, audit=True)
 
 
@@ -283,15 +291,16 @@ def _glued(before: str, line: str, shown: str) -> tuple[str, int | None]:
 
 
 def _inside_strings(line: str, depth: int) -> str:
-    """``line`` with each double-quoted string that holds escaped quotes (a command inside a
-    JSON or C string: ``{"cmd": "sshpass -p \\"a b\\" ssh"}``) filtered as the text it stands
+    """``line`` with each double-quoted string that holds an escape or a ``=`` (a command inside a
+    JSON or C string: ``{"cmd": "sshpass -p \\"a b\\" ssh"}``; a log line in a JSON string:
+    ``{"log":"token=X\\n"}``; ``"Env":["DB_PASSWORD=X"]``) filtered as the text it stands
     for, and written back escaped as it was; strings inside those too, ``_QUOTED_DEPTH`` deep."""
-    if depth >= _QUOTED_DEPTH or not _escaped_quote(line):
+    if depth >= _QUOTED_DEPTH or not _string_inside(line):
         return line
 
     def one(literal: str) -> str:
-        if not _escaped_quote(literal):
-            return literal
+        if "\\" not in literal and not any(secret_name(m.group(1)) for m in _PAIR_NAME.finditer(literal)):
+            return literal  # "PATH=/usr/bin": no escape, and no name of a secret before a "="
         try:
             text, as_json = json.loads(literal), True
         except ValueError:
@@ -315,6 +324,16 @@ def _inside_strings(line: str, depth: int) -> str:
     return line
 
 
+#: a name before a "=" inside a string (``"DB_PASSWORD=X"``, ``"a=1&token=X"``)
+_PAIR_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,127})=")
+
+
+def _string_inside(text: str) -> bool:
+    """Whether ``text`` may hold a double-quoted string :func:`_inside_strings` reads: a quote,
+    and a backslash or a ``=``."""
+    return '"' in text and ("\\" in text or "=" in text)
+
+
 def _escaped_quote(text: str) -> bool:
     """Whether ``text`` holds a quote escaped inside a string: ``\\"``, or JSON's ``\\u0022`` or ``\\u0027``."""
     return '\\"' in text or "\\u0022" in text or "\\u0027" in text
@@ -322,11 +341,13 @@ def _escaped_quote(text: str) -> bool:
 
 def _quoted_spans(line: str, i: int = 0) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of each double-quoted string of ``line`` from index ``i`` on holding an
-    escaped quote, left to right (a backslash escapes the next character; an unclosed string
-    ends the search).  One pass over the line."""
+    escape (a backslash), or a ``=`` and no whitespace (``"DB_PASSWORD=X"`` of a JSON list: a
+    quoted value holding a space, ``-e "PASSWORD=a b"``, is the line's own to read), left to
+    right (a backslash escapes the next character; an unclosed string ends the search).  One
+    pass over the line."""
     n = len(line)
     while (start := line.find('"', i)) != -1:
-        j, escaped = start + 1, False
+        j, escaped, pair = start + 1, False, None  # pair: a "=" seen, and no whitespace (None: neither yet)
         while j < n:
             c = line[j]
             if c == "\\":
@@ -334,10 +355,14 @@ def _quoted_spans(line: str, i: int = 0) -> Iterator[tuple[int, int]]:
                 continue
             if c == '"':
                 break
+            if c == "=" and pair is None:
+                pair = True
+            elif c.isspace():
+                pair = False
             j += 1
         if j >= n:
             return
-        if escaped:
+        if escaped or pair:
             yield start, j + 1
         i = j + 1
 
@@ -421,7 +446,7 @@ def _redact_text(text: str, audit: bool, depth: int = 0) -> str:
         carried = ""  # the quote a value from the line above is still in at this line's end
         if carry:  # - --db-password / - X
             command, carried = value_first(command)
-        if _escaped_quote(command):  # a command inside a JSON (or C) string: its own quotes escaped
+        if _string_inside(command):  # a command or a log line inside a JSON (or C) string
             command = _inside_strings(command, depth)
         shown, value_below = redact_line(command)
         # this line goes on with the command above it (a YAML list's "- X" is an item of its own)

@@ -523,3 +523,32 @@ async def test_host_bash_hides_them_in_any_output(call, tmp_path):
 ])
 def test_values_of_configuration_lines_and_spaced_list_items_are_hidden(text: str, shown: str) -> None:
     assert redact_credentials(text) == shown
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # a log line inside a JSON string (docker's json-file logs, structured loggers), compact JSON lists
+    ('{"log":"token=SECRET1\\n","stream":"stdout","time":"2026-12-06T10:00:00Z"}',
+     '{"log":"token=***\\n","stream":"stdout","time":"2026-12-06T10:00:00Z"}'),
+    ('{"msg":"token=SECRET2"}', '{"msg":"token=***"}'),
+    ('{"msg":"login failed\\npassword=SECRET5"}', '{"msg":"login failed\\npassword=***"}'),
+    ('"Env":["POSTGRES_PASSWORD=SECRET4","PATH=/usr/bin"]', '"Env":["POSTGRES_PASSWORD=***","PATH=/usr/bin"]'),
+    ('docker run -e "PASSWORD=a PW25" img', 'docker run -e "PASSWORD=***" img'),
+    # a coloured log line is read as the text it shows (the terminal's escapes go)
+    ("\x1b[36mINFO\x1b[0m[0000] starting \x1b[36mtoken\x1b[0m=SECRET7", "INFO[0000] starting token=***"),
+    ("\x1b[32mDATABASE_URL=postgres://u:SECRET8@db\x1b[0m", "DATABASE_URL=postgres://u:***@db"),
+    # shapes of their own
+    ("[Server] A temporary password is generated for root@localhost: SECRETA",
+     "[Server] A temporary password is generated for root@localhost: ***"),
+    ('DSN="app:SECRETD@tcp(db:3306)/app"', 'DSN="app:***@tcp(db:3306)/app"'),
+    ("  stats auth admin:SECRETE", "  stats auth admin:***"),
+    ("cache_peer p parent 3128 0 login=user:SECRETK", "cache_peer p parent 3128 0 login=user:***"),
+    ("htpasswd -bc /etc/nginx/.htpasswd bob SECRETH", "htpasswd -bc /etc/nginx/.htpasswd bob ***"),
+    ("htpasswd -nb bob SECRETH3", "htpasswd -nb bob ***"), ("htpasswd -c f bob", "htpasswd -c f bob"),
+    ("vault login -no-print s.SECRETJ", "vault login -no-print ***"), ("vault status", "vault status"),
+    # a password option's value attached to it
+    ("sshpass -pSECRETB ssh db", "sshpass -p*** ssh db"), ("ldapsearch -x -D cn=admin -wSECRETC", "ldapsearch -x -D cn=admin -w***"),
+    ("7z x -pSECRETF a.7z", "7z x -p*** a.7z"), ("7z a -mx=9 -t7z x.7z", "7z a -mx=9 -t7z x.7z"),
+    ("zip -P SECRETG a.zip f", "zip -P *** a.zip f"), ("useradd -p SECRETI bob", "useradd -p *** bob"),
+])
+def test_json_log_lines_coloured_lines_and_more_tools_are_hidden(text: str, shown: str) -> None:
+    assert redact_credentials(text) == shown
