@@ -90,6 +90,8 @@ def _parse(raw: Any) -> dict:
         thread = frame.get("thread")
         if thread is not None and not (0 < len(thread) <= 128):
             raise BadFrame("hello.thread must be 1..128 characters")
+        if thread is not None and not thread.isprintable():  # NUL, line breaks, escapes: no name of a thread
+            raise BadFrame("hello.thread must be printable text (no control characters or line breaks)")
     return frame
 
 

@@ -44,6 +44,8 @@ MALFORMED = [
     ('{"type": "stop", "task_id": ""}', "stop.task_id must be a non-empty task id"),
     ('{"type": "stop", "task_id": 7}', "stop.task_id must be a string"),
     ('{"type": "hello", "thread": ""}', "hello.thread must be 1..128 characters"),
+    ('{"type": "hello", "thread": "\\u0000x"}', "hello.thread must be printable text"),  # PostgreSQL text has no NUL
+    ('{"type": "hello", "thread": "a\\nb"}', "hello.thread must be printable text"),
     (b"\x00binary", "binary frames are not accepted"),
 ]
 
