@@ -105,7 +105,9 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
     total = sum(s for _, s in files)
     print(f"Made {len(files)} real files ({total / 1024 / 1024:.1f} MiB) under {demo_dir}")
     os.environ["ONGRID_DEMO_DIR"] = str(demo_dir)
-    logs.configure("WARNING")
+    # the demo's own lines say what happens (a turn that fails ends in its "[error] …" line, which names
+    # the cause); the daemon's retries, warnings and errors would only interleave with them as log lines
+    logs.configure("CRITICAL", json_lines=False)
 
     async with trio.open_nursery() as nursery:
         if args.llm_base_url:
