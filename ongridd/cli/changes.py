@@ -1,6 +1,8 @@
 """``ongrid changes record --kind K --subject S --actor A [--detail JSON] [--at TIME]``:
 record a change made outside Ongrid (a deploy from CI, a config push, a
-feature flag) through ``POST /api/changes`` of the running daemon.
+feature flag) through ``POST /api/changes`` of the running daemon;
+``ongrid changes list [--kind K] [--subject S] [--since T] [--until T]
+[--limit N] [--json]``: the change events, newest first (``GET /api/changes``).
 
 Prints the new change event's id.  Exit codes: 0 recorded; 1 the daemon
 answered with an HTTP error (its message on stderr, e.g. ``HTTP 400: kind:
@@ -35,6 +37,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="print the stored row as JSON instead of its id")
     add_client_args(r)
     r.set_defaults(func=run)
+    ls = cs.add_parser("list", help="the recorded changes, Ongrid's own and those from outside, newest first")
+    ls.add_argument("--kind", default=None, help=f"only this kind: {KINDS_HELP}, or Ongrid's own kinds")
+    ls.add_argument("--subject", default=None, help="only changes of this subject (exact)")
+    ls.add_argument("--since", default=None, metavar="TIME", help="from this time on: RFC 3339, unix seconds or 'now-2h'")
+    ls.add_argument("--until", default=None, metavar="TIME", help="before this time")
+    ls.add_argument("--limit", type=int, default=50, help="at most this many (1..1000, default 50)")
+    ls.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_client_args(ls)
+    ls.set_defaults(func=run_list)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from urllib.parse import urlencode
+
+    from ongridd.cli.termui import one_line
+
+    query = {k: v for k, v in (("kind", args.kind), ("subject", args.subject), ("since", args.since),
+                               ("until", args.until), ("limit", str(args.limit))) if v is not None}
+    try:
+        answer = http_json("GET", args, "/api/changes?" + urlencode(query), None, timeout_s=30)
+    except ClientError as exc:
+        print(f"ongrid changes list: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"ongrid changes list: {exc}", file=sys.stderr)
+        return 1
+    rows = answer.get("changes", []) if isinstance(answer, dict) else []
+    if args.json:
+        print_json(rows)
+        return 0
+    if not rows:
+        print("no changes recorded" + (" matching that" if len(query) > 1 else ""))
+        return 0
+    for row in rows:
+        by = f" (recorded by {row['recorded_by']})" if row.get("recorded_by") else ""
+        detail = json.dumps(row.get("detail") or {}, ensure_ascii=False, sort_keys=True)
+        print(one_line(f"{row.get('occurred_at')}  {row.get('kind'):<11} {row.get('subject')}  by {row.get('actor')}"
+                       f"{by}  {detail if detail != '{}' else ''}").rstrip())
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 from ongrid_prometheus.client import PrometheusClient
 
 from ongrid_incidents.changes_route import ROUTE_PATH as CHANGES_PATH
-from ongrid_incidents.changes_route import make_changes_handler
+from ongrid_incidents.changes_route import make_changes_handler, make_changes_list_handler
 from ongrid_incidents.common import NAMES
 from ongrid_incidents.incident_tools import make_incident_tools
 from ongrid_incidents.inventory import make_query_alert_rules, make_query_devices
@@ -58,6 +58,7 @@ def ongrid_register_tools(register: Any, context: PluginContext) -> None:
 
 @hookimpl
 def ongrid_register_routes(register: Any, context: PluginContext) -> None:
-    """Register ``POST /api/alerts/alertmanager`` and ``POST /api/changes``."""
+    """Register ``POST /api/alerts/alertmanager``, ``POST /api/changes`` and ``GET /api/changes``."""
     register("POST", ROUTE_PATH, make_alertmanager_handler(context.store, NAMES))
     register("POST", CHANGES_PATH, make_changes_handler(context.store))
+    register("GET", CHANGES_PATH, make_changes_list_handler(context.store))

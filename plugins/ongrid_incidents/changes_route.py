@@ -1,5 +1,6 @@
 """``POST /api/changes``: record a change made outside Ongrid (a deploy, a
-config push, a feature flag) as a change event.
+config push, a feature flag) as a change event; ``GET /api/changes``: list
+the change events, Ongrid's own and those recorded from outside.
 
 Body (JSON object, at most :data:`MAX_BODY_BYTES`)::
 
@@ -124,5 +125,52 @@ def make_changes_handler(store: PluginStore | None,
         log.info("change_recorded", id=row.get("id"), kind=row.get("kind"), subject=row.get("subject"),
                  recorded_by=row.get("recorded_by"))
         return PluginResponse(status=201, body=row)
+
+    return handler
+
+
+#: the most change events one ``GET /api/changes`` returns
+MAX_LIST = 1000
+_LIST_KEYS = ("kind", "subject", "since", "until", "limit")
+
+
+def make_changes_list_handler(store: PluginStore | None,
+                              clock: Callable[[], float] = time.time) -> Callable[[PluginRequest], Awaitable[PluginResponse]]:
+    """``GET /api/changes?kind=&subject=&since=&until=&limit=``: ``{"changes": [row, …]}``, newest
+    first by when each happened; ``since`` (inclusive) and ``until`` (exclusive) are RFC 3339, unix
+    seconds or ``now-2h``; ``limit`` 1..1000 (default 50).  400 naming a bad parameter, 503 without
+    a database.  Never raises."""
+
+    async def handler(request: PluginRequest) -> PluginResponse:
+        if store is None:
+            return PluginResponse.error(503, "unavailable", "no change store: the daemon has no database open")
+        query = dict(request.query)
+        unknown = sorted(set(query) - set(_LIST_KEYS))
+        if unknown:
+            return _bad(unknown[0], f"{unknown[0]}: unknown parameter (known: {', '.join(_LIST_KEYS)})")
+        args: dict[str, Any] = {}
+        for key in ("kind", "subject"):
+            if query.get(key):
+                if len(query[key]) > MAX_TEXT_CHARS:
+                    return _bad(key, f"{key}: at most {MAX_TEXT_CHARS} characters")
+                args[key] = query[key]
+        now = clock()
+        for key in ("since", "until"):
+            if query.get(key):
+                try:
+                    args[key] = iso_utc(parse_time(query[key], now=now, field=key))
+                except ToolError as exc:
+                    return _bad(key, str(exc))
+        limit = query.get("limit") or "50"
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST:
+            return _bad("limit", f"limit: a whole number from 1 to {MAX_LIST}, got {limit[:20]!r}")
+        try:
+            rows = await store.list_change_events(**args, limit=int(limit))
+        except ValueError as exc:
+            return _bad(str(exc).split(":", 1)[0], str(exc))
+        except StoreError as exc:
+            log.warning("change_list_failed", error=str(exc))
+            return PluginResponse.error(503, "unavailable", str(exc))
+        return PluginResponse(status=200, body={"changes": rows})
 
     return handler

@@ -94,6 +94,23 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
                                            "a", "--url", url, "--token-file", str(token_file)),
                                     env=env(), capture_output=True, text=True, timeout=60)
         assert http_error.returncode == 1 and "HTTP 400: kind" in http_error.stderr
+        # what was recorded can be listed back: the API, and the CLI (newest first by when it happened)
+        listed = httpx2.get(url + "/api/changes", params={"subject": "checkout"}, headers=auth, timeout=10)
+        assert listed.status_code == 200
+        assert [c["kind"] for c in listed.json()["changes"]] == ["flag", "deploy"]
+        assert httpx2.get(url + "/api/changes", timeout=10).status_code == 401
+        for query, field in (({"limit": "0"}, "limit"), ({"since": "yesterday-ish"}, "since"), ({"x": "1"}, "x")):
+            bad = httpx2.get(url + "/api/changes", params=query, headers=auth, timeout=10)
+            assert bad.status_code == 400 and bad.json()["error"]["field"] == field, bad.text
+        shown = subprocess.run(ongrid("changes", "list", "--kind", "deploy", "--url", url, "--token-file",
+                                      str(token_file)), env=env(), capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert len(lines) == 2 and "search" in lines[0] and "checkout" in lines[1] and '"version": "1.4.2"' in lines[1]
+        assert lines[1].startswith("2026-03-02T10:03:00") and "recorded by ci-bot" in lines[1]
+        as_json = subprocess.run(ongrid("changes", "list", "--json", "--limit", "1", "--url", url, "--token-file",
+                                        str(token_file)), env=env(), capture_output=True, text=True, timeout=60)
+        assert as_json.returncode == 0 and len(json.loads(as_json.stdout)) == 1
 
         ask = subprocess.run(ongrid("ask", "--url", url, "--token-file", str(token_file), "What changed on checkout?"),
                              env=env(), capture_output=True, text=True, timeout=120)
