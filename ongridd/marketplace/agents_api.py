@@ -64,6 +64,10 @@ _HOLDS_SECRET = ("persona rejected: it contains a secret value the daemon holds 
                  "persona is shown to every user and sent to the model")
 
 
+#: why the reviewer persona cannot be written through the API (a PUT's error, a GET's ``read_only``)
+_REVIEWER_LOCKED = ("the 'reviewer' persona decides the review gate; it cannot be replaced through the API — an "
+                    "operator can override it with a file in an agents folder")
+
 class AgentsAPI:
     """``holder``: the RegistryHolder; ``builder``: the RegistryBuilder
     (its user roots); ``store``: for change events (may be None)."""
@@ -128,6 +132,8 @@ class AgentsAPI:
             except UnicodeDecodeError:
                 on_disk = None
         out["text"] = redact(on_disk) if on_disk is not None else persona_to_text(persona)
+        if name == "reviewer":  # shown read-only, with why, rather than refused on Save
+            out["read_only"] = _REVIEWER_LOCKED
         out["text_from"] = "file" if on_disk is not None else "fields"
         return out
 
@@ -156,8 +162,7 @@ class AgentsAPI:
         if redact(decoded) != decoded:  # personas are shared with every user and go into prompts
             raise PersonaError(_HOLDS_SECRET)
         if name == "reviewer":
-            raise PersonaError("the 'reviewer' persona decides the review gate; it cannot be replaced through the "
-                               "API — an operator can override it with a file in an agents folder")
+            raise PersonaError(_REVIEWER_LOCKED)
         if len(name.encode("utf-8")) > 200 or "/" in name or "\0" in name or name.startswith("."):
             raise PersonaError(f"persona name {name[:60]!r} cannot be used as a file name")
         target_dir = self.config.agents_write_dir

@@ -382,7 +382,9 @@ def test_personas_edit_save_warning_and_delete(console):
     page.locator("#persona-body").fill("---\nname: console-helper\nmax_turns: lots\n---\n")
     page.locator("#persona-form button[type=submit]").click()
     page.locator("#persona-result.bad").filter(has_text="Not saved").wait_for()
-    assert "'max_turns' must be an integer" in page.locator("#persona-warnings").inner_text()
+    # said once: on the result line, not again in the warnings box
+    assert "'max_turns' must be an integer" in page.locator("#persona-result").inner_text()
+    assert "'max_turns' must be an integer" not in page.locator("#persona-warnings").inner_text()
     # the saved version is still live; delete it
     assert httpx2.get(f"{url}/api/agents/console-helper", headers={"Authorization": f"Bearer {ALICE}"},
                       timeout=10).json()["description"] == "Helps in tests"
@@ -390,6 +392,16 @@ def test_personas_edit_save_warning_and_delete(console):
     page.locator("#persona-result.good").filter(has_text="Deleted console-helper").wait_for()
     assert httpx2.get(f"{url}/api/agents/console-helper", headers={"Authorization": f"Bearer {ALICE}"},
                       timeout=10).status_code == 404
+    # the reviewer's file is shown read-only, with why, instead of being refused on Save
+    page.goto(url + "/#/personas/reviewer")
+    page.locator("#persona-result").filter(has_text="decides the review gate").wait_for()
+    assert "Decision" in page.locator("#persona-body").input_value()
+    assert page.locator("#persona-body").get_attribute("readonly") is not None
+    assert page.locator("#persona-save").is_hidden()
+    page.goto(url + "/#/personas/specialist-disk")  # another persona is editable again
+    page.locator("#persona-meta").filter(has_text="builtin").wait_for()
+    assert page.locator("#persona-save").is_visible()
+    assert page.locator("#persona-body").get_attribute("readonly") is None
     ctx.close()
 
 

@@ -1060,12 +1060,19 @@ async function loadPersona(name) {
   $("persona-result").className = "result";
   $("persona-warnings").replaceChildren();
   $("persona-body").value = "";
+  $("persona-body").readOnly = false;
+  $("persona-save").hidden = false;
   $("persona-delete").hidden = true;
   try {
     const p = await api("GET", `/api/agents/${encodeURIComponent(name)}`);
     showPersonaOrigin(p);
     $("persona-body").value = typeof p.text === "string" ? p.text : personaFile(p);
     showWarnings(p.warnings);
+    if (typeof p.read_only === "string" && p.read_only) {  // shown, not editable here (the server says why)
+      $("persona-body").readOnly = true;
+      $("persona-save").hidden = true;
+      $("persona-result").textContent = p.read_only;
+    }
   } catch (e) {
     if (e.status === 404) {
       $("persona-meta").textContent = "new persona (not saved yet)";
@@ -1102,7 +1109,8 @@ async function onPersonaSave(ev) {
   } catch (e) {
     out.textContent = `Not saved: ${e.message}`;
     out.className = "result bad";
-    showWarnings(e.body && e.body.warnings);
+    // the warnings box lists what else is worth knowing, not the refusal the line above says
+    showWarnings(((e.body && e.body.warnings) || []).filter((w) => !String(e.message).includes(String(w))));
   }
 }
 
