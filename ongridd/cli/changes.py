@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ongridd.cli.common import ClientError, add_client_args, http_json, print_json
 
@@ -55,14 +56,9 @@ def run_list(args: argparse.Namespace) -> int:
 
     query = {k: v for k, v in (("kind", args.kind), ("subject", args.subject), ("since", args.since),
                                ("until", args.until), ("limit", str(args.limit))) if v is not None}
-    try:
-        answer = http_json("GET", args, "/api/changes?" + urlencode(query), None, timeout_s=30)
-    except ClientError as exc:
-        print(f"ongrid changes list: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"ongrid changes list: {exc}", file=sys.stderr)
-        return 1
+    answer, failed = _call(args, "GET", "/api/changes?" + urlencode(query), None, "list")
+    if failed:
+        return failed
     rows = answer.get("changes", []) if isinstance(answer, dict) else []
     if args.json:
         print_json(rows)
@@ -73,7 +69,7 @@ def run_list(args: argparse.Namespace) -> int:
     for row in rows:
         by = f" (recorded by {row['recorded_by']})" if row.get("recorded_by") else ""
         detail = json.dumps(row.get("detail") or {}, ensure_ascii=False, sort_keys=True)
-        print(one_line(f"{row.get('occurred_at')}  {row.get('kind'):<11} {row.get('subject')}  by {row.get('actor')}"
+        print(one_line(f"{row.get('occurred_at')}  {str(row.get('kind')):<11} {row.get('subject')}  by {row.get('actor')}"
                        f"{by}  {detail if detail != '{}' else ''}").rstrip())
     return 0
 
@@ -93,16 +89,24 @@ def run(args: argparse.Namespace) -> int:
         body["detail"] = detail
     if args.at is not None:
         body["at"] = args.at
-    try:
-        row = http_json("POST", args, "/api/changes", body, timeout_s=30)
-    except ClientError as exc:
-        print(f"ongrid changes record: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"ongrid changes record: {exc}", file=sys.stderr)
-        return 1
+    row, failed = _call(args, "POST", "/api/changes", body, "record")
+    if failed:
+        return failed
     if args.json:
         print_json(row)
     else:
         print(row.get("id", ""))
     return 0
+
+
+def _call(args: argparse.Namespace, method: str, path: str, body: Any, command: str) -> tuple[Any, int]:
+    """The daemon's answer and 0; or None and the exit code (2: not reached, 1: an HTTP error), the
+    reason printed on stderr."""
+    try:
+        return http_json(method, args, path, body, timeout_s=30), 0
+    except ClientError as exc:
+        print(f"ongrid changes {command}: {exc}", file=sys.stderr)
+        return None, 2
+    except RuntimeError as exc:
+        print(f"ongrid changes {command}: {exc}", file=sys.stderr)
+        return None, 1
