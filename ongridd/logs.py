@@ -50,7 +50,8 @@ from ongridd.secretset import redact  # noqa: E402  (after structlog, above)
 _CONFIGURED = False
 
 
-_QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "hypercorn.access", "alembic", "openai")
+_QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "hypercorn.access", "alembic", "openai",
+                    "watchfiles")  # watchfiles: "1 change detected" at INFO for each batch it reports
 
 
 def _ongrid_fields(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:

@@ -51,12 +51,14 @@ class Authenticator:
         """No tokens configured: loopback clients only, user ``local``."""
         return not self.tokens
 
-    def check_listen(self, host: str) -> None:
-        """Refuse a non-loopback listen address without tokens (ConfigError)."""
+    def check_listen(self, host: str, tokens_env: str = "ONGRID_TOKENS") -> None:
+        """Refuse a non-loopback listen address without tokens (ConfigError naming ``tokens_env``,
+        the variable ``server.tokens_env`` names)."""
         if self.open_mode and not is_loopback(host):
             raise ConfigError(
                 f"refusing to listen on {host}: no tokens are configured, so only a loopback address is "
-                "allowed; set user:token pairs in the environment variable named by server.tokens_env"
+                f"allowed; set user:token pairs in the environment variable {tokens_env} (server.tokens_env), "
+                f"e.g. {tokens_env}=alice:$(openssl rand -hex 16)"
             )
 
     def check_admins(self) -> None:

@@ -117,7 +117,8 @@ def test_serve_answers_healthz_creates_tables_and_stops_on_sigterm(tmp_path):
 def test_non_loopback_without_tokens_refuses_to_start(tmp_path):
     proc = start(tmp_path, "--state-dir", str(tmp_path / "s"), "--listen", "0.0.0.0:0")
     assert proc.wait(timeout=30) == 2
-    assert "no tokens are configured" in proc.stderr.read()
+    err = proc.stderr.read()
+    assert "no tokens are configured" in err and "environment variable ONGRID_TOKENS" in err  # the variable, named
     assert not (tmp_path / "s" / "ongrid.db").exists()
 
 
