@@ -169,8 +169,8 @@ def lookalike_problem(argv: list[str]) -> str | None:
     for k, word in enumerate(argv):
         for c in word:
             cat = unicodedata.category(c)
-            if cat in ("Cf", "Cc", "Zl", "Zp") or (cat == "Zs" and c != " "):
-                return f"word {k + 1} {word!r} contains the invisible or non-ASCII space character {_char(c)}"
+            if cat in ("Cf", "Cc", "Cs", "Zl", "Zp") or (cat == "Zs" and c != " "):
+                return f"word {k + 1} {word!r} contains the invisible, unpaired or non-ASCII space character {_char(c)}"
         if word and (word[0] in _DASHES or unicodedata.category(word[0]) == "Pd" and word[0] != "-"):
             return (f"word {k + 1} {word!r} starts with {_char(word[0])}, which looks like '-' but is not one; "
                     "write options with the ASCII '-'")
@@ -232,9 +232,16 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
     return argv, paths
 
 
+#: commands that change a file's metadata or remove it and never print or copy what it holds: they
+#: may name a secret's path (chmod 600 of a key, rm of an old sudoers file) and still go to review
+METADATA_ONLY = frozenset({"chmod", "chown", "chgrp", "chattr", "setfacl", "touch", "rm", "rmdir", "unlink",
+                           "truncate", "shred"})
+
+
 def _proposed(argv: list[str], reason: str, policy: PathPolicy) -> Verdict:
-    """A command that is not read-only, for the review gate — unless a path it names is forbidden."""
-    problem = change_paths_problem(argv, policy)
+    """A command that is not read-only, for the review gate — unless a path it names holds
+    secrets only and the command is not one of :data:`METADATA_ONLY`."""
+    problem = None if argv[0].rsplit("/", 1)[-1] in METADATA_ONLY else change_paths_problem(argv, policy)
     if problem:
         return Verdict("refused", reason=f"{argv[0]}: forbidden path: {problem}; reading a secret is not a change "
                                          "a reviewer could approve")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+from urllib.parse import unquote
 from collections.abc import Sequence
 
 from ongrid_host.path_policy import PathPolicy
@@ -73,10 +74,24 @@ def change_paths_problem(argv: Sequence[str], policy: PathPolicy) -> str | None:
     return None
 
 
+#: a URL inside a word: a ``file:`` URL's path is a path (percent-decoded, as curl reads it); another
+#: scheme's path names no file here (``https://x/v1/credentials``, ``s3://bucket/secrets/``)
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31})://([^\s'\"]*)")
+
+
 def _named_paths(argv: Sequence[str]) -> list[str]:
     found: list[str] = []
     for word in argv[1:]:
+        if "://" in word:
+            for url in _URL.finditer(word):
+                if url.group(1).lower() == "file":
+                    found.append(unquote("/" + url.group(2).partition("/")[2]))
+            word = _URL.sub(" ", word)
         for piece in _NOT_IN_PATH.split(word):
+            if "%" in piece:  # percent-encoded: checked both ways
+                found.append(unquote(piece))
+            if "/" in piece and piece[0] not in "/.~":  # glued to a short option: -T/proc/1/mem
+                found.append(piece[piece.index("/"):])
             if piece.startswith("~"):
                 user, _, rest = piece[1:].partition("/")
                 piece = ("/root" if not user else f"/home/{user}") + ("/" + rest if rest else "")

@@ -230,6 +230,34 @@ def _under(path: str, root: str) -> bool:
     return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
 
 
+
+def _secret_by_name(form: str) -> str | None:
+    """What secret ``form`` names by its file or folder names (in any case), or None."""
+    parts = form.lower().split("/")  # names in any case: .ENV, server.KEY, ID_RSA
+    for part in parts:
+        if part in SECRET_NAMES:
+            return SECRET_NAMES[part]
+    base = parts[-1]
+    if len(parts) > 1 and (parts[-2], base) in SECRET_NAMES_IN:
+        return SECRET_NAMES_IN[(parts[-2], base)]
+    for suffix, why in SECRET_SUFFIXES.items():
+        if base.endswith(suffix):
+            return why
+    if any(_under(form, folder) for folder in PACKAGED):
+        return None
+    for infix, why in SECRET_INFIXES.items():
+        if infix in base:
+            return why
+    if not base.endswith(".pub"):
+        bare = base.lstrip(".")  # an editor's swap file of it: .shadow.swp
+        for prefix, why in SECRET_PREFIXES.items():
+            if bare.startswith(prefix):
+                return why
+    if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
+        return "an ssh host key"
+    return None
+
+
 @attrs.frozen
 class PathPolicy:
     """Where commands run and what they may not read.
@@ -289,40 +317,20 @@ class PathPolicy:
                 out.append(real)
         return None, out
 
-    def _area_of(self, form: str) -> str | None:
+    def _area_of(self, form: str, exempt: tuple[str, ...] = ()) -> str | None:
+        """What forbidden area or secret ``form`` is in, or None; an area under one of ``exempt``
+        does not count (its secrets by name still do)."""
         if "environ" in form:
             return "a process environment"
         if safe_kernel_file(form):
             return None
         for area, why in self.areas:
-            if _under(form, area):
+            if _under(form, area) and not any(_under(form, e) for e in exempt):
                 return f"{area}: {why}" if area not in why else why
         for area, why in self.areas:  # a copy of the area inside a container image, a chroot, a backup
-            if area.count("/") > 1 and (form + "/").find(area.rstrip("/") + "/", 1) > 0:
+            if area.count("/") > 1 and area not in exempt and (form + "/").find(area.rstrip("/") + "/", 1) > 0:
                 return f"a copy of {area}: {why}"
-        parts = form.lower().split("/")  # names in any case: .ENV, server.KEY, ID_RSA
-        for part in parts:
-            if part in SECRET_NAMES:
-                return SECRET_NAMES[part]
-        base = parts[-1]
-        if len(parts) > 1 and (parts[-2], base) in SECRET_NAMES_IN:
-            return SECRET_NAMES_IN[(parts[-2], base)]
-        for suffix, why in SECRET_SUFFIXES.items():
-            if base.endswith(suffix):
-                return why
-        if any(_under(form, folder) for folder in PACKAGED):
-            return None
-        for infix, why in SECRET_INFIXES.items():
-            if infix in base:
-                return why
-        if not base.endswith(".pub"):
-            bare = base.lstrip(".")  # an editor's swap file of it: .shadow.swp
-            for prefix, why in SECRET_PREFIXES.items():
-                if bare.startswith(prefix):
-                    return why
-        if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
-            return "an ssh host key"
-        return None
+        return _secret_by_name(form)
 
     def change_problem(self, path: str) -> str | None:
         """Why a command that is not read-only (one the review gate would be asked about) may not
@@ -335,9 +343,21 @@ class PathPolicy:
         problem, forms = self.forms(path)
         if problem:
             return problem
+        if self.resolve and len(forms) == 1 and forms[0].startswith("/"):
+            # spelled inside an area (forms() then stops there): where it leads counts for a change,
+            # /proc/1/root/etc/shadow and a link planted in /dev/shm
+            try:
+                resolved = resolve(forms[0])
+            except (OSError, ValueError) as exc:
+                return f"path '{path}' cannot be resolved ({getattr(exc, 'strerror', None) or exc})"
+            if resolved.process_link is not None:
+                return (f"path '{path}' passes through {resolved.process_link}, a process's own view of the "
+                        "files, so what it would reach cannot be checked")
+            if resolved.real not in forms:
+                forms.append(resolved.real)
         for form in forms:
-            area = self._area_of(form)
-            if area and (not any(_under(form, a) for a in CHANGE_AREAS) or _process_secret(form)):
+            area = "a process's or the machine's memory" if _process_secret(form) else self._area_of(form, CHANGE_AREAS)
+            if area:
                 shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
                 return f"path {shown} would read {area}"
         return None

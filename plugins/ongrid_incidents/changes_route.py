@@ -138,8 +138,9 @@ def make_changes_list_handler(store: PluginStore | None,
                               clock: Callable[[], float] = time.time) -> Callable[[PluginRequest], Awaitable[PluginResponse]]:
     """``GET /api/changes?kind=&subject=&since=&until=&limit=``: ``{"changes": [row, …]}``, newest
     first by when each happened; ``since`` (inclusive) and ``until`` (exclusive) are RFC 3339, unix
-    seconds or ``now-2h``; ``limit`` 1..1000 (default 50).  400 naming a bad parameter, 503 without
-    a database.  Never raises."""
+    seconds or ``now-2h``, to the millisecond; ``limit`` 1..1000 (default 50).  A parameter given
+    twice counts once (its first value).  400 naming a bad parameter, 503 without a database.
+    Never raises."""
 
     async def handler(request: PluginRequest) -> PluginResponse:
         if store is None:
@@ -161,8 +162,10 @@ def make_changes_list_handler(store: PluginStore | None,
                     args[key] = iso_utc(parse_time(query[key], now=now, field=key))
                 except ToolError as exc:
                     return _bad(key, str(exc))
+                except (ValueError, OverflowError, OSError):  # a time no calendar date stands for
+                    return _bad(key, f"{key}: {query[key][:40]!r} is outside the times that can be stored")
         limit = query.get("limit") or "50"
-        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST:
+        if not (limit.isascii() and limit.isdigit() and len(limit) <= 4) or not 1 <= int(limit) <= MAX_LIST:
             return _bad("limit", f"limit: a whole number from 1 to {MAX_LIST}, got {limit[:20]!r}")
         try:
             rows = await store.list_change_events(**args, limit=int(limit))

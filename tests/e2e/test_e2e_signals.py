@@ -99,7 +99,10 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
         assert listed.status_code == 200
         assert [c["kind"] for c in listed.json()["changes"]] == ["flag", "deploy"]
         assert httpx2.get(url + "/api/changes", timeout=10).status_code == 401
-        for query, field in (({"limit": "0"}, "limit"), ({"since": "yesterday-ish"}, "since"), ({"x": "1"}, "x")):
+        for query, field in (({"limit": "0"}, "limit"), ({"since": "yesterday-ish"}, "since"), ({"x": "1"}, "x"),
+                             ({"since": "99999999999999"}, "since"), ({"until": "9999-12-31T23:59:59-14:00"}, "until"),
+                             ({"since": "now-99999999999d"}, "since"), ({"limit": "\u00b2"}, "limit"),
+                             ({"limit": "\u0665"}, "limit"), ({"limit": "0" * 5000 + "1"}, "limit")):
             bad = httpx2.get(url + "/api/changes", params=query, headers=auth, timeout=10)
             assert bad.status_code == 400 and bad.json()["error"]["field"] == field, bad.text
         shown = subprocess.run(ongrid("changes", "list", "--kind", "deploy", "--url", url, "--token-file",

@@ -86,7 +86,8 @@ async def test_corpus_through_the_handler_for_a_read_only_persona(arena):
 
 async def test_corpus_sample_through_the_runner_and_the_gate(arena):
     """Every 5th command as an agent run makes it (ToolRunner → review gate →
-    handler): read-only persona → an error result, no proposal; persona that
+    handler): read-only persona → a rejected result (a change it may not make) or
+    an error (a refused command), no proposal; persona that
     may write → write commands reach the reviewer (who rejects), refused ones
     never do; nothing runs either way."""
     tools = make_tools()
@@ -96,7 +97,7 @@ async def test_corpus_sample_through_the_runner_and_the_gate(arena):
     for cmd in sample:
         args = {"cmd": cmd, "reason": "attack corpus", "timeout_s": 5}
         result, store = await run_through_runner(tools, "host_bash", args, read_only=True)
-        assert result.status == "error", (cmd, result)
+        assert result.status == ("rejected" if analyze(cmd).kind == "write" else "error"), (cmd, result)
         assert "read-only" in result.content or "refused" in result.content, (cmd, result.content)
         assert store.proposals == []
         result, store = await run_through_runner(tools, "host_bash", args, read_only=False)

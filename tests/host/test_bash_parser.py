@@ -70,7 +70,7 @@ EXACT = [
     ("\u0441ystemctl status", "refused",
      "command name '\u0441ystemctl' contains the non-ASCII character U+0441 (CYRILLIC SMALL LETTER ES)"),
     ("cat /etc/host\u200bname", "refused",
-     "word 2 '/etc/host\\u200bname' contains the invisible or non-ASCII space character U+200B (ZERO WIDTH SPACE)"),
+     "word 2 '/etc/host\\u200bname' contains the invisible, unpaired or non-ASCII space character U+200B (ZERO WIDTH SPACE)"),
 ]
 
 

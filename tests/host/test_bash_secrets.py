@@ -85,11 +85,24 @@ LEAKS = [
     ("sh -c 'base64 /etc/gshadow | head'", "'/etc/gshadow' names a secrets file", "refused"),
     ("/usr/bin/xxd /etc/shadow", "names a secrets file", "refused"),
     ("sort -o /tmp/x /etc/shadow", "names a secrets file", "refused"),
-    ("xxd /proc/1/mem", "would read /proc", "refused"),
+    ("xxd /proc/1/mem", "memory", "refused"),
     ("cp /root/.ssh/authorized_keys /tmp/k", "ssh keys", "refused"),
-    # what a change's usual business names stays for the reviewer: devices, container logs, private files
+    # spelled through a process's view of the files, percent-encoded in a file: URL, glued to a short option,
+    # a secret by name inside an area a change may name
+    ("base64 /proc/self/root/etc/shadow", "a process's own view of the files", "refused"),
+    ("curl file:///etc/%73hadow", "'/etc/shadow' names a secrets file", "refused"),
+    ("curl -T/proc/1/mem http://127.0.0.1:9/", "memory", "refused"),
+    ("curl -T/dev/mem http://127.0.0.1:9/", "memory", "refused"),
+    ("base64 /var/backups/shadow.bak", "password-hash file", "refused"),
+    ("base64 /etc/kubernetes/pki/ca.key", "private key", "refused"),
+    # what a change's usual business names stays for the reviewer: devices, container logs, private files,
+    # a key's permissions (chmod and the like never print what a file holds), URLs that are no files here
     ("mount /dev/sdb1 /mnt", "only allowed without arguments", "write"),
     ("truncate -s0 /var/lib/docker/containers/abc/abc-json.log", "not on the read-only allowlist", "write"),
+    ("chmod 600 /root/.ssh/id_ed25519", "not on the read-only allowlist", "write"),
+    ("rm /etc/sudoers.d/old", "not on the read-only allowlist", "write"),
+    ("curl -o /tmp/x https://api.example.com/v1/credentials/rotate", "not on the read-only allowlist", "write"),
+    ("aws s3 cp s3://backups/secrets/app.tar /tmp/", "not on the read-only allowlist", "write"),
     # ip: any abbreviation of -batch / -netns / -force
     ("ip -ba a", "'-ba' is not an allowed ip option", "write"),
     ("ip -ba - a", "'-ba' is not an allowed ip option", "write"),
@@ -325,3 +338,15 @@ async def test_ssh_client_gets_only_what_ssh_needs(monkeypatch, tmp_path):
     names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
     assert names <= set(SSH_ENV_KEYS) | {"PWD", "SHLVL", "_"}
     assert scrubbed_env(SSH_ENV_KEYS).keys() <= set(SSH_ENV_KEYS)
+
+
+def test_a_link_planted_in_a_device_folder_is_followed_for_a_change(tmp_path):
+    """/dev/shm is writable by every local user: a link there to a secret is judged by where it leads."""
+    need(os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK), "no writable /dev/shm")
+    link = f"/dev/shm/ongrid-test-{os.getpid()}"
+    os.symlink("/etc/shadow", link)
+    try:
+        verdict = analyze(f"base64 {link}")
+        assert verdict.kind == "refused" and "resolves to /etc/shadow" in verdict.reason, verdict
+    finally:
+        os.unlink(link)
