@@ -32,7 +32,7 @@ _JSON_KEY_END = re.compile(r'"([^"\s]{1,64})"\s{0,4}:\Z')
 #: an XML element holding a secret-named value on one line (``<password>X</password>``)
 _XML_SECRET = re.compile(r"(<([A-Za-z_][\w.:-]{0,63})>)([^<]{1,1000})(</\2>)")
 #: a word that is a credential on its own after ``Bearer``/``Basic`` (a token, base64)
-_TOKEN_WORD = re.compile(r"([A-Za-z0-9._~+/=-]{8,})([\"',;]{0,2})\Z")
+_TOKEN_WORD = re.compile(r"([A-Za-z0-9._~+/=-]{8,})([\"',;)\]}]{0,4})\Z")
 #: keys of configuration files written "key value" whose value is a credential (the whole key, any case)
 _CONFIG_KEYS = frozenset({"password", "passwd", "pass", "passphrase", "requirepass", "masterauth", "auth_pass",
                           "secret", "token", "apikey", "api_key", "api_token", "access_token", "auth_token",
@@ -56,10 +56,16 @@ _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "n
 _LDAP_TOOLS = ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd", "ldapwhoami", "ldapcompare",
                "ldapmodrdn", "ldapexop")
 #: programs whose password option also takes its value attached (``sqlcmd -PX``, ``sshpass -pX``,
-#: ``ldapsearch -wX``, ``7z x -pX``), and that option
+#: ``ldapsearch -wX``, ``7z x -pX``), or bundled after switches (``ldapsearch -xwX``, ``zip -rPX``,
+#: ``useradd -mp X``, ``rar -hpX``): the word's shape, the value its group 1 (empty: the next word)
 _ATTACHED_PASSWORD = {
-    **{name: "-P" for name in ("sqlcmd", "bcp", "isql")}, "sshpass": "-p", **{name: "-w" for name in _LDAP_TOOLS},
-    **{name: "-p" for name in ("7z", "7za", "7zr", "rar", "unrar")},
+    **{name: re.compile(r"-P(.*)\Z", re.DOTALL) for name in ("sqlcmd", "bcp", "isql")},
+    "sshpass": re.compile(r"-p(.*)\Z", re.DOTALL),
+    **{name: re.compile(r"-[xZnvMNkKcLIOQRW]{0,8}w(.*)\Z", re.DOTALL) for name in _LDAP_TOOLS},
+    **{name: re.compile(r"-p(.*)\Z", re.DOTALL) for name in ("7z", "7za", "7zr")},
+    **{name: re.compile(r"-h?p(.*)\Z", re.DOTALL) for name in ("rar", "unrar")},
+    **{name: re.compile(r"-[A-OQ-Za-z0-9]{0,8}P(.*)\Z", re.DOTALL) for name in ("zip", "unzip", "zipcloak")},
+    **{name: re.compile(r"-[mMrUNlDo]{0,8}p(.*)\Z", re.DOTALL) for name in ("useradd", "usermod")},
 }
 #: client programs (by file name) and their options that take a password as the next word
 _PASSWORD_OPTIONS = {
@@ -72,16 +78,17 @@ _PASSWORD_OPTIONS = {
     **{name: ("-w",) for name in _LDAP_TOOLS},
 }
 #: mysqld's first start: "A temporary password is generated for root@localhost: X"
-_MYSQL_TEMPORARY = re.compile(r"(temporary password is generated for [^\s:]{1,255}: {1,4})(\S+)")
-#: a Go MySQL driver's DSN: user:X@tcp(host:3306)/db
-_GO_DSN = re.compile(r"(?<![\w.%+-])([\w.%+-]{1,64}:)([^\s@/\"']{1,256})(@(?:tcp|unix|udp)\()")
+_MYSQL_TEMPORARY = re.compile(r"(temporary password is generated for [^\s:]{1,255}:[ \t]{1,16})(\S+)")
+#: a Go MySQL driver's DSN: user:X@tcp(host:3306)/db, user:X@/db (its password may hold @ and /)
+_GO_DSN = re.compile(r"(?<![\w.%+-])([\w.%+-]{1,64}:)([^\s\"']{1,256}?)(@(?i:tcp6?|unix|udp6?)\(|@/)")
 #: user:X after haproxy's "stats auth" (and "userlist"'s insecure-password is a directive) or squid's login=
 _USER_COLON_PASSWORD = re.compile(r"((?:\bstats[ \t]{1,8}auth[ \t]{1,8}|\blogin=)[^\s:]{1,64}:)(\S+)")
-#: the password as the last word: htpasswd -b [-c…] FILE USER X (-n: no FILE), vault login X
-_LAST_WORD_PASSWORD = re.compile(
-    r"(\bhtpasswd(?:[ \t]{1,8}-[A-Za-z]{1,8}){0,4}?[ \t]{1,8}-[A-Za-z]{0,7}b[A-Za-z]{0,7}(?:[ \t]{1,8}-[A-Za-z]{1,8}){0,4}"
-    r"(?:[ \t]{1,8}[^\s-]\S{0,4095}){1,2}[ \t]{1,8})([^\s-]\S*)(?=\s|\Z)"
-    r"|(?<=\bvault)([ \t]{1,8}login(?:[ \t]{1,8}-\S{1,64}){0,8}[ \t]{1,8})([^\s=-][^\s=]*)(?=\s|\Z)")
+#: commands whose last argument is a password: htpasswd -b … X (with a -b switch), vault/bao login X
+_LAST_ARGUMENT_PROGRAMS = re.compile(r"\b(?:htpasswd|(?:vault|bao)[ \t]{1,8}login)\b")
+#: one command's text: up to a command separator, a line's end or a quote closing around it
+_COMMAND_TEXT = re.compile(r"[^\n;|&]{0,4096}")
+#: an argument: a quoted one whole, or a word up to what closes around it
+_ARGUMENT = re.compile(r"""'[^'\n]*'|"(?:[^"\\\n]|\\.)*"|[^\s'"\])}]+""")
 #: words that end one command of a command line (a ``login``'s ``-p`` is not the next command's)
 _COMMAND_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 #: a YAML node's anchor or tag before its value (``password: &pw X``, ``password: !!str X``)
@@ -247,12 +254,12 @@ def _known_shapes(line: str) -> str:
         line = _WG_PRIVATE.sub(rf"\g<1>{HIDDEN}", line)
     if "password is generated" in line:  # mysqld's first start
         line = _MYSQL_TEMPORARY.sub(rf"\g<1>{HIDDEN}", line)
-    if "@tcp(" in line or "@unix(" in line or "@udp(" in line:  # a Go MySQL DSN
+    if "@" in line and ":" in line:  # a Go MySQL DSN
         line = _GO_DSN.sub(rf"\g<1>{HIDDEN}\g<3>", line)
     if "auth" in line or "login=" in line:  # haproxy's stats auth, squid's cache_peer login=
         line = _USER_COLON_PASSWORD.sub(rf"\g<1>{HIDDEN}", line)
-    if "htpasswd" in line or "vault" in line:
-        line = _LAST_WORD_PASSWORD.sub(lambda m: (m.group(1) or m.group(3)) + HIDDEN, line)
+    if "htpasswd" in line or "login" in line:
+        line = _last_argument_hidden(line)
     if "passwd" in line or "-stdin" in line:
         fed = [bool(m.group(1) or m.group(2)) for m in _FEEDS_PASSWD.finditer(line)]
         if any(fed):
@@ -260,6 +267,30 @@ def _known_shapes(line: str) -> str:
         elif fed or "--stdin" in line or "--password-stdin" in line:  # echo X | passwd --stdin; docker login
             line = _PASSWD_INPUT.sub(rf"\g<1>{HIDDEN}", line)
     return line
+
+
+def _last_argument_hidden(line: str) -> str:
+    """``line`` with the password that is the last argument of ``htpasswd -b …`` (a ``-b`` switch
+    given) or ``vault login …`` / ``bao login …`` (an argument that is no option and no ``K=V``)
+    hidden, each time such a command appears."""
+    out, at = [], 0
+    for program in _LAST_ARGUMENT_PROGRAMS.finditer(line):
+        if program.start() < at:
+            continue
+        text = _COMMAND_TEXT.match(line, program.end())
+        assert text is not None  # it matches the empty string
+        args = list(_ARGUMENT.finditer(line, program.end(), text.end()))
+        if not args:
+            continue
+        last = args[-1]
+        if program.group(0) == "htpasswd":
+            ok = any(re.fullmatch(r"-[A-Za-z]{0,7}b[A-Za-z]{0,7}", a.group(0)) for a in args[:-1])
+        else:
+            ok = not last.group(0).startswith("-") and "=" not in last.group(0)
+        if ok:
+            out += [line[at:last.start()], HIDDEN]
+            at = last.end()
+    return "".join(out) + line[at:]
 
 
 def _redis_auth(parts: list[str], at: list[int]) -> int:
@@ -292,7 +323,7 @@ def redact_line(line: str) -> tuple[str, bool]:
     words = [parts[i] for i in positions]
     # a client's password options count after that client's name only (docker run -p 80:80 … mongo: a port)
     mysql = login_program = login_p = lftp = curl = yaml_key = False
-    attached = ""  # the password option this line's program takes with its value attached (-PX)
+    attached: re.Pattern[str] | None = None  # this line's program's attached password option (-PX)
     from_option = False  # hide_next was set by an option or a JSON key: its value may be on the next line
     password_options: set[str] = set()
     netrc = bool(words) and words[0] == "machine"  # machine H login U password X
@@ -371,7 +402,7 @@ def redact_line(line: str) -> tuple[str, bool]:
                     and words[0].lower() in _DEVICE_DIRECTIVES):
                 named = named_value = True
                 continue
-            if word in ("=", ":", "=>"):  # "password = X" of a configuration file, "'password' => X" of PHP
+            if word in ("=", ":", "=>", ":=", "?=", "+="):  # "password = X" of a configuration file, "=>" of PHP, make's :=
                 hide_next, config_line = True, key_first and word != "=>"
                 continue
             if word[0] in "=:" and len(word) > 1:  # "password =X"
@@ -423,20 +454,24 @@ def redact_line(line: str) -> tuple[str, bool]:
             hide_next, set_password = True, False
         elif redis_acl and (acl := _ACL_SECRET.match(word)):  # user default on >PASSWORD ~* +@all
             parts[i] = acl.group(1) + HIDDEN
-        elif ((mysql or login_p) and (bare := word.lstrip("[\"'")).startswith("-p")
-              or attached and (bare := word.lstrip("[\"'")).startswith(attached)) and len(bare) > 2 \
-                and not _option_item(word, bare):
-            # -pX (-pMyPass), sqlcmd -PX; "-pX"] of an exec-form list: the value up to that list item's quote
+        elif (attached is not None and (bare := word.lstrip("[\"'"))[:1] == "-" and (m := attached.match(bare))
+              and not m.group(1) and bare[m.start(1) - 2:m.start(1)] not in ("-p", "-P", "-w")):
+            hide_next, from_option, yaml_key = True, True, False  # ldapsearch -xw X, useradd -mp X: the next word
+        elif ((mysql or login_p) and (bare := word.lstrip("[\"'")).startswith("-p") and (at := 2)
+              or attached is not None and (bare := word.lstrip("[\"'"))[:1] == "-" and (m := attached.match(bare))
+              and (at := m.start(1))) and len(bare) > at and not _option_item(word, bare):
+            # -pX (-pMyPass), sqlcmd -PX, ldapsearch -xwX; "-pX"] of an exec-form list: the value up to that
+            # list item's quote
             lead = word[:len(word) - len(bare)]
             quote = next((c for c in lead if c in "\"'"), "")
-            end = closing(bare, quote, 2) if quote else -1
+            end = closing(bare, quote, at) if quote else -1
             if not quote:
-                shown, open_quote, keep_close = hide_value(bare[2:], bare[:2])
+                shown, open_quote, keep_close = hide_value(bare[at:], bare[:at])
             elif end < 0:
-                shown, open_quote, keep_close = bare[:2] + HIDDEN, quote, True
+                shown, open_quote, keep_close = bare[:at] + HIDDEN, quote, True
             else:
                 tail, open_quote = after_close(bare[end + 1:])
-                shown, keep_close = bare[:2] + HIDDEN + quote + tail, False
+                shown, keep_close = bare[:at] + HIDDEN + quote + tail, False
             parts[i] = lead + shown
         elif (core := word if word[-1] != "," and word[0] not in "[\"'" else word.strip("[],\"'")) and (
                 core in password_options or (login_p and core == "-p") or (_OPTION.match(core) and secret_name(core))):
@@ -447,7 +482,7 @@ def redact_line(line: str) -> tuple[str, bool]:
             hide_next = True  # "password:", "userPassword::" (LDIF's base64 form)
             from_option = key[:1] in "\"'"  # a JSON member's name: its value may be on the next line
             yaml_key = word[-1] == ":" and not from_option
-            config_line = was_first and yaml_key
+            config_line = (was_first or (before == "-" and order[i] == 1)) and yaml_key  # "- password: X" too
             hide_rest = NAME_PARTS.sub("", key.lower()) in ("cookie", "setcookie")
         elif word.strip("[],\"'") in ("-u", "--user", "-U"):  # also an item of a JSON list: "--user",
             user_next = True
@@ -460,7 +495,7 @@ def redact_line(line: str) -> tuple[str, bool]:
             parts[i], keep_close = lead + "-u" + shown[len(quote):], True
         elif _BARE_NAME.match(word) and ((config_key := word.strip("\"'").lower() in _CONFIG_KEYS)
                                          or secret_name(word)):
-            named, config_line = True, was_first
+            named, config_line = True, was_first or (before == "-" and order[i] == 1)
             sql_password = NAME_PARTS.sub("", word.lower()) in ("password", "passwd")
             named_value = ((was_first and config_key and (key_value or word.lower() in _FIRST_ARGUMENT_KEYS))
                            or word.lower() in _DIRECTIVE_SECRETS

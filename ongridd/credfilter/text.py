@@ -45,7 +45,8 @@ _BLOCK_LINES_MAX = 200
 
 
 #: a terminal's escape sequences (colours, cursor moves, titles): ECMA-48 CSI and OSC, and two-character escapes
-_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]{0,64}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|[@-Z\\-_])")
+_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]{0,1024}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)"
+                              r"|[()*+-./][ -/]{0,2}[0-~]|[@-Z\\-_])")
 
 
 def redact_credentials(text: str) -> str:
@@ -308,6 +309,8 @@ def _inside_strings(line: str, depth: int) -> str:
                 .replace("\\\\", "\\"), False
         if not isinstance(text, str):
             return literal
+        if "\x1b" in text:  # a coloured line, its escapes written as \u001b: read as it shows
+            text = _TERMINAL_ESCAPE.sub("", text)
         shown = _redact_text(text, audit=False, depth=depth + 1)
         if shown == text:
             return literal

@@ -552,3 +552,37 @@ def test_values_of_configuration_lines_and_spaced_list_items_are_hidden(text: st
 ])
 def test_json_log_lines_coloured_lines_and_more_tools_are_hidden(text: str, shown: str) -> None:
     assert redact_credentials(text) == shown
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # colours written inside a JSON string (docker writes ESC as \u001b), a charset escape, a long CSI
+    ('{"log":"\\u001b[32mtoken\\u001b[0m=S3cretZq\\n"}', '{"log":"token=***\\n"}'),
+    ('{"log":"\\u001b[1mPassword:\\u001b[0m S3cretZq\\n"}', '{"log":"Password: ***\\n"}'),
+    ("\x1b[31mpassword\x1b(B\x1b[m=S3cretZq", "password=***"),
+    ("\x1b[" + "1;" * 100 + "1mtoken\x1b[0m: X", "token: ***"),
+    # a bearer token closing a JSON object
+    ('{"level":"info","headers":"Authorization: Bearer S3cretZq"}',
+     '{"level":"info","headers":"Authorization: Bearer ***"}'),
+    # bundled and attached forms of the password options
+    ("zip -rPS3cretZq out.zip f", "zip -rP*** out.zip f"), ("unzip -PS3cretZq a.zip", "unzip -P*** a.zip"),
+    ("useradd -mp S3cretZq bob", "useradd -mp *** bob"), ("ldapsearch -xwS3cretZq -D cn=a", "ldapsearch -xw*** -D cn=a"),
+    ("ldapsearch -xw S3cretZq", "ldapsearch -xw ***"), ("rar a -hpS3cretZq a.rar f", "rar a -hp*** a.rar f"),
+    ("zip -r out.zip dir", "zip -r out.zip dir"), ("useradd -m bob", "useradd -m bob"),
+    # the last argument, wherever the options are
+    ("htpasswd -B -b -C 10 /etc/x admin S3cretZq", "htpasswd -B -b -C 10 /etc/x admin ***"),
+    ("htpasswd -b -- /etc/x admin X1", "htpasswd -b -- /etc/x admin ***"),
+    ("htpasswd -b /etc/x admin 'pass word X'", "htpasswd -b /etc/x admin ***"),
+    ("htpasswd -b f u X4; echo done", "htpasswd -b f u ***; echo done"),
+    ("vault login -address https://v:8200 S3cretZq", "vault login -address https://v:8200 ***"),
+    ("bao login X2", "bao login ***"), ('{"MESSAGE":"vault login X3"}', '{"MESSAGE":"vault login ***"}'),
+    # Go DSNs as the driver takes them
+    ("user:S3cretZq@/dbname", "user:***@/dbname"), ("root:p@ss/X@tcp(db:3306)/app", "root:***@tcp(db:3306)/app"),
+    ("user:X@tcp6(::1)/db", "user:***@tcp6(::1)/db"), ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
+    ("A temporary password is generated for root@localhost:\tSECRETT",
+     "A temporary password is generated for root@localhost:\t***"),
+    # a YAML list item's value to the line's end; make's assignments
+    ("- password: hello S3cretZq", "- password: ***"), ("DB_PASSWORD := S3cretZq", "DB_PASSWORD := ***"),
+    ("DB_PASSWORD ?= S3cretZq", "DB_PASSWORD ?= ***"),
+])
+def test_variants_of_json_colours_bundled_options_last_arguments_and_dsns(text: str, shown: str) -> None:
+    assert redact_credentials(text) == shown
