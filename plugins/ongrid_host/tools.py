@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import trio
+
 from ongrid_host import fs, local, remote
 from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
 from ongrid_host.bash_policy import Verdict, analyze
@@ -345,7 +347,10 @@ class HostTools:
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")
-            shown_out, shown_err = redact_credentials(stdout), redact_credentials(stderr)
+            # in a thread: a hostile output can take the filter a good part of a second (it finishes
+            # before a cancellation lands; the output is bounded)
+            shown_out, shown_err = await trio.to_thread.run_sync(
+                lambda: (redact_credentials(stdout), redact_credentials(stderr)))
             out = {
                 "host": t.name, "argv": list(verdict.argv), "class": verdict.kind,
                 "exit_code": result.exit_code, "timed_out": result.timed_out, "duration_ms": result.duration_ms,
