@@ -292,16 +292,18 @@ def _glued(before: str, line: str, shown: str) -> tuple[str, int | None]:
 
 
 def _inside_strings(line: str, depth: int) -> str:
-    """``line`` with each double-quoted string that holds an escape or a ``=`` (a command inside a
-    JSON or C string: ``{"cmd": "sshpass -p \\"a b\\" ssh"}``; a log line in a JSON string:
-    ``{"log":"token=X\\n"}``; ``"Env":["DB_PASSWORD=X"]``) filtered as the text it stands
-    for, and written back escaped as it was; strings inside those too, ``_QUOTED_DEPTH`` deep."""
+    """``line`` with each double-quoted string that holds an escape or a ``=``, or is a JSON
+    member's value (a command inside a JSON or C string: ``{"cmd": "sshpass -p \\"a b\\" ssh"}``;
+    a log line in a JSON string: ``{"log":"token=X\\n"}``, ``{"MESSAGE":"redis-cli -a X ping"}``;
+    ``"Env":["DB_PASSWORD=X"]``) filtered as the text it stands for, and written back escaped as
+    it was; strings inside those too, ``_QUOTED_DEPTH`` deep."""
     if depth >= _QUOTED_DEPTH or not _string_inside(line):
         return line
 
-    def one(literal: str) -> str:
-        if "\\" not in literal and not any(secret_name(m.group(1)) for m in _PAIR_NAME.finditer(literal)):
-            return literal  # "PATH=/usr/bin": no escape, and no name of a secret before a "="
+    def one(literal: str, member: bool) -> str:
+        if "\\" not in literal and not any(secret_name(m.group(1)) for m in _PAIR_NAME.finditer(literal)) and not (
+                member and _SECRETISH.search(literal)):
+            return literal  # "PATH=/usr/bin": no escape, no name of a secret before a "=", no word like one
         try:
             text, as_json = json.loads(literal), True
         except ValueError:
@@ -320,8 +322,8 @@ def _inside_strings(line: str, depth: int) -> str:
 
     for parity in (0, 1):  # a stray quote before the string pairs the quotes the other way: both ways
         out, at = [], 0
-        for start, end in _quoted_spans(line, line.find('"') + 1 if parity else 0):
-            out += [line[at:start], one(line[start:end])]
+        for start, end, member in _quoted_spans(line, line.find('"') + 1 if parity else 0):
+            out += [line[at:start], one(line[start:end], member)]
             at = end
         line = "".join(out) + line[at:]
     return line
@@ -329,12 +331,14 @@ def _inside_strings(line: str, depth: int) -> str:
 
 #: a name before a "=" inside a string (``"DB_PASSWORD=X"``, ``"a=1&token=X"``)
 _PAIR_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,127})=")
+#: what makes a JSON member's value worth reading as text: a word a credential is named or passed by
+_SECRETISH = re.compile(r"(?i)pass|pwd|token|secret|auth|bearer|key|cred|sig|login|mysql|[ \t]-[a-z]{0,3}[pwa]")
 
 
 def _string_inside(text: str) -> bool:
     """Whether ``text`` may hold a double-quoted string :func:`_inside_strings` reads: a quote,
-    and a backslash or a ``=``."""
-    return '"' in text and ("\\" in text or "=" in text)
+    and a backslash, a ``=`` or a JSON member's ``":``."""
+    return '"' in text and ("\\" in text or "=" in text or '":' in text)
 
 
 def _escaped_quote(text: str) -> bool:
@@ -342,32 +346,26 @@ def _escaped_quote(text: str) -> bool:
     return '\\"' in text or "\\u0022" in text or "\\u0027" in text
 
 
-def _quoted_spans(line: str, i: int = 0) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each double-quoted string of ``line`` from index ``i`` on holding an
-    escape (a backslash), or a ``=`` and no whitespace (``"DB_PASSWORD=X"`` of a JSON list: a
-    quoted value holding a space, ``-e "PASSWORD=a b"``, is the line's own to read), left to
-    right (a backslash escapes the next character; an unclosed string ends the search).  One
-    pass over the line."""
-    n = len(line)
+def _quoted_spans(line: str, i: int = 0) -> Iterator[tuple[int, int, bool]]:
+    """``(start, end, member)`` of each double-quoted string of ``line`` from index ``i`` on that
+    is a JSON member's value (after a ``:``: ``member`` True), or holds an escape (a backslash), or
+    a ``=`` and no whitespace (``"DB_PASSWORD=X"`` of a JSON list: a quoted value holding a space,
+    ``-e "PASSWORD=a b"``, is the line's own to read), left to right (a backslash escapes the next
+    character; an unclosed string ends the search: each character is read once)."""
     while (start := line.find('"', i)) != -1:
-        j, escaped, pair = start + 1, False, None  # pair: a "=" seen, and no whitespace (None: neither yet)
-        while j < n:
-            c = line[j]
-            if c == "\\":
-                j, escaped = j + 2, True
-                continue
-            if c == '"':
-                break
-            if c == "=" and pair is None:
-                pair = True
-            elif c.isspace():
-                pair = False
-            j += 1
-        if j >= n:
+        string = _DOUBLE_QUOTED.match(line, start)
+        if string is None:
             return
-        if escaped or pair:
-            yield start, j + 1
-        i = j + 1
+        end = i = string.end()
+        body = line[start + 1:end - 1]
+        member = line[max(0, start - 4):start].rstrip().endswith(":")
+        if member or "\\" in body or ("=" in body and not _WHITESPACE.search(body)):
+            yield start, end, member
+
+
+#: a double-quoted string (a backslash escapes the next character), and whitespace
+_DOUBLE_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_WHITESPACE = re.compile(r"\s")
 
 
 def _redact_text(text: str, audit: bool, depth: int = 0) -> str:

@@ -586,3 +586,15 @@ def test_json_log_lines_coloured_lines_and_more_tools_are_hidden(text: str, show
 ])
 def test_variants_of_json_colours_bundled_options_last_arguments_and_dsns(text: str, shown: str) -> None:
     assert redact_credentials(text) == shown
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # a JSON member's value is read as the text it stands for (journalctl -o json, structured app logs)
+    ('{"MESSAGE":"redis-cli -a S3cretZq ping"}', '{"MESSAGE":"redis-cli -a *** ping"}'),
+    ('{"MESSAGE":"password: S3cretZq"}', '{"MESSAGE":"password: ***"}'),
+    ('{"log":"mysql -pS3cretZq"}', '{"log":"mysql -p***"}'),
+    ('{"level":"info","msg":"user logged in"}', '{"level":"info","msg":"user logged in"}'),
+    ('x "unclosed "a=b"', 'x "unclosed "a=b"'),
+])
+def test_a_json_members_value_is_read_as_text(text: str, shown: str) -> None:
+    assert redact_credentials(text) == shown
