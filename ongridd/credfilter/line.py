@@ -53,26 +53,29 @@ _CLOSERS = "\"',;"
 _JSON_KEY_WORD = re.compile(r'[{\[,(]{0,4}"([^"\s=:]{1,64})"\Z')
 #: schemes of an ``Authorization`` header: the credential is the word after them
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "apikey"})
+_SQL_SERVER_TOOLS = ("sqlcmd", "bcp", "isql")
+_ZIP_TOOLS = ("zip", "unzip", "zipcloak")
+_USER_TOOLS = ("useradd", "usermod")
 _LDAP_TOOLS = ("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldappasswd", "ldapwhoami", "ldapcompare",
                "ldapmodrdn", "ldapexop")
 #: programs whose password option also takes its value attached (``sqlcmd -PX``, ``sshpass -pX``,
 #: ``ldapsearch -wX``, ``7z x -pX``), or bundled after switches (``ldapsearch -xwX``, ``zip -rPX``,
 #: ``useradd -mp X``, ``rar -hpX``): the word's shape, the value its group 1 (empty: the next word)
 _ATTACHED_PASSWORD = {
-    **{name: re.compile(r"-P(.*)\Z", re.DOTALL) for name in ("sqlcmd", "bcp", "isql")},
+    **{name: re.compile(r"-P(.*)\Z", re.DOTALL) for name in _SQL_SERVER_TOOLS},
     "sshpass": re.compile(r"-p(.*)\Z", re.DOTALL),
     **{name: re.compile(r"-[xZnvMNkKcLIOQRW]{0,8}w(.*)\Z", re.DOTALL) for name in _LDAP_TOOLS},
     **{name: re.compile(r"-p(.*)\Z", re.DOTALL) for name in ("7z", "7za", "7zr")},
     **{name: re.compile(r"-h?p(.*)\Z", re.DOTALL) for name in ("rar", "unrar")},
-    **{name: re.compile(r"-[A-OQ-Za-z0-9]{0,8}P(.*)\Z", re.DOTALL) for name in ("zip", "unzip", "zipcloak")},
-    **{name: re.compile(r"-[mMrUNlDo]{0,8}p(.*)\Z", re.DOTALL) for name in ("useradd", "usermod")},
+    **{name: re.compile(r"-[A-OQ-Za-z0-9]{0,8}P(.*)\Z", re.DOTALL) for name in _ZIP_TOOLS},
+    **{name: re.compile(r"-[mMrUNlDo]{0,8}p(.*)\Z", re.DOTALL) for name in _USER_TOOLS},
 }
 #: client programs (by file name) and their options that take a password as the next word
 _PASSWORD_OPTIONS = {
     "redis-cli": ("-a",), "sshpass": ("-p",), "mongo": ("-p",), "mongosh": ("-p",), "ipmitool": ("-P",),
-    **{name: ("-P",) for name in ("sqlcmd", "bcp", "isql")},
-    **{name: ("-P", "--password") for name in ("zip", "unzip", "zipcloak")},
-    **{name: ("-p", "--password") for name in ("useradd", "usermod")},  # the password's hash
+    **{name: ("-P",) for name in _SQL_SERVER_TOOLS},
+    **{name: ("-P", "--password") for name in _ZIP_TOOLS},
+    **{name: ("-p", "--password") for name in _USER_TOOLS},  # the password's hash
     **{name: ("-c",) for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget", "snmpset",
                                   "snmptable", "snmpdf", "snmpstatus")},
     **{name: ("-w",) for name in _LDAP_TOOLS},
@@ -87,6 +90,8 @@ _USER_COLON_PASSWORD = re.compile(r"((?:\bstats[ \t]{1,8}auth[ \t]{1,8}|\blogin=
 _LAST_ARGUMENT_PROGRAMS = re.compile(r"\b(?:htpasswd|(?:vault|bao)[ \t]{1,8}login)\b")
 #: one command's text: up to a command separator, a line's end or a quote closing around it
 _COMMAND_TEXT = re.compile(r"[^\n;|&]{0,4096}")
+#: htpasswd's switches that make it take the password as its last argument (-b, -bc, -Bb)
+_HTPASSWD_BATCH = re.compile(r"-[A-Za-z]{0,7}b[A-Za-z]{0,7}")
 #: an argument: a quoted one whole, or a word up to what closes around it
 _ARGUMENT = re.compile(r"""'[^'\n]*'|"(?:[^"\\\n]|\\.)*"|[^\s'"\])}]+""")
 #: words that end one command of a command line (a ``login``'s ``-p`` is not the next command's)
@@ -284,7 +289,7 @@ def _last_argument_hidden(line: str) -> str:
             continue
         last = args[-1]
         if program.group(0) == "htpasswd":
-            ok = any(re.fullmatch(r"-[A-Za-z]{0,7}b[A-Za-z]{0,7}", a.group(0)) for a in args[:-1])
+            ok = any(_HTPASSWD_BATCH.fullmatch(a.group(0)) for a in args[:-1])
         else:
             ok = not last.group(0).startswith("-") and "=" not in last.group(0)
         if ok:

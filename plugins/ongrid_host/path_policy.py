@@ -295,14 +295,16 @@ class PathPolicy:
         """The policy for a host reached over ssh (lexical checks only)."""
         return cls(cwd=None, resolve=False, areas=FIXED_AREAS)
 
-    def forms(self, path: str) -> tuple[str | None, list[str]]:
-        """(problem, the forms of ``path`` to check)."""
+    def forms(self, path: str, always_resolve: bool = False) -> tuple[str | None, list[str]]:
+        """(problem, the forms of ``path`` to check): as written, and (locally) where it leads —
+        not for a spelling already forbidden, which is reported as such, unless
+        ``always_resolve``."""
         if self.cwd is None and not path.startswith("/") and ".." in path.split("/"):
             return (f"relative path '{path}' with '..' cannot be checked on a remote host "
                     "(its folder is the ssh user's home); write the absolute path"), []
         lex = normalize(path, self.cwd)
         out = [lex]
-        if self.resolve and self._area_of(lex) is None:  # a forbidden spelling is reported as such
+        if self.resolve and (always_resolve or self._area_of(lex) is None):
             try:
                 resolved = resolve(lex if lex.startswith("/") else os.path.abspath(path))
             except (OSError, ValueError) as exc:  # fail closed: where it leads is unknown
@@ -310,8 +312,9 @@ class PathPolicy:
                 return (f"path '{path}' cannot be resolved ({why}), so what it would read cannot be "
                         "checked"), []
             if resolved.process_link is not None:
-                return (f"path '{path}' passes through {resolved.process_link}, a link that points somewhere "
-                        "else for the command than for Ongrid, so what it would read cannot be checked"), []
+                return (f"path '{path}' passes through {resolved.process_link}, a process's own view of the files "
+                        "(a link that points somewhere else for the command than for Ongrid), so what it would "
+                        "read cannot be checked"), []
             real = resolved.real
             if real not in out:
                 out.append(real)
@@ -340,21 +343,11 @@ class PathPolicy:
         container folders, backups) and private files are a change's usual business
         (``mount /dev/sdb1 /mnt``, ``truncate -s0 /var/lib/docker/containers/…-json.log``,
         ``chmod 600 …``), so they stay for the reviewer."""
-        problem, forms = self.forms(path)
+        # where it leads counts even when spelled inside an area a change may name: /proc/1/root/etc/shadow,
+        # a link planted in /dev/shm
+        problem, forms = self.forms(path, always_resolve=True)
         if problem:
             return problem
-        if self.resolve and len(forms) == 1 and forms[0].startswith("/"):
-            # spelled inside an area (forms() then stops there): where it leads counts for a change,
-            # /proc/1/root/etc/shadow and a link planted in /dev/shm
-            try:
-                resolved = resolve(forms[0])
-            except (OSError, ValueError) as exc:
-                return f"path '{path}' cannot be resolved ({getattr(exc, 'strerror', None) or exc})"
-            if resolved.process_link is not None:
-                return (f"path '{path}' passes through {resolved.process_link}, a process's own view of the "
-                        "files, so what it would reach cannot be checked")
-            if resolved.real not in forms:
-                forms.append(resolved.real)
         for form in forms:
             area = "a process's or the machine's memory" if _process_secret(form) else self._area_of(form, CHANGE_AREAS)
             if area:
