@@ -33,7 +33,9 @@ def _format(report: Any) -> list[str]:
         lines.append(f"    error: {report.error}")
     for kind, names in report.registered.items():
         lines.append(f"    {kind}: {', '.join(names)}")
-    if report.ok and not report.registered:
+    if report.inactive:
+        lines.append(f"    inactive: {report.inactive}")
+    elif report.ok and not report.registered:
         lines.append("    (registered nothing)")
     return lines
 

@@ -187,6 +187,16 @@ class PluginContext:
     http: Any = None
     store: PluginStore | None = None
     chat: Any = None
+    #: why the plugin registered nothing, in the order it said so (:meth:`inactive`)
+    inactive_reasons: list[str] = attrs.field(factory=list)
+
+    def inactive(self, reason: str) -> None:
+        """Say why this plugin registers nothing with the configuration it was given (a bridge
+        whose settings or secrets are missing).  ``ongrid plugins list`` and
+        ``GET /api/plugins`` show the last reason (field ``inactive``); ``bridge_inactive`` is
+        logged once per process and reason."""
+        self.inactive_reasons.append(reason)
+        say_once(self.plugin_name, reason)
 
     def secret(self, key: str, default_env: str | None = None) -> str | None:
         """The secret held in the environment variable named by this plugin's
@@ -214,6 +224,12 @@ class PluginContext:
         if not isinstance(name, str) or not name:
             return None
         return read_secret(name)
+
+    def secret_variable(self, key: str, default_env: str) -> str:
+        """The name of the environment variable :meth:`secret` reads for ``key`` (for
+        messages: ``TELEGRAM_BOT_TOKEN is not set``)."""
+        name = self.settings.get(key)
+        return name if isinstance(name, str) and name else default_env
 
     def host(self, name: str | None) -> HostConfig:
         """The host called ``name`` (``None``/``"local"`` → the local host).

@@ -37,7 +37,8 @@ class PluginReport:
     every registration kept.  ``disabled``: named in ``plugins.disabled``
     (not loaded).  ``error``: why it failed.  ``registered``: what it
     registered, ``{"tools": [...], "redirect_stubs": [...], "personas": [...],
-    "skills": [...], "routes": ["GET /path", ...]}`` (empty when it failed).
+    "skills": [...], "routes": ["GET /path", ...]}`` (empty when it failed).  ``inactive``: why a
+    plugin that loaded registered nothing (:meth:`PluginContext.inactive`), else None.
     """
 
     name: str
@@ -47,11 +48,13 @@ class PluginReport:
     registered: dict[str, list[str]] = attrs.field(factory=dict)
     location: str = ""
     disabled: bool = False
+    inactive: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "source": self.source, "location": self.location, "ok": self.ok,
             "disabled": self.disabled, "error": self.error, "registered": self.registered,
+            "inactive": self.inactive,
         }
 
 

@@ -183,8 +183,9 @@ class _Collector:
         for route in staging.routes:
             self.routes[(route.method, route.path)] = src.name
         self.accepted.append(staging)
+        said = contexts[0].inactive_reasons if contexts else []
         self.report.append(PluginReport(name=src.name, source=src.source, location=location, ok=True,
-                                        registered=staging.registered()))
+                                        registered=staging.registered(), inactive=said[-1] if said else None))
         log.info("plugin_loaded", plugin=src.name, source=src.source, **{k: len(v) for k, v in staging.registered().items()})
 
     def _failed(self, src: PluginSource, location: str, error: str) -> None:

@@ -14,20 +14,23 @@ from __future__ import annotations
 from typing import Any
 
 from ongrid_feishu.bridge import DEFAULT_API, ROUTE, FeishuBridge, log
-from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active, say_once
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active
 
 PLUGIN_NAME = "ongrid_feishu"
 
 
 def make_bridge(context: PluginContext) -> FeishuBridge | None:
     if PLUGIN_NAME not in context.config.plugins.settings:
-        say_once(PLUGIN_NAME, "no plugins.settings.ongrid_feishu")
+        context.inactive("not configured: no plugins.settings.ongrid_feishu")
         return None
     app_id = context.secret("app_id_env", "FEISHU_APP_ID")
     app_secret = context.secret("app_secret_env", "FEISHU_APP_SECRET")
     vtoken = context.secret("verification_token_env", "FEISHU_VERIFICATION_TOKEN")
     if not (app_id and app_secret and vtoken):
-        say_once(PLUGIN_NAME, "the app id, app secret or verification token variable is not set")
+        missing = [context.secret_variable(key, default) for key, default, value in (
+            ("app_id_env", "FEISHU_APP_ID", app_id), ("app_secret_env", "FEISHU_APP_SECRET", app_secret),
+            ("verification_token_env", "FEISHU_VERIFICATION_TOKEN", vtoken)) if not value]
+        context.inactive(f"{', '.join(missing)} not set")
         return None
     encrypt_key = context.secret("encrypt_key_env", "FEISHU_ENCRYPT_KEY")
     if not encrypt_key:

@@ -2,8 +2,8 @@
 
 Active when ``plugins.settings.ongrid_slack`` is present and both secrets
 are set (``bot_token_env`` → ``SLACK_BOT_TOKEN``, ``signing_secret_env`` →
-``SLACK_SIGNING_SECRET`` by default); otherwise it registers nothing and
-logs ``bridge_inactive`` once.  Registers ``POST /api/channels/slack/events``
+``SLACK_SIGNING_SECRET`` by default); otherwise it registers nothing, says why
+(``ongrid plugins list``) and logs ``bridge_inactive`` once.  Registers ``POST /api/channels/slack/events``
 with ``auth="none"`` (the Slack signature is the authentication).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ongrid_slack.bridge import DEFAULT_API, ROUTE, SlackBridge
-from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active, say_once
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active
 
 PLUGIN_NAME = "ongrid_slack"
 
@@ -20,12 +20,15 @@ PLUGIN_NAME = "ongrid_slack"
 def make_bridge(context: PluginContext) -> SlackBridge | None:
     """The bridge, or None (logged once) when it is not configured."""
     if PLUGIN_NAME not in context.config.plugins.settings:
-        say_once(PLUGIN_NAME, "no plugins.settings.ongrid_slack")
+        context.inactive("not configured: no plugins.settings.ongrid_slack")
         return None
     token = context.secret("bot_token_env", "SLACK_BOT_TOKEN")
     secret = context.secret("signing_secret_env", "SLACK_SIGNING_SECRET")
     if not token or not secret:
-        say_once(PLUGIN_NAME, "the bot token or signing secret variable is not set")
+        missing = [context.secret_variable(key, default) for key, default, value in (
+            ("bot_token_env", "SLACK_BOT_TOKEN", token), ("signing_secret_env", "SLACK_SIGNING_SECRET", secret))
+            if not value]
+        context.inactive(f"{' and '.join(missing)} not set")
         return None
     settings = BridgeSettings.parse(context.settings, default_api=DEFAULT_API, allowed_key="channels",
                                     default_interval_s=1.2)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ongrid_telegram.bridge import DEFAULT_API, ROUTE, TelegramBridge
-from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active, say_once
+from ongridd.plugins.api import BridgeSettings, PluginContext, hookimpl, say_active
 
 PLUGIN_NAME = "ongrid_telegram"
 MODES = ("polling", "webhook")
@@ -24,18 +24,19 @@ def make_bridge(context: PluginContext) -> TelegramBridge | None:
     """The bridge, or None (logged once) when it is not configured.  Each
     mode uses one hook, so one load builds one bridge."""
     if PLUGIN_NAME not in context.config.plugins.settings:
-        say_once(PLUGIN_NAME, "no plugins.settings.ongrid_telegram")
+        context.inactive("not configured: no plugins.settings.ongrid_telegram")
         return None
     mode = context.settings.get("mode", "polling")
     if mode not in MODES:
         raise ValueError(f"plugins.settings.ongrid_telegram.mode: expected polling or webhook, got {mode!r}")
     token = context.secret("bot_token_env", "TELEGRAM_BOT_TOKEN")
     if not token:
-        say_once(PLUGIN_NAME, "the bot token variable is not set")
+        context.inactive(f"{context.secret_variable('bot_token_env', 'TELEGRAM_BOT_TOKEN')} not set")
         return None
     secret = context.secret("webhook_secret_env", "TELEGRAM_WEBHOOK_SECRET") if mode == "webhook" else None
     if mode == "webhook" and not secret:
-        say_once(PLUGIN_NAME, "webhook mode needs the webhook secret variable")
+        context.inactive(f"webhook mode needs {context.secret_variable('webhook_secret_env', 'TELEGRAM_WEBHOOK_SECRET')}, "
+                         "which is not set")
         return None
     timeout = context.settings.get("poll_timeout_s", 25)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (1 <= timeout <= 50):

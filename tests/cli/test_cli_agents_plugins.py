@@ -117,3 +117,21 @@ def test_a_bad_config_is_exit_2_in_one_line(tmp_path):
     cfg.write_text("llm:\n  timeout_s: soon\n")
     code, _out, err, _ = ongrid("agents", "list", "--config", str(cfg), cwd=tmp_path)
     assert code == 2 and "timeout_s" in err and "Traceback" not in err
+
+
+def test_plugins_list_says_why_a_bridge_is_off_naming_the_missing_variables(tmp_path):
+    # no settings block: off, and the listing says so rather than "registered nothing"
+    code, out, err, _ = ongrid("plugins", "list", cwd=tmp_path)
+    assert code == 0, err
+    assert "inactive: not configured: no plugins.settings.ongrid_slack" in out
+    # settings present, secrets missing: the variables it would read are named (a renamed one by its setting)
+    cfg = tmp_path / "ongrid.yaml"
+    cfg.write_text("plugins:\n  settings:\n    ongrid_slack: {bot_token_env: TEAM_SLACK_TOKEN}\n"
+                   "    ongrid_telegram: {mode: polling}\n")
+    code, out, err, _ = ongrid("plugins", "list", "--json", "--config", str(cfg), cwd=tmp_path)
+    assert code == 0, err
+    report = {r["name"]: r for r in json.loads(out)}
+    assert report["ongrid_slack"]["inactive"] == "TEAM_SLACK_TOKEN and SLACK_SIGNING_SECRET not set"
+    assert report["ongrid_telegram"]["inactive"] == "TELEGRAM_BOT_TOKEN not set"
+    assert report["ongrid_feishu"]["inactive"].startswith("not configured")
+    assert report["ongrid_host"]["inactive"] is None and report["ongrid_host"]["registered"]["tools"]
