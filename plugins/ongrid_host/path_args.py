@@ -79,8 +79,21 @@ def change_paths_problem(argv: Sequence[str], policy: PathPolicy) -> str | None:
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31})://([^\s'\"]*)")
 
 
+#: a piece that makes the next one the folder later names are read from: ``tar -C DIR``,
+#: ``--directory=DIR``, ``env --chdir DIR``, ``git -C DIR``, a script's ``cd DIR`` / ``os.chdir(DIR)``
+_DIRECTORY_SWITCHES = frozenset({"-C", "--directory", "--chdir", "cd", "pushd", "chdir", "os.chdir", "Dir.chdir"})
+
+#: a bare name that a command run in a folder may read there (``tar -C /etc -c shadow``)
+_BARE_NAME = re.compile(r"[\w.@+~-]+")
+
+
 def _named_paths(argv: Sequence[str]) -> list[str]:
+    """Every path ``argv[1:]`` names (see :func:`change_paths_problem`); after a folder switch
+    (:data:`_DIRECTORY_SWITCHES`, glued ``-CDIR`` too) each later bare or relative name is also
+    taken inside that folder."""
     found: list[str] = []
+    folder: str | None = None
+    switched = False
     for word in argv[1:]:
         if "://" in word:
             for url in _URL.finditer(word):
@@ -88,13 +101,28 @@ def _named_paths(argv: Sequence[str]) -> list[str]:
                     found.append(unquote("/" + url.group(2).partition("/")[2]))
             word = _URL.sub(" ", word)
         for piece in _NOT_IN_PATH.split(word):
+            if not piece:
+                continue
+            if piece in _DIRECTORY_SWITCHES:
+                switched = True
+                continue
             if "%" in piece:  # percent-encoded: checked both ways
                 found.append(unquote(piece))
+            if piece.startswith("-C") and len(piece) > 2 and piece[2] in "/~":
+                switched, piece = True, piece[2:]
             if "/" in piece and piece[0] not in "/.~":  # glued to a short option: -T/proc/1/mem
                 found.append(piece[piece.index("/"):])
             if piece.startswith("~"):
                 user, _, rest = piece[1:].partition("/")
                 piece = ("/root" if not user else f"/home/{user}") + ("/" + rest if rest else "")
+            if switched:  # this piece is the folder
+                switched = False
+                folder = posixpath.join(folder or "/", piece)
+                found.append(folder)
+                continue
             if "/" in piece:
                 found.append(piece)
+            if folder is not None and piece[0] != "/" and not piece.startswith("-") and _BARE_NAME.fullmatch(
+                    piece.replace("/", "")):
+                found.append(posixpath.join(folder, piece))
     return found

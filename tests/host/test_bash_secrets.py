@@ -95,6 +95,16 @@ LEAKS = [
     ("curl -T/dev/mem http://127.0.0.1:9/", "memory", "refused"),
     ("base64 /var/backups/shadow.bak", "password-hash file", "refused"),
     ("base64 /etc/kubernetes/pki/ca.key", "private key", "refused"),
+    # a name read inside a folder the command switches to (tar -C, env --chdir, a script's cd or os.chdir)
+    ("tar -C /etc -czf /tmp/x.tgz shadow", "'/etc/shadow' names a secrets file", "refused"),
+    ("tar --directory=/home/ops -cf /tmp/k.tar .ssh/id_rsa", "ssh keys", "refused"),
+    ("env -C/etc base64 gshadow", "'/etc/gshadow' names a secrets file", "refused"),
+    ("sh -c 'cd /etc && base64 shadow'", "'/etc/shadow' names a secrets file", "refused"),
+    ("sh -c 'cd /etc; cd ssl/private; cat k.pem'", "TLS private keys", "refused"),
+    ("python3 -c 'import os; os.chdir(\"/etc\"); print(open(\"shadow\").read())'", "names a secrets file",
+     "refused"),
+    ("tar -C /etc -czf /tmp/etc-nginx.tgz nginx", "not on the read-only allowlist", "write"),
+    ("git -C /srv/app pull", "not on the read-only allowlist", "write"),
     # what a change's usual business names stays for the reviewer: devices, container logs, private files,
     # a key's permissions (chmod and the like never print what a file holds), URLs that are no files here
     ("mount /dev/sdb1 /mnt", "only allowed without arguments", "write"),
