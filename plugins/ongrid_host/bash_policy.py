@@ -10,8 +10,8 @@ word, a non-ASCII command name).
 
 Then the command is read against a **strict allowlist**: every allowlisted
 command has a table of the options it may take read-only
-(:mod:`ongrid_host.commands`; ``find``, ``sed`` scripts, ``ps`` and ``ip`` have
-their own grammars), and the argv that runs is rebuilt from that parse —
+(:mod:`ongrid_host.commands`; ``find``, ``sed`` scripts, ``ps``, ``ip`` and
+``openssl x509`` have their own grammars), and the argv that runs is rebuilt from that parse —
 never the raw words.  The verdict is one of:
 
 * ``read``: on the allowlist and every word understood; ``argv`` is the
@@ -50,6 +50,7 @@ from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
 from ongrid_host.path_args import change_paths_problem, paths_problem
 from ongrid_host.path_policy import PathPolicy, grep_exclusions
 from ongrid_host.proc_rules import parse_ip, parse_ps
+from ongrid_host.x509_rules import parse_openssl
 
 MAX_CMD_CHARS = 4096
 
@@ -183,7 +184,7 @@ def lookalike_problem(argv: list[str]) -> str | None:
 # ---- the allowlist ----------------------------------------------------------------------
 
 #: every allowlisted command (the getopt-style tables plus the own grammars)
-ALLOWLIST = frozenset({*SPECS, "find", "ps", "ip", "mount"})
+ALLOWLIST = frozenset({*SPECS, "find", "ps", "ip", "mount", "openssl"})
 
 _CMD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 
@@ -210,6 +211,8 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
         return parse_ps(args), []
     if name == "ip":
         return parse_ip(args), []
+    if name == "openssl":
+        return parse_openssl(args)
     if name == "mount":
         if args:
             raise Refusal(WRITE, "mount: only allowed without arguments (with arguments it changes mounts)")

@@ -8,7 +8,9 @@ word is guessed to be a path:
   file operand of ``cat``/``grep``/``sed``…, option values such as
   ``--files0-from``, ``-f FILE``, ``journalctl -D DIR``;
 * ``recursive``: a folder read with everything under it (``grep -r``): it
-  must neither be nor contain a forbidden area.
+  must neither be nor contain a forbidden area;
+* ``certificate``: the file ``openssl x509`` reads, which prints a
+  certificate's fields and never a key (TLS folders and names allowed).
 
 Operands that are only names (``ls``, ``stat``, ``du``, ``find`` starting
 points) are not checked: listing names and metadata reads no secret.
@@ -51,7 +53,8 @@ def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str |
             continue
         problem = secret_problem(path)
         if problem is None:
-            problem = policy.recursive_problem(path) if role == "recursive" else policy.read_problem(path)
+            problem = (policy.recursive_problem(path) if role == "recursive" else
+                       policy.certificate_problem(path) if role == "certificate" else policy.read_problem(path))
         if problem:
             return problem if role != "recursive" else f"recursive search: {problem}"
     return None

@@ -51,7 +51,7 @@ import posixpath
 import pwd
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import attrs
 
@@ -231,31 +231,45 @@ def _under(path: str, root: str) -> bool:
 
 
 
-def _secret_by_name(form: str) -> str | None:
-    """What secret ``form`` names by its file or folder names (in any case), or None."""
+def _secret_names(form: str) -> Iterator[str]:
+    """What secrets ``form`` names by its file or folder names (in any case), in the order of
+    the rules below."""
     parts = form.lower().split("/")  # names in any case: .ENV, server.KEY, ID_RSA
     for part in parts:
         if part in SECRET_NAMES:
-            return SECRET_NAMES[part]
+            yield SECRET_NAMES[part]
     base = parts[-1]
     if len(parts) > 1 and (parts[-2], base) in SECRET_NAMES_IN:
-        return SECRET_NAMES_IN[(parts[-2], base)]
+        yield SECRET_NAMES_IN[(parts[-2], base)]
     for suffix, why in SECRET_SUFFIXES.items():
         if base.endswith(suffix):
-            return why
+            yield why
     if any(_under(form, folder) for folder in PACKAGED):
-        return None
+        return
     for infix, why in SECRET_INFIXES.items():
         if infix in base:
-            return why
+            yield why
     if not base.endswith(".pub"):
         bare = base.lstrip(".")  # an editor's swap file of it: .shadow.swp
         for prefix, why in SECRET_PREFIXES.items():
             if bare.startswith(prefix):
-                return why
+                yield why
     if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
-        return "an ssh host key"
-    return None
+        yield "an ssh host key"
+
+
+def _secret_by_name(form: str, skip: frozenset[str] = frozenset()) -> str | None:
+    """What secret ``form`` names by its file or folder names, or None; a reason in ``skip``
+    does not count."""
+    return next((why for why in _secret_names(form) if why not in skip), None)
+
+
+#: where TLS certificates live beside their keys, and the names of TLS material: what
+#: ``openssl x509`` may read (:meth:`PathPolicy.certificate_problem`) — it prints a certificate's
+#: fields and never a key
+TLS_AREAS = ("/etc/ssl/private", "/etc/letsencrypt", "/etc/pki/tls/private", "/etc/cups/ssl", "/etc/kubernetes/pki",
+             "/var/lib/kubelet/pki")
+TLS_NAMES = frozenset({SECRET_SUFFIXES[".pem"], SECRET_SUFFIXES[".key"], SECRET_PREFIXES["privkey"]})
 
 
 @attrs.frozen
@@ -320,9 +334,9 @@ class PathPolicy:
                 out.append(real)
         return None, out
 
-    def _area_of(self, form: str, exempt: tuple[str, ...] = ()) -> str | None:
+    def _area_of(self, form: str, exempt: tuple[str, ...] = (), skip_names: frozenset[str] = frozenset()) -> str | None:
         """What forbidden area or secret ``form`` is in, or None; an area under one of ``exempt``
-        does not count (its secrets by name still do)."""
+        does not count (its secrets by name still do, but for the reasons in ``skip_names``)."""
         if "environ" in form:
             return "a process environment"
         if safe_kernel_file(form):
@@ -333,7 +347,7 @@ class PathPolicy:
         for area, why in self.areas:  # a copy of the area inside a container image, a chroot, a backup
             if area.count("/") > 1 and area not in exempt and (form + "/").find(area.rstrip("/") + "/", 1) > 0:
                 return f"a copy of {area}: {why}"
-        return _secret_by_name(form)
+        return _secret_by_name(form, skip_names)
 
     def change_problem(self, path: str) -> str | None:
         """Why a command that is not read-only (one the review gate would be asked about) may not
@@ -367,6 +381,22 @@ class PathPolicy:
                 return f"path {shown} would read {area}"
         if self.resolve and os.geteuid() == 0:  # as another user the kernel refuses such a read itself
             return _private_file_problem(path, forms[-1])
+        return None
+
+    def certificate_problem(self, path: str) -> str | None:
+        """Why ``openssl x509 -noout -in path`` is refused, or None: as :meth:`read_problem`, but
+        the folders and names of TLS material (:data:`TLS_AREAS`, :data:`TLS_NAMES`) and private
+        files are allowed — the command prints a certificate's fields and, given a key or any
+        other file, ``Could not read certificate`` and none of it.  Judged by where ``path``
+        leads too (``/etc/letsencrypt/live/*/cert.pem`` is a link into ``archive``)."""
+        problem, forms = self.forms(path, always_resolve=True)
+        if problem:
+            return problem
+        for form in forms:
+            area = self._area_of(form, TLS_AREAS, TLS_NAMES)
+            if area:
+                shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
+                return f"path {shown} would read {area}"
         return None
 
     def recursive_problem(self, path: str) -> str | None:
