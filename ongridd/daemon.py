@@ -320,6 +320,7 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             agents_api = AgentsAPI(config=config, holder=holder, builder=builder, store=store)
             services.runtime = runtime
             services.plugin_routes = lambda: holder.current.routes
+            services.plugin_report = lambda: holder.current.plugins
             services.agents_api = agents_api
             services.marketplace = MarketplaceService(config=config, holder=holder, builder=builder, store=store)
             _make_agents_dir(config.state_agents_dir)

@@ -1,8 +1,14 @@
-"""``ongrid plugins list [--json] [--config FILE] [--state-dir DIR]`` (docs/architecture.md §13, §15.1).
+"""``ongrid plugins list [--json] [--local] [--config FILE] [--state-dir DIR]`` (docs/architecture.md §13, §15.1).
 
 Shows each plugin, its source (builtin / entry point / path) and what it
-registered; a plugin that failed to load is shown with the reason.  Exit 0
-(the listing worked, whatever the plugins did); 2 on a configuration error.
+registered; a plugin that failed to load is shown with the reason, one that
+registered nothing with why (a bridge's missing settings or variables).
+By default it asks the running daemon (``--url`` / ``$ONGRID_URL``,
+``GET /api/plugins``): what the daemon loaded, with its configuration and
+the secrets in its environment.  With ``--local``, ``--config`` or
+``--state-dir``, or when no daemon answers, it loads the plugins here, with
+this shell's environment, and says so.  Exit 0 (the listing worked,
+whatever the plugins did); 2 on a configuration error or a refused token.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from ongridd.cli.common import ClientError, add_client_args, base_url, http_json, refused
 
 
 def add_parser(subparsers: Any) -> None:
@@ -21,45 +29,76 @@ def add_parser(subparsers: Any) -> None:
     lst.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     lst.add_argument("--config", metavar="FILE", help="configuration file (default: /etc/ongrid/ongrid.yaml if present)")
     lst.add_argument("--state-dir", metavar="DIR", help="state directory (marketplace plugins live in DIR/plugins)")
+    lst.add_argument("--local", action="store_true",
+                     help="load the plugins here instead of asking the running daemon (implied by --config and "
+                          "--state-dir)")
+    add_client_args(lst)
     lst.set_defaults(func=run_list)
 
 
-def _format(report: Any) -> list[str]:
-    status = "ok" if report.ok else ("disabled" if report.disabled else "FAILED")
-    lines = [f"{report.name}  [{report.source}]  {status}"]
-    if report.location:
-        lines.append(f"    from: {report.location}")
-    if report.error:
-        lines.append(f"    error: {report.error}")
-    for kind, names in report.registered.items():
+def _format(report: dict[str, Any]) -> list[str]:
+    status = "ok" if report["ok"] else ("disabled" if report.get("disabled") else "FAILED")
+    lines = [f"{report['name']}  [{report['source']}]  {status}"]
+    if report.get("location"):
+        lines.append(f"    from: {report['location']}")
+    if report.get("error"):
+        lines.append(f"    error: {report['error']}")
+    registered = report.get("registered") or {}
+    for kind, names in registered.items():
         lines.append(f"    {kind}: {', '.join(names)}")
-    if report.inactive:
-        lines.append(f"    inactive: {report.inactive}")
-    elif report.ok and not report.registered:
+    if report.get("inactive"):
+        lines.append(f"    inactive: {report['inactive']}")
+    elif report["ok"] and not registered:
         lines.append("    (registered nothing)")
     return lines
 
 
+def _from_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """The running daemon's plugin reports, or None when no daemon answers at the URL."""
+    try:
+        data = http_json("GET", args, "/api/plugins", timeout_s=30)
+    except ClientError:
+        return None
+    return list(data.get("plugins") or []) if isinstance(data, dict) else None
+
+
 def run_list(args: argparse.Namespace) -> int:
     """List plugins; returns the exit code."""
-    from ongridd.config import load_config
-    from ongridd.errors import ConfigError
-    from ongridd.plugins.manager import collect
+    local = args.local or args.config or args.state_dir
+    reports = None
+    if not local:
+        try:
+            reports = _from_daemon(args)
+        except RuntimeError as exc:  # the daemon answered with an error (a refused token)
+            print(f"ongrid plugins list: {exc}", file=sys.stderr)
+            return 2 if refused(exc) else 1
+    if reports is not None:
+        where = f"as loaded by the daemon at {base_url(getattr(args, 'url', None))}"
+        tools = stubs = None
+    else:
+        from ongridd.config import load_config
+        from ongridd.errors import ConfigError
+        from ongridd.plugins.manager import collect
 
-    try:
-        overrides: dict[tuple[str, ...], Any] | None = {("state_dir",): args.state_dir} if args.state_dir else None
-        config = load_config(args.config, overrides=overrides)
-    except ConfigError as exc:
-        print(f"ongrid plugins list: {exc}", file=sys.stderr)
-        return 2
-    contributions = collect(config)
+        try:
+            overrides: dict[tuple[str, ...], Any] | None = {("state_dir",): args.state_dir} if args.state_dir else None
+            config = load_config(args.config, overrides=overrides)
+        except ConfigError as exc:
+            print(f"ongrid plugins list: {exc}", file=sys.stderr)
+            return 2
+        contributions = collect(config)
+        reports = [r.to_json() for r in contributions.report]
+        tools, stubs = len(contributions.tools), len(contributions.stubs)
+        where = ("loaded here" if local else f"no daemon answers at {base_url(getattr(args, 'url', None))}; "
+                 "loaded here") + " with this configuration and this shell's environment (a daemon started " \
+                                  "otherwise may load differently)"
     if args.json:
-        print(json.dumps([r.to_json() for r in contributions.report], ensure_ascii=False, indent=2))
+        print(json.dumps(reports, ensure_ascii=False, indent=2))
         return 0
-    for report in contributions.report:
+    for report in reports:
         print("\n".join(_format(report)))
-    failed = len(contributions.failed)
-    print(f"\n{len(contributions.report)} plugins, {failed} failed, {len(contributions.tools)} tools, "
-          f"{len(contributions.stubs)} redirect stubs (a worker's tool the coordinator is asked for is answered "
-          "with the persona to dispatch instead)")
+    failed = sum(1 for r in reports if not r["ok"] and not r.get("disabled"))
+    counts = (f", {tools} tools, {stubs} redirect stubs (a worker's tool the coordinator is asked for is answered "
+              "with the persona to dispatch instead)") if tools is not None else ""
+    print(f"\n{len(reports)} plugins, {failed} failed{counts}\n({where})")
     return 0

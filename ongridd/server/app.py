@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -67,6 +67,8 @@ class AppServices:
     socket, sessions).  ``store``: the Store.  ``agents_api``: persona
     listing/editing.  ``marketplace``: install/uninstall.  ``plugin_routes``:
     a callable returning the current ``{(METHOD, path): handler}`` table.
+    ``plugin_report``: a callable returning the current registries' plugin
+    load reports (:class:`~ongridd.plugins.discovery.PluginReport`).
     ``ready``: set by the daemon once registries, plugins and runtime are up
     (the fields above are filled in by then); None means ready from the
     start.  ``startup_wait_s``: how long a request or socket that arrives
@@ -79,6 +81,7 @@ class AppServices:
     agents_api: AgentsAPI | None = None
     marketplace: MarketplaceService | None = None
     plugin_routes: Callable[[], Mapping[tuple[str, str], Any]] | None = None
+    plugin_report: Callable[[], Sequence[Any]] | None = None
     ready: trio.Event | None = None
     startup_wait_s: float = STARTUP_WAIT_S
 
@@ -186,6 +189,14 @@ def create_app(services: AppServices) -> QuartTrio:
     _add_agent_routes(app, services, current_user)
     _add_session_routes(app, services, current_user)
     _add_marketplace_routes(app, services, current_user)
+
+    @app.get("/api/plugins")
+    async def plugins_list():
+        # what this daemon loaded: its configuration and its environment's secrets decide a bridge
+        current_user()
+        reports = services.plugin_report() if services.plugin_report else ()
+        return _json({"plugins": [r.to_json() for r in reports]})
+
     _add_plugin_routes(app, services, current_user)
 
     @app.get("/")

@@ -21,7 +21,8 @@ PLUGIN_NAME = "ongrid_feishu"
 
 def make_bridge(context: PluginContext) -> FeishuBridge | None:
     if PLUGIN_NAME not in context.config.plugins.settings:
-        context.inactive("not configured: no plugins.settings.ongrid_feishu")
+        context.inactive("not configured: no plugins.settings.ongrid_feishu (add it and set FEISHU_APP_ID, "
+                         "FEISHU_APP_SECRET, FEISHU_VERIFICATION_TOKEN and FEISHU_ENCRYPT_KEY)")
         return None
     app_id = context.secret("app_id_env", "FEISHU_APP_ID")
     app_secret = context.secret("app_secret_env", "FEISHU_APP_SECRET")

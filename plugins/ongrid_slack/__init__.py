@@ -20,7 +20,8 @@ PLUGIN_NAME = "ongrid_slack"
 def make_bridge(context: PluginContext) -> SlackBridge | None:
     """The bridge, or None (logged once) when it is not configured."""
     if PLUGIN_NAME not in context.config.plugins.settings:
-        context.inactive("not configured: no plugins.settings.ongrid_slack")
+        context.inactive("not configured: no plugins.settings.ongrid_slack (add it and set SLACK_BOT_TOKEN and "
+                         "SLACK_SIGNING_SECRET)")
         return None
     token = context.secret("bot_token_env", "SLACK_BOT_TOKEN")
     secret = context.secret("signing_secret_env", "SLACK_SIGNING_SECRET")

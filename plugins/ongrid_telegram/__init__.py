@@ -24,7 +24,7 @@ def make_bridge(context: PluginContext) -> TelegramBridge | None:
     """The bridge, or None (logged once) when it is not configured.  Each
     mode uses one hook, so one load builds one bridge."""
     if PLUGIN_NAME not in context.config.plugins.settings:
-        context.inactive("not configured: no plugins.settings.ongrid_telegram")
+        context.inactive("not configured: no plugins.settings.ongrid_telegram (add it and set TELEGRAM_BOT_TOKEN)")
         return None
     mode = context.settings.get("mode", "polling")
     if mode not in MODES:

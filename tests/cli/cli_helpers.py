@@ -25,13 +25,14 @@ def ongrid(*args: str, timeout: float = 30, cwd: Path | None = None) -> tuple[in
 
 
 @contextmanager
-def serve_daemon(tmp: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real ``ongridd serve`` (working directory ``tmp``) on a free loopback
-    port; yields (base URL, process).  After the block the process has
+def serve_daemon(tmp: Path, *args: str, extra_env: dict[str, str] | None = None
+                 ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A real ``ongridd serve`` (working directory ``tmp``, ``extra_env`` added to its
+    environment) on a free loopback port; yields (base URL, process).  After the block the process has
     stopped and ``proc.stderr_text`` holds its log."""
     port = free_port()
     proc = subprocess.Popen(ongridd("serve", "--state-dir", str(tmp / "state"), "--listen", f"127.0.0.1:{port}",
-                                    *args), cwd=tmp, env=env(), stdout=subprocess.DEVNULL,
+                                    *args), cwd=tmp, env=env(**(extra_env or {})), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:

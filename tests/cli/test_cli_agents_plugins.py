@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cli_helpers import ongrid
+from cli_helpers import free_port, ongrid, serve_daemon
 
 pytestmark = pytest.mark.slow
 
@@ -121,9 +121,11 @@ def test_a_bad_config_is_exit_2_in_one_line(tmp_path):
 
 def test_plugins_list_says_why_a_bridge_is_off_naming_the_missing_variables(tmp_path):
     # no settings block: off, and the listing says so rather than "registered nothing"
-    code, out, err, _ = ongrid("plugins", "list", cwd=tmp_path)
+    code, out, err, _ = ongrid("plugins", "list", "--local", cwd=tmp_path)
     assert code == 0, err
-    assert "inactive: not configured: no plugins.settings.ongrid_slack" in out
+    assert ("inactive: not configured: no plugins.settings.ongrid_slack (add it and set SLACK_BOT_TOKEN and "
+            "SLACK_SIGNING_SECRET)") in out
+    assert "loaded here with this configuration and this shell's environment" in out
     # settings present, secrets missing: the variables it would read are named (a renamed one by its setting)
     cfg = tmp_path / "ongrid.yaml"
     cfg.write_text("plugins:\n  settings:\n    ongrid_slack: {bot_token_env: TEAM_SLACK_TOKEN}\n"
@@ -135,3 +137,27 @@ def test_plugins_list_says_why_a_bridge_is_off_naming_the_missing_variables(tmp_
     assert report["ongrid_telegram"]["inactive"] == "TELEGRAM_BOT_TOKEN not set"
     assert report["ongrid_feishu"]["inactive"].startswith("not configured")
     assert report["ongrid_host"]["inactive"] is None and report["ongrid_host"]["registered"]["tools"]
+
+
+def test_plugins_list_asks_the_running_daemon_whose_environment_holds_the_secrets(tmp_path):
+    cfg = tmp_path / "ongrid.yaml"
+    cfg.write_text("plugins:\n  settings:\n    ongrid_slack: {}\n")
+    secrets = {"SLACK_BOT_TOKEN": "xoxb-listing-test", "SLACK_SIGNING_SECRET": "listing-signing-secret"}
+    with serve_daemon(tmp_path, "--config", str(cfg), extra_env=secrets) as (url, _proc):
+        code, out, err, _ = ongrid("plugins", "list", "--url", url, cwd=tmp_path)
+        assert code == 0, err
+        slack = out[out.index("ongrid_slack"):out.index("ongrid_telegram")]
+        assert "routes: POST /api/channels/slack/events" in slack and "inactive" not in slack
+        assert f"(as loaded by the daemon at {url})" in out
+        assert "xoxb-listing-test" not in out and "listing-signing-secret" not in out
+        code, out, err, _ = ongrid("plugins", "list", "--url", url, "--json", cwd=tmp_path)
+        assert {r["name"]: r for r in json.loads(out)}["ongrid_slack"]["inactive"] is None
+        # loaded here, from a shell without the secrets: the same configuration says what is missing
+        code, out, err, _ = ongrid("plugins", "list", "--config", str(cfg), cwd=tmp_path)
+        assert "inactive: SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET not set" in out
+        assert "(loaded here with this configuration and this shell's environment" in out
+    # no daemon at the URL: loaded here, and it says so
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    code, out, err, _ = ongrid("plugins", "list", "--url", nowhere, cwd=tmp_path)
+    assert code == 0, err
+    assert f"(no daemon answers at {nowhere}; loaded here" in out
