@@ -439,13 +439,14 @@ async def relay_turn(frames: Any, outlet: Outlet, *, min_interval_s: float = 1.0
         nursery.cancel_scope.cancel()
     if end is None:
         outcome = "detached"
-        await guarded("failed", outlet.failed, "internal", "lost track of the turn; see the web console")
+        await guarded("failed", outlet.failed, "internal", FAILED)
     elif end.get("type") == "final":
         outcome = "final"
         await guarded("final", outlet.final, str(end.get("text") or ""))
     else:
         outcome = "error"
-        await guarded("failed", outlet.failed, str(end.get("code") or "internal"), str(end.get("message") or ""))
+        code = str(end.get("code") or "internal")
+        await guarded("failed", outlet.failed, code, shown_failure(code, str(end.get("message") or "")))
     return outcome
 
 
@@ -570,6 +571,25 @@ BUSY = ("⏳ Ongrid is busy right now (every slot is running and the queue is fu
         "requests waiting). Nothing was run; please send your message again in a moment.")
 
 
+#: error codes whose message is written for the person who asked (a refusal of the request itself);
+#: any other error's message is for operators (a provider's URL, session ids, a stored row that
+#: failed) and stays in the web console and the daemon log
+USER_FACING_ERRORS = frozenset({"busy", "stopped", "unauthorized", "not_found", "bad_frame"})
+PROVIDER_FAILED = ("⚠️ The model could not answer this time (its provider failed). Please try again in a moment; "
+                   "an Ongrid operator finds the details in the web console and the daemon log.")
+FAILED = ("⚠️ This request failed inside Ongrid. An Ongrid operator finds the details in the web console and the "
+          "daemon log.")
+
+
+def shown_failure(code: str, message: str) -> str:
+    """What a chat platform's users see of a turn's ``error`` frame: its message when the error
+    is about their request (:data:`USER_FACING_ERRORS`), else a fixed text — a shared channel
+    must not learn the model's address, session ids or the daemon's internals."""
+    if code in USER_FACING_ERRORS:
+        return message
+    return PROVIDER_FAILED if code == "provider_error" else FAILED
+
+
 class MessageOutlet:
     """An :class:`Outlet` over two platform calls: ``post(text) -> ref | None``
     (a new message in the conversation) and ``edit(ref, text)``.  ``render``
@@ -597,7 +617,8 @@ class MessageOutlet:
             await self.post(chunk)
 
     async def failed(self, code: str, message: str) -> None:
-        text = STOPPED if code == "stopped" else BUSY if code == "busy" else f"⚠️ {message[:500]}"
+        text = (STOPPED if code == "stopped" else BUSY if code == "busy" else
+                message[:500] if message.startswith("⚠️") else f"⚠️ {message[:500]}")
         await self.show(split_rendered(text, self.limit, self.render)[0])
 
 
@@ -616,7 +637,7 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
     cannot start (the daemon is shutting down, the database fails) the
     placeholder says so and the error propagates (the caller's task logs it) — except a full
     queue (``busy``): the placeholder asks to send again and ``busy`` is returned."""
-    from ongridd.errors import Busy, OngridError, StoreError
+    from ongridd.errors import Busy, OngridError
 
     ref = None
     try:
@@ -635,13 +656,12 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
                 except PlatformError:
                     pass
         return "busy"
-    except OngridError as exc:
-        shown = "a database error; see the daemon log" if isinstance(exc, StoreError) else str(exc)
+    except OngridError:  # raised on: the daemon logs it; the channel gets the fixed text
         outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)
         with trio.CancelScope(shield=True):
             with trio.move_on_after(20):
                 try:
-                    await outlet.failed("internal", f"the turn could not start: {shown}")
+                    await outlet.failed("internal", FAILED)
                 except PlatformError:
                     pass
         raise

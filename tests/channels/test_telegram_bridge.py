@@ -263,3 +263,28 @@ def test_queued_and_busy_turns_show_in_the_placeholder(tmp_path):
         stop(daemon)
         stop(llm)
         double.stop()
+
+
+def test_a_failed_turn_shows_a_fixed_text_not_the_daemons_internals(tmp_path):
+    """A model provider error ends the turn with a message for operators (the model's address,
+    the session id); the chat gets a fixed text — a group must not learn them."""
+    api = BotAPI()
+    double = PlatformDouble(api).start()
+    llm, llm_url = start_fake_llm(tmp_path, {"default": [{"http_status": 400}]})
+    settings = {"ongrid_telegram": {"api_base_url": double.url, "users": {"42": "carol"}, "poll_timeout_s": 1,
+                                    "edit_interval_s": 0.2}}
+    daemon, _url = start_serve(tmp_path, llm_url, settings, more_config={"llm": {"max_retries": 0}},
+                               TELEGRAM_BOT_TOKEN=TOKEN)
+    try:
+        double.wait_for(lambda: double.find("/getUpdates"), 30, "the first poll")
+        api.push(update(701, "why is the disk full", chat=-7, thread=None, message_id=31))
+        shown = double.wait_for(lambda: [c.payload["text"] for c in double.find("/editMessageText")
+                                         if "could not answer" in c.payload["text"]], 60, "the failure")
+        assert "provider failed" in shown[-1]
+        every = " ".join(c.payload["text"] for c in double.find("/sendMessage") + double.find("/editMessageText"))
+        port = llm_url.split(":")[2].split("/")[0]
+        assert port not in every and "127.0.0.1" not in every and "session" not in every.lower()
+    finally:
+        stop(daemon)
+        stop(llm)
+        double.stop()
