@@ -208,8 +208,9 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     check_state_dir(config.state_path)
     check_listen_free(host, port)
     if model is None and not config.llm.base_url:
-        log.warning("no_model_configured", hint="set llm.base_url and llm.model (or ONGRID_LLM_BASE_URL / "
-                    "ONGRID_LLM_MODEL); chat turns will fail until then")
+        log.warning("no_model_configured", hint="set llm.base_url or ONGRID_LLM_BASE_URL (llm.model / "
+                    "ONGRID_LLM_MODEL too, unless the server's first listed model will do); chat turns will fail "
+                    "until then")
 
     stopped = trio.Event()
     log.info("daemon_starting", listen=config.server.listen, state_dir=str(config.state_path),
