@@ -176,10 +176,18 @@ def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
     return out
 
 
+#: the widest the thread column gets; a longer name is cut with … (``--json`` has it whole)
+THREAD_COLUMN_MAX = 48
+
+
 def format_threads(rows: list[dict]) -> list[str]:
-    """A header row, then one line per thread: last activity, running marker, thread name, id, last user text."""
-    out = [f"{'LAST ACTIVITY':<32}  {'LAST TURN':<11} {'THREAD':<24} {'ID':<36}  LAST QUESTION"] if rows else []
-    for r in rows:
+    """A header row, then one line per thread: last activity, running marker, thread name (the
+    column as wide as the longest, at most :data:`THREAD_COLUMN_MAX`), id, last user text."""
+    names = [_one_line(r.get("thread") or "") for r in rows]
+    width = min(THREAD_COLUMN_MAX, max([6, *map(len, names)]))
+    names = [n if len(n) <= width else n[:width - 1] + "…" for n in names]
+    out = [f"{'LAST ACTIVITY':<32}  {'LAST TURN':<11} {'THREAD':<{width}}  {'ID':<36}  LAST QUESTION"] if rows else []
+    for r, name in zip(rows, names):
         mark = "running" if r.get("running") else (r.get("last_turn") or "empty")
         why = r.get("last_turn_error")
         if mark == "interrupted" and isinstance(why, str) and why:  # it ended with an error, not by a crash
@@ -187,8 +195,7 @@ def format_threads(rows: list[dict]) -> list[str]:
         text = _one_line(r.get("last_user_text") or "")[:80]
         if mark in ("failed", "stopped"):  # why, after the question it left unanswered
             text += f"  — {_one_line(why)[:120]}"
-        out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {_one_line(r.get('thread') or ''):<24} {r['id']}  "
-                   f"{text}")
+        out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {name:<{width}}  {r['id']}  {text}")
     return out
 
 

@@ -49,6 +49,17 @@ def test_threads_say_why_a_turn_ended_without_an_answer():
     assert " interrupted " in cut and cut.endswith("q3")
 
 
+def test_thread_column_fits_the_longest_name_and_cuts_a_very_long_one():
+    ids = ["01a24b3f-6546-7000-8000-00000000000" + str(i) for i in range(3)]
+    rows = [{"updated_at": "t", "thread": name, "id": sid, "last_user_text": "q", "last_turn": "completed"}
+            for name, sid in zip(("main", "slack:C0123OPS/1700000000.000100", "x" * 80), ids)]
+    header, *lines = format_threads(rows)
+    starts = {line.index(sid) for line, sid in zip(lines, ids)} | {header.index("ID")}
+    assert len(starts) == 1  # every id in one column, after the widest (cut) name
+    assert "slack:C0123OPS/1700000000.000100" + " " * 18 + "01a24b3f" in lines[1]
+    assert "x" * 47 + "…  01a24b3f" in lines[2]
+
+
 def test_piped_chat_retries_only_a_line_whose_own_last_attempt_was_refused():
     # a line refused busy, then accepted and running when the daemon dies: its turn ran, so it must not be
     # sent again; the refusal of the earlier attempt is not this attempt's outcome
