@@ -469,7 +469,7 @@ JOURNALCTL = CommandSpec("journalctl", (
                                                                  "a boot offset or id"),
                                             peek=r"([+-]?[0-9]+|[0-9a-f]{32})\Z"),
     V("F", "field", NAME), V("c", "cursor"), V(long="after-cursor"), V(long="facility", check=NAMES),
-    V("D", "directory", role="recursive"), V(long="file", role="read")),
+    V("D", "directory", role="recursive"), V(long="file", role="journal")),
     refused=_JOURNAL_REFUSED, check=_journalctl_check,
     known=("list-catalog", "dump-catalog", "interval", "force", "list-namespaces", "verify-key"))
 
@@ -481,6 +481,12 @@ _UNIT = re.compile(r"[A-Za-z0-9@_.:\\*?\[\]-]+")
 
 
 def _systemctl_check(parsed: Parsed) -> None:
+    modes = parsed.values("o", "output")
+    if modes and modes[-1] in _JOURNAL_ALL_FIELDS:
+        # status shows the unit's journal lines in this mode, its coredumps' entries among them
+        raise Refusal(REFUSED, f"systemctl: -o {modes[-1]} prints every journal field of the unit's entries, a "
+                               "crashed process's environment (COREDUMP_ENVIRON) among them; use -o short-iso or "
+                               "cat, or journalctl -u UNIT -o json --output-fields=MESSAGE,PRIORITY")
     if not parsed.operands:
         return
     verb = parsed.operands[0]
@@ -507,8 +513,8 @@ SYSTEMCTL = CommandSpec("systemctl", (
            "with-dependencies no-ask-password"),
     V("t", "type", NAMES), V("P", check=NAMES), V(long="timestamp", check=NAME), V(long="state", check=NAMES),
     V("p", "property", NAMES), V("n", "lines", INT),
-    V("o", "output", one_of("short", "short-full", "short-iso", "short-precise", "verbose", "json", "json-pretty",
-                            "cat", "export"))),
+    V("o", "output", one_of("short", "short-full", "short-iso", "short-iso-precise", "short-precise",
+                            "short-monotonic", "short-unix", "cat", *sorted(_JOURNAL_ALL_FIELDS)))),
     refused=_SYSTEMCTL_REFUSED, check=_systemctl_check)
 
 

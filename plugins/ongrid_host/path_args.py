@@ -9,6 +9,8 @@ word is guessed to be a path:
   ``--files0-from``, ``-f FILE``, ``journalctl -D DIR``;
 * ``recursive``: a folder read with everything under it (``grep -r``): it
   must neither be nor contain a forbidden area;
+* ``journal``: a journal file ``journalctl --file`` reads (it prints only
+  the fields of its own allowlist; any other command is refused one);
 * ``certificate``: the file ``openssl x509`` reads, which prints a
   certificate's fields and never a key (TLS folders and names allowed).
 
@@ -29,7 +31,7 @@ import re
 from urllib.parse import unquote
 from collections.abc import Sequence
 
-from ongrid_host.path_policy import PathPolicy
+from ongrid_host.path_policy import JOURNAL_NAMES, PathPolicy
 
 #: paths whose contents are secrets, by name (also where the policy's areas
 #: do not cover them, e.g. a user's key outside a home folder)
@@ -54,7 +56,8 @@ def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str |
         problem = secret_problem(path)
         if problem is None:
             problem = (policy.recursive_problem(path) if role == "recursive" else
-                       policy.certificate_problem(path) if role == "certificate" else policy.read_problem(path))
+                       policy.certificate_problem(path) if role == "certificate" else
+                       policy.read_problem(path, JOURNAL_NAMES) if role == "journal" else policy.read_problem(path))
         if problem:
             return problem if role != "recursive" else f"recursive search: {problem}"
     return None
@@ -65,12 +68,26 @@ def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str |
 _NOT_IN_PATH = re.compile(r"""[\s'"`;|&<>(){}$=@:,]+""")
 
 
+#: the most folder × name pairs a change's words may make (:func:`change_paths_problem`); more is
+#: refused rather than left unchecked
+MAX_JOINED = 8192
+
+
 def change_paths_problem(argv: Sequence[str], policy: PathPolicy) -> str | None:
     """Why a command that is not read-only may not name one of its paths
     (:meth:`PathPolicy.change_problem`), or None.  Its paths are every piece of ``argv[1:]``
     that is an absolute or ``~`` path, or a relative one holding a ``/``, inside option values
-    and scripts too: a command off the allowlist has no table saying which words are paths."""
-    for path in _named_paths(argv):
+    and scripts too: a command off the allowlist has no table saying which words are paths.
+    And since it may run in any folder it names (``tar -C DIR``, ``env --chdir=DIR``, ``tar
+    czfC X DIR``, a script's ``cd -P DIR``, in any spelling or abbreviation), every name it
+    writes is also taken inside every folder it writes: ``tar -czC /etc -f x ongrid`` names
+    ``/etc/ongrid``.  More than :data:`MAX_JOINED` such pairs is refused."""
+    paths, folders, names = _named_paths(argv)
+    if len(folders) * len(names) > MAX_JOINED:
+        return (f"it writes {len(folders)} folders and {len(names)} names, too many to check each name in each "
+                "folder; split the command")
+    joined = [posixpath.join(folder, name) for folder in folders for name in names]
+    for path in dict.fromkeys([*paths, *joined]):
         problem = secret_problem(path) or policy.change_problem(path)
         if problem:
             return problem
@@ -81,27 +98,29 @@ def change_paths_problem(argv: Sequence[str], policy: PathPolicy) -> str | None:
 #: scheme's path names no file here (``https://x/v1/credentials``, ``s3://bucket/secrets/``)
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31})://([^\s'\"]*)")
 
-
 #: a piece that makes the next one the folder later names are read from: ``tar -C DIR``,
 #: ``--directory=DIR``, ``env --chdir DIR``, ``git -C DIR``, a script's ``cd DIR`` / ``os.chdir(DIR)``
 _DIRECTORY_SWITCHES = frozenset({"-C", "--directory", "--chdir", "cd", "pushd", "chdir", "os.chdir", "Dir.chdir"})
 
-#: a bare name that a command run in a folder may read there (``tar -C /etc -c shadow``)
-_BARE_NAME = re.compile(r"[\w.@+~-]+")
+#: a name a command run in a folder may read there (``tar -C /etc -c shadow``, ``ssl/private/k.pem``)
+_NAME = re.compile(r"[\w.@+~/-]+")
 
 
-def _named_paths(argv: Sequence[str]) -> list[str]:
-    """Every path ``argv[1:]`` names (see :func:`change_paths_problem`); after a folder switch
-    (:data:`_DIRECTORY_SWITCHES`, glued ``-CDIR`` too) each later bare or relative name is also
-    taken inside that folder."""
-    found: list[str] = []
+def _named_paths(argv: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """``(paths, folders, names)`` that ``argv[1:]`` writes: every path (see
+    :func:`change_paths_problem`); every folder a command could run in — each absolute path, each
+    relative name taken from ``/``, and each folder a chain of switches (``cd /etc; cd ssl``)
+    leads to; and every relative name, which it could read inside any of them."""
+    paths: list[str] = []
+    folders: list[str] = []
+    names: list[str] = []  # each also a folder, from /: checked after the folders written as such
     folder: str | None = None
     switched = False
     for word in argv[1:]:
         if "://" in word:
             for url in _URL.finditer(word):
                 if url.group(1).lower() == "file":
-                    found.append(unquote("/" + url.group(2).partition("/")[2]))
+                    paths.append(unquote("/" + url.group(2).partition("/")[2]))
             word = _URL.sub(" ", word)
         for piece in _NOT_IN_PATH.split(word):
             if not piece:
@@ -110,22 +129,23 @@ def _named_paths(argv: Sequence[str]) -> list[str]:
                 switched = True
                 continue
             if "%" in piece:  # percent-encoded: checked both ways
-                found.append(unquote(piece))
-            if piece.startswith("-C") and len(piece) > 2 and piece[2] in "/~":
-                switched, piece = True, piece[2:]
-            if "/" in piece and piece[0] not in "/.~":  # glued to a short option: -T/proc/1/mem
-                found.append(piece[piece.index("/"):])
+                paths.append(unquote(piece))
+            if "/" in piece and piece[0] not in "/.~":  # glued to a short option: -T/proc/1/mem, -iC/etc
+                paths.append(piece[piece.index("/"):])
+                folders.append(piece[piece.index("/"):])
             if piece.startswith("~"):
                 user, _, rest = piece[1:].partition("/")
                 piece = ("/root" if not user else f"/home/{user}") + ("/" + rest if rest else "")
-            if switched:  # this piece is the folder
+            if piece.startswith("-"):
+                continue
+            if switched:  # a chain of switches: cd /etc; cd ssl/private
                 switched = False
                 folder = posixpath.join(folder or "/", piece)
-                found.append(folder)
-                continue
+                folders.append(folder)
             if "/" in piece:
-                found.append(piece)
-            if folder is not None and piece[0] != "/" and not piece.startswith("-") and _BARE_NAME.fullmatch(
-                    piece.replace("/", "")):
-                found.append(posixpath.join(folder, piece))
-    return found
+                paths.append(piece)
+            if piece.startswith("/"):
+                folders.append(piece)
+            elif _NAME.fullmatch(piece):
+                names.append(piece)
+    return paths, list(dict.fromkeys([*folders, *("/" + name for name in names)])), list(dict.fromkeys(names))

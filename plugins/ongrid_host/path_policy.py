@@ -171,7 +171,12 @@ SECRET_SUFFIXES: dict[str, str] = {
     ".pem": "a PEM file (it may hold a private key)", ".asc": "an armored PGP file (it may hold a private key)",
     ".gpg": "a PGP file (a keyring or an encrypted secret)", ".ovpn": "a VPN profile (it may hold keys)",
     ".secret": "a secret", ".secrets": "a secret",
+    ".journal": "a binary journal file (every field of every entry, a crashed process's environment among them); "
+                "read it with journalctl", ".journal~": "a binary journal file (every field of every entry); read it "
+                                                        "with journalctl",
 }
+#: what journalctl may read (``--file``): it prints only the fields its own allowlist lets through
+JOURNAL_NAMES = frozenset({SECRET_SUFFIXES[".journal"], SECRET_SUFFIXES[".journal~"]})
 #: beginnings of file names, anywhere, of secrets and of their copies (``shadow.bak``,
 #: ``shadow~``, ``sudoers.dpkg-old``, a key copied out of ``.ssh``); a ``.pub`` file is not one
 SECRET_PREFIXES: dict[str, str] = {
@@ -369,13 +374,14 @@ class PathPolicy:
                 return f"path {shown} would read {area}"
         return None
 
-    def read_problem(self, path: str) -> str | None:
-        """Why reading the file ``path`` is refused, or None."""
+    def read_problem(self, path: str, skip_names: frozenset[str] = frozenset()) -> str | None:
+        """Why reading the file ``path`` is refused, or None; a secret by name whose reason is in
+        ``skip_names`` does not count (journalctl reads :data:`JOURNAL_NAMES`)."""
         problem, forms = self.forms(path)
         if problem:
             return problem
         for form in forms:
-            area = self._area_of(form)
+            area = self._area_of(form, skip_names=skip_names)
             if area:
                 shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
                 return f"path {shown} would read {area}"

@@ -103,6 +103,22 @@ LEAKS = [
     ("sh -c 'cd /etc; cd ssl/private; cat k.pem'", "TLS private keys", "refused"),
     ("python3 -c 'import os; os.chdir(\"/etc\"); print(open(\"shadow\").read())'", "names a secrets file",
      "refused"),
+    # ... in any spelling: abbreviated, bundled, tar's old-style letters, an option of cd before the folder
+    ("tar --dir=/etc -czf /tmp/x.tgz ongrid", "Ongrid's configuration", "refused"),
+    ("tar -czC /etc -f /tmp/x.tgz ongrid", "Ongrid's configuration", "refused"),
+    ("tar czfC /tmp/x.tgz /etc ongrid", "Ongrid's configuration", "refused"),
+    ("env -iC/etc cat ongrid/ongrid.yaml", "Ongrid's configuration", "refused"),
+    ("env --ch=/etc cat ongrid/ongrid.yaml", "Ongrid's configuration", "refused"),
+    ("sh -c 'cd -P /etc && cat ongrid/ongrid.yaml'", "Ongrid's configuration", "refused"),
+    ("sh -c 'cd etc && cat shadow'", "'/etc/shadow' names a secrets file", "refused"),
+    # the raw journal files hold every field (a crashed process's environment); systemctl status prints them all
+    # in the output modes journalctl refuses
+    ("head -c 100000 /var/log/journal/0123/system.journal", "binary journal file", "refused"),
+    ("sed -n l /run/log/journal/0123/system@0123.journal~", "binary journal file", "refused"),
+    ("systemctl status app.service -o export -n 100", "COREDUMP_ENVIRON", "refused"),
+    ("systemctl -o json-pretty status app", "COREDUMP_ENVIRON", "refused"),
+    ("systemctl --out verbose status app", "COREDUMP_ENVIRON", "refused"),
+    ("systemctl -overbose status app", "COREDUMP_ENVIRON", "refused"),
     ("tar -C /etc -czf /tmp/etc-nginx.tgz nginx", "not on the read-only allowlist", "write"),
     ("git -C /srv/app pull", "not on the read-only allowlist", "write"),
     # what a change's usual business names stays for the reviewer: devices, container logs, private files,
@@ -132,6 +148,7 @@ STILL_READ = [
     "ip -j -p route show", "grep -r KEY /var/log", "grep -rn x /usr/share/doc/git", "grep /proc/ /etc/hostname",
     "sed -n /dev/p /etc/hostname", "cat /etc/ssh/sshd_config", "ls -la /proc/1", "find /proc -maxdepth 1 -name 1",
     "stat /proc/1", "du -sh /etc", "cat /etc/hostname", "cat /tmp/copy/id_rsa.pub", "cat /etc/passwd",
+    "systemctl status nginx -o short-iso", "systemctl -o cat status nginx", "ls -la /var/log/journal",
 ]
 
 
@@ -360,3 +377,25 @@ def test_a_link_planted_in_a_device_folder_is_followed_for_a_change(tmp_path):
         assert verdict.kind == "refused" and "resolves to /etc/shadow" in verdict.reason, verdict
     finally:
         os.unlink(link)
+
+
+def test_the_state_dir_is_not_proposed_through_a_folder_switch(tmp_path):
+    state = tmp_path / "lib" / "ongrid"
+    state.mkdir(parents=True)
+    policy = PathPolicy.local(extra=[(str(state), "Ongrid's state")])
+    verdict = analyze(f"tar --dir={tmp_path}/lib -czf /tmp/x.tgz ongrid/ongrid.db", policy)
+    assert verdict.kind == "refused" and "Ongrid's state" in verdict.reason, verdict
+
+
+def test_a_recursive_grep_of_the_logs_leaves_the_journal_files_out():
+    verdict = analyze("grep -r ERROR /var/log")
+    assert verdict.kind == "read"
+    assert "--exclude=*.[jJ][oO][uU][rR][nN][aA][lL]" in verdict.argv
+    journal = analyze("journalctl --file /var/log/journal/0123/system.journal -n 5")
+    assert journal.kind == "read", journal.reason  # journalctl reads it through its own field allowlist
+
+
+def test_too_many_folder_and_name_pairs_are_refused_not_left_unchecked():
+    words = " ".join(f"/srv/d{i} n{i}" for i in range(100))
+    verdict = analyze(f"tar -czf /tmp/x.tgz {words}")
+    assert verdict.kind == "refused" and "too many to check" in verdict.reason

@@ -862,7 +862,9 @@ function onError(f) {
       ? "Not sent — stopped while it waited in the queue. Nothing was stored; send it again to ask it."
       : code === "stopped" ? `Stopped — ${String(f.message || "")}.`  // a stop is no failure: no red banner
         : `No answer: ${code}: ${String(f.message || "")}`;
-    if (code !== "stopped" || !t) banner(`${code}: ${String(f.message || "")}`);
+    // the reason once, under the message; the banner only points at it (without a turn it says it all)
+    if (!t) banner(`${code}: ${String(f.message || "")}`);
+    else if (code !== "stopped") banner(`The turn ended without an answer (${code}); the reason is under your message.`);
     if (t) t.el.append(el("div", { class: "msg noanswer", role: "status", text: note }));
     endTurn();
     return;
