@@ -76,8 +76,11 @@ _PASSWORD_OPTIONS = {
     **{name: ("-P",) for name in _SQL_SERVER_TOOLS},
     **{name: ("-P", "--password") for name in _ZIP_TOOLS},
     **{name: ("-p", "--password") for name in _USER_TOOLS},  # the password's hash
-    **{name: ("-c",) for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget", "snmpset",
-                                  "snmptable", "snmpdf", "snmpstatus")},
+    **{name: ("-c", "-A", "-X") for name in ("snmpwalk", "snmpbulkwalk", "snmpget", "snmpgetnext", "snmpbulkget",
+                                             "snmpset", "snmptable", "snmpdf", "snmpstatus", "snmptrap")},
+    "keytool": ("-storepass", "-keypass", "-srcstorepass", "-deststorepass", "-srckeypass", "-destkeypass", "-new"),
+    "cqlsh": ("-p", "--password"), "openssl": ("-k", "-K"),
+    **{name: ("-P", "--pw") for name in ("mosquitto_pub", "mosquitto_sub", "mosquitto_rr")},
     **{name: ("-w",) for name in _LDAP_TOOLS},
 }
 #: mysqld's first start: "A temporary password is generated for root@localhost: X"
@@ -87,7 +90,38 @@ _GO_DSN = re.compile(r"(?<![\w.%+-])([\w.%+-]{1,64}:)([^\s\"']{1,256}?)(@(?i:tcp
 #: user:X after haproxy's "stats auth" (and "userlist"'s insecure-password is a directive) or squid's login=
 _USER_COLON_PASSWORD = re.compile(r"((?:\bstats[ \t]{1,8}auth[ \t]{1,8}|\blogin=)[^\s:]{1,64}:)(\S+)")
 #: commands whose last argument is a password: htpasswd -b … X (with a -b switch), vault/bao login X
-_LAST_ARGUMENT_PROGRAMS = re.compile(r"\b(?:htpasswd|(?:vault|bao)[ \t]{1,8}login)\b")
+_LAST_ARGUMENT_PROGRAMS = re.compile(
+    r"\b(?:htpasswd|(?:vault|bao)[ \t]{1,8}(?:login|operator[ \t]{1,8}unseal)|wpa_passphrase"
+    r"|rabbitmqctl[ \t]{1,8}(?:add_user|change_password)|mysqladmin(?=[^\n;|&]{0,512}[ \t]password[ \t]))\b")
+#: an Oracle login, ``user/password@service`` or ``user/password``, where one is written: after an
+#: Oracle client's name (sqlplus, expdp, rman …) or an RMAN ``target``/``catalog``, in a JDBC thin URL,
+#: in a variable named for a connection (``ORACLE_CONN=``, ``DB_DSN=``)
+_ORACLE_LOGIN = re.compile(
+    r"((?:\b(?:sqlplus|expdp|impdp|exp|imp|sqlldr|rman|dgmgrl|sql)(?:[ \t]{1,8}-[A-Za-z]{1,16}){0,4}[ \t]{1,8}"
+    r"|\b(?i:target|auxiliary|catalog|userid|connect|conn)[ \t=]{1,8}"
+    r"|jdbc:oracle:(?:thin|oci8?):(?:@?//)?"
+    r"|\b[A-Z][A-Z0-9_]{0,63}(?:CONN|DSN|ORACLE|CONNECT|LOGIN)[A-Z0-9_]{0,63}=[\"']?)"
+    r"[A-Za-z][\w$#]{0,127}/)([^\s/@'\"]{1,256})(?=@|[\s'\"]|\Z)")
+#: network devices' and Wi-Fi secrets: a BGP neighbour's password, a TACACS+/RADIUS key, a key chain's
+#: key-string, OSPF keys, a Junos pre-shared-key; NetworkManager's Wi-Fi and 802.1X secrets (nmcli's
+#: settings and its output); FreeRDP's ``/p:``
+_DEVICE_SECRET = re.compile(
+    r"((?:^|[\n;])[ \t]{0,64}(?:neighbor[ \t]{1,8}\S{1,255}[ \t]{1,8}password"
+    r"|(?:tacacs-server|radius-server)(?:[ \t]{1,8}host[ \t]{1,8}\S{1,255})?[ \t]{1,8}key"
+    r"|key-string|ip[ \t]{1,8}ospf[ \t]{1,8}(?:authentication-key|message-digest-key[ \t]{1,8}[0-9]{1,3}[ \t]{1,8}md5)"
+    r"|pre-shared-key[ \t]{1,8}(?:ascii-text|hexadecimal)|authentication-key)"
+    r"(?:[ \t]{1,8}[0-9])?[ \t]{1,8}[\"']?)([^\s\"']{1,1000})"
+    r"|(\b(?:wifi-sec|802-11-wireless-security)\.(?:psk|wep-key[0-3]|leap-password)[ \t:]{1,16}"
+    r"|\b802-1x\.(?:password|private-key-password|pin|identity-password)[ \t:]{1,16}"
+    r"|\b(?:xfreerdp|wlfreerdp|sdl-freerdp)\b[^\n]{0,512}?[ \t]/p:)([^\s\"']{1,1000})")
+#: a Telegram bot's token (``123456789:AAH…``), also in an API URL (``/bot123456789:AAH…/sendMessage``)
+_TELEGRAM_TOKEN = re.compile(r"(?:(?<=/bot)|(?<![A-Za-z0-9_:]))([0-9]{5,12}:)[A-Za-z0-9_-]{30,60}(?![A-Za-z0-9_-])")
+#: an XML element whose attribute names a setting (``<param name="password">X</param>``, a Java bean's
+#: ``<void property="password"><string>X</string></void>``): its text
+_XML_NAMED = re.compile(r"(<([A-Za-z_][\w.:-]{0,63})\b[^<>]{0,256}?\b(?:name|key|property)\s{0,4}=\s{0,4}"
+                        r"[\"']([^\"'<>]{1,64})[\"'][^<>]{0,256}>[ \t]{0,64}(?:<string>)?)([^<]{1,1000})(<)")
+#: a Go struct printed with %+v (``{Password:X User:bob}``): a field named for a credential
+_GO_STRUCT_FIELD = re.compile(r"(?<=[{ ])([A-Za-z_][A-Za-z0-9_]{0,63}):(?!//)([^\s{}]{1,1000})")
 #: one command's text: up to a command separator, a line's end or a quote closing around it
 _COMMAND_TEXT = re.compile(r"[^\n;|&]{0,4096}")
 #: htpasswd's switches that make it take the password as its last argument (-b, -bc, -Bb)
@@ -263,8 +297,22 @@ def _known_shapes(line: str) -> str:
         line = _GO_DSN.sub(rf"\g<1>{HIDDEN}\g<3>", line)
     if "auth" in line or "login=" in line:  # haproxy's stats auth, squid's cache_peer login=
         line = _USER_COLON_PASSWORD.sub(rf"\g<1>{HIDDEN}", line)
-    if "htpasswd" in line or "login" in line:
+    if ("htpasswd" in line or "login" in line or "unseal" in line or "wpa_passphrase" in line
+            or "rabbitmqctl" in line or "mysqladmin" in line):
         line = _last_argument_hidden(line)
+    if "/" in line:
+        line = _ORACLE_LOGIN.sub(rf"\g<1>{HIDDEN}", line)
+    if "key" in line or "password" in line or "psk" in line or "/p:" in line or "802-1x" in line or "wep" in line:
+        line = _DEVICE_SECRET.sub(lambda m: (m.group(1) + HIDDEN) if m.group(1) is not None
+                                  else (m.group(3) + HIDDEN), line)
+    if ":" in line:
+        line = _TELEGRAM_TOKEN.sub(rf"\g<1>{HIDDEN}", line)
+        if "{" in line:
+            line = _GO_STRUCT_FIELD.sub(lambda m: f"{m.group(1)}:{HIDDEN}" if secret_name(m.group(1))
+                                        else m.group(0), line)
+    if "<" in line and "=" in line:
+        line = _XML_NAMED.sub(lambda m: m.group(1) + HIDDEN + m.group(5) if secret_name(m.group(3))
+                              else m.group(0), line)
     if "passwd" in line or "-stdin" in line:
         fed = [bool(m.group(1) or m.group(2)) for m in _FEEDS_PASSWD.finditer(line)]
         if any(fed):

@@ -432,7 +432,10 @@ def test_long_words_cost_linear_time():
                     "chpasswd:\n" + "  a:b\n" * 60_000, '"--token", ' * 60_000, "password: " + "&a " * 100_000,
                     ": 1:1;" * 60_000, "- --token\n" * 60_000, "docker login " * 40_000 + "-p " * 40_000,
                     "a" + "\\" * 400_001, "PASSWORD=a\\\n" * 30_000, "x \\\n" * 60_000,
-                    'x -p \\"' * 60_000, '"a": "mysql -p\\"' + "b " * 200_000):
+                    'x -p \\"' * 60_000, '"a": "mysql -p\\"' + "b " * 200_000,
+                    "xfreerdp " * 50_000, "{a:" * 130_000, "{" + " password:" * 40_000, "sqlplus a/" * 40_000,
+                    "<x name='password'>" * 20_000, "mysqladmin " * 40_000, "bot1234567:" * 40_000,
+                    " key-string" * 40_000, "ORACLE_CONN=" * 40_000, "neighbor " * 50_000):
         assert len(redact_credentials(hostile)) >= len(hostile) - 400_000
 
 
@@ -597,4 +600,48 @@ def test_variants_of_json_colours_bundled_options_last_arguments_and_dsns(text: 
     ('x "unclosed "a=b"', 'x "unclosed "a=b"'),
 ])
 def test_a_json_members_value_is_read_as_text(text: str, shown: str) -> None:
+    assert redact_credentials(text) == shown
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # Oracle logins: clients, RMAN, JDBC thin URLs, connection variables — not Go modules, image digests or OS auth
+    ("sqlplus -s system/S3cretZq@ORCL", "sqlplus -s system/***@ORCL"),
+    ("expdp system/S3cretZq directory=d dumpfile=x.dmp", "expdp system/*** directory=d dumpfile=x.dmp"),
+    ("rman target sys/S3cretZq@orcl", "rman target sys/***@orcl"),
+    ("jdbc:oracle:thin:scott/S3cretZq@db:1521:ORCL", "jdbc:oracle:thin:scott/***@db:1521:ORCL"),
+    ("ORACLE_CONN=system/S3cretZq@ORCL", "ORACLE_CONN=system/***@ORCL"),
+    ("github.com/foo/bar@v1.2.3", "github.com/foo/bar@v1.2.3"), ("sqlplus / as sysdba", "sqlplus / as sysdba"),
+    ("docker.io/library/nginx@sha256:abc", "docker.io/library/nginx@sha256:abc"),
+    # clients' password options and last arguments
+    ("mysqladmin -uroot password S3cretZq", "mysqladmin -uroot password ***"), ("mysqladmin status", "mysqladmin status"),
+    ("cqlsh -u cassandra -p S3cretZq", "cqlsh -u cassandra -p ***"),
+    ("mosquitto_sub -h h -u u -P S3cretZq -t t", "mosquitto_sub -h h -u u -P *** -t t"),
+    ("snmpwalk -v3 -u u -A S3cretZq -X S3cretZr host", "snmpwalk -v3 -u u -A *** -X *** host"),
+    ("keytool -list -keystore k.jks -storepass S3cretZq", "keytool -list -keystore k.jks -storepass ***"),
+    ("openssl enc -aes-256-cbc -k S3cretZq -in f", "openssl enc -aes-256-cbc -k *** -in f"),
+    ("xfreerdp /v:host /u:bob /p:S3cretZq", "xfreerdp /v:host /u:bob /p:***"),
+    ("rabbitmqctl add_user bob S3cretZq", "rabbitmqctl add_user bob ***"),
+    ("rabbitmqctl change_password bob S3cretZq", "rabbitmqctl change_password bob ***"),
+    ("vault operator unseal S3cretZq", "vault operator unseal ***"), ("wpa_passphrase MySSID S3cretZq",
+                                                                      "wpa_passphrase MySSID ***"),
+    # Wi-Fi and network devices
+    ("nmcli con modify wifi wifi-sec.psk S3cretZq", "nmcli con modify wifi wifi-sec.psk ***"),
+    ("802-11-wireless-security.psk:          S3cretZq", "802-11-wireless-security.psk:          ***"),
+    (" neighbor 10.0.0.1 password S3cretZq", " neighbor 10.0.0.1 password ***"),
+    ("tacacs-server host 10.1.1.1 key 7 0822455D0A16", "tacacs-server host 10.1.1.1 key 7 ***"),
+    (" ip ospf authentication-key S3cretZq", " ip ospf authentication-key ***"),
+    (" key-string 7 0822455D0A16", " key-string 7 ***"),
+    ('  pre-shared-key ascii-text "S3cretZq";', '  pre-shared-key ascii-text "***";'),
+    # a Telegram bot's token, XML settings by attribute, a Go struct printed with %+v
+    ("TELEGRAM_BOT=123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw", "TELEGRAM_BOT=123456789:***"),
+    ("GET https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe",
+     "GET https://api.telegram.org/bot123456789:***/getMe"),
+    ('<param name="password">S3cretZq</param>', '<param name="password">***</param>'),
+    ('<void property="password"><string>S3cretZq</string></void>',
+     '<void property="password"><string>***</string></void>'),
+    ('<param name="timeout">30</param>', '<param name="timeout">30</param>'),
+    ('level=info config="{Password:S3cretZq User:bob}"', 'level=info config="{Password:*** User:bob}"'),
+    ("{Name:web Port:80}", "{Name:web Port:80}"),
+])
+def test_oracle_logins_device_secrets_and_more_clients_are_hidden(text: str, shown: str) -> None:
     assert redact_credentials(text) == shown
