@@ -10,14 +10,16 @@ HIDDEN = "***"
 #: what a tool's answer says (``redacted``) when this filter changed something in it
 REDACTED_NOTE = "values that look like credentials (--token X, password=X, URL passwords) are ***"
 #: name parts (lower case, split at anything not a letter or digit) that say the value is a credential
-_SECRET_PARTS = frozenset({"pass", "passwd", "password", "passphrase", "pwd", "token", "secret", "credential",
+_SECRET_PARTS = frozenset({"pass", "passwd", "password", "passwords", "passphrase", "pwd", "token", "tokens", "secret",
+                           "secrets", "credential",
                            "credentials", "cookie", "bearer", "auth", "authorization", "apikey", "privatekey",
                            "secretkey", "accesskey", "clientsecret", "sessionkey", "requirepass", "masterauth",
                            "signature", "sig", "psk", "dbpass", "sshpass", "rootpass",
                            "adminpass", "userpass", "ldappass", "smtppass", "mailpass", "redispass", "pgpass",
                            "authtoken", "authtok", "salt", "community", "rocommunity", "rwcommunity"})
 #: endings of a name part that say so too (``PGPASSWORD``, ``MYSQL_PWD`` → ``mysql``/``pwd``, ``ghtoken``)
-_SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "secretkey", "privatekey", "passphrase")
+_SECRET_ENDINGS = ("password", "passwd", "pwd", "token", "secret", "apikey", "secretkey", "privatekey", "passphrase",
+                   "passwords", "tokens", "secrets", "apikeys")
 #: a ``key`` part after one of these is a credential (``api_key``, ``AWS_SECRET_ACCESS_KEY``); ``key`` alone
 #: is one only as the whole name (``--key X``, ``KEY=X``), never as a part of ``key_buffer_size``
 _KEY_KINDS = frozenset({"api", "access", "private", "secret", "signing", "encryption", "master", "client",
@@ -46,6 +48,9 @@ _LAST_PARTS = frozenset({"pw", "pword", "passw", "creds"})
 _PAT_OWNERS = frozenset({"github", "gh", "gitlab", "gitea", "forgejo", "bitbucket", "azure", "ado", "devops", "hf",
                          "huggingface", "codeberg"})
 NAME_PARTS = re.compile(r"[^a-z0-9]+")
+#: parts before ``tokens`` that make it a count of a model's tokens (``max_tokens``, ``prompt_tokens``)
+_TOKEN_COUNTS = frozenset({"max", "min", "num", "total", "prompt", "completion", "input", "output", "cached",
+                           "reasoning", "context", "used", "remaining", "count"})
 
 
 def plain_value(value: str, name: str = "") -> bool:
@@ -66,6 +71,8 @@ def secret_name(name: str) -> bool:
     if parts[-1] in _LAST_PARTS or (parts[-1] == "pat" and len(parts) > 1 and parts[-2] in _PAT_OWNERS):
         return True
     for i, part in enumerate(parts):
+        if part == "tokens" and i > 0 and parts[i - 1] in _TOKEN_COUNTS:
+            continue  # max_tokens: 4096 counts a model's tokens
         if part in _SECRET_PARTS or part.endswith(_SECRET_ENDINGS):
             return True
         if part == "key" and i > 0 and parts[i - 1] in _KEY_KINDS:

@@ -226,10 +226,15 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
         paths.append((".", "recursive"))  # no folder named: grep -r reads the folder it runs in
     argv = parsed.argv()
     if name in ("grep", "egrep") and grep_recursive(parsed):
+        if parsed.has("z", "null-data"):
+            raise Refusal(REFUSED, f"{name}: -z with a recursive search would read binary files (a journal, an "
+                                   "archive) as text; name the files to read")
         # after every option written: of contradictory --include and --exclude options GNU grep
-        # applies the last one that matches, so a written --include='*' cannot undo them
+        # applies the last one that matches, so a written --include='*' cannot undo them; and binary
+        # files it comes across (a copied journal, an archive, a database) are skipped, -a or not:
+        # only the files a command names are looked at before it runs
         end = len(argv) - len(parsed.operands) - (1 if parsed.operands and parsed.end_marker else 0)
-        argv = (*argv[:end], *grep_exclusions(), *argv[end:])
+        argv = (*argv[:end], *grep_exclusions(), "--binary-files=without-match", *argv[end:])
     if name == "sed":
         argv = (argv[0], "--sandbox", *[w for w in argv[1:] if w != "--sandbox"])
     return argv, paths

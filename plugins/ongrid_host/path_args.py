@@ -29,7 +29,7 @@ import fnmatch
 import posixpath
 import re
 from urllib.parse import unquote
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ongrid_host.path_policy import JOURNAL_NAMES, PathPolicy
 
@@ -106,46 +106,66 @@ _DIRECTORY_SWITCHES = frozenset({"-C", "--directory", "--chdir", "cd", "pushd", 
 _NAME = re.compile(r"[\w.@+~/-]+")
 
 
-def _named_paths(argv: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
-    """``(paths, folders, names)`` that ``argv[1:]`` writes: every path (see
-    :func:`change_paths_problem`); every folder a command could run in — each absolute path, each
-    relative name taken from ``/``, and each folder a chain of switches (``cd /etc; cd ssl``)
-    leads to; and every relative name, which it could read inside any of them."""
-    paths: list[str] = []
-    folders: list[str] = []
-    names: list[str] = []  # each also a folder, from /: checked after the folders written as such
-    folder: str | None = None
+def _switch(piece: str) -> bool:
+    """Whether ``piece`` makes the next word the folder a command runs in: a name of
+    :data:`_DIRECTORY_SWITCHES` or an abbreviation of ``--directory`` / ``--chdir``."""
+    return piece in _DIRECTORY_SWITCHES or (len(piece) >= 3 and "--directory".startswith(piece)) or (
+        len(piece) >= 4 and "--chdir".startswith(piece))
+
+
+def _pieces(argv: Sequence[str]) -> Iterator[tuple[str, bool]]:
+    """``(piece, folder)`` for each piece of ``argv[1:]`` that may be a path or a name — a ``file:``
+    URL's path, each word's pieces between the characters of :data:`_NOT_IN_PATH`, the value glued
+    to a short option (``-Cetc``, ``-Ttmp/x``, ``-czC/etc``) — ``folder`` when it is the value of a
+    folder switch."""
     switched = False
     for word in argv[1:]:
         if "://" in word:
             for url in _URL.finditer(word):
                 if url.group(1).lower() == "file":
-                    paths.append(unquote("/" + url.group(2).partition("/")[2]))
+                    yield unquote("/" + url.group(2).partition("/")[2]), False
             word = _URL.sub(" ", word)
         for piece in _NOT_IN_PATH.split(word):
             if not piece:
                 continue
-            if piece in _DIRECTORY_SWITCHES:
+            if _switch(piece):
                 switched = True
                 continue
             if "%" in piece:  # percent-encoded: checked both ways
-                paths.append(unquote(piece))
-            if "/" in piece and piece[0] not in "/.~":  # glued to a short option: -T/proc/1/mem, -iC/etc
-                paths.append(piece[piece.index("/"):])
-                folders.append(piece[piece.index("/"):])
-            if piece.startswith("~"):
-                user, _, rest = piece[1:].partition("/")
-                piece = ("/root" if not user else f"/home/{user}") + ("/" + rest if rest else "")
-            if piece.startswith("-"):
+                yield unquote(piece), False
+            if piece[0] == "-":
+                if piece[:2] != "--" and len(piece) > 2:  # a value glued to a short option, or to -C in a bundle
+                    at = piece.find("C", 1)
+                    if 0 < at < len(piece) - 1:
+                        yield piece[at + 1:], True
+                    yield piece[2:], False
+                    if "/" in piece:
+                        yield piece[piece.index("/"):], False
                 continue
-            if switched:  # a chain of switches: cd /etc; cd ssl/private
-                switched = False
-                folder = posixpath.join(folder or "/", piece)
-                folders.append(folder)
-            if "/" in piece:
-                paths.append(piece)
-            if piece.startswith("/"):
-                folders.append(piece)
-            elif _NAME.fullmatch(piece):
-                names.append(piece)
+            yield piece, switched
+            switched = False
+
+
+def _named_paths(argv: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """``(paths, folders, names)`` that ``argv[1:]`` writes (its :func:`_pieces`): every path (see
+    :func:`change_paths_problem`); every folder a command could run in — each absolute path, each
+    relative name taken from ``/``, each folder a chain of switches leads to (``-C/etc -Cssl``,
+    ``cd /etc; cd ssl``); and every relative name, which it could read inside any of them."""
+    paths: list[str] = []
+    folders: list[str] = []
+    names: list[str] = []  # each also a folder, from /: checked after the folders written as such
+    folder: str | None = None
+    for piece, switched in _pieces(argv):
+        if piece.startswith("~"):
+            user, _, rest = piece[1:].partition("/")
+            piece = ("/root" if not user else f"/home/{user}") + ("/" + rest if rest else "")
+        if switched:
+            folder = posixpath.join(folder or "/", piece)
+            folders.append(folder)
+        if "/" in piece:
+            paths.append(piece)
+        if piece.startswith("/"):
+            folders.append(piece)
+        elif _NAME.fullmatch(piece):
+            names.append(piece)
     return paths, list(dict.fromkeys([*folders, *("/" + name for name in names)])), list(dict.fromkeys(names))

@@ -261,6 +261,8 @@ def _secret_names(form: str) -> Iterator[str]:
                 yield why
     if any(_under(form, k) for k in _KEY_FOLDERS) and "key" in base:
         yield "an ssh host key"
+    if base == "fss" and len(parts) > 2 and parts[-3] == "journal":
+        yield "the journal's sealing key"
 
 
 def _secret_by_name(form: str, skip: frozenset[str] = frozenset()) -> str | None:
@@ -385,8 +387,11 @@ class PathPolicy:
             if area:
                 shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
                 return f"path {shown} would read {area}"
-        if self.resolve and os.geteuid() == 0:  # as another user the kernel refuses such a read itself
-            return _private_file_problem(path, forms[-1])
+        if self.resolve:
+            problem = _content_problem(path, forms[-1], skip_names)
+            if problem is None and os.geteuid() == 0:  # as another user the kernel refuses such a read itself
+                problem = _private_file_problem(path, forms[-1])
+            return problem
         return None
 
     def certificate_problem(self, path: str) -> str | None:
@@ -491,6 +496,46 @@ def _private_file_inside(path: str, real: str) -> str | None:
                             "owner, or owner and group, may read it; the daemon runs as root); name the files to read")
             except OSError:
                 continue
+    return None
+
+
+#: what a file begins with that says what it is, whatever its name: a journal file (a copy, a hard link,
+#: ``system.journal.bak``) holds every field of every entry; an archive's members are files the path
+#: checks never saw (``/etc/shadow`` packed by an approved backup)
+_JOURNAL_MAGIC = b"LPKSHHRH"
+_TAR_MAGIC_AT, _TAR_MAGIC = 257, b"ustar"
+#: how much of a file (and of a gzip stream's start) is looked at
+_SNIFF_BYTES = 520
+
+
+def _content_problem(path: str, real: str, skip_names: frozenset[str] = frozenset()) -> str | None:
+    """Why the local regular file ``real`` (``path`` resolved) is refused for what it begins with —
+    plain or gzip-compressed (``zcat``, ``zgrep`` read through that) — or None: a journal file
+    (unless its reason is in ``skip_names``: journalctl reads it), a tar or zip archive.  At most
+    :data:`_SNIFF_BYTES` are read, and 64 KiB of a compressed file; a file that cannot be read is
+    left to the command (it reports its own error)."""
+    import zlib
+
+    try:
+        with open(real, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            head = fh.read(_SNIFF_BYTES)
+            if head[:2] == b"\x1f\x8b":  # gzip: what zcat would print
+                fh.seek(0)
+                try:
+                    head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(fh.read(65536), _SNIFF_BYTES)
+                except zlib.error:
+                    return None
+    except OSError:
+        return None
+    shown = f"'{path}'" if real == path else f"'{path}' (resolves to {real})"
+    journal = SECRET_SUFFIXES[".journal"]
+    if head.startswith(_JOURNAL_MAGIC) and journal not in skip_names:
+        return f"path {shown} is {journal}"
+    if head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + len(_TAR_MAGIC)] == _TAR_MAGIC or head.startswith(b"PK\x03\x04"):
+        return (f"path {shown} is an archive: the files packed in it were never checked (a backup may hold "
+                "keys or password files); list or unpack it with a reviewed command")
     return None
 
 

@@ -106,7 +106,7 @@ CANONICAL = [
     ("ip a", ("ip", "address", "show")),
     ("ip -br -4 a sh dev lo", ("ip", "-brief", "-4", "address", "show", "dev", "lo")),
     ("ip r get 127.0.0.1", ("ip", "route", "get", "127.0.0.1")),
-    ("grep -rnie KEY /var/log", ("grep", "-r", "-n", "-i", "-e", "KEY", *grep_exclusions(), "--", "/var/log")),
+    ("grep -rnie KEY /var/log", ("grep", "-r", "-n", "-i", "-e", "KEY", *grep_exclusions(), "--binary-files=without-match", "--", "/var/log")),
     ("grep --colo=never x /etc/hostname", ("grep", "--color=never", "--", "x", "/etc/hostname")),
     ("sed -n 1p /etc/hostname", ("sed", "--sandbox", "-n", "--", "1p", "/etc/hostname")),
     ("find /etc -maxdepth 1 -name '*.conf' -print", ("find", "/etc", "-maxdepth", "1", "-name", "*.conf", "-print")),

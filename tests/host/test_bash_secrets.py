@@ -111,6 +111,13 @@ LEAKS = [
     ("env --ch=/etc cat ongrid/ongrid.yaml", "Ongrid's configuration", "refused"),
     ("sh -c 'cd -P /etc && cat ongrid/ongrid.yaml'", "Ongrid's configuration", "refused"),
     ("sh -c 'cd etc && cat shadow'", "'/etc/shadow' names a secrets file", "refused"),
+    # a folder glued to its option, relative, in a chain, or after an abbreviated switch
+    ("tar -cf - -Cetc/ongrid .", "Ongrid's configuration", "refused"),
+    ("tar -cf - -C/etc -Cssl -Cprivate .", "TLS private keys", "refused"),
+    ("env -Cetc cat ongrid/ongrid.yaml", "Ongrid's configuration", "refused"),
+    ("tar -cf - --direc /etc --direc ssl --direc private .", "TLS private keys", "refused"),
+    ("cat /var/log/journal/0123/fss", "sealing key", "refused"),
+    ("grep -r -z KEY /var/log", "-z with a recursive search", "refused"),
     # the raw journal files hold every field (a crashed process's environment); systemctl status prints them all
     # in the output modes journalctl refuses
     ("head -c 100000 /var/log/journal/0123/system.journal", "binary journal file", "refused"),
@@ -399,3 +406,35 @@ def test_too_many_folder_and_name_pairs_are_refused_not_left_unchecked():
     words = " ".join(f"/srv/d{i} n{i}" for i in range(100))
     verdict = analyze(f"tar -czf /tmp/x.tgz {words}")
     assert verdict.kind == "refused" and "too many to check" in verdict.reason
+
+
+def test_a_file_is_judged_by_what_it_begins_with_whatever_its_name(tmp_path):
+    """A journal file's copy or hard link under any name, gzip'd too, and an archive (whose packed
+    files no check saw) are refused; journalctl still reads a journal file."""
+    import gzip
+    import tarfile
+
+    journal = tmp_path / "system.bin"
+    journal.write_bytes(b"LPKSHHRH" + b"\0" * 64 + b"COREDUMP_ENVIRON=DB_PASSWORD=TopSecretEnv99\n")
+    os.link(journal, tmp_path / "notes.txt")
+    (tmp_path / "old.gz").write_bytes(gzip.compress(journal.read_bytes()))
+    (tmp_path / "plain.log").write_text("DB_PASSWORD in a plain log line\n")
+    with tarfile.open(tmp_path / "backup.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "plain.log", arcname="etc/app.conf")
+    for cmd, why in ((f"cat {tmp_path}/notes.txt", "binary journal file"),
+                     (f"zcat {tmp_path}/old.gz", "binary journal file"),
+                     (f"zgrep -a x {tmp_path}/backup.tgz", "is an archive")):
+        verdict = analyze(cmd)
+        assert verdict.kind == "refused" and why in verdict.reason, (cmd, verdict)
+    assert analyze(f"journalctl --file {journal} -n 1").kind == "read"
+    assert analyze(f"cat {tmp_path}/plain.log").kind == "read"
+
+
+async def test_a_recursive_grep_skips_the_binary_files_it_comes_across(tmp_path):
+    (tmp_path / "notes.txt").write_bytes(b"LPKSHHRH\0\0COREDUMP_ENVIRON=DB_PASSWORD=TopSecretEnv99\n")
+    (tmp_path / "app.log").write_text("error: DB_PASSWORD rejected\n")
+    verdict = analyze(f"grep -r -a -o DB_PASSWORD.......... {tmp_path}")
+    assert verdict.kind == "read" and "--binary-files=without-match" in verdict.argv
+    result = await Caller(make_tools())("host_bash", {"cmd": f"grep -r -a DB_PASSWORD {tmp_path}",
+                                                      "reason": "probe"}, read_only=True)
+    assert "app.log" in result["stdout"] and "TopSecret" not in result["stdout"] + result["stderr"]

@@ -642,6 +642,9 @@ def test_a_json_members_value_is_read_as_text(text: str, shown: str) -> None:
     ('<param name="timeout">30</param>', '<param name="timeout">30</param>'),
     ('level=info config="{Password:S3cretZq User:bob}"', 'level=info config="{Password:*** User:bob}"'),
     ("{Name:web Port:80}", "{Name:web Port:80}"),
+    # plural names (Ongrid's own ONGRID_TOKENS), not a model's token counts
+    ("ONGRID_TOKENS=alice:S3cretZqS3cretZq", "ONGRID_TOKENS=***"), ("api_tokens: S3cretZq", "api_tokens: ***"),
+    ("max_tokens: 4096", "max_tokens: 4096"), ('"prompt_tokens": 123', '"prompt_tokens": 123'),
 ])
 def test_oracle_logins_device_secrets_and_more_clients_are_hidden(text: str, shown: str) -> None:
     assert redact_credentials(text) == shown
