@@ -50,8 +50,7 @@ from ongridd.secretset import redact  # noqa: E402  (after structlog, above)
 _CONFIGURED = False
 
 
-_QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "hypercorn.access", "alembic", "openai",
-                    "watchfiles")  # watchfiles: "1 change detected" at INFO for each batch it reports
+_QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "hypercorn.access", "alembic", "openai")
 
 
 def _ongrid_fields(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:

@@ -51,9 +51,6 @@ log = get_logger(__name__)
 WATCH_INTERVAL_S = 1.0
 #: Changes to the agents folders within this many milliseconds make one reload.
 WATCH_DEBOUNCE_MS = 300
-#: How often (ms) the event watcher's thread wakes to check whether it was cancelled (and to hand
-#: over changes): each wake takes the GIL, so an idle daemon pays for every one of them.
-WATCH_STEP_MS = 500
 #: PUT bodies parsed at the same time (each in a worker thread).
 PARSE_CONCURRENCY = 2
 #: Seconds a PUT waits for its parse (slot included) before it is refused.
@@ -302,9 +299,10 @@ class AgentsAPI:
     async def watch(self, interval_s: float = WATCH_INTERVAL_S) -> None:
         """Reload the personas when a user agents folder changes.  Runs until cancelled.
 
-        Event-driven: ``watchfiles.awatch`` (inotify on Linux; it runs under
-        Trio through anyio) over the user roots that exist, changes within
-        ``WATCH_DEBOUNCE_MS`` coalesced into one reload.  A root that does not
+        Event-driven: the kernel's inotify events
+        (:func:`~ongridd.marketplace.fswatch.folder_changes`, read on the event
+        loop) over the user roots that exist and the folders below them, changes
+        within ``WATCH_DEBOUNCE_MS`` coalesced into one reload.  A root that does not
         exist is waited for by watching its nearest existing parent folder
         (that folder only, not below it): when an entry there comes or goes,
         the roots are looked at again (one ``stat`` each, in a worker thread,
@@ -312,32 +310,26 @@ class AgentsAPI:
         each change event, which is how a watched root that goes away is
         seen.  When the set of existing roots changes, the personas reload
         and the watch restarts over the new set.  Nothing wakes between
-        changes but the event watchers' threads (every ``WATCH_STEP_MS``).
-        When watchfiles is not installed or an event watcher fails (no
-        inotify, a folder it may not read), it falls back to polling every
-        root's files every ``interval_s`` seconds.  Each reload swaps the
-        registry in one assignment (see :meth:`reload`).  Cancelling stops
-        the watcher promptly (its threads check a stop event every
-        ``WATCH_STEP_MS``).
+        changes: no thread, no timer.  When inotify cannot be used (not
+        Linux, its limits reached, a folder it may not read), it falls back
+        to polling every root's files every ``interval_s`` seconds.  Each
+        reload swaps the registry in one assignment (see :meth:`reload`).
+        Cancelling stops the watcher at once.
         """
         roots = [Path(r) for r in self.config.agent_user_roots]
-        try:
-            from watchfiles import awatch
-        except ImportError:  # pragma: no cover - a dependency; the poller below still works
-            awatch = None  # type: ignore[assignment]  # the poller below still works
-        if awatch is None or not roots:
+        if not roots:
             await self._poll(interval_s)
             return
         layout, changed_roots = await _layout(roots), False
         while True:
-            now = await self._watch_events(awatch, roots, layout, reload=changed_roots)
+            now = await self._watch_events(roots, layout, reload=changed_roots)
             if now is None:  # an event watcher failed, or ended on its own
                 break
             # a root appeared or went away: its files came or went with it (the next watch reloads)
             layout, changed_roots = now, now[0] != layout[0]
         await self._poll(interval_s)
 
-    async def _watch_events(self, awatch: Any, roots: builtins.list[Path],
+    async def _watch_events(self, roots: builtins.list[Path],
                             layout: tuple[tuple[Path, ...], tuple[Path, ...]], *,
                             reload: bool) -> tuple[Any, Any] | None:
         """Reload on each batch of change events under the roots that exist (``layout[0]``),
@@ -345,27 +337,24 @@ class AgentsAPI:
         (returns the new one) or an event watcher fails or ends (``None``).  Once the
         watches are set up, ``reload`` reloads and the layout is looked at again: a change
         made while the watch was being (re)started is not missed."""
-        import anyio
+        from ongridd.marketplace.fswatch import folder_changes
 
         present, parents = layout
-        # awatch's threads return only on a change, their timeout or the stop event; a
-        # cancelled sibling sets the event, so a cancel ends the watch within a step.
-        stop = anyio.Event()
         changed: builtins.list[tuple[Any, Any]] = []
 
-        async def set_stop_when_cancelled() -> None:
-            try:
-                await trio.sleep_forever()
-            finally:
-                stop.set()
+        # set once each watcher's watches are in place (at once for a watcher not started)
+        parents_set, present_set = trio.Event(), trio.Event()
+        for folders, event in ((parents, parents_set), (present, present_set)):
+            if not folders:
+                event.set()
 
-        def events(paths: tuple[Path, ...], recursive: bool) -> Any:
+        def events(paths: tuple[Path, ...], recursive: bool, ready: trio.Event) -> Any:
             # closed on the way out (aclosing): a break leaves no suspended generator, nor its inotify fd
-            return contextlib.aclosing(awatch(*paths, debounce=WATCH_DEBOUNCE_MS, step=WATCH_STEP_MS,
-                                              rust_timeout=60_000, stop_event=stop, recursive=recursive))
+            return contextlib.aclosing(folder_changes(*paths, debounce_ms=WATCH_DEBOUNCE_MS, recursive=recursive,
+                                                      ready=ready))
 
         async def until_a_root_appears(cancel: trio.CancelScope) -> None:
-            async with events(parents, False) as batches:
+            async with events(parents, False, parents_set) as batches:
                 async for _changes in batches:
                     if (now := await _layout(roots)) != layout:
                         changed.append(now)
@@ -373,9 +362,9 @@ class AgentsAPI:
             cancel.cancel()
 
         async def once_watching(cancel: trio.CancelScope) -> None:
-            # awatch sets its inotify watch before its first await; the watchers start in the
-            # batch this task starts in (or already run), so after one more checkpoint they watch
-            await trio.lowlevel.checkpoint()
+            # the watches are set up in worker threads: wait until every watcher has them
+            await parents_set.wait()
+            await present_set.wait()
             if reload:
                 await self._reload_logged()
             if (now := await _layout(roots)) != layout:
@@ -384,12 +373,11 @@ class AgentsAPI:
 
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(set_stop_when_cancelled)
                 if parents:
                     nursery.start_soon(until_a_root_appears, nursery.cancel_scope)
                 nursery.start_soon(once_watching, nursery.cancel_scope)
                 if present:
-                    async with events(present, True) as batches:
+                    async with events(present, True, present_set) as batches:
                         async for _changes in batches:
                             if (now := await _layout(roots)) != layout:  # a watched root went away
                                 changed.append(now)
