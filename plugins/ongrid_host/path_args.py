@@ -134,6 +134,9 @@ def _pieces(argv: Sequence[str]) -> Iterator[tuple[str, bool]]:
             if "%" in piece:  # percent-encoded: checked both ways
                 yield unquote(piece), False
             if piece[0] == "-":
+                if piece[:2] != "--" and piece.endswith("C"):  # a bundle ending in -C: -czC DIR
+                    switched = True
+                    continue
                 if piece[:2] != "--" and len(piece) > 2:  # a value glued to a short option, or to -C in a bundle
                     at = piece.find("C", 1)
                     if 0 < at < len(piece) - 1:

@@ -116,6 +116,7 @@ LEAKS = [
     ("tar -cf - -C/etc -Cssl -Cprivate .", "TLS private keys", "refused"),
     ("env -Cetc cat ongrid/ongrid.yaml", "Ongrid's configuration", "refused"),
     ("tar -cf - --direc /etc --direc ssl --direc private .", "TLS private keys", "refused"),
+    ("tar -xC /etc -xC ssl -xC private -cf - .", "TLS private keys", "refused"),
     ("cat /var/log/journal/0123/fss", "sealing key", "refused"),
     ("grep -r -z KEY /var/log", "-z with a recursive search", "refused"),
     # the raw journal files hold every field (a crashed process's environment); systemctl status prints them all
