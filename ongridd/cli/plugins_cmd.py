@@ -70,8 +70,9 @@ def run_list(args: argparse.Namespace) -> int:
         try:
             reports = _from_daemon(args)
         except RuntimeError as exc:  # the daemon answered with an error (a refused token)
-            print(f"ongrid plugins list: {exc}", file=sys.stderr)
-            return 2 if refused(exc) else 1
+            if not str(exc).startswith("HTTP 404"):  # 404: a daemon from before GET /api/plugins
+                print(f"ongrid plugins list: {exc} (--local loads the plugins here instead)", file=sys.stderr)
+                return 2 if refused(exc) else 1
     if reports is not None:
         where = f"as loaded by the daemon at {base_url(getattr(args, 'url', None))}"
         tools = stubs = None
