@@ -517,8 +517,11 @@ def _content_problem(path: str, real: str, skip_names: frozenset[str] = frozense
     import zlib
 
     try:
-        with open(real, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        # never blocks: a FIFO or a device named in its place is opened without waiting, and only a
+        # regular file is read
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             head = fh.read(_SNIFF_BYTES)
             if head[:2] == b"\x1f\x8b":  # gzip: what zcat would print

@@ -439,3 +439,11 @@ async def test_a_recursive_grep_skips_the_binary_files_it_comes_across(tmp_path)
     result = await Caller(make_tools())("host_bash", {"cmd": f"grep -r -a DB_PASSWORD {tmp_path}",
                                                       "reason": "probe"}, read_only=True)
     assert "app.log" in result["stdout"] and "TopSecret" not in result["stdout"] + result["stderr"]
+
+
+def test_looking_at_what_a_file_begins_with_never_waits_on_a_fifo(tmp_path):
+    # a FIFO planted where a command reads: open() would wait for a writer forever (the suite's
+    # per-test timeout fails this test if the check ever does)
+    fifo = tmp_path / "app.log"
+    os.mkfifo(fifo)
+    assert analyze(f"cat {fifo}").kind == "read"
