@@ -97,11 +97,15 @@ _LAST_ARGUMENT_PROGRAMS = re.compile(
 #: Oracle client's name (sqlplus, expdp, rman …) or an RMAN ``target``/``catalog``, in a JDBC thin URL,
 #: in a variable named for a connection (``ORACLE_CONN=``, ``DB_DSN=``)
 _ORACLE_LOGIN = re.compile(
-    r"((?:\b(?:sqlplus|expdp|impdp|exp|imp|sqlldr|rman|dgmgrl|sql)(?:[ \t]{1,8}-[A-Za-z]{1,16}){0,4}[ \t]{1,8}"
-    r"|\b(?i:target|auxiliary|catalog|userid|connect|conn)[ \t=]{1,8}"
+    r"((?:\b(?:sqlplus|expdp|impdp|exp|imp|sqlldr|rman|dgmgrl)(?:[ \t]{1,8}-[A-Za-z]{1,16}){0,4}[ \t]{1,8}"
+    r"(?:(?i:target|auxiliary|catalog)[ \t=]{1,8})?"
+    r"|\b(?i:userid)[ \t=]{1,8}|(?:^|(?<=[\s;>]))(?i:connect|conn)[ \t]{1,8}"
+    r"(?:(?i:target|auxiliary|catalog)[ \t]{1,8})?"
     r"|jdbc:oracle:(?:thin|oci8?):(?:@?//)?"
     r"|\b[A-Z][A-Z0-9_]{0,63}(?:CONN|DSN|ORACLE|CONNECT|LOGIN)[A-Z0-9_]{0,63}=[\"']?)"
-    r"[A-Za-z][\w$#]{0,127}/)([^\s/@'\"]{1,256})(?=@|[\s'\"]|\Z)")
+    r"[A-Za-z][\w$#]{0,127}/)([^\s/@'\"]{1,256})(?=@|[\s'\"]|\Z)"
+    # RMAN's further logins on its command line (rman target … catalog rcat/X@rcvcat): with a service only
+    r"|(\b(?i:target|auxiliary|catalog)[ \t=]{1,8}[A-Za-z][\w$#]{0,127}/)([^\s/@'\"]{1,256})(?=@)")
 #: network devices' and Wi-Fi secrets: a BGP neighbour's password, a TACACS+/RADIUS key, a key chain's
 #: key-string, OSPF keys, a Junos pre-shared-key; NetworkManager's Wi-Fi and 802.1X secrets (nmcli's
 #: settings and its output); FreeRDP's ``/p:``
@@ -301,7 +305,7 @@ def _known_shapes(line: str) -> str:
             or "rabbitmqctl" in line or "mysqladmin" in line):
         line = _last_argument_hidden(line)
     if "/" in line:
-        line = _ORACLE_LOGIN.sub(rf"\g<1>{HIDDEN}", line)
+        line = _ORACLE_LOGIN.sub(lambda m: (m.group(1) if m.group(1) is not None else m.group(3)) + HIDDEN, line)
     if "key" in line or "password" in line or "psk" in line or "/p:" in line or "802-1x" in line or "wep" in line:
         line = _DEVICE_SECRET.sub(lambda m: (m.group(1) + HIDDEN) if m.group(1) is not None
                                   else (m.group(3) + HIDDEN), line)

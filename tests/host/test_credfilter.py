@@ -612,6 +612,9 @@ def test_a_json_members_value_is_read_as_text(text: str, shown: str) -> None:
     ("ORACLE_CONN=system/S3cretZq@ORCL", "ORACLE_CONN=system/***@ORCL"),
     ("github.com/foo/bar@v1.2.3", "github.com/foo/bar@v1.2.3"), ("sqlplus / as sysdba", "sqlplus / as sysdba"),
     ("docker.io/library/nginx@sha256:abc", "docker.io/library/nginx@sha256:abc"),
+    ("rman target sys/S3cretZq@orcl catalog rcat/S3cretZr@rcv", "rman target sys/***@orcl catalog rcat/***@rcv"),
+    ("SQL> conn scott/S3cretZq@db", "SQL> conn scott/***@db"),
+    ("Building target app/main", "Building target app/main"), ("run sql app/main", "run sql app/main"),
     # clients' password options and last arguments
     ("mysqladmin -uroot password S3cretZq", "mysqladmin -uroot password ***"), ("mysqladmin status", "mysqladmin status"),
     ("cqlsh -u cassandra -p S3cretZq", "cqlsh -u cassandra -p ***"),
