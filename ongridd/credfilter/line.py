@@ -119,7 +119,7 @@ _DEVICE_SECRET = re.compile(
     r"|\b802-1x\.(?:password|private-key-password|pin|identity-password)[ \t:]{1,16}"
     r"|\b(?:xfreerdp|wlfreerdp|sdl-freerdp)\b[^\n]{0,512}?[ \t]/p:)([^\s\"']{1,1000})")
 #: a Telegram bot's token (``123456789:AAH…``), also in an API URL (``/bot123456789:AAH…/sendMessage``)
-_TELEGRAM_TOKEN = re.compile(r"(?:(?<=/bot)|(?<![A-Za-z0-9_:]))([0-9]{5,12}:)[A-Za-z0-9_-]{30,60}(?![A-Za-z0-9_-])")
+_TELEGRAM_TOKEN = re.compile(r"(?:(?<=/bot)|(?<![A-Za-z0-9_:]))([0-9]{5,12}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])")
 #: an XML element whose attribute names a setting (``<param name="password">X</param>``, a Java bean's
 #: ``<void property="password"><string>X</string></void>``): its text
 _XML_NAMED = re.compile(r"(<([A-Za-z_][\w.:-]{0,63})\b[^<>]{0,256}?\b(?:name|key|property)\s{0,4}=\s{0,4}"
