@@ -65,8 +65,13 @@ def _from_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
 def run_list(args: argparse.Namespace) -> int:
     """List plugins; returns the exit code."""
     local = args.local or args.config or args.state_dir
-    reports = None
+    url, reports = "", None
     if not local:
+        try:
+            url = base_url(getattr(args, "url", None))
+        except ClientError as exc:
+            print(f"ongrid plugins list: {exc}", file=sys.stderr)
+            return 2
         try:
             reports = _from_daemon(args)
         except RuntimeError as exc:  # the daemon answered with an error (a refused token)
@@ -74,7 +79,7 @@ def run_list(args: argparse.Namespace) -> int:
                 print(f"ongrid plugins list: {exc} (--local loads the plugins here instead)", file=sys.stderr)
                 return 2 if refused(exc) else 1
     if reports is not None:
-        where = f"as loaded by the daemon at {base_url(getattr(args, 'url', None))}"
+        where = f"as loaded by the daemon at {url}"
         tools = stubs = None
     else:
         from ongridd.config import load_config
@@ -90,9 +95,9 @@ def run_list(args: argparse.Namespace) -> int:
         contributions = collect(config)
         reports = [r.to_json() for r in contributions.report]
         tools, stubs = len(contributions.tools), len(contributions.stubs)
-        where = ("loaded here" if local else f"no daemon answers at {base_url(getattr(args, 'url', None))}; "
-                 "loaded here") + " with this configuration and this shell's environment (a daemon started " \
-                                  "otherwise may load differently)"
+        where = (("loaded here" if local else f"no daemon answers at {url}; loaded here")
+                 + " with this configuration and this shell's environment (a daemon started otherwise may load "
+                   "differently)")
     if args.json:
         print(json.dumps(reports, ensure_ascii=False, indent=2))
         return 0

@@ -575,10 +575,9 @@ BUSY = ("⏳ Ongrid is busy right now (every slot is running and the queue is fu
 #: any other error's message is for operators (a provider's URL, session ids, a stored row that
 #: failed) and stays in the web console and the daemon log
 USER_FACING_ERRORS = frozenset({"busy", "stopped", "unauthorized", "not_found", "bad_frame"})
-PROVIDER_FAILED = ("⚠️ The model could not answer this time (its provider failed). Please try again in a moment; "
+PROVIDER_FAILED = ("The model could not answer this time (its provider failed). Please try again in a moment; "
                    "an Ongrid operator finds the details in the web console and the daemon log.")
-FAILED = ("⚠️ This request failed inside Ongrid. An Ongrid operator finds the details in the web console and the "
-          "daemon log.")
+FAILED = "This request failed inside Ongrid. An Ongrid operator finds the details in the web console and the daemon log."
 
 
 def shown_failure(code: str, message: str) -> str:
@@ -617,8 +616,7 @@ class MessageOutlet:
             await self.post(chunk)
 
     async def failed(self, code: str, message: str) -> None:
-        text = (STOPPED if code == "stopped" else BUSY if code == "busy" else
-                message[:500] if message.startswith("⚠️") else f"⚠️ {message[:500]}")
+        text = STOPPED if code == "stopped" else BUSY if code == "busy" else f"⚠️ {message[:500]}"
         await self.show(split_rendered(text, self.limit, self.render)[0])
 
 

@@ -29,7 +29,7 @@ import fnmatch
 import posixpath
 import re
 from urllib.parse import unquote
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ongrid_host.path_policy import JOURNAL_NAMES, PathPolicy
 
@@ -48,6 +48,14 @@ def secret_problem(path: str) -> str | None:
     return None
 
 
+#: how a path of each role is checked (any other role: :meth:`PathPolicy.read_problem`)
+_ROLE_CHECKS: dict[str, Callable[[PathPolicy, str], str | None]] = {
+    "recursive": PathPolicy.recursive_problem,
+    "certificate": PathPolicy.certificate_problem,
+    "journal": lambda policy, path: policy.read_problem(path, JOURNAL_NAMES),
+}
+
+
 def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str | None:
     """Why one of ``paths`` ((word, role) pairs) may not be read, or None."""
     for path, role in dict.fromkeys(paths):
@@ -55,9 +63,7 @@ def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str |
             continue
         problem = secret_problem(path)
         if problem is None:
-            problem = (policy.recursive_problem(path) if role == "recursive" else
-                       policy.certificate_problem(path) if role == "certificate" else
-                       policy.read_problem(path, JOURNAL_NAMES) if role == "journal" else policy.read_problem(path))
+            problem = _ROLE_CHECKS.get(role, PathPolicy.read_problem)(policy, path)
         if problem:
             return problem if role != "recursive" else f"recursive search: {problem}"
     return None
@@ -100,7 +106,7 @@ _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31})://([^\s'\"]*)")
 
 #: a piece that makes the next one the folder later names are read from: ``tar -C DIR``,
 #: ``--directory=DIR``, ``env --chdir DIR``, ``git -C DIR``, a script's ``cd DIR`` / ``os.chdir(DIR)``
-_DIRECTORY_SWITCHES = frozenset({"-C", "--directory", "--chdir", "cd", "pushd", "chdir", "os.chdir", "Dir.chdir"})
+_DIRECTORY_SWITCHES = frozenset({"-C", "cd", "pushd", "chdir", "os.chdir", "Dir.chdir"})
 
 #: a name a command run in a folder may read there (``tar -C /etc -c shadow``, ``ssl/private/k.pem``)
 _NAME = re.compile(r"[\w.@+~/-]+")
@@ -108,7 +114,7 @@ _NAME = re.compile(r"[\w.@+~/-]+")
 
 def _switch(piece: str) -> bool:
     """Whether ``piece`` makes the next word the folder a command runs in: a name of
-    :data:`_DIRECTORY_SWITCHES` or an abbreviation of ``--directory`` / ``--chdir``."""
+    :data:`_DIRECTORY_SWITCHES`, ``--directory`` or ``--chdir``, or an abbreviation of one."""
     return piece in _DIRECTORY_SWITCHES or (len(piece) >= 3 and "--directory".startswith(piece)) or (
         len(piece) >= 4 and "--chdir".startswith(piece))
 
