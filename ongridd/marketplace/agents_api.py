@@ -62,8 +62,8 @@ _HOLDS_SECRET = ("persona rejected: it contains a secret value the daemon holds 
 
 
 #: why the reviewer persona cannot be written through the API (a PUT's error, a GET's ``read_only``)
-_REVIEWER_LOCKED = ("the 'reviewer' persona decides the review gate; it cannot be replaced through the API — an "
-                    "operator can override it with a file in an agents folder")
+_REVIEWER_LOCKED = ("the 'reviewer' persona decides the review gate; it cannot be replaced or deleted through the "
+                    "API — an operator can override it with a file in an agents folder, or remove that file")
 
 class AgentsAPI:
     """``holder``: the RegistryHolder; ``builder``: the RegistryBuilder
@@ -231,13 +231,16 @@ class AgentsAPI:
 
         Returns ``{name, deleted: True, restored_builtin}`` (the built-in of that name is back),
         plus ``now_from`` (a path) when another user file of the same name now defines it.
-        Raises NotFound for an unknown name, OngridError for a built-in (only overridden) or a
+        Raises NotFound for an unknown name, OngridError for a built-in (only overridden), for the
+        review gate's ``reviewer`` (only an operator removes its file) or a
         persona whose file is not in a user agents folder (a plugin's).  The reload parses every
         user persona in a worker thread; cancelling the caller abandons it."""
         name = unicodedata.normalize("NFC", name)
         current = self.agents.by_name(name)
         if current is None:
             raise NotFound(f"no persona {name!r}")
+        if name == "reviewer":  # deleting an operator's override swaps the gate's reviewer as surely as a PUT
+            raise OngridError(_REVIEWER_LOCKED)
         builtin = self.agents.builtin(name)
         if builtin is not None and current is builtin:
             raise OngridError(f"{name!r} is a built-in persona: it cannot be deleted, only overridden "

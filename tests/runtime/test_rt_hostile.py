@@ -106,6 +106,24 @@ async def test_persona_api_refuses_reviewer_binary_and_oversize(tmp_path):
             assert (await http.get(d.base_url + "/api/agents/reviewer")).json()["description"] != "always approves"
 
 
+async def test_persona_api_cannot_delete_the_operators_reviewer(tmp_path):
+    """An operator's reviewer override is removed by the operator only: a DELETE through the API
+    would swap the gate's reviewer as surely as a PUT."""
+    override = tmp_path / "agents" / "reviewer.md"
+    override.parent.mkdir(parents=True)
+    override.write_text("---\nname: reviewer\ndescription: the operator's stricter reviewer\n---\n"
+                        "Review the proposal. End with Decision: approve or Decision: reject.\n")
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
+        async with httpx2.AsyncClient() as http:
+            shown = (await http.get(d.base_url + "/api/agents/reviewer")).json()
+            assert shown["description"] == "the operator's stricter reviewer", shown
+            r = await http.delete(d.base_url + "/api/agents/reviewer")
+            assert r.status_code == 400 and "review gate" in r.json()["error"]["message"], r.text
+            assert override.exists()
+            shown = (await http.get(d.base_url + "/api/agents/reviewer")).json()
+            assert shown["description"] == "the operator's stricter reviewer", shown
+
+
 async def test_a_message_flood_costs_a_few_interjection_calls(tmp_path):
     script = {"default": [{"delay_s": 2.0, "content": "done"}] + [{"content": "noted"}] * 60}
     async with open_daemon(tmp_path, script) as d:
