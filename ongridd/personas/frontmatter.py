@@ -9,6 +9,7 @@ into a warning.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import stat
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ from ruamel.yaml.reader import ReaderError
 from ongridd.yamlbounds import FRONTMATTER_LIMITS, compose_bounded, describe, quote, yaml_type
 
 __all__ = [
-    "MAX_FILE_BYTES", "Frontmatter", "FrontmatterProblem", "ValueTooLarge", "decode", "describe", "parse",
+    "MAX_FILE_BYTES", "Frontmatter", "FrontmatterProblem", "NotJSONValue", "ValueTooLarge", "decode", "describe", "parse",
     "plain", "quote", "read_file_bytes", "read_file_stat", "split", "where", "yaml_type",
 ]
 
@@ -255,13 +256,18 @@ class ValueTooLarge(ValueError):
     """A free-form value exceeds MAX_VALUE_NODES or MAX_VALUE_DEPTH."""
 
 
+class NotJSONValue(ValueError):
+    """A free-form value JSON cannot carry (``.nan``, ``.inf``): the persona's fields go out as JSON."""
+
+
 def plain(value: Any) -> Any:
     """A JSON-safe deep copy of a loaded YAML value.
 
     Mappings → ``dict`` with ``str`` keys, sequences → ``list``, timestamps →
     ISO 8601 text, bytes → text (UTF-8, replacement characters where
     invalid).  Raises :class:`ValueTooLarge` past the node or depth limits
-    or for an integer of more than ``MAX_INT_BITS`` bits.
+    or for an integer of more than ``MAX_INT_BITS`` bits, :class:`NotJSONValue`
+    for a number JSON does not have (``.nan``, ``.inf``, ``-.inf``).
     """
     budget = [MAX_VALUE_NODES]
 
@@ -273,6 +279,8 @@ def plain(value: Any) -> Any:
             raise ValueTooLarge(f"nested deeper than {MAX_VALUE_DEPTH} levels")
         if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > MAX_INT_BITS:
             raise ValueTooLarge(f"an integer of {v.bit_length():,} bits")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise NotJSONValue(f"the number {v} (JSON numbers are finite; quote it to keep it as text)")
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
         if isinstance(v, Mapping):

@@ -26,7 +26,8 @@ from typing import Any
 import attrs
 
 from ongridd.personas import frontmatter as fm
-from ongridd.personas.frontmatter import FrontmatterProblem, ValueTooLarge, describe, plain, quote, where
+from ongridd.personas.frontmatter import (FrontmatterProblem, NotJSONValue, ValueTooLarge, describe, plain, quote,
+                                          where)
 from ongridd.tools.spec import CONTROL_TOOL_NAMES, TOOL_NAME_RE
 
 __all__ = [
@@ -327,6 +328,8 @@ def _metadata(data: Mapping[str, Any], key_lines: Mapping[str, int], out: _Colle
             metadata = plain(meta_value)
         except ValueTooLarge as exc:
             out.error(f"'metadata' is too large ({exc})", key="metadata")
+        except NotJSONValue as exc:
+            out.error(f"'metadata' holds {exc}", key="metadata")
     for key, value in data.items():
         if isinstance(key, str) and key in KNOWN_KEYS:
             continue
@@ -339,6 +342,9 @@ def _metadata(data: Mapping[str, Any], key_lines: Mapping[str, int], out: _Colle
             metadata[skey] = plain(value)
         except ValueTooLarge as exc:
             out.error(f"unknown key {quote(skey)} has a value too large to keep ({exc})", line=line)
+            continue
+        except NotJSONValue as exc:
+            out.error(f"unknown key {quote(skey)} holds {exc}", line=line)
             continue
         out.warn(f"unknown key {quote(skey)} (kept under metadata)", line=line)
     return metadata

@@ -15,7 +15,6 @@ files are answered at once; every other request waits for it (at most
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from quart_trio import QuartTrio
 from quart_trio.wrappers import TrioRequest
 from werkzeug.exceptions import HTTPException
 
+from ongridd import jsontext
 from ongridd.errors import AuthError, Forbidden, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
@@ -98,7 +98,7 @@ class AppServices:
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body, ensure_ascii=False, default=str), status=status,
+    return Response(jsontext.dumps(body, ensure_ascii=False, default=str), status=status,
                     content_type="application/json; charset=utf-8")
 
 
@@ -111,11 +111,23 @@ def _error(status: int, code: str, message: str) -> Response:
 
 
 async def _body_json() -> Any:
-    """The request body as JSON, or None when it is missing or unusable
-    (invalid UTF-8 or JSON, absurd nesting): callers answer 400 then."""
+    """The request body as JSON (see :func:`parse_body`)."""
+    return parse_body(await request.get_data())
+
+
+def parse_body(raw: str | bytes) -> Any:
+    """``raw`` as JSON, or None when it is empty or not JSON (invalid UTF-8 or JSON, absurd
+    nesting): callers answer 400 then, or (a plugin's route) read ``raw`` their own way.
+    Raises OngridError (400) for JSON that holds a number JSON does not have (``NaN``,
+    ``Infinity``, ``1e999``), naming it: Python would read it, then write JSON no browser
+    or PostgreSQL reads."""
+    if not raw:
+        return None
     try:
-        return await request.get_json(force=True, silent=True)
-    except (ValueError, RecursionError, UnicodeDecodeError):
+        return jsontext.loads(raw)
+    except jsontext.NonFiniteNumber as exc:
+        raise OngridError(f"request body: {exc}") from None
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
 
 
@@ -501,14 +513,11 @@ def _add_plugin_routes(app: QuartTrio, services: AppServices, current_user: Call
             raw = await request.get_data()
             if len(raw) > PLUGIN_OPEN_BODY_MAX:  # chunked bodies carry no length up front
                 return _error(413, "too_large", f"body over {PLUGIN_OPEN_BODY_MAX:,} bytes")
-            try:
-                body = json.loads(raw) if raw else None
-            except (ValueError, RecursionError, UnicodeDecodeError):
-                body = None
+            body = parse_body(raw)
         else:
             user = current_user()
             raw = await request.get_data()
-            body = await _body_json()
+            body = parse_body(raw)
         # werkzeug's Headers is a case-insensitive str → str mapping (not a registered Mapping);
         # get_data() without as_text returns bytes
         preq = PluginRequest(method=request.method, path="/" + path,

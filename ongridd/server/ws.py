@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from ongridd import jsontext
 from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateError
 from ongridd.logs import get_logger
 from ongridd.metrics import WS_CLIENTS
@@ -61,10 +62,10 @@ def _parse(raw: Any) -> dict:
     if len(raw) > MAX_FRAME_CHARS:
         raise BadFrame(f"frame too large ({len(raw)} chars; limit {MAX_FRAME_CHARS})")
     try:
-        frame = json.loads(raw)
+        frame = jsontext.loads(raw)
     except json.JSONDecodeError as exc:
         raise BadFrame(f"frame is not valid JSON: {exc.msg} at char {exc.pos}") from None
-    except (ValueError, RecursionError) as exc:  # 5000-digit numbers, absurd nesting
+    except (ValueError, RecursionError) as exc:  # NaN, 1e999, 5000-digit numbers, absurd nesting
         raise BadFrame(f"frame is not acceptable JSON: {str(exc)[:120] or type(exc).__name__}") from None
     if not isinstance(frame, dict):
         raise BadFrame(f"frame must be a JSON object, got {type_name(frame)}")
@@ -135,8 +136,8 @@ def merge_tokens(frames: list[dict]) -> list[dict]:
 
 def dump_frame(frame: dict) -> str:
     """JSON text of a frame; unpaired surrogates are replaced by U+FFFD so the
-    frame can always be sent as UTF-8."""
-    return valid_text(json.dumps(frame, ensure_ascii=False, default=str))
+    frame can always be sent as UTF-8, a non-finite number by ``null`` so a browser can parse it."""
+    return valid_text(jsontext.dumps(frame, ensure_ascii=False, default=str))
 
 
 def _peer(scope: Any) -> str | None:

@@ -50,6 +50,7 @@ import jsonschema_rs
 import referencing
 from jsonschema import Draft202012Validator
 
+from ongridd import jsontext
 from ongridd.errors import ToolArgumentsError
 from ongridd.tools.schema_check import DRAFT_2020_12, first_fast_error, schema_key, schema_nodes
 from ongridd.typenames import type_name
@@ -72,23 +73,19 @@ def preview(raw: str, limit: int = PREVIEW_CHARS) -> str:
     return f"{raw[:limit]!r}… ({len(raw):,} chars)"
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_arguments(tool_name: str, raw: str | None) -> dict[str, Any]:
     """Parse a tool call's raw argument text into a dict.
 
     ``""``, whitespace or ``None`` (parameterless tools) give
     ``{}``.  Raises ToolArgumentsError when the text is not JSON (including
-    ``NaN``/``Infinity``, which JSON does not have) or is JSON but not an
+    ``NaN``/``Infinity`` and ``1e999``, which JSON does not have) or is JSON but not an
     object.  The message names ``tool_name`` and quotes at most
     :data:`PREVIEW_CHARS` characters of ``raw``.
     """
     if raw is None or not raw.strip():
         return {}
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = jsontext.loads(raw)
     except json.JSONDecodeError as exc:
         raise ToolArgumentsError(
             f"invalid JSON arguments for {tool_name}: {exc.msg}: line {exc.lineno} column {exc.colno} "

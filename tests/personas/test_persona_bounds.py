@@ -142,6 +142,21 @@ def test_huge_numbers_are_refused_not_kept():
     assert persona is None and "has a value too large to keep (an integer of 20,000 bits)" in warnings[0]
 
 
+@pytest.mark.parametrize("value, shown", [(".nan", "nan"), (".inf", "inf"), ("-.Inf", "-inf")])
+def test_numbers_json_has_not_are_refused_with_their_key(value, shown):
+    """The persona's fields go out as JSON (GET /api/agents, the console): a metadata value
+    JSON cannot carry would make every listing unreadable to a browser."""
+    persona, warnings = parse_persona_text(f"---\nname: n\ndescription: d\nmetadata:\n  x: [1, {value}]\n---\nb\n",
+                                           "p.md")
+    assert persona is None
+    assert warnings == [f"p.md:4: 'metadata' holds the number {shown} (JSON numbers are finite; quote it to keep "
+                        "it as text); file skipped"], warnings
+    persona, warnings = parse_persona_text(f"---\nname: n\ndescription: d\nextra: {value}\n---\nb\n", "p.md")
+    assert persona is None and f"unknown key 'extra' holds the number {shown}" in warnings[0], warnings
+    persona, _ = parse_persona_text(f"---\nname: n\ndescription: d\nmetadata: {{x: '{value}'}}\n---\nb\n", "p.md")
+    assert persona is not None and persona.metadata["x"] == value
+
+
 def test_a_flood_of_warnings_is_capped_and_keeps_the_errors():
     tools = ", ".join(f"not a tool {i}" for i in range(3000))
     text = f"---\nname: p\ndescription: d\ntools: [{tools}]\nmax_turns: zero\n---\nb\n"

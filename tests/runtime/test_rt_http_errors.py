@@ -95,3 +95,28 @@ async def test_a_query_integer_that_is_not_ascii_digits_is_a_400(tmp_path, value
         r = await http.get(d.base_url + "/api/sessions?limit=" + value)
         assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
         assert "limit: expected an integer" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("number, named", [("NaN", "NaN is not a JSON value"), ("-Infinity", "-Infinity is not"),
+                                           ("1e999", "the number 1e999 is beyond")])
+async def test_a_number_json_has_not_is_a_400_naming_it_and_nothing_is_stored(tmp_path, number, named):
+    """Python reads NaN, Infinity and 1e999; a browser, ``JSON.parse`` and PostgreSQL's json type do
+    not.  Such a body is refused with the reason, so every answer stays JSON that any reader parses."""
+    import json
+
+    def strict(text: str):
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in an answer: {text[:200]}"))
+
+    body = '{"kind": "deploy", "subject": "web", "actor": "ci", "detail": {"n": %s}}' % number
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d, httpx2.AsyncClient() as http:
+        r = await http.post(d.base_url + "/api/changes", content=body.encode(),
+                            headers={"content-type": "application/json"})
+        assert r.status_code == 400 and named in r.json()["error"]["message"], r.text
+        listed = await http.get(d.base_url + "/api/changes")
+        assert listed.status_code == 200 and strict(listed.text)["changes"] == [], listed.text
+        r = await http.post(d.base_url + "/api/marketplace/install", content=b'{"name": "x", "v": %s}' % number.encode())
+        assert r.status_code == 400 and named in r.json()["error"]["message"], r.text
+        async with d.ws("nan-frame") as c:
+            await c.send('{"type": "user_message", "text": "hi", "n": %s}' % number)
+            frame = await c.until_type("error")
+            assert frame["code"] == "bad_frame" and named in frame["message"], frame
