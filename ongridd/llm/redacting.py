@@ -28,6 +28,7 @@ so a message is always redacted against every secret held when it is sent.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
@@ -60,7 +61,23 @@ def redact_message(message: Message, scrub: Callable[[Any], Any] = redact) -> Me
 
 def _redact_call(call: ToolCall, scrub: Callable[[Any], Any]) -> ToolCall:
     arguments = scrub(call.arguments)
+    if type(arguments) is str and "\\" in arguments:
+        arguments = _scrub_decoded(arguments, scrub)
     return call if arguments == call.arguments else attrs.evolve(call, arguments=arguments)
+
+
+def _scrub_decoded(text: str, scrub: Callable[[Any], Any]) -> str:
+    """Arguments whose JSON escapes spell a secret the text itself does not show
+    (``\\u0073k-…`` is read ``sk-…`` by the tool, a JSON reader, the next prompt): written
+    again in the canonical form (``json.dumps``, no ASCII escapes) with the secret redacted.
+    ``text`` itself when decoded it holds no secret either, or is not JSON (a tool refuses it)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    canonical = json.dumps(value, ensure_ascii=False)
+    scrubbed = scrub(canonical)
+    return text if scrubbed == canonical else scrubbed
 
 
 def redact_request(request: ModelRequest, scrub: Callable[[Any], Any] = redact) -> ModelRequest:

@@ -12,7 +12,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
 from ongridd.runtime.decision import parse_decision
-from tests.runtime.rt_helpers import open_daemon
+from tests.runtime.rt_helpers import db_rows, open_daemon
 
 
 @pytest.mark.parametrize("answer", [
@@ -155,6 +155,37 @@ async def test_a_long_answer_reaches_a_client_whole(tmp_path):
                     else:
                         assert frame["type"] != "error", frame
             assert frame["text"] == text and streamed == text
+
+
+async def test_a_held_secret_spelled_with_json_escapes_by_the_model_is_redacted_everywhere(tmp_path, monkeypatch):
+    """``\\u0061lice-…`` reads ``alice-…`` to the tool, the console, any JSON reader and the next
+    prompt: the token it spells is redacted in the interim frame, the stored messages, the audit
+    row, the database and the next model request."""
+    token = "alice-escaped-token-0123456789"
+    monkeypatch.setenv("RT_ESCAPED_TOKENS", f"alice:{token}")
+    escaped = "\\u0061" + token[1:]
+    script = {"default": [
+        {"tool_calls": [{"name": "SendMessage", "raw_arguments": '{"text": "leak %s end"}' % escaped}]},
+        {"content": "done"}]}
+    async with open_daemon(tmp_path, script, server={"tokens_env": "RT_ESCAPED_TOKENS"}) as d:
+        async with d.ws("escaped", token=token) as c:
+            await c.send({"type": "user_message", "text": "go"})
+            interim = await c.until_type("interim")
+            await c.until_type("final")
+            sid = c.session_id
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+            messages = (await http.get(f"{d.base_url}/api/sessions/{sid}/messages")).text
+            audit = (await http.get(f"{d.base_url}/api/sessions/{sid}/audit")).text
+        next_request = json.dumps(d.requests("default")[1].body)
+    tail = token[1:]  # whatever the escape of its first letter, the rest would show
+    for seen, where in ((json.dumps(interim), "interim frame"), (messages, "messages"), (audit, "audit"),
+                        (next_request, "next model request")):
+        assert tail not in seen, where
+    assert "[redacted]" in interim["text"] and "[redacted]" in audit
+    db = tmp_path / "state" / "ongrid.db"
+    for table in ("chat_messages", "audit_logs"):
+        assert not db_rows(db, f"SELECT * FROM {table} WHERE CAST({'tool_calls' if table == 'chat_messages' else 'arguments'} "
+                               "AS TEXT) LIKE ?", (f"%{tail}%",)), table
 
 
 async def test_unpaired_surrogate_from_the_model_does_not_break_the_socket(tmp_path):

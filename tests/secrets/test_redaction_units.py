@@ -214,6 +214,56 @@ async def test_model_requests_and_answers_are_redacted():
     assert inner.closed
 
 
+class _Answers:
+    """Answers every call with one tool call whose arguments are ``arguments``."""
+
+    def __init__(self, arguments: str) -> None:
+        self.arguments = arguments
+        self.seen: list[ModelRequest] = []
+
+    async def stream(self, request):
+        self.seen.append(request)
+        call = ToolCall(id="c", name="SendMessage", arguments=self.arguments)
+        yield Completion(message=Message(role="assistant", tool_calls=(call,)), finish_reason="tool_calls")
+
+
+@pytest.mark.parametrize("spelled", [
+    "\\u0073k-test-ABCDEFGHIJKLMNOP",  # one letter escaped
+    "".join(f"\\u{ord(c):04x}" for c in KEY),  # every letter
+    f"{KEY} and \\u0073k-test-ABCDEFGHIJKLMNOP",  # once plain, once escaped
+    "sk\\u002dtest-ABCDEFGHIJKLMNOP",  # a dash escaped
+])
+async def test_a_secret_spelled_with_json_escapes_in_tool_arguments_is_redacted(spelled):
+    """The tool, the store, the audit and the next prompt all read the arguments decoded:
+    a secret hidden behind escapes is found in the decoded text, and the arguments are
+    written again in canonical form with it redacted."""
+    raw = '{"text": "leak %s end", "n": 1}' % spelled
+    assert KEY in json.loads(raw)["text"]
+    inner = _Answers(raw)
+    model = RedactingModel(inner)
+    with REGISTRY.hold([KEY]):
+        done = [e async for e in model.stream(ModelRequest(messages=[Message(role="user", content="go")]))][-1]
+        arguments = done.message.tool_calls[0].arguments
+        assert KEY not in arguments and KEY not in json.dumps(json.loads(arguments)["text"], ensure_ascii=False)
+        assert json.loads(arguments)["text"].startswith("leak ") and REDACTED in arguments
+        assert json.loads(arguments)["n"] == 1
+        # the same text sent back in the history (a model's own earlier call) goes out redacted too
+        history = Message(role="assistant", tool_calls=(ToolCall(id="c", name="SendMessage", arguments=raw),))
+        [e async for e in model.stream(ModelRequest(messages=[history]))]
+        sent = inner.seen[-1].messages[0].tool_calls[0].arguments
+        assert KEY not in json.loads(sent)["text"], sent
+
+
+def test_arguments_with_escapes_but_no_secret_are_left_as_written():
+    from ongridd.llm.redacting import redact_message
+
+    message = Message(role="assistant", tool_calls=(
+        ToolCall(id="c", name="t", arguments='{"cmd": "printf \'a\\nb\' \\u00e9"}'),
+        ToolCall(id="d", name="t", arguments='{"cmd": "not json \\u0073'),))
+    with REGISTRY.hold([KEY]):
+        assert redact_message(message, redact) is message
+
+
 class _Chunked:
     """Streams ``pieces`` as text deltas, then the whole text as the completion."""
 
