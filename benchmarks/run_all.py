@@ -38,6 +38,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -219,6 +220,8 @@ def main() -> None:
         guarded("ratios", print_ratios, ongrid_flow, peer_figures)
     if chosen("serve"):
         counts = ["--sessions", "1", "200", "1000", "--single-turns", "10" if q else "30"]
+        if shutil.which("valgrind"):  # instructions per turn: the one serve figure a busy host does not move
+            counts += ["--instructions", "5" if q else "10"]
         relay("serve", [PY, str(HERE / "serve_bench.py"), *counts], 3600)
     if chosen("model-client"):
         relay("model-client", [PY, str(HERE / "model_client_bench.py"), *(["--calls", "20"] if q else [])], 600)

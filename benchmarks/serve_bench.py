@@ -2,6 +2,7 @@
 
     python benchmarks/serve_bench.py [--sessions 1 200 1000] [--single-turns 20] [--burst]
                                      [--rate 200=50 1000=100] [--delay-s 0.1] [--no-instant]
+                                     [--instructions TURNS]
 
 Everything runs as it does in production, each in its own process: ``ongrid fake-llm``
 (the scripted model) and, for each session count, a fresh ``ongridd serve`` with SQLite
@@ -24,6 +25,14 @@ p50/p99 overhead = end-to-end − the model's own time (6 × ``--delay-s``), the
 CPU per turn (utime + stime of the daemon process from ``/proc/<pid>/stat``, over the
 turns), its peak RSS (``VmHWM``) and the rows stored in its database after a graceful
 stop, against the rows the turns must leave.
+
+CPU time on a shared virtual machine moves with what else runs on the host (the same
+commit measured twice a day apart differed by half).  Two figures that do not: the header
+prints this machine's speed now (CPU of a fixed pure-Python loop, :func:`reference_loop_ms`),
+and ``--instructions TURNS`` counts the instructions the daemon executes per turn (user space,
+under ``valgrind --tool=callgrind``: the same count whatever else the machine does), for
+``TURNS`` turns of the N = 1 shape (a fresh connection each, the model answering at once;
+the count does not depend on the model's delay).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -148,6 +158,86 @@ def bare_wakeup_ms(gap_s: float, wakeups: int = 40) -> float:
     return trio.run(reader)
 
 
+def reference_loop_ms() -> float:
+    """This machine's speed now: CPU milliseconds (this thread's) of a fixed pure-Python loop
+    (dict, string and integer work; the best of three).  Compare it between runs before comparing
+    their CPU figures."""
+    def loop() -> int:
+        seen: dict[str, int] = {}
+        for i in range(200_000):
+            key = f"k{i % 1000}"
+            seen[key] = seen.get(key, 0) + i
+        return sum(seen.values())
+
+    best = float("inf")
+    for _ in range(3):
+        start = time.thread_time()
+        loop()
+        best = min(best, time.thread_time() - start)
+    return best * 1e3
+
+
+def serve_command(run: Path, n: int, port: int) -> list[str]:
+    """``ongridd serve`` on ``port`` with a fresh state dir, config and agents folder (the
+    benchmark's worker) in ``run``, sized for ``n`` turns at once."""
+    (run / "agents").mkdir(parents=True)
+    (run / "agents" / "bench-worker.md").write_text(WORKER)
+    config = run / "ongrid.yaml"
+    config.write_text(json.dumps({  # JSON is YAML 1.2
+        "agents": {"user_dirs": [str(run / "agents")]},
+        # every client is user "local" (no tokens): let all N turns run at once; and as many model calls
+        # as N turns make at once (at 100 turns/s × 0.6 s of model time, ~60 are in flight on average)
+        "llm": {"max_retries": 0, "timeout_s": 600, "max_concurrent_calls": max(64, 2 * n)},
+        "limits": {"worker_timeout_s": 900, "max_concurrent_turns": 2 * n, "max_turns_per_user": 2 * n},
+    }))
+    return ongridd("serve", "--config", str(config), "--state-dir", str(run / "state"),
+                   "--listen", f"127.0.0.1:{port}")
+
+
+@contextlib.contextmanager
+def running_daemon(command: list[str], run: Path, llm_url: str, stop_timeout_s: float) -> Iterator[subprocess.Popen]:
+    """``command`` (an ``ongridd serve``) running in ``run`` against the model at ``llm_url``,
+    its log in ``run/daemon.log``; stopped with SIGTERM at the end of the block (killed
+    when it does not stop within ``stop_timeout_s`` or the block failed)."""
+    daemon = subprocess.Popen(command, cwd=run, env=env(ONGRID_LLM_BASE_URL=llm_url, ONGRID_LLM_MODEL="scripted"),
+                              stdout=subprocess.DEVNULL, stderr=open(run / "daemon.log", "w"))
+    try:
+        yield daemon
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=stop_timeout_s)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+
+
+def instructions_per_turn(work: Path, llm_url: str, turns: int) -> float:
+    """Instructions (millions, user space) the daemon executes per turn of the N = 1 shape — a
+    fresh connection, hello, one turn, close — counted by callgrind over ``turns`` turns after
+    one uncounted warm-up turn.  ``FileNotFoundError`` when valgrind is not installed."""
+    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if not (valgrind and control):
+        raise FileNotFoundError("valgrind (with callgrind_control) is not installed")
+    run = work / "run-instructions"
+    port = free_port()
+    callgrind = [valgrind, "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={run}/callgrind.out.%p"]
+    with running_daemon([*callgrind, *serve_command(run, 1, port)], run, llm_url, stop_timeout_s=600) as daemon:
+        wait_healthy(daemon, f"http://127.0.0.1:{port}", timeout_s=600)
+        ws_url = f"ws://127.0.0.1:{port}/ws"
+        trio.run(drive, ws_url, 1, 0, True, "bench-warmup-")
+        subprocess.run([control, "--instr=on", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
+        _, failed, _, _ = trio.run(drive, ws_url, turns, 0, True, "bench-")
+        subprocess.run([control, "--instr=off", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
+        if failed:
+            raise RuntimeError(f"{failed} of {turns} turns under callgrind did not answer")
+    total = 0
+    for dump in run.glob("callgrind.out.*"):
+        for line in dump.read_text().splitlines():
+            if line.startswith("totals:"):
+                total += int(line.split()[1])
+    return total / turns / 1e6
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -251,22 +341,8 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
             fake_pid: int | None = None, label: str = "") -> dict:
     """One daemon, one load; prints its figures and returns them."""
     run = work / f"run-{n}-{'seq' if sequential else rate or 'burst'}{'-' + label.split()[-1] if label else ''}"
-    (run / "agents").mkdir(parents=True)
-    (run / "agents" / "bench-worker.md").write_text(WORKER)
-    config = run / "ongrid.yaml"
-    config.write_text(json.dumps({  # JSON is YAML 1.2
-        "agents": {"user_dirs": [str(run / "agents")]},
-        # every client is user "local" (no tokens): let all N turns run at once; and as many model calls
-        # as N turns make at once (at 100 turns/s × 0.6 s of model time, ~60 are in flight on average)
-        "llm": {"max_retries": 0, "timeout_s": 600, "max_concurrent_calls": max(64, 2 * n)},
-        "limits": {"worker_timeout_s": 900, "max_concurrent_turns": 2 * n, "max_turns_per_user": 2 * n},
-    }))
     port = free_port()
-    daemon = subprocess.Popen(
-        ongridd("serve", "--config", str(config), "--state-dir", str(run / "state"), "--listen", f"127.0.0.1:{port}"),
-        cwd=run, env=env(ONGRID_LLM_BASE_URL=llm_url, ONGRID_LLM_MODEL="scripted"),
-        stdout=subprocess.DEVNULL, stderr=open(run / "daemon.log", "w"))
-    try:
+    with running_daemon(serve_command(run, n, port), run, llm_url, stop_timeout_s=300) as daemon:
         wait_healthy(daemon, f"http://127.0.0.1:{port}")
         # one warm-up turn (first-use imports and caches), not in the figures; its rows are counted
         trio.run(drive, f"ws://127.0.0.1:{port}/ws", 1, 0, True, "bench-warmup-")
@@ -284,12 +360,6 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
         waits = blocking_waits(daemon.pid) - waits0
         model1 = model_response_s(base)
         rss = peak_rss_mib(daemon.pid)
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=300)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
     stored = count_rows(run / "state" / "ongrid.db")
     expected = {k: v * (n + 1) for k, v in PER_TURN.items()}  # + the warm-up turn
     over = [t - model_s for t in e2e]
@@ -374,6 +444,9 @@ def main() -> None:
     parser.add_argument("--delay-s", type=float, default=0.1, help="the scripted model's delay per call")
     parser.add_argument("--no-instant", action="store_true",
                         help="skip the N=1 run against a model that answers at once")
+    parser.add_argument("--instructions", type=int, default=0, metavar="TURNS",
+                        help="also count the daemon's instructions per turn under callgrind over TURNS turns "
+                             "(needs valgrind; 0 = skip, the default)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
     args = parser.parse_args()
     rates = {int(k): float(v) for k, v in (item.split("=") for item in args.rate)}
@@ -386,6 +459,8 @@ def main() -> None:
         llm_url, fake_pid = fakes.enter_context(scripted_model(work, args.delay_s))
         print(f"serve bench: ongridd serve + ongrid fake-llm ({llm_url}), {MODEL_CALLS} model calls per turn "
               f"× {args.delay_s} s, SQLite; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+        print(f"machine speed now: a fixed pure-Python loop takes {reference_loop_ms():.1f} ms CPU "
+              "(compare it between runs before comparing their CPU figures)")
         for n in args.sessions:
             if n == 1:
                 results.append(run_one(work, llm_url, args.single_turns, 0, True, model_s, fake_pid))
@@ -399,6 +474,17 @@ def main() -> None:
             results.append(run_one(work, llm_url, n, rates.get(n, n / 4), False, model_s, fake_pid))
             if args.burst:
                 results.append(run_one(work, llm_url, n, 0, False, model_s, fake_pid))
+        if args.instructions:
+            instant_url, _ = fakes.enter_context(scripted_model(work / "instant-callgrind", 0.0))
+            try:
+                millions = instructions_per_turn(work, instant_url, args.instructions)
+            except FileNotFoundError as exc:
+                print(f"instructions: not counted: {exc}")
+            else:
+                results.append({"shape": "instructions", "turns": args.instructions,
+                                "instructions_m_per_turn": millions})
+                print(f"instructions: {millions:.2f} M per turn (the daemon's user space, callgrind, "
+                      f"{args.instructions} turns of the N=1 shape: connection, hello, turn, close)")
     if args.json:
         print(json.dumps(results))
 
