@@ -103,9 +103,11 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     watch = PageWatch(page)
     # a wrong token is refused, the right one signs in and lands on the thread in the URL
     page.goto(url + "/#/t/ops-room")
+    page.locator("#conn.online").wait_for()  # signed out, the daemon still answers: the badge says so
     page.locator("#token").fill("wrong-token-0123456789")
     page.locator("#signin button[type=submit]").click()
     page.locator("#signin-error").filter(has_text="not valid").wait_for()
+    assert page.locator("#conn").inner_text() == "online"
     page.locator("#token").fill(ALICE)
     page.locator("#signin button[type=submit]").click()
     page.locator("#conn.online").wait_for()
@@ -402,6 +404,18 @@ def test_personas_edit_save_warning_and_delete(console):
     page.locator("#persona-meta").filter(has_text="builtin").wait_for()
     assert page.locator("#persona-save").is_visible()
     assert page.locator("#persona-body").get_attribute("readonly") is None
+    # at 390 px the list stacks like the marketplace's: no cell squeezed, nothing off screen
+    page.goto(url + "/#/personas")
+    row.wait_for()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(100)
+    assert page.evaluate("document.documentElement.scrollWidth <= 390 + 1")
+    assert page.evaluate("document.querySelector('#view-personas .scroll').scrollWidth"
+                         " <= document.querySelector('#view-personas .scroll').clientWidth + 1")
+    description = row.locator("td[data-label='description']")
+    description.scroll_into_view_if_needed()
+    box = description.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1 and box["width"] > 200, box
     ctx.close()
 
 
@@ -416,6 +430,14 @@ def test_marketplace_install_and_uninstall(console):
     row.locator("button[data-action='install']").click()
     page.locator("#market-result.good").filter(has_text="installed").wait_for(timeout=120_000)
     row.locator(".installed", has_text="yes").wait_for()
+    # an uninstall is asked first: declined, nothing happens
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    row.locator("button[data-action='uninstall']").click()
+    page.wait_for_timeout(300)
+    assert asked and "ongrid-example-postmortem" in asked[0], asked
+    assert row.locator(".installed").inner_text() == "yes"
+    page.once("dialog", lambda d: d.accept())
     row.locator("button[data-action='uninstall']").click()
     page.locator("#market-result.good").filter(has_text="uninstall").wait_for(timeout=120_000)
     row.locator(".installed", has_text="no").wait_for()

@@ -57,7 +57,9 @@ def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
     with daemon(tmp_path, {"default": [{"http_status": 400}]}, tokens=f"carol:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "failing-room")
-        page.locator("#text").fill("Will this fail?")
+        page.set_viewport_size({"width": 390, "height": 600})
+        # taller than the log: the thread opens scrolled, and must show the note at its end
+        page.locator("#text").fill("Will this fail?\n" + "\n".join(f"detail line {i}" for i in range(60)))
         page.locator("#text").press("Enter")
         turn = page.locator(".turn", has=page.locator(".msg.user", has_text="Will this fail?"))
         turn.locator(".msg.noanswer", has_text="provider_error").wait_for(timeout=30_000)
@@ -68,6 +70,9 @@ def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
         page.locator("#conn.online").wait_for()
         turn.locator(".msg.noanswer", has_text="provider_error").wait_for(timeout=15_000)
         assert turn.locator(".msg.noanswer").inner_text() == live and page.locator("#banner").is_hidden()
+        below = "(() => { const l = document.getElementById('log'); return l.scrollHeight - l.clientHeight - l.scrollTop; })()"
+        assert page.evaluate("document.getElementById('log').scrollHeight > document.getElementById('log').clientHeight")
+        page.wait_for_function(f"{below} <= 2", timeout=5_000)  # the note is in view, not below the fold
         assert watch.errors == []
 
 

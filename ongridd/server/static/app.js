@@ -141,6 +141,7 @@ function showSignin(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   disconnect();
   showView("signin");
+  checkHealth();  // the daemon answers: only the token is missing
   $("signin-error").textContent = message || "";
   $("token").focus();
 }
@@ -171,7 +172,13 @@ function afterSignin() {
 // The badge says whether the chat socket is attached; on the pages that have none (and never while
 // signing in or opening a thread, whose socket is about to connect) it follows the API instead.
 function badgeFollowsApi() {
-  return !state.wsWanted && ["personas", "persona", "market", "session"].includes(state.view);
+  return !state.wsWanted && ["personas", "persona", "market", "session", "signin"].includes(state.view);
+}
+
+// the badge from /healthz (the pages without a chat socket, the sign-in page among them)
+function checkHealth() {
+  if (!badgeFollowsApi()) return;
+  fetch("/healthz").then((r) => setConn(r.ok, r.ok ? "online" : "offline"), () => setConn(false, "offline"));
 }
 
 function showView(name) {
@@ -473,6 +480,8 @@ async function loadTranscript(sessionId, gen) {
     // the error the turn ended with, as the live view said it (none stored: cut off by a restart)
     last.el.append(noAnswer(interrupted.last_turn_error));
   }
+  // again: the notes above came after the first scroll, and the last one is what the reader needs
+  if (gen === state.attachGen) scrollLog();
 }
 
 function parseJson(text) {
@@ -892,10 +901,7 @@ setInterval(() => {
 }, 500);
 setInterval(() => { if (!$("view-chat").hidden && state.sessionId) loadThreads(); }, 15000);
 // no chat socket on this page: the badge follows whether the daemon answers, not only the last API call
-setInterval(() => {
-  if (!badgeFollowsApi()) return;
-  fetch("/healthz").then((r) => setConn(r.ok, r.ok ? "online" : "offline"), () => setConn(false, "offline"));
-}, 10000);
+setInterval(checkHealth, 10000);
 
 // ---------------------------------------------------------------- composer
 function onSend(ev) {
@@ -1034,10 +1040,11 @@ async function loadPersonas() {
   for (const p of rows) {
     const warnings = Array.isArray(p.warnings) ? p.warnings : [];
     tbody.append(el("tr", { "data-persona": p.name },
-      el("td", {}, el("a", { href: `#/personas/${encodeURIComponent(p.name)}`, text: p.name })),
-      el("td", { text: originOf(p) }),
-      el("td", { text: String(p.description || "") }),
-      el("td", {}, warnings.length ? el("ul", { class: "warnings" }, ...warnings.map((w) => el("li", { text: String(w) }))) : "")));
+      el("td", { "data-label": "" }, el("a", { href: `#/personas/${encodeURIComponent(p.name)}`, text: p.name })),
+      el("td", { "data-label": "origin", text: originOf(p) }),
+      el("td", { "data-label": "description", text: String(p.description || "") }),
+      el("td", { "data-label": warnings.length ? "warnings" : "" },
+        warnings.length ? el("ul", { class: "warnings" }, ...warnings.map((w) => el("li", { text: String(w) }))) : "")));
   }
 }
 
@@ -1160,6 +1167,8 @@ function marketVersion(r) {
 }
 
 async function marketAction(action, name, btn) {
+  // an uninstall takes the package's tools and personas away from everyone at once: asked first, like a delete
+  if (action === "uninstall" && !confirm(`Uninstall ${name}? Its tools and personas leave the running daemon.`)) return;
   const out = $("market-result");
   btn.disabled = true;
   out.className = "result";
