@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
@@ -41,12 +42,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls = cs.add_parser("list", help="the recorded changes, Ongrid's own and those from outside, newest first")
     ls.add_argument("--kind", default=None, help=f"only this kind: {KINDS_HELP}, or Ongrid's own kinds")
     ls.add_argument("--subject", default=None, help="only changes of this subject (exact)")
-    ls.add_argument("--since", default=None, metavar="TIME", help="from this time on: RFC 3339, unix seconds or 'now-2h'")
-    ls.add_argument("--until", default=None, metavar="TIME", help="before this time")
+    ls.add_argument("--since", default=None, metavar="TIME", type=_ago,
+                    help="from this time on: RFC 3339, unix seconds, 'now-2h', or '2h' for 2 hours ago")
+    ls.add_argument("--until", default=None, metavar="TIME", type=_ago, help="before this time (the same forms)")
     ls.add_argument("--limit", type=int, default=50, help="at most this many (1..1000, default 50)")
     ls.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_client_args(ls)
     ls.set_defaults(func=run_list)
+
+
+#: a bare duration ("2h", "1h30m", "90m"): for --since and --until it means that long ago
+_BARE_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w|y))+")
+
+
+def _ago(value: str) -> str:
+    """``value`` as the daemon's time grammar reads it: a bare duration is that long ago (``2h`` →
+    ``now-2h``); anything else is passed on as written (the daemon names what it cannot read)."""
+    return f"now-{value.strip()}" if _BARE_DURATION.fullmatch(value.strip().lower()) else value
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -66,11 +78,12 @@ def run_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no changes recorded" + (" matching that" if len(query) > 1 else ""))
         return 0
+    width = min(40, max(len(str(row.get("subject"))) for row in rows))  # the actors line up
     for row in rows:
         by = f" (recorded by {row['recorded_by']})" if row.get("recorded_by") else ""
         detail = json.dumps(row.get("detail") or {}, ensure_ascii=False, sort_keys=True)
-        print(one_line(f"{row.get('occurred_at')}  {str(row.get('kind')):<11} {row.get('subject')}  by {row.get('actor')}"
-                       f"{by}  {detail if detail != '{}' else ''}").rstrip())
+        print(one_line(f"{row.get('occurred_at')}  {str(row.get('kind')):<11} {str(row.get('subject')):<{width}}  "
+                       f"by {row.get('actor')}{by}  {detail if detail != '{}' else ''}").rstrip())
     return 0
 
 

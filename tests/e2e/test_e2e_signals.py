@@ -111,6 +111,12 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
         lines = shown.stdout.splitlines()
         assert len(lines) == 2 and "search" in lines[0] and "checkout" in lines[1] and '"version": "1.4.2"' in lines[1]
         assert lines[1].startswith("2026-03-02T10:03:00") and "recorded by ci-bot" in lines[1]
+        assert lines[0].index(" by ") == lines[1].index(" by ")  # subjects of other lengths: the actors line up
+        for since, expected in (("1h", 1), ("100000d", 2), ("now-100000d", 2)):  # a bare duration: that long ago
+            shown = subprocess.run(ongrid("changes", "list", "--kind", "deploy", "--since", since, "--json", "--url",
+                                          url, "--token-file", str(token_file)),
+                                   env=env(), capture_output=True, text=True, timeout=60)
+            assert shown.returncode == 0 and len(json.loads(shown.stdout)) == expected, (since, shown.stderr)
         as_json = subprocess.run(ongrid("changes", "list", "--json", "--limit", "1", "--url", url, "--token-file",
                                         str(token_file)), env=env(), capture_output=True, text=True, timeout=60)
         assert as_json.returncode == 0 and len(json.loads(as_json.stdout)) == 1
