@@ -40,7 +40,7 @@ from ongridd.errors import NotFound, OngridError, PersonaError
 from ongridd.logs import get_logger
 from ongridd.marketplace.locks import registry_lock
 from ongridd.personas.frontmatter import MAX_FILE_BYTES
-from ongridd.personas.origin import persona_origin, persona_warnings
+from ongridd.personas.origin import files_without_persona, persona_origin, persona_warnings
 from ongridd.personas.parse import parse_persona_text, persona_to_text
 from ongridd.personas.registry import content_digest
 from ongridd.secretset import redact
@@ -95,6 +95,15 @@ class AgentsAPI:
         """Every persona as ``ongrid agents list --json`` shows it, plus ``origin``
         (``builtin|user|plugin:<name>``) and the load ``warnings`` about its file."""
         return [self._described(p) for p in sorted(self.agents.snapshot().values(), key=lambda p: p.name)]
+
+    def skipped(self) -> builtins.list[dict]:
+        """The files of the last load of the agents folders that gave no persona (unusable, a
+        duplicate name, an unreadable folder): ``[{path, warnings}]`` by path, every held
+        secret redacted from the warnings (they may quote the file)."""
+        report = getattr(self.agents, "last_report", None)
+        sources = [p.source for p in self.agents.snapshot().values()]
+        return [{"path": redact(f["path"]), "warnings": [redact(w) for w in f["warnings"]]}
+                for f in files_without_persona(getattr(report, "warnings", ()) or (), sources)]
 
     def _described(self, persona: Any) -> dict:
         out = persona.to_dict()

@@ -4,11 +4,13 @@
 ``plugin:<name>`` (a file or folder a plugin registered) or ``user`` (an
 agents folder of the operator).  :func:`persona_warnings` picks the warnings
 of the last load that name the persona's file (every load warning starts with
-its path).  Pure functions on paths; no file is read.
+its path); :func:`files_without_persona` the files those warnings are about
+that gave no persona at all.  Pure functions on paths; no file is read.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -44,4 +46,27 @@ def persona_warnings(source: str, warnings: Iterable[str]) -> list[str]:
     return out[:MAX_WARNINGS]
 
 
-__all__ = ["persona_origin", "persona_warnings"]
+def warning_path(warning: str) -> str:
+    """The file (or folder) a load warning is about: the text before its ``:line:`` or
+    ``: `` (a warning starts with the path it is about)."""
+    match = _PATH_OF.match(warning)
+    return match.group(1) if match else warning.partition(": ")[0]
+
+
+def files_without_persona(warnings: Iterable[str], sources: Iterable[str]) -> list[dict[str, Any]]:
+    """``[{path, warnings}]``: the files (and folders) the load ``warnings`` are about that
+    produced no persona in ``sources`` — a file skipped as unusable, a duplicate name, an
+    unreadable folder — sorted by path, at most MAX_WARNINGS warnings each."""
+    used = {str(s) for s in sources}
+    by_path: dict[str, list[str]] = {}
+    for warning in warnings:
+        path = warning_path(warning)
+        if path not in used:
+            by_path.setdefault(path, []).append(warning)
+    return [{"path": path, "warnings": found[:MAX_WARNINGS]} for path, found in sorted(by_path.items())]
+
+
+#: a warning's path: up to a ``.md`` file's name followed by ``:``
+_PATH_OF = re.compile(r"(.+?\.md)(?=:)")
+
+__all__ = ["files_without_persona", "persona_origin", "persona_warnings", "warning_path"]

@@ -384,6 +384,11 @@ def _add_agent_routes(app: QuartTrio, services: AppServices, current_user: Calla
         current_user()
         return _json(services.agents_api.list())
 
+    @app.get("/api/agents-skipped")
+    async def agents_skipped():
+        current_user()
+        return _json(services.agents_api.skipped())
+
     @app.get("/api/agents/<name>")
     async def agents_get(name: str):
         current_user()

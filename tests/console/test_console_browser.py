@@ -404,6 +404,22 @@ def test_personas_edit_save_warning_and_delete(console):
     page.locator("#persona-meta").filter(has_text="builtin").wait_for()
     assert page.locator("#persona-save").is_visible()
     assert page.locator("#persona-body").get_attribute("readonly") is None
+    # a file dropped into an agents folder that gives no persona is listed above the table, with why
+    broken = console["tmp"] / "agents" / "broken-yaml.md"
+    broken.write_text("---\nname: broken\ndescription: [unclosed\n---\nbody\n")
+    try:
+        page.goto(url + "/#/personas")
+        skipped = page.locator("#personas-skipped")
+        for _ in range(30):  # the watcher reloads within a second or two
+            page.reload()
+            row.wait_for()
+            page.wait_for_timeout(300)
+            if skipped.is_visible():
+                break
+            page.wait_for_timeout(500)
+        assert "broken-yaml.md" in skipped.inner_text() and "file skipped" in skipped.inner_text()
+    finally:
+        broken.unlink()
     # at 390 px the list stacks like the marketplace's: no cell squeezed, nothing off screen
     page.goto(url + "/#/personas")
     row.wait_for()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ongridd.personas.origin import persona_origin, persona_warnings
+from ongridd.personas.origin import files_without_persona, persona_origin, persona_warnings, warning_path
 
 
 def test_origin_of_builtin_plugin_and_user_files(tmp_path):
@@ -26,3 +26,20 @@ def test_warnings_are_those_naming_the_file():
     warnings = ["/a/b.md:4: unknown tool 'x'", "/a/b.md.bak:1: other file", "/a/bb.md:2: other", "/a/b.md: skipped"]
     assert persona_warnings("/a/b.md", warnings) == ["/a/b.md:4: unknown tool 'x'", "/a/b.md: skipped"]
     assert len(persona_warnings("/a/b.md", ["/a/b.md: w"] * 500)) == 50
+
+
+def test_files_without_persona_groups_the_warnings_of_files_that_gave_none():
+    warnings = [
+        "/a/x.md.d/bad.md:3: invalid YAML in frontmatter: …; file skipped",
+        "/a/x.md.d/bad.md: a second note",
+        "/a/good.md:4: unknown tool 'nope' (did you mean 'host_du'?)",
+        "/a/dup.md: duplicate persona name 'good' (also in /a/good.md); /a/good.md is used, being first",
+        "/locked: cannot read the folder: Permission denied",
+    ]
+    assert warning_path(warnings[0]) == "/a/x.md.d/bad.md" and warning_path(warnings[4]) == "/locked"
+    assert files_without_persona(warnings, ["/a/good.md"]) == [
+        {"path": "/a/dup.md", "warnings": [warnings[3]]},
+        {"path": "/a/x.md.d/bad.md", "warnings": warnings[:2]},
+        {"path": "/locked", "warnings": [warnings[4]]},
+    ]
+    assert files_without_persona([], ["/a/good.md"]) == []

@@ -1035,6 +1035,7 @@ async function fetchTable(tableId, path) {
 }
 
 async function loadPersonas() {
+  loadSkippedFiles();
   const [tbody, rows] = await fetchTable("personas", "/api/agents");
   if (!rows) return;
   for (const p of rows) {
@@ -1046,6 +1047,22 @@ async function loadPersonas() {
       el("td", { "data-label": warnings.length ? "warnings" : "" },
         warnings.length ? el("ul", { class: "warnings" }, ...warnings.map((w) => el("li", { text: String(w) }))) : "")));
   }
+}
+
+// the agents folders' files that gave no persona (broken YAML, no name, a duplicate), with why:
+// a file dropped into a folder that never shows up in the list says so here
+async function loadSkippedFiles() {
+  const box = $("personas-skipped");
+  let files = [];
+  try { files = await api("GET", "/api/agents-skipped"); } catch (_) { files = []; }
+  files = Array.isArray(files) ? files : [];
+  box.hidden = !files.length;
+  box.replaceChildren(...(files.length ? [
+    el("div", { text: `${files.length} file${files.length === 1 ? "" : "s"} in the agents folders gave no persona:` }),
+    el("ul", { class: "warnings" }, ...files.map((f) => el("li", {},
+      el("code", { text: String(f.path) }),
+      el("ul", {}, ...(Array.isArray(f.warnings) ? f.warnings : []).map((w) => el("li", { text: String(w) })))))),
+  ] : []));
 }
 
 function personaFile(p) {
