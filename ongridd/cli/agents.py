@@ -167,8 +167,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     persona = registry.by_name(args.name)
     if persona is None:
         known = ", ".join(registry.names()) or "none"
-        hint = ("" if getattr(args, "config", None) or getattr(args, "agents_dir", None) else
-                " (personas in your own folders: pass --config FILE, the daemon's configuration, or --agents-dir DIR)")
+        hint = ("" if getattr(args, "config", None) or getattr(args, "agents_dir", None)
+                or getattr(args, "state_dir", None) else
+                " (personas in your own folders: pass the daemon's --state-dir DIR or --config FILE, "
+                "or --agents-dir DIR; without them ./var is read)")
         _print(f"no persona named {args.name!r}; known: {known}{hint}", sys.stderr)
         return 1
     if args.json:

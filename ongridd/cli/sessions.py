@@ -28,12 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            ("audit", "every tool call of the session and its children"),
                            ("messages", "the stored transcript of a session")):
         q = ss.add_parser(name, help=helptext)
-        q.add_argument("session_id", help="a session id (the id `sessions list` shows, not the thread name)")
+        q.add_argument("session_id", help="a session id (as `sessions list` shows it), the start of one, or a thread's name")
         q.add_argument("--json", action="store_true", help="print JSON")
         add_client_args(q)
         q.set_defaults(func=run)
     q = ss.add_parser("export", help="a thread with its whole tree, messages and audit as one JSON document")
-    q.add_argument("session_id", help="the thread's session id (as `sessions list` shows it)")
+    q.add_argument("session_id", help="the thread's session id (as `sessions list` shows it), the start of one, "
+                                      "or the thread's name")
     q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     form = q.add_mutually_exclusive_group()  # both: a usage error (exit 2), before any request
     form.add_argument("--markdown", action="store_true", help="a readable transcript instead of JSON")
@@ -215,13 +216,42 @@ def format_messages(rows: list[dict]) -> list[str]:
 _SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 
 
+def _resolve(args: argparse.Namespace, given: str) -> str | None:
+    """The session id ``given`` names: a session id as it is; else the one thread of yours
+    named exactly ``given``, or the one session id among your threads' that starts with it
+    (8 characters at least) — said on stderr; else ``given`` unchanged (the daemon answers
+    404 for it).  None when the daemon cannot be reached (said on stderr)."""
+    if _SESSION_ID.match(given):
+        return given
+    try:
+        threads = http_json("GET", args, "/api/sessions?limit=200")
+    except ClientError as exc:
+        print(f"ongrid: {exc}", file=sys.stderr)
+        return None
+    except RuntimeError:
+        return given  # the request for the session itself says what is wrong
+    rows = [r for r in threads if isinstance(r, dict) and isinstance(r.get("id"), str)] if isinstance(threads, list) else []
+    named = [r for r in rows if r.get("thread") == given]
+    if not named and len(given) >= 8:
+        named = [r for r in rows if r["id"].startswith(given.lower())]
+    if len(named) != 1:
+        return given
+    from ongridd.cli.termui import safe_text
+
+    print(safe_text(f"(thread {_one_line(named[0].get('thread') or '')!r}: session {named[0]['id']})"), file=sys.stderr)
+    return named[0]["id"]
+
+
 def run(args: argparse.Namespace) -> int:
     """Exit 0 on success, 1 on an HTTP error (e.g. 404), 2 when the daemon cannot be reached or
     refuses the caller (401, 403)."""
     if args.sessions_command == "list":
         path = f"/api/sessions?limit={max(1, min(args.limit, 200))}"
     else:
-        path = f"/api/sessions/{quote(args.session_id, safe='')}/{args.sessions_command}"
+        ident = _resolve(args, args.session_id)
+        if ident is None:
+            return 2
+        path = f"/api/sessions/{quote(ident, safe='')}/{args.sessions_command}"
     try:
         data = http_json("GET", args, path)
     except ClientError as exc:
@@ -230,8 +260,8 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         hint = ""
         if args.sessions_command != "list" and "404" in str(exc) and not _SESSION_ID.match(args.session_id):
-            hint = (f" ({args.session_id!r} is not a session id: give the id `ongrid sessions list` shows "
-                    "for the thread, not its name)")
+            hint = (f" ({args.session_id!r} is neither a session id nor the name or id start of one of "
+                    "your threads: `ongrid sessions list` shows them)")
         print(f"ongrid: {exc}{hint}", file=sys.stderr)
         return 2 if refused(exc) else 1
     if args.sessions_command == "export":
