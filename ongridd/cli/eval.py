@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="NAME", help="model name at --llm-base-url (required with it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--only", nargs="+", metavar="NAME", default=[], help="run only these incidents")
+    p.add_argument("--list", action="store_true", help="print the suite's incidents (name and question) and run none")
     p.set_defaults(func=run)
 
 
@@ -58,6 +59,13 @@ def run(args: argparse.Namespace) -> int:
         incidents = load_suite(folder, args.only)
     except ConfigError as exc:
         return _usage(str(exc))
+    if args.list:
+        from ongridd.cli.termui import safe_text
+
+        width = max((len(i.name) for i in incidents), default=0)
+        for incident in incidents:
+            print(safe_text(f"{incident.name:<{width}}  {' '.join(incident.question.split())}"))
+        return 0
     if not args.llm_base_url:
         unscripted = [i.name for i in incidents if i.script is None]
         if unscripted:

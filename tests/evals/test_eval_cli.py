@@ -111,3 +111,13 @@ def test_any_openai_compatible_endpoint(tmp_path):
     assert data["model"] == "some-model"
     [item] = data["incidents"]
     assert (item["f1"], item["tool_calls"], item["dispatches"], item["model_calls"]) == (1.0, 2, 1, 4)
+
+
+def test_list_prints_the_suite_and_runs_nothing():
+    proc = ongrid("--list", timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    names = [i.name for i in load_suite(builtin_suite_dir())]
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == names
+    assert "?" in proc.stdout.splitlines()[0]  # the question follows the name
+    only = ongrid("--list", "--only", names[1], timeout=60)
+    assert only.returncode == 0 and only.stdout.split()[0] == names[1] and len(only.stdout.splitlines()) == 1
