@@ -181,6 +181,15 @@ def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
 THREAD_COLUMN_MAX = 48
 
 
+def _clip(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: cut after a word, with ``…``, when longer."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
+
+
 def format_threads(rows: list[dict]) -> list[str]:
     """A header row, then one line per thread: last activity, running marker, thread name (the
     column as wide as the longest, at most :data:`THREAD_COLUMN_MAX`), id, last user text."""
@@ -193,9 +202,9 @@ def format_threads(rows: list[dict]) -> list[str]:
         why = r.get("last_turn_error")
         if mark == "interrupted" and isinstance(why, str) and why:  # it ended with an error, not by a crash
             mark = "stopped" if why.startswith("stopped:") else "failed"
-        text = _one_line(r.get("last_user_text") or "")[:80]
+        text = _clip(_one_line(r.get("last_user_text") or ""), 80)
         if mark in ("failed", "stopped"):  # why, after the question it left unanswered
-            text += f"  — {_one_line(why)[:120]}"
+            text += f"  — {_clip(_one_line(why), 100)}"
         out.append(f"{r.get('updated_at', ''):<32}  {mark:<11} {name:<{width}}  {r['id']}  {text}")
     return out
 

@@ -49,6 +49,18 @@ def test_threads_say_why_a_turn_ended_without_an_answer():
     assert " interrupted " in cut and cut.endswith("q3")
 
 
+def test_a_long_question_and_reason_are_cut_after_a_word():
+    why = ("provider_error: model call failed: HTTP 400: the script for persona 'default' is used up: it has 2 "
+           "step(s) and session '01a24bbd-1111-7000-8000-000000000000' asked for step 2")
+    rows = [{"updated_at": "t", "thread": "a", "id": "s1", "last_user_text": "why is " + "very " * 30 + "slow?",
+             "last_turn": "interrupted", "last_turn_error": why}]
+    _, line = format_threads(rows)
+    question, _, reason = line.partition("  — ")
+    assert question.endswith("very…") and len(question.split("s1  ", 1)[1]) <= 80
+    assert reason.endswith("…") and len(reason) <= 100 and reason[:-1] == why[:len(reason) - 1].rstrip()
+    assert why.startswith(reason[:-1]) and not reason[:-1].endswith(" ")
+
+
 def test_thread_column_fits_the_longest_name_and_cuts_a_very_long_one():
     ids = ["01a24b3f-6546-7000-8000-00000000000" + str(i) for i in range(3)]
     rows = [{"updated_at": "t", "thread": name, "id": sid, "last_user_text": "q", "last_turn": "completed"}
