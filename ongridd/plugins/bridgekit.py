@@ -160,6 +160,63 @@ def markdown_blocks(text: str) -> list[Block]:
     return blocks
 
 
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?(\s*:?-{3,}:?\s*\|)+(\s*:?-{3,}:?\s*)?\|?\s*$")
+#: a table wider than this many characters is left as it was written (a code block would only wrap)
+TABLE_MAX_WIDTH = 120
+
+
+def _cells(row: str) -> list[str]:
+    inner = row.strip()[1:-1]
+    cells = re.split(r"(?<!\\)\|", inner)
+    # the markup a cell may hold would show as written inside a code block
+    return [re.sub(r"\*\*|__|`", "", c.replace("\\|", "|")).strip() for c in cells]
+
+
+def table_text(rows: list[str]) -> str | None:
+    """A GFM table (a header row, a ``|---|`` rule, body rows) as plain text in aligned
+    columns, or None when it is not one or would be wider than TABLE_MAX_WIDTH."""
+    if len(rows) < 2 or not _TABLE_RULE.match(rows[1]):
+        return None
+    table = [_cells(r) for r in (rows[0], *rows[2:])]
+    columns = max(len(r) for r in table)
+    table = [r + [""] * (columns - len(r)) for r in table]
+    widths = [max(len(r[i]) for r in table) for i in range(columns)]
+    if sum(widths) + 2 * (columns - 1) > TABLE_MAX_WIDTH:
+        return None
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def text_and_tables(lines: list[str]) -> list[tuple[str, str]]:
+    """``lines`` cut into ``("text", lines)`` and ``("table", aligned text)`` pieces, in order
+    (one pass; a run of ``| … |`` lines that is no table stays text)."""
+    out: list[tuple[str, str]] = []
+    text: list[str] = []
+    i = 0
+    while i < len(lines):
+        if _TABLE_ROW.match(lines[i]):
+            j = i
+            while j < len(lines) and _TABLE_ROW.match(lines[j]):
+                j += 1
+            table = table_text(lines[i:j])
+            if table is not None:
+                if text:
+                    out.append(("text", "\n".join(text)))
+                    text = []
+                out.append(("table", table))
+            else:
+                text.extend(lines[i:j])
+            i = j
+        else:
+            text.append(lines[i])
+            i += 1
+    if text or not out:
+        out.append(("text", "\n".join(text)))
+    return out
+
+
 INLINE_RE = re.compile(
     r"(?P<code>`[^`\n]+`)"
     r"|(?P<link>\[(?P<ltext>[^\]\n]{1,500})\]\((?P<url>[^)\s]{1,2000})\))"
@@ -721,8 +778,10 @@ class MarkupStyle:
                 out.append(self.link(url, text))
             elif kind == "plain":
                 out.append(self.text(text))
-            else:
-                out.append({"code": self.code, "bold": self.bold, "italic": self.italic}[kind](text))
+            elif kind == "code":
+                out.append(self.code(text))
+            else:  # a code span inside bold or italic text: its backticks would show as written
+                out.append((self.bold if kind == "bold" else self.italic)(re.sub(r"`([^`\n]+)`", r"\1", text)))
         return "".join(out)
 
     def line(self, line: str) -> str:
@@ -736,11 +795,16 @@ class MarkupStyle:
         return self.inline(line)
 
     def render(self, markdown: str) -> str:
-        """The platform rendering of ``markdown`` (one pass per line)."""
+        """The platform rendering of ``markdown`` (one pass per line).  A table (which no chat
+        platform's markup has) becomes a code block of aligned columns (:func:`table_text`)."""
         parts = []
         for block in markdown_blocks(markdown):
             if block.kind == "code":
                 parts.append(self.code_block(block.text, block.lang))
-            else:
-                parts.append("\n".join(self.line(line) for line in block.text.split("\n")))
+                continue
+            for kind, piece in text_and_tables(block.text.split("\n")):
+                if kind == "table":
+                    parts.append(self.code_block(piece, ""))
+                else:
+                    parts.append("\n".join(self.line(line) for line in piece.split("\n")))
         return "\n".join(parts)

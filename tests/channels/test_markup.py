@@ -49,3 +49,38 @@ def test_feishu_md_code_and_link_text_carry_no_tag():
     assert "[＜at user_id=\"all\">everyone＜/at>](https://example.com/%3Cx%3E)" in out
     assert "`＜at user_id=\"all\">＜/at>`" in out
     assert "```at_user_idallat\nsort < in.txt > out.txt; echo \"＜at id=all>＜/at>\"\n```" in out
+
+
+TABLE = """Disk report:
+
+| path | size | note |
+|---|---:|---|
+| `/var/log` | 9.1 GB | **journal** |
+| /var/lib/docker | 2 GB | <b>old</b> \\| images |
+
+Done."""
+
+
+def test_a_table_becomes_aligned_columns_in_a_code_block():
+    # no chat platform's markup has tables: as written they showed as rows of pipes
+    aligned = ("path             size    note\n"
+               "---------------  ------  -------------------\n"
+               "/var/log         9.1 GB  journal\n"
+               "/var/lib/docker  2 GB    <b>old</b> | images")
+    slack = to_mrkdwn(TABLE)
+    assert "```\n" + aligned.replace("<", "&lt;").replace(">", "&gt;") + "\n```" in slack
+    assert slack.startswith("Disk report:\n") and slack.endswith("\nDone.")
+    telegram = to_html(TABLE)
+    assert "<pre><code>" + aligned.replace("<", "&lt;").replace(">", "&gt;") + "</code></pre>" in telegram
+    assert "<b>old</b>" not in telegram
+
+
+def test_pipes_that_are_no_table_and_a_table_too_wide_stay_as_written():
+    assert to_mrkdwn("| a | b |\n| c | d |") == "| a | b |\n| c | d |"  # no |---| rule
+    wide = "| " + " | ".join("x" * 30 for _ in range(5)) + " |\n|" + "---|" * 5 + "\n| 1 | 2 | 3 | 4 | 5 |"
+    assert to_mrkdwn(wide) == wide
+
+
+def test_code_inside_bold_loses_its_backticks_not_its_bold():
+    assert to_html("**size of `/var`**") == "<b>size of /var</b>"
+    assert to_mrkdwn("**size of `/var`** and `x`") == "*size of /var* and `x`"
