@@ -379,17 +379,32 @@ MAX_INTERIM_CHARS = 1500
 
 @attrs.define
 class Progress:
-    """What the placeholder shows: the last SendMessage text and the agent
-    tiles (``{task_id: {subagent_type, description, status}}``)."""
+    """What the placeholder shows: the last SendMessage text, or the text the
+    coordinator wrote before its last tool call ("Dispatching the disk
+    specialist."), and the agent tiles (``{task_id: {subagent_type,
+    description, status}}``)."""
 
     interim: str = ""
     tiles: dict[str, dict[str, str]] = attrs.field(factory=dict)
     #: the turn's place in the admission queue (0: not queued / started)
     queue_position: int = 0
+    #: text streamed since the last tool call: shown once a tool call follows it (the answer's own
+    #: text is followed by none and goes out whole as the final message)
+    said: str = ""
 
     def apply(self, frame: dict) -> bool:
         """Take one frame; True when the placeholder should change."""
         kind = frame.get("type")
+        if kind == "token":
+            if len(self.said) < MAX_INTERIM_CHARS:
+                self.said += str(frame.get("text") or "")
+            return False
+        if kind == "tool":
+            said, self.said = self.said.strip(), ""
+            if said and frame.get("status") == "started":
+                self.interim = said[:MAX_INTERIM_CHARS]
+                return True
+            return False
         if kind == "interim" and isinstance(frame.get("queue_position"), int):
             self.queue_position = max(0, frame["queue_position"])
             return True

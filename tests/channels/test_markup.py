@@ -84,3 +84,23 @@ def test_pipes_that_are_no_table_and_a_table_too_wide_stay_as_written():
 def test_code_inside_bold_loses_its_backticks_not_its_bold():
     assert to_html("**size of `/var`**") == "<b>size of /var</b>"
     assert to_mrkdwn("**size of `/var`** and `x`") == "*size of /var* and `x`"
+
+
+def test_the_placeholder_shows_what_the_coordinator_said_before_a_tool_call():
+    from ongridd.plugins.bridgekit import Progress
+
+    progress = Progress()
+    for piece in ("Dispatching ", "the disk specialist."):
+        assert progress.apply({"type": "token", "text": piece}) is False  # no edit per streamed piece
+    assert progress.apply({"type": "tool", "name": "AgentTool", "status": "started"}) is True
+    assert progress.lines()[:3] == ["⏳ _Working on it…_", "", "Dispatching the disk specialist."]
+    assert progress.apply({"type": "tool", "name": "AgentTool", "status": "ok"}) is False
+    # the answer's own text is followed by no tool call: it is not shown in the placeholder
+    progress.apply({"type": "token", "text": "The journal holds 9 GB."})
+    progress.apply({"type": "final", "text": "The journal holds 9 GB."})
+    assert "The journal holds 9 GB." not in progress.markdown()
+    # a SendMessage's own text wins over what preceded it
+    progress.apply({"type": "token", "text": "Let me tell you:"})
+    progress.apply({"type": "tool", "name": "SendMessage", "status": "started"})
+    progress.apply({"type": "interim", "text": "Still looking at /var."})
+    assert "Still looking at /var." in progress.markdown() and "Let me tell you" not in progress.markdown()
