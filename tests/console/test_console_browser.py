@@ -300,7 +300,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.reload()
     page.locator("#conn.online").wait_for()
     page.locator(".turn", has=page.locator(".msg.user", has_text="Trace it again")).locator(
-        ".msg.noanswer", has_text="No answer: stopped: the turn was stopped").wait_for(timeout=15_000)
+        ".msg.noanswer", has_text="Stopped — the turn was stopped.").wait_for(timeout=15_000)  # as live
     assert page.locator(".msg.noanswer").count() == 1  # the answered turns have none
     # the message that joined turn 2 is shown inside it, not as a turn of its own that never answered
     second = page.locator(".turn", has=page.locator(".msg.user", has_text="Trace the network"))

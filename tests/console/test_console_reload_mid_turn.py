@@ -73,6 +73,8 @@ def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
         below = "(() => { const l = document.getElementById('log'); return l.scrollHeight - l.clientHeight - l.scrollTop; })()"
         assert page.evaluate("document.getElementById('log').scrollHeight > document.getElementById('log').clientHeight")
         page.wait_for_function(f"{below} <= 2", timeout=5_000)  # the note is in view, not below the fold
+        # the thread list marks the thread whose last turn failed, as `sessions list` does
+        page.locator("#threads a[data-thread='failing-room'] .ended-mark.failed").wait_for(state="attached")
         assert watch.errors == []
 
 

@@ -220,13 +220,21 @@ async function loadThreads() {
     const a = el("a", { href: `#/t/${encodeURIComponent(r.thread)}`, "data-thread": r.thread,
                         "aria-current": r.thread === state.thread ? "true" : null },
       el("span", { class: "name", text: r.thread, title: r.thread }),
-      r.running ? el("span", { class: "running-mark", text: "running" }) : null,
+      r.running ? el("span", { class: "running-mark", text: "running" }) : endedMark(r),
       el("span", { class: "when", text: r.updated_at ? when(r.updated_at) : "new" }),
       r.last_user_text ? el("span", { class: "last", text: r.last_user_text }) : null);
     a.addEventListener("click", () => toggleSidebar(false));
     list.append(el("li", {}, a));
     if (r.thread === state.thread && r.running && !state.running) setRunning(true);
   }
+}
+
+// how the thread's last turn ended without an answer, as `ongrid sessions list` says it (its LAST TURN)
+function endedMark(r) {
+  if (r.last_turn !== "interrupted") return null;
+  const why = typeof r.last_turn_error === "string" ? r.last_turn_error : "";
+  const kind = !why ? "interrupted" : why.startsWith("stopped:") ? "stopped" : "failed";
+  return el("span", { class: `ended-mark ${kind}`, text: kind, title: why || "cut off by a restart" });
 }
 
 function toggleSidebar(open) {
@@ -471,8 +479,10 @@ async function loadTranscript(sessionId, gen) {
   scrollLog();
   // a turn a later one followed without an answer failed, was stopped or was cut off by a restart
   // (the live banner that said so is gone after a reload); the last one only once the daemon says so
+  // worded as the live view said it: a stop is no failure ("Stopped — …"), anything else "No answer: code: …"
   const noAnswer = (why) => el("div", { class: "msg noanswer",
-    text: why ? `No answer: ${String(why)}` : "No answer: this turn failed, was stopped or was cut off by a restart." });
+    text: !why ? "No answer: this turn failed, was stopped or was cut off by a restart."
+      : String(why).startsWith("stopped: ") ? `Stopped — ${String(why).slice(9)}.` : `No answer: ${String(why)}` });
   turns.slice(0, -1).filter((t) => !t.answered).forEach((t) => t.el.append(noAnswer()));
   const last = turns[turns.length - 1];
   const interrupted = last && !last.answered ? await interruptedThread(sessionId) : null;
