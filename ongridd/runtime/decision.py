@@ -27,8 +27,11 @@ The rule, line by line:
   non-ASCII character (a look-alike letter, a zero-width or no-break space).
 * The answer approves only when it has at least one decision line, every
   decision line approves, and no line says no anywhere else (its skeleton
-  holds ``reject``, ``deny``/``denied``, ``disapprov``, ``veto`` or a
-  ``not approve`` form: ``Final verdict: REJECT`` beside a clean approval
+  holds ``reject``, ``deny``/``denied``, ``disapprov``, ``veto``, ``declin``,
+  ``refuse to``, ``unable to``, a ``not approve`` form, a ``do/should/must
+  not run|proceed|allow…`` form, ``no-go``, ``hold off``, or their Chinese
+  forms (``拒绝``, ``否决``, ``不批准`` …), with every apostrophe look-alike
+  read as ``'``: ``Final verdict: REJECT`` beside a clean approval
   rejects; a reason that merely mentions such a word rejects too — fail
   closed), and no approving line stands inside a fenced code block (quoted
   material, such as the proposal, is not the reviewer's verdict).
@@ -72,12 +75,24 @@ _LOOKALIKES = str.maketrans({
     "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ɢ": "g", "ʜ": "h", "ɪ": "i", "ᴊ": "j", "ᴋ": "k",
     "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v",
     "ᴡ": "w", "ʏ": "y", "ᴢ": "z", "ı": "i", "ȷ": "j", "ɑ": "a", "ɡ": "g", "ɩ": "i", "ɵ": "o",
+    # apostrophes as models and keyboards write them: "shouldn’t" is "shouldn't"
+    "’": "'", "‘": "'", "ʼ": "'", "ʹ": "'", "′": "'", "‛": "'", "´": "'", "ˈ": "'", "`": "'",
 })
 _DROP_CATEGORIES = frozenset({"Cf", "Cc", "Mn", "Me", "Co", "Cs"})
 #: tag brackets go, their content stays: ``<decision>reject</decision>`` must still be seen
 _SKELETON_MARKS = re.compile(r"[<>*_~`\\/]")
-#: words that say no, anywhere in the answer (on the skeleton: lower case, no white space)
-_NEGATIVE = re.compile(r"reject|deny|denied|disapprov|veto|(?:not|n't|nt|never|cannot)(?:be)?approv")
+#: words that say no, anywhere in the answer (on the skeleton: lower case, no white space, every
+#: apostrophe an ASCII one): reject, deny, veto, decline, refuse to, unable to, a "not approve" form,
+#: "do/should/must … not run/proceed/allow", a no-go, and the same in Chinese (a supported locale).
+#: A list of words can never hold every way of saying no; it backs the decision line up, which must
+#: be exactly "Decision: approve" for anything to run.
+_NEGATIVE = re.compile(
+    r"reject|deny|denied|disapprov|veto|declin|refus(?:e|ed|ing)?to|irefuse|unableto|notableto"
+    r"|(?:not|n't|nt|never|cannot)(?:be)?approv"
+    r"|(?:do|does|should|must|can|may|will|would|wo|sha|need)(?:not|n't|never)(?:be)?"
+    r"(?:run|proceed|execut|allow|permit|go|do|perform|appl)"
+    r"|no-go|holdoff"
+    r"|拒绝|否决|驳回|不批准|不予批准|不能批准|不同意|不允许|不通过|不可执行|不要执行|不应执行")
 #: a fenced code block's opening or closing line (its lines are quoted material, not a verdict)
 _FENCE = re.compile(r"^[ \t>]*(```|~~~)")
 _SKELETON_LEAD = re.compile(
