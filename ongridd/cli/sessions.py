@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         hint = ""
         if args.sessions_command != "list" and "404" in str(exc) and not _SESSION_ID.match(args.session_id):
-            hint = (f" ({args.session_id!r} is neither a session id nor the name or id start of one of "
+            hint = (f" ({args.session_id!r} is not a session id, nor the name or the id's start of one of "
                     "your threads: `ongrid sessions list` shows them)")
         print(f"ongrid: {exc}{hint}", file=sys.stderr)
         return 2 if refused(exc) else 1
