@@ -33,6 +33,18 @@ HOOK_NAMES = (
 )
 ROUTE_AUTH = ("token", "none")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+#: the paths the daemon serves itself, exactly, and the folders whose every path it serves: a plugin
+#: route there would never run, and it must not lend a daemon route an open route's exemptions (no
+#: origin check); ``/api/plugins/<plugin>/…`` stays free for plugins
+DAEMON_PATHS = ("/", "/healthz", "/readyz", "/metrics", "/ws", "/api/me", "/api/plugins", "/api/agents-skipped")
+DAEMON_FOLDERS = ("/static", "/api/sessions", "/api/agents", "/api/marketplace")
+
+
+def daemon_path(path: str) -> bool:
+    """True when the daemon serves ``path`` itself: one of :data:`DAEMON_PATHS`, or one of
+    :data:`DAEMON_FOLDERS` or below it (compared without a trailing slash and in any case)."""
+    bare = path.rstrip("/").lower() or "/"
+    return bare in DAEMON_PATHS or any(bare == p or bare.startswith(p + "/") for p in DAEMON_FOLDERS)
 
 
 class PluginRoute(NamedTuple):
@@ -137,6 +149,10 @@ class Staging:
             raise self._fail(f"route: method must be one of {', '.join(HTTP_METHODS)}, got {method!r}")
         if not isinstance(path, str) or not path.startswith("/") or " " in path:
             raise self._fail(f"route: path must be a string starting with '/', got {path!r}")
+        if daemon_path(path):
+            raise self._fail(f"route {method.upper()} {path}: the daemon serves that path itself "
+                             f"({', '.join(DAEMON_PATHS)}, and {', '.join(DAEMON_FOLDERS)} with every path below "
+                             "them); choose another, e.g. under /api/plugins/<your plugin>/")
         if not callable(handler):
             raise self._fail(f"route {method.upper()} {path}: handler must be an async callable")
         key = (method.upper(), path)

@@ -71,6 +71,49 @@ def test_a_route_auth_outside_the_allowlist_fails_the_plugin(monkeypatch, bad):
     assert not out.routes
 
 
+@pytest.mark.parametrize("path", ["/api/sessions", "/api/marketplace/install", "/API/Agents/default", "/healthz/",
+                                  "/", "/ws", "/static/app.js", "/api/agents-skipped", "/api/plugins",
+                                  "/api/sessions/x/audit"])
+def test_a_route_at_a_path_the_daemon_serves_fails_the_plugin(monkeypatch, path):
+    def routes(register, context):
+        register("POST", path, _svc, auth="none")
+
+    out = _collect(monkeypatch, _module("ongridtest_shadow", ongrid_register_routes=routes))
+    assert not out.report[0].ok and "the daemon serves that path itself" in out.report[0].error
+    assert not out.routes
+
+
+def test_every_route_of_the_daemon_is_a_path_plugins_may_not_take():
+    from ongridd.plugins.staging import daemon_path
+
+    app = create_app(AppServices(config=Config(), auth=Authenticator({})))
+    rules = [r for r in app.url_map.iter_rules() if r.endpoint != "plugin_route"]
+    assert rules
+    for rule in rules:
+        sample = rule.rule.replace("<path:", "<").split("<")[0] + ("x" if "<" in rule.rule else "")
+        assert daemon_path(sample), rule.rule
+    for free in ("/api/channels/slack/events", "/api/changes", "/api/alerts/alertmanager", "/api/agentsx",
+                 "/hook", "/api/sessionsfoo", "/api/plugins/sample/status", "/healthz/extra"):
+        assert not daemon_path(free), free
+
+
+async def test_a_plugin_route_at_a_daemon_path_lends_it_no_exemption():
+    # registered past the plugin manager's check (a table built by hand): the daemon's own route
+    # answers, with the origin check and the small anonymous body limit as ever
+    async def handler(req):
+        return PluginResponse(status=200, body={"plugin": True})
+
+    table = {(m, p): PluginRoute("p", m, p, handler, "none")
+             for m, p in (("POST", "/api/marketplace/install"), ("GET", "/api/sessions"))}
+    app = create_app(AppServices(config=Config(), auth=Authenticator({}), plugin_routes=lambda: table))
+    client = app.test_client()
+    evil = {"Host": "evil.example:8650", "Origin": "http://evil.example", "Content-Type": "text/plain"}
+    resp = await client.post("/api/marketplace/install", data=b'{"name": "x"}', headers=evil)
+    assert resp.status_code == 403, await resp.get_data()
+    resp = await client.get("/api/sessions", headers=evil)
+    assert resp.status_code == 403, await resp.get_data()
+
+
 @pytest.mark.parametrize("bad", [
     lambda register, context: register("", _svc),
     lambda register, context: register("poll", "not callable"),
