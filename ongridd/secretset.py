@@ -93,6 +93,11 @@ class Redactor:
     def __bool__(self) -> bool:
         return self._pattern is not None
 
+    @property
+    def longest(self) -> int:
+        """The length of the longest form of a secret matched (0 with none)."""
+        return len(self._forms[0]) if self._forms else 0
+
     def __repr__(self) -> str:  # never the values themselves
         return f"Redactor({len(self.values)} secret(s))"
 
@@ -230,6 +235,14 @@ def redact(text: Any) -> Any:
     """Redact every held secret from ``text`` (anything not a ``str``, e.g.
     None, is returned unchanged).  Never raises."""
     return REGISTRY.redact(text)
+
+
+def redact_head(text: str, n: int) -> str:
+    """At most the first ``n`` characters of ``text`` with every held secret hidden, one that
+    starts among them and runs past them included (a preview cut first and redacted after
+    would keep most of a long secret).  Costs O(``n`` + the longest secret held)."""
+    redactor = REGISTRY.redactor
+    return redactor.redact(text[: n + redactor.longest])[:n]
 
 
 # ---- the daemon's secrets ------------------------------------------------------

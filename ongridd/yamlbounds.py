@@ -78,6 +78,7 @@ from ruamel.yaml.scanner import Scanner
 from ruamel.yaml.tag import Tag
 
 from ongridd.errors import ConfigError
+from ongridd.secretset import redact, redact_head
 from ongridd.typenames import type_name
 
 __all__ = [
@@ -491,13 +492,15 @@ def yaml_type(value: Any) -> str:
 
 
 def quote(text: str, limit: int = 60) -> str:
-    """``repr`` of at most ``limit`` characters of ``text`` (``…`` marks a cut).
+    """``repr`` of at most ``limit`` characters of ``text`` (``…`` marks a cut), every held
+    secret hidden (:func:`~ongridd.secretset.redact_head`: the preview of a value is what
+    warnings, logs and the API show of a file).
 
-    Costs O(``limit``) whatever the length of ``text``.
+    Costs O(``limit`` + the longest secret held) whatever the length of ``text``.
     """
     if len(text) <= limit:
-        return repr(text)
-    cut = repr(text[:limit])
+        return repr(redact(text))
+    cut = repr(redact_head(text, limit))
     return cut[:-1] + "…" + cut[-1]
 
 

@@ -65,6 +65,19 @@ _HOLDS_SECRET = ("persona rejected: it contains a secret value the daemon holds 
 _REVIEWER_LOCKED = ("the 'reviewer' persona decides the review gate; it cannot be replaced or deleted through the "
                     "API — an operator can override it with a file in an agents folder, or remove that file")
 
+def _redacted(value: Any) -> Any:
+    """``value`` (a persona as the API shows it) with every held secret hidden in every string,
+    keys included: a file dropped into an agents folder is shown to every user, and a PUT of
+    one that holds a secret is refused for that reason."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(k) if isinstance(k, str) else k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return value
+
+
 class AgentsAPI:
     """``holder``: the RegistryHolder; ``builder``: the RegistryBuilder
     (its user roots); ``store``: for change events (may be None)."""
@@ -112,7 +125,7 @@ class AgentsAPI:
                                        getattr(self.holder.current, "plugins", ()))
         report = getattr(agents, "last_report", None)
         out["warnings"] = persona_warnings(persona.source, getattr(report, "warnings", ()) or ())
-        return out
+        return _redacted(out)
 
     async def get(self, name: str) -> dict:
         """The persona ``name`` as :meth:`list` describes it, with its ``body``
@@ -141,7 +154,7 @@ class AgentsAPI:
         if name == "reviewer":  # shown read-only, with why, rather than refused on Save
             out["read_only"] = _REVIEWER_LOCKED
         out["text_from"] = "file" if on_disk is not None else "fields"
-        return out
+        return _redacted(out)
 
     def _known_tools(self) -> set[str]:
         return set(self.holder.current.tools) | set(CONTROL_TOOL_NAMES)

@@ -124,6 +124,29 @@ async def test_persona_api_cannot_delete_the_operators_reviewer(tmp_path):
             assert shown["description"] == "the operator's stricter reviewer", shown
 
 
+async def test_persona_files_holding_a_held_secret_never_show_it_through_the_api(tmp_path, monkeypatch):
+    """A file dropped into an agents folder is shown to every user (a PUT of one that holds a
+    secret is refused): its fields, its body and the warnings about it come out redacted, and a
+    preview cut to 60 characters keeps no piece of a long secret either."""
+    token = "t0k" + "0123456789abcdef" * 4 + "Z"  # 68 characters: longer than a warning's preview
+    monkeypatch.setenv("RT_PERSONA_SECRET_TOKENS", f"alice:{token}")
+    agents = tmp_path / "agents"
+    agents.mkdir(parents=True)
+    (agents / "p9.md").write_text(f"---\nname: p9\ndescription: uses {token} daily\ntools: [query_knowledge, {token}]\n"
+                                  f"extra: {token}\n---\nThe key is {token}.\n")
+    (agents / "broken.md").write_text(f"---\nname: broken\ndescription: d\nmax_turns: \"{token}\"\n---\nb\n")
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]},
+                           server={"tokens_env": "RT_PERSONA_SECRET_TOKENS"}) as d:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+            answers = {path: (await http.get(d.base_url + path)).text
+                       for path in ("/api/agents", "/api/agents/p9", "/api/agents-skipped")}
+    assert "p9" in answers["/api/agents"] and "broken.md" in answers["/api/agents-skipped"], answers
+    for path, text in answers.items():
+        pieces = [token[i:i + 16] for i in range(0, len(token) - 16, 8)]
+        assert not [p for p in pieces if p in text], (path, text[:2000])
+    assert "[redacted]" in answers["/api/agents/p9"] and "[redacted]" in answers["/api/agents-skipped"]
+
+
 async def test_a_message_flood_costs_a_few_interjection_calls(tmp_path):
     script = {"default": [{"delay_s": 2.0, "content": "done"}] + [{"content": "noted"}] * 60}
     async with open_daemon(tmp_path, script) as d:

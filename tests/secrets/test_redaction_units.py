@@ -445,3 +445,16 @@ async def test_a_call_closed_before_its_completion_counts_as_cancelled_and_token
     [e async for e in RedactingModel(_Metered()).stream(ModelRequest(messages=[], agent="metrics-cancel"))]
     assert {o: calls(o) - before[o] for o in before} == {"ok": 1, "error": 0, "cancelled": 1}
     assert {k: tokens(k) - before_tokens[k] for k in before_tokens} == {"prompt": 40, "completion": 4, "cached": 32}
+
+
+def test_a_preview_cut_before_a_long_secret_ends_keeps_none_of_it():
+    from ongridd.secretset import redact_head
+    from ongridd.yamlbounds import describe, quote
+
+    long_key = "sk-" + "0123456789abcdef" * 5  # 83 characters: longer than a 60-character preview
+    with REGISTRY.hold([long_key]):
+        assert redact_head("xx" + long_key + "y" * 200, 30) == ("xx" + REDACTED + "y" * 200)[:30]
+        assert redact_head("plain text", 4) == "plai"
+        for shown in (describe(long_key), describe({"k": ["a", long_key]}), quote("ab" + long_key, 40)):
+            assert "0123456789" not in shown and REDACTED in shown, shown
+    assert long_key[:40] in quote(long_key, 40)  # held by no one: a preview as before
