@@ -160,6 +160,56 @@ def wheel_has_dependencies(wheel: Path) -> bool:
     return bool(meta.get_all("Requires-Dist"))
 
 
+#: the most a package may take on disk once installed, its dependencies included (bytes), and the
+#: most files: the plugins folder shares the disk with the database
+MAX_INSTALLED_BYTES = 256 * 1024 * 1024
+MAX_INSTALLED_FILES = 20_000
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 1024:,.0f} KiB"
+
+
+def wheel_unpacked_problem(wheel: Path) -> str | None:
+    """Why ``wheel`` may not be unpacked — more than :data:`MAX_INSTALLED_BYTES` once
+    uncompressed, or more than :data:`MAX_INSTALLED_FILES` entries, as its zip directory
+    declares them (an entry cannot unpack to more than it declares) — or None.  An unreadable
+    wheel gives None: pip says what is wrong with it."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            infos = zf.infolist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
+    if len(infos) > MAX_INSTALLED_FILES:
+        return f"{wheel.name} holds {len(infos):,} files; a package may hold at most {MAX_INSTALLED_FILES:,}"
+    size = sum(max(0, i.file_size) for i in infos)
+    if size > MAX_INSTALLED_BYTES:
+        return (f"{wheel.name} unpacks to {_size(size)}; a package may take at most "
+                f"{_size(MAX_INSTALLED_BYTES)} installed")
+    return None
+
+
+def installed_size_problem(folder: Path) -> str | None:
+    """Why what pip installed in ``folder`` (dependencies included) is too large — more than
+    :data:`MAX_INSTALLED_BYTES` or :data:`MAX_INSTALLED_FILES` — or None.  Stops counting as
+    soon as a limit is passed; symbolic links are not followed."""
+    total = files = 0
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+            files += 1
+            if files > MAX_INSTALLED_FILES:
+                return f"the package installed more than {MAX_INSTALLED_FILES:,} files"
+            if total > MAX_INSTALLED_BYTES:
+                return f"the package took more than {_size(MAX_INSTALLED_BYTES)} installed"
+    return None
+
+
 async def pip_install(source: Path, target: Path, *, folder_source: bool,
                       timeout_s: float = PIP_TIMEOUT_S) -> None:
     """``python -m pip install --target TARGET SOURCE`` with the daemon's own
@@ -171,10 +221,16 @@ async def pip_install(source: Path, target: Path, *, folder_source: bool,
     ``--no-build-isolation``, i.e. with the build backend of the daemon's
     environment (setuptools >= 70.1 builds wheels by itself), so it works
     offline.  Raises MarketplaceError with the end of pip's output when pip
-    fails or runs past ``timeout_s``.  Cancellation kills pip.  pip (and the
+    fails or runs past ``timeout_s``, and when the package is larger than
+    :data:`MAX_INSTALLED_BYTES` or :data:`MAX_INSTALLED_FILES` (a wheel
+    before pip runs, by its zip directory; whatever pip installed, after).  Cancellation kills pip.  pip (and the
     build code it runs) sees only a scrubbed environment:
     :data:`~ongridd.secretset.PIP_ENV_KEYS` and ``PIP_*`` settings.
     """
+    if source.suffix == ".whl":
+        problem = await trio.to_thread.run_sync(wheel_unpacked_problem, source)
+        if problem:
+            raise MarketplaceError(f"{problem}: not installed")
     cmd = [sys.executable, "-P", "-m", "pip", "install", "--target", str(target), "--disable-pip-version-check",
            "--no-input", "--no-cache-dir", "--no-warn-script-location", "-q"]
     if folder_source:
@@ -203,6 +259,9 @@ async def pip_install(source: Path, target: Path, *, folder_source: bool,
             hint = (" (a folder source is built with the daemon's own build backend: install "
                     "setuptools >= 70.1 next to the daemon, or ship a wheel)")
         raise MarketplaceError(f"pip could not install {source.name} (exit {proc.returncode}){hint}: {out}")
+    problem = await trio.to_thread.run_sync(installed_size_problem, target)
+    if problem:  # the caller removes its staging folder, as after any failure
+        raise MarketplaceError(f"{source.name}: {problem}: not installed")
 
 
 # ---- what this process imported ---------------------------------------------

@@ -124,7 +124,7 @@ class PluginSpec:
 
     ``variant``: ``good``, ``import_raises``, ``hook_raises``, ``bad_persona``,
     ``stub_unknown_persona``, ``builtin_tool_name``, ``reserved_persona``,
-    ``builtin_persona``, ``persona_outside``, ``no_entry_point``.
+    ``builtin_persona``, ``persona_outside``, ``no_entry_point``, ``big_data``.
     """
 
     def __init__(self, variant: str = "good", *, module: str | None = None, version: str = "0.1.0"):
@@ -154,8 +154,11 @@ class PluginSpec:
             persona_text = f"---\nname: {self.persona}\ndescription: broken\nuser: \"x\"\n\ttools: [a]\n---\nbody\n"
         init = PLUGIN_TEMPLATE.format(import_code=import_code, tool=tool, persona=self.persona,
                                       tools_code=tools_code, personas_code=personas_code, stubs_code=stubs_code)
-        return {f"{self.module}/__init__.py": textwrap.dedent(init),
-                f"{self.module}/personas/{self.persona}.md": persona_text}
+        out = {f"{self.module}/__init__.py": textwrap.dedent(init),
+               f"{self.module}/personas/{self.persona}.md": persona_text}
+        if v == "big_data":  # 256 KiB of data beside the code (a test lowers the size limit)
+            out[f"{self.module}/data.txt"] = "0" * (256 * 1024)
+        return out
 
     def wheel(self, dest: Path, outside: Path | None = None) -> Path:
         eps = None if self.variant == "no_entry_point" else {self.module: self.module}

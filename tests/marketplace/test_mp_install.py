@@ -155,6 +155,27 @@ async def test_a_broken_package_changes_nothing(env, variant, expected):
     assert await env.store.plugin_store.list_change_events(kind="plugin") == []
 
 
+@pytest.mark.parametrize("when", ["wheel", "installed"])
+async def test_a_package_over_the_size_limit_changes_nothing(env, monkeypatch, when):
+    # the plugins folder shares the disk with the database: a wheel that unpacks to more than the
+    # limit is refused before pip runs (its zip directory says so), and whatever pip installed is
+    # measured after (dependencies included)
+    from ongridd.marketplace import packages
+
+    monkeypatch.setattr(packages, "MAX_INSTALLED_BYTES", 128 * 1024)
+    if when == "installed":
+        monkeypatch.setattr(packages, "wheel_unpacked_problem", lambda wheel: None)
+    spec = PluginSpec("big_data")
+    env.add(spec)
+    before = env.holder.current
+    with pytest.raises(MarketplaceError) as info:
+        await env.service.install(spec.dist, actor="t")
+    expected = ("KiB; a package may take at most 128 KiB installed" if when == "wheel"
+                else "took more than 128 KiB installed")
+    assert expected in str(info.value) and "not installed" in str(info.value), info.value
+    assert env.holder.current is before and env.plugin_dir_entries() == []
+
+
 async def test_bad_sha256_changes_nothing(env):
     spec = PluginSpec()
     env.add(spec, sha256="0" * 64)
