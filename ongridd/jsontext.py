@@ -31,8 +31,8 @@ def _no_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise NonFiniteNumber(f"the number {text[:40]}{'…' if len(text) > 40 else ''} is beyond a 64-bit float's range "
-                         "(JSON numbers are finite); send it as a string")
+        raise NonFiniteNumber(f"the number {text[:40]}{'…' if len(text) > 40 else ''} is beyond a 64-bit float's "
+                              "range (JSON numbers are finite); send it as a string")
     return value
 
 

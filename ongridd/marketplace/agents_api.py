@@ -65,6 +65,7 @@ _HOLDS_SECRET = ("persona rejected: it contains a secret value the daemon holds 
 _REVIEWER_LOCKED = ("the 'reviewer' persona decides the review gate; it cannot be replaced or deleted through the "
                     "API — an operator can override it with a file in an agents folder, or remove that file")
 
+
 def _redacted(value: Any) -> Any:
     """``value`` (a persona as the API shows it) with every held secret hidden in every string,
     keys included: a file dropped into an agents folder is shown to every user, and a PUT of

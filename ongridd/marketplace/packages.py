@@ -223,7 +223,8 @@ async def pip_install(source: Path, target: Path, *, folder_source: bool,
     offline.  Raises MarketplaceError with the end of pip's output when pip
     fails or runs past ``timeout_s``, and when the package is larger than
     :data:`MAX_INSTALLED_BYTES` or :data:`MAX_INSTALLED_FILES` (a wheel
-    before pip runs, by its zip directory; whatever pip installed, after).  Cancellation kills pip.  pip (and the
+    before pip runs, by its zip directory; whatever pip installed, after).
+    Cancellation kills pip.  pip (and the
     build code it runs) sees only a scrubbed environment:
     :data:`~ongridd.secretset.PIP_ENV_KEYS` and ``PIP_*`` settings.
     """

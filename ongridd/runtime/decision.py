@@ -76,7 +76,7 @@ _LOOKALIKES = str.maketrans({
     "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v",
     "ᴡ": "w", "ʏ": "y", "ᴢ": "z", "ı": "i", "ȷ": "j", "ɑ": "a", "ɡ": "g", "ɩ": "i", "ɵ": "o",
     # apostrophes as models and keyboards write them: "shouldn’t" is "shouldn't"
-    "’": "'", "‘": "'", "ʼ": "'", "ʹ": "'", "′": "'", "‛": "'", "´": "'", "ˈ": "'", "`": "'",
+    "’": "'", "‘": "'", "ʼ": "'", "ʹ": "'", "′": "'", "‛": "'", "ˈ": "'",
 })
 _DROP_CATEGORIES = frozenset({"Cf", "Cc", "Mn", "Me", "Co", "Cs"})
 #: tag brackets go, their content stays: ``<decision>reject</decision>`` must still be seen
@@ -90,7 +90,7 @@ _NEGATIVE = re.compile(
     r"reject|deny|denied|disapprov|veto|declin|refus(?:e|ed|ing)?to|irefuse|unableto|notableto"
     r"|(?:not|n't|nt|never|cannot)(?:be)?approv"
     r"|(?:do|does|should|must|can|may|will|would|wo|sha|need)(?:not|n't|never)(?:be)?"
-    r"(?:run|proceed|execut|allow|permit|go|do|perform|appl)"
+    r"(?:run|proceed|execut|allow|permit|go|perform)"
     r"|no-go|holdoff"
     r"|拒绝|否决|驳回|不批准|不予批准|不能批准|不同意|不允许|不通过|不可执行|不要执行|不应执行")
 #: a fenced code block's opening or closing line (its lines are quoted material, not a verdict)
