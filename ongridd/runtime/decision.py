@@ -27,11 +27,14 @@ The rule, line by line:
   non-ASCII character (a look-alike letter, a zero-width or no-break space).
 * The answer approves only when it has at least one decision line, every
   decision line approves, and no line says no anywhere else (its skeleton
-  holds ``reject``, ``deny``/``denied``, ``disapprov``, ``veto``, ``declin``,
-  ``refuse to``, ``unable to``, a ``not approve`` form, a ``do/should/must
-  not run|proceed|allow…`` form, ``no-go``, ``hold off``, or their Chinese
-  forms (``拒绝``, ``否决``, ``不批准`` …), with every apostrophe look-alike
-  read as ``'``: ``Final verdict: REJECT`` beside a clean approval
+  holds ``reject``, ``disapprov`` or ``denied``, or its words (:func:`words`:
+  folded like the skeleton, spaces kept, so a no never forms across two words)
+  hold ``deny``, ``veto``, ``decline``, ``refuse``, ``unable to``, ``withheld``,
+  ``prohibit``, ``forbid``, ``unapproved``, a ``not … approve|sign off|allow|
+  proceed`` form, a prohibition opening the line (``Do not …``, ``Never …``),
+  ``the answer is no``, a gate marked ``fail``, ``no-go``, ``hold off``, or
+  their Chinese forms (``拒绝``/``拒絕``, ``不批准``, ``不予通过``, ``请勿`` …),
+  every apostrophe look-alike read as ``'``: ``Final verdict: REJECT`` beside a clean approval
   rejects; a reason that merely mentions such a word rejects too — fail
   closed), and no approving line stands inside a fenced code block (quoted
   material, such as the proposal, is not the reviewer's verdict).
@@ -81,18 +84,31 @@ _LOOKALIKES = str.maketrans({
 _DROP_CATEGORIES = frozenset({"Cf", "Cc", "Mn", "Me", "Co", "Cs"})
 #: tag brackets go, their content stays: ``<decision>reject</decision>`` must still be seen
 _SKELETON_MARKS = re.compile(r"[<>*_~`\\/]")
-#: words that say no, anywhere in the answer (on the skeleton: lower case, no white space, every
-#: apostrophe an ASCII one): reject, deny, veto, decline, refuse to, unable to, a "not approve" form,
-#: "do/should/must … not run/proceed/allow", a no-go, and the same in Chinese (a supported locale).
-#: A list of words can never hold every way of saying no; it backs the decision line up, which must
-#: be exactly "Decision: approve" for anything to run.
-_NEGATIVE = re.compile(
-    r"reject|deny|denied|disapprov|veto|declin|refus(?:e|ed|ing)?to|irefuse|unableto|notableto"
-    r"|(?:not|n't|nt|never|cannot)(?:be)?approv"
-    r"|(?:do|does|should|must|can|may|will|would|wo|sha|need)(?:not|n't|never)(?:be)?"
-    r"(?:run|proceed|execut|allow|permit|go|perform)"
-    r"|no-go|holdoff"
-    r"|拒绝|否决|驳回|不批准|不予批准|不能批准|不同意|不允许|不通过|不可执行|不要执行|不应执行")
+#: words that say no, matched on the skeleton (no white space: spacing or markup inside them does
+#: not hide them): long enough never to form by accident across two words
+_NEGATIVE_ANYWHERE = re.compile(r"reject|disapprov|denied")
+#: ways of saying no, matched on the line's words (:func:`words`: the skeleton's folding, single
+#: spaces kept, so ``have to`` is no ``veto`` and ``threshold offset`` no ``hold off``): deny, veto,
+#: decline, refuse to, unable to, withhold, prohibit, forbid, unapproved; a "not … approve" form
+#: ("not going to approve", "can't approve", "cannot sign off"); a prohibition ("do not …",
+#: "don't …", "never …" opening the line); "the answer is no"; a gate marked failed; no-go and
+#: hold off; and the same in Chinese, simplified and traditional.  A list of words can never hold
+#: every way of saying no: it backs up the decision line, which must be exactly "Decision:
+#: approve" for anything to run.
+_NOT = r"(?:not|never|cannot|(?:can|don|won|shouldn|wouldn|couldn|mustn|isn|wasn|didn|doesn|aren|shan)'?t)"
+_NEGATIVE_WORDS = re.compile(
+    r"\b(?:deny|denies|denying|veto(?:es|ed)?|declined?|refus(?:e|ed|es|ing)|unable to|"
+    r"withh(?:o|e)ld(?:s|ing)?|no-go|hold off)\b"
+    r"|\b(?:prohibit|forbid|unapprov|disallow)"
+    rf"|\b{_NOT}(?: \w+){{0,3}} (?:approv|sign(?:ed)? ?off|allow|permit|proceed|happen|let (?:it|this|that))"
+    rf"|^(?:please )?(?:do not|don'?t|never|stop)\b|^no[,.!;:]"
+    r"|\b(?:answer|verdict|decision|conclusion|response)(?: is)?:? no\b"
+    r"|^(?:\d+[.)] ?)?(?:runbook|parallel|rollback|gate|blast radius)\b[^:]{0,40}: ?fail"
+    r"|拒绝|拒絕|否决|否決|驳回|駁回|不批准|不批準|不予批准|不予批準|不予通过|不予通過|不通过|不通過|不同意|"
+    r"无法批准|無法批准|不能批准|不建议|不建議|未批准|未批準|不应|不應|不该|不該|请勿|請勿|禁止|不允许|不允許|"
+    r"不要执行|不要執行|不要运行|不要運行|不能执行|不能執行|不可执行|不可執行")
+
+
 #: a fenced code block's opening or closing line (its lines are quoted material, not a verdict)
 _FENCE = re.compile(r"^[ \t>]*(```|~~~)")
 _SKELETON_LEAD = re.compile(
@@ -109,6 +125,21 @@ def skeleton(line: str) -> str:
     text = _SKELETON_MARKS.sub("", text)
     text = _SKELETON_LEAD.sub("", text)
     return _SPACE.sub("", text)
+
+
+def words(line: str) -> str:
+    """The line's words as :func:`skeleton` folds them (lower case, look-alikes and
+    apostrophes folded, marks and leading markers removed), single spaces kept between them."""
+    text = unicodedata.normalize("NFKD", line)
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROP_CATEGORIES or ch in "\t")
+    text = text.casefold().translate(_LOOKALIKES)
+    text = _SKELETON_MARKS.sub("", text)
+    return _SKELETON_LEAD.sub("", _SPACE.sub(" ", text).strip())
+
+
+def says_no(line: str) -> bool:
+    """True when ``line`` says no somewhere (see :data:`_NEGATIVE_WORDS`; fail closed)."""
+    return _NEGATIVE_ANYWHERE.search(skeleton(line)) is not None or _NEGATIVE_WORDS.search(words(line)) is not None
 
 
 def is_decision_line(line: str) -> bool:
@@ -209,7 +240,7 @@ def parse_decision(answer: str | None, *, finish_reason: str | None, stopped_by:
     fenced = _fenced_lines(lines)
     unclean = [lines[i] for i in found if i in fenced or not is_clean_approval(lines[i])]
     if not unclean:
-        said_no = next((line for line in lines if _NEGATIVE.search(skeleton(line))), None)
+        said_no = next((line for line in lines if says_no(line)), None)
         if said_no is not None:  # "Decision: approve" beside "Final verdict: REJECT": fail closed
             shown = said_no.strip()[:120]
             return reject(_with_note(rest, f"the answer also says no ({shown!r}): fail closed"),

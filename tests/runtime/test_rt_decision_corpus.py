@@ -228,7 +228,32 @@ SEVERAL = [
     "Decision: approve\nI refuse to sign off.", "Decision: approve\nThis must not proceed.",
     "Decision: approve\nIt’s a no-go until the backup ends.", "Decision: approve\n决定：拒绝",
     "Decision: approve\n不批准：没有运行手册。", "Decision: approve\nHold off until the deploy ends.",
+    # found by a third hostile review: more ways of saying no, traditional Chinese
+    *("Decision: approve\n" + no for no in (
+        "I'm not going to approve this.", "I cannot sign off on this.", "I won't sign off.",
+        "Do not restart the database.", "Don't restart it.", "Never run this in production.",
+        "I should not have approved; this does not pass the gates.", "My answer is no.", "Verdict: NO",
+        "Approval withheld.", "Unapproved.", "This is prohibited.", "I won't let this run.",
+        "No, this must not happen.", "1. Runbook: FAIL - no runbook covers restarting postgres.",
+        "拒絕。", "不批準。", "結論：拒絕執行（沒有對應的運行手冊）。", "审核结论：不予通过。", "我无法批准。",
+        "不建议批准。", "未批准", "此操作不应该被执行。", "请勿执行。", "禁止执行。", "不要运行这个命令", "不能执行")),
 ]
+
+
+#: reasons an approval gives that merely contain, across two words, what a no looks like
+APPROVING_REASONS = [
+    "We have to free space before the nightly backup; deleting old logs is safe.",  # ha-ve to: no veto
+    "Safe to move to the new volume.", "Change management approval CHG-1042 is on file.",
+    "Recent approval from the on-call lead is attached.", "The alert threshold offset is unchanged.",
+    "The hidden yaml file is left alone.", "Disk usage has been declining; the cleanup is safe.",
+    "No parallel operation: nothing else touches web-3.", "The change freeze does not apply to web hosts.",
+    "The service does not go down during a reload.", "- runbook: pass — docs/runbooks/nginx-502.md",
+]
+
+
+@pytest.mark.parametrize("reason", APPROVING_REASONS)
+def test_an_approval_whose_reason_only_looks_like_a_no_across_words_approves(reason):
+    assert parse_decision("Decision: approve\n" + reason, finish_reason="stop").decision == "approve"
 
 
 @pytest.mark.parametrize("answer", SEVERAL)
