@@ -134,8 +134,9 @@ class AgentsAPI:
         kept, ready to edit and PUT back (``text_from: "file"``); or, when
         the file cannot be read as it was loaded (gone, too large, not
         UTF-8, or not the bytes the registry loaded or this API wrote:
-        changed or swapped since), the file rebuilt from the persona's
-        fields (``text_from: "fields"``).  Raises NotFound.  The file is read in a
+        changed or swapped since) or its fields hold a held secret (the file
+        may spell it so that only its parse shows it), the file rebuilt from
+        the persona's fields, redacted (``text_from: "fields"``).  Raises NotFound.  The file is read in a
         worker thread; cancelling the caller abandons the read."""
         persona = self.agents.by_name(name)
         if persona is None:
@@ -151,6 +152,12 @@ class AgentsAPI:
                 on_disk = raw.decode("utf-8-sig")
             except UnicodeDecodeError:
                 on_disk = None
+        fields = {**persona.to_dict(), "body": persona.body}
+        if on_disk is not None and _redacted(fields) != fields:
+            # the file spells a held secret in a way its parse decodes (a YAML escape, a line
+            # continuation) that the file's own text does not show literally: shown from the
+            # (redacted) fields instead, never as written
+            on_disk = None
         out["text"] = redact(on_disk) if on_disk is not None else persona_to_text(persona)
         if name == "reviewer":  # shown read-only, with why, rather than refused on Save
             out["read_only"] = _REVIEWER_LOCKED

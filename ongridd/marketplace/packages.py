@@ -161,9 +161,11 @@ def wheel_has_dependencies(wheel: Path) -> bool:
 
 
 #: the most a package may take on disk once installed, its dependencies included (bytes), and the
-#: most files: the plugins folder shares the disk with the database
+#: most entries (files and folders): the plugins folder shares the disk with the database
 MAX_INSTALLED_BYTES = 256 * 1024 * 1024
 MAX_INSTALLED_FILES = 20_000
+#: what one folder is counted as taking (a block), so that a tree of empty folders counts too
+FOLDER_BYTES = 4096
 
 
 def _size(n: int) -> str:
@@ -172,8 +174,9 @@ def _size(n: int) -> str:
 
 def wheel_unpacked_problem(wheel: Path) -> str | None:
     """Why ``wheel`` may not be unpacked — more than :data:`MAX_INSTALLED_BYTES` once
-    uncompressed, or more than :data:`MAX_INSTALLED_FILES` entries, as its zip directory
-    declares them (an entry cannot unpack to more than it declares) — or None.  An unreadable
+    uncompressed, or more than :data:`MAX_INSTALLED_FILES` files and the folders their paths
+    make, as its zip directory declares them (an entry cannot unpack to more than it declares;
+    a folder counts :data:`FOLDER_BYTES`) — or None.  An unreadable
     wheel gives None: pip says what is wrong with it."""
     import zipfile
 
@@ -182,9 +185,17 @@ def wheel_unpacked_problem(wheel: Path) -> str | None:
             infos = zf.infolist()
     except (OSError, zipfile.BadZipFile, ValueError):
         return None
-    if len(infos) > MAX_INSTALLED_FILES:
-        return f"{wheel.name} holds {len(infos):,} files; a package may hold at most {MAX_INSTALLED_FILES:,}"
-    size = sum(max(0, i.file_size) for i in infos)
+    folders: set[str] = set()
+    for info in infos:  # the folders the entries' paths make, as pip creates them
+        parts = info.filename.strip("/").split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folders.add("/".join(parts[:depth]))
+        if len(infos) + len(folders) > MAX_INSTALLED_FILES:
+            break
+    if len(infos) + len(folders) > MAX_INSTALLED_FILES:
+        return (f"{wheel.name} holds more than {MAX_INSTALLED_FILES:,} files and folders; a package may hold "
+                f"at most {MAX_INSTALLED_FILES:,}")
+    size = sum(max(0, i.file_size) for i in infos) + FOLDER_BYTES * len(folders)
     if size > MAX_INSTALLED_BYTES:
         return (f"{wheel.name} unpacks to {_size(size)}; a package may take at most "
                 f"{_size(MAX_INSTALLED_BYTES)} installed")
@@ -193,20 +204,25 @@ def wheel_unpacked_problem(wheel: Path) -> str | None:
 
 def installed_size_problem(folder: Path) -> str | None:
     """Why what pip installed in ``folder`` (dependencies included) is too large — more than
-    :data:`MAX_INSTALLED_BYTES` or :data:`MAX_INSTALLED_FILES` — or None.  Stops counting as
-    soon as a limit is passed; symbolic links are not followed."""
-    total = files = 0
-    for root, _dirs, names in os.walk(folder):
+    :data:`MAX_INSTALLED_BYTES` or :data:`MAX_INSTALLED_FILES` files and folders (a folder
+    counts :data:`FOLDER_BYTES`) — or None.  Stops counting as soon as a limit is passed;
+    symbolic links are not followed."""
+    total = entries = 0
+    for root, dirs, names in os.walk(folder):
+        entries += len(dirs)
+        total += FOLDER_BYTES * len(dirs)
         for name in names:
             try:
                 total += os.lstat(os.path.join(root, name)).st_size
             except OSError:
                 continue
-            files += 1
-            if files > MAX_INSTALLED_FILES:
-                return f"the package installed more than {MAX_INSTALLED_FILES:,} files"
-            if total > MAX_INSTALLED_BYTES:
-                return f"the package took more than {_size(MAX_INSTALLED_BYTES)} installed"
+            entries += 1
+            if entries > MAX_INSTALLED_FILES or total > MAX_INSTALLED_BYTES:
+                break
+        if entries > MAX_INSTALLED_FILES:
+            return f"the package installed more than {MAX_INSTALLED_FILES:,} files and folders"
+        if total > MAX_INSTALLED_BYTES:
+            return f"the package took more than {_size(MAX_INSTALLED_BYTES)} installed"
     return None
 
 

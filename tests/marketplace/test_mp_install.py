@@ -421,3 +421,26 @@ async def test_a_user_agent_that_broke_keeps_its_persona_across_an_install(env):
     path.unlink()
     await env.service.install(spec.dist, actor="t")
     assert env.holder.current.agents.by_name("db-helper") is None
+
+
+def test_a_tree_of_folders_counts_against_the_limit(tmp_path, monkeypatch):
+    # 100 one-byte files 900 folders deep: a 373 KB wheel that made 90,104 folders (353 MB) on disk
+    import zipfile
+
+    from ongridd.marketplace import packages
+
+    wheel = tmp_path / "dirbomb-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i in range(100):
+            zf.writestr(f"dirbomb/b{i}/" + "d/" * 900 + "f.txt", "x")
+    assert "more than 20,000 files and folders" in packages.wheel_unpacked_problem(wheel)
+    small = tmp_path / "small.whl"
+    with zipfile.ZipFile(small, "w") as zf:
+        zf.writestr("pkg/a/b/c.py", "x = 1\n")
+    assert packages.wheel_unpacked_problem(small) is None
+    installed = tmp_path / "installed"
+    for i in range(3):
+        (installed / f"b{i}" / ("d/" * 300)).mkdir(parents=True)
+    assert packages.installed_size_problem(installed) is None
+    monkeypatch.setattr(packages, "MAX_INSTALLED_FILES", 500)
+    assert "more than 500 files and folders" in packages.installed_size_problem(installed)

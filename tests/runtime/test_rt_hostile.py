@@ -135,16 +135,24 @@ async def test_persona_files_holding_a_held_secret_never_show_it_through_the_api
     (agents / "p9.md").write_text(f"---\nname: p9\ndescription: uses {token} daily\ntools: [query_knowledge, {token}]\n"
                                   f"extra: {token}\n---\nThe key is {token}.\n")
     (agents / "broken.md").write_text(f"---\nname: broken\ndescription: d\nmax_turns: \"{token}\"\n---\nb\n")
+    # spelled so that only the parse shows it: a YAML escape, a line continuation in a quoted string
+    (agents / "p10.md").write_text(f"---\nname: p10\ndescription: \"uses \\x{ord(token[0]):02x}{token[1:]} daily\"\n---\nb\n")
+    (agents / "p11.md").write_text(f"---\nname: p11\ndescription: \"key {token[:20]}\\\n  {token[20:]}\"\n---\nb\n")
     async with open_daemon(tmp_path, {"default": [{"content": "hi"}]},
                            server={"tokens_env": "RT_PERSONA_SECRET_TOKENS"}) as d:
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
             answers = {path: (await http.get(d.base_url + path)).text
-                       for path in ("/api/agents", "/api/agents/p9", "/api/agents-skipped")}
+                       for path in ("/api/agents", "/api/agents/p9", "/api/agents-skipped", "/api/agents/p10",
+                                    "/api/agents/p11")}
     assert "p9" in answers["/api/agents"] and "broken.md" in answers["/api/agents-skipped"], answers
     for path, text in answers.items():
         pieces = [token[i:i + 16] for i in range(0, len(token) - 16, 8)]
         assert not [p for p in pieces if p in text], (path, text[:2000])
     assert "[redacted]" in answers["/api/agents/p9"] and "[redacted]" in answers["/api/agents-skipped"]
+    for name in ("p10", "p11"):  # the file as written would show it: the text comes from the redacted fields
+        shown = json.loads(answers[f"/api/agents/{name}"])
+        assert shown["text_from"] == "fields" and "[redacted]" in shown["description"], shown
+        assert token[1:] not in shown["text"] and token[20:] not in shown["text"], shown["text"]
 
 
 async def test_a_message_flood_costs_a_few_interjection_calls(tmp_path):
