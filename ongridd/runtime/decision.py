@@ -101,12 +101,14 @@ _NEGATIVE_WORDS = re.compile(
     r"withh(?:o|e)ld(?:s|ing)?|no-go|hold off)\b"
     r"|\b(?:prohibit|forbid|unapprov|disallow)"
     rf"|\b{_NOT}(?: \w+){{0,3}} (?:approv|sign(?:ed)? ?off|allow|permit|proceed|happen|let (?:it|this|that))"
-    rf"|^(?:please )?(?:do not|don'?t|never|stop)\b|^no[,.!;:]"
+    rf"|^(?:please )?(?:do not|don'?t|never)\b|^no[,.!;:]"
     r"|\b(?:answer|verdict|decision|conclusion|response)(?: is)?:? no\b"
     r"|^(?:\d+[.)] ?)?(?:runbook|parallel|rollback|gate|blast radius)\b[^:]{0,40}: ?fail"
     r"|拒绝|拒絕|否决|否決|驳回|駁回|不批准|不批準|不予批准|不予批準|不予通过|不予通過|不通过|不通過|不同意|"
-    r"无法批准|無法批准|不能批准|不建议|不建議|未批准|未批準|不应|不應|不该|不該|请勿|請勿|禁止|不允许|不允許|"
-    r"不要执行|不要執行|不要运行|不要運行|不能执行|不能執行|不可执行|不可執行")
+    r"无法批准|無法批准|不能批准|不建议|不建議|未批准|未批準|请勿|請勿"
+    # "should not / must not / may not / do not … run, execute, approve": not "should not affect"
+    r"|(?:不应|不應|不该|不該|不能|不可|不要|不得|禁止|不允许|不允許)(?:该|該)?(?:被)?"
+    r"(?:执行|執行|运行|運行|批准|批準|进行|進行|操作)")
 
 
 #: a fenced code block's opening or closing line (its lines are quoted material, not a verdict)

@@ -248,6 +248,7 @@ APPROVING_REASONS = [
     "The hidden yaml file is left alone.", "Disk usage has been declining; the cleanup is safe.",
     "No parallel operation: nothing else touches web-3.", "The change freeze does not apply to web hosts.",
     "The service does not go down during a reload.", "- runbook: pass — docs/runbooks/nginx-502.md",
+    "Stop the old worker first, then restart.", "理由：该操作不允许写入其他目录，影响可控。", "该操作不应影响其他服务。",
 ]
 
 
