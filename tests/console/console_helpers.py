@@ -77,6 +77,7 @@ def open_thread_signed_in(page: Any, url: str, thread: str, token: str) -> None:
     page.goto(f"{url}/#/t/{thread}")
     page.locator("#token").fill(token)
     page.locator("#signin button[type=submit]").click()
+    page.locator("#who").filter(has_text="user").wait_for()  # signed in: the badge now says the socket's state
     page.locator("#conn.online").wait_for()
 
 

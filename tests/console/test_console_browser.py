@@ -110,6 +110,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert page.locator("#conn").inner_text() == "online"
     page.locator("#token").fill(ALICE)
     page.locator("#signin button[type=submit]").click()
+    page.locator("#who").filter(has_text="user").wait_for()  # signed in: the badge now says the socket's state
     page.locator("#conn.online").wait_for()
     assert page.locator("#thread-title").inner_text() == "ops-room"
 

@@ -165,6 +165,9 @@ async function onSignin(ev) {
 function afterSignin() {
   $("who").textContent = state.user ? `user ${state.user}` : "";
   $("signout").hidden = !state.authRequired;
+  // the sign-in page's "online" said only that the daemon answers: the view signed into says its own
+  // (a chat: once its socket is attached and the transcript shown; a page: with its first API answer)
+  setConn(false, "connecting…");
   route();
 }
 
