@@ -118,25 +118,25 @@ _SKELETON_LEAD = re.compile(
 _SPACE = re.compile(r"\s+")
 
 
+def _folded(line: str) -> str:
+    """The line with compatibility forms, format and control characters, accents, case,
+    look-alike letters and apostrophes, and emphasis/code/tag marks folded away (the common
+    ground of :func:`skeleton` and :func:`words`)."""
+    text = unicodedata.normalize("NFKD", line)
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROP_CATEGORIES or ch == "\t")
+    return _SKELETON_MARKS.sub("", text.casefold().translate(_LOOKALIKES))
+
+
 def skeleton(line: str) -> str:
     """The detection form of one line (see the module docstring): lower case,
     no white space, no markers, look-alike letters folded to Latin ones."""
-    text = unicodedata.normalize("NFKD", line)
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROP_CATEGORIES or ch == "\t")
-    text = text.casefold().translate(_LOOKALIKES)
-    text = _SKELETON_MARKS.sub("", text)
-    text = _SKELETON_LEAD.sub("", text)
-    return _SPACE.sub("", text)
+    return _SPACE.sub("", _SKELETON_LEAD.sub("", _folded(line)))
 
 
 def words(line: str) -> str:
     """The line's words as :func:`skeleton` folds them (lower case, look-alikes and
     apostrophes folded, marks and leading markers removed), single spaces kept between them."""
-    text = unicodedata.normalize("NFKD", line)
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROP_CATEGORIES or ch in "\t")
-    text = text.casefold().translate(_LOOKALIKES)
-    text = _SKELETON_MARKS.sub("", text)
-    return _SKELETON_LEAD.sub("", _SPACE.sub(" ", text).strip())
+    return _SKELETON_LEAD.sub("", _SPACE.sub(" ", _folded(line)).strip())
 
 
 def says_no(line: str) -> bool:
