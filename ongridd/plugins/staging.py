@@ -19,6 +19,7 @@ import attrs
 import pluggy
 
 from ongridd.errors import PluginError, ToolRegistrationError
+from ongridd.plugins import DAEMON_FOLDERS, DAEMON_PATHS, daemon_path  # noqa: F401 - re-exported
 from ongridd.plugins.api import PluginContext
 from ongridd.tools.registry import validate_tool
 from ongridd.tools.spec import CONTROL_TOOL_NAMES, TOOL_NAME_RE, RedirectStub, Tool
@@ -33,20 +34,6 @@ HOOK_NAMES = (
 )
 ROUTE_AUTH = ("token", "none")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-#: the paths the daemon serves itself, exactly, and the folders whose every path it serves: a plugin
-#: route there would never run, and it must not lend a daemon route an open route's exemptions (no
-#: origin check); ``/api/plugins/<plugin>/…`` stays free for plugins
-DAEMON_PATHS = ("/", "/healthz", "/readyz", "/metrics", "/ws", "/api/me", "/api/plugins", "/api/agents-skipped")
-DAEMON_FOLDERS = ("/static", "/api/sessions", "/api/agents", "/api/marketplace")
-
-
-def daemon_path(path: str) -> bool:
-    """True when the daemon serves ``path`` itself: one of :data:`DAEMON_PATHS`, or one of
-    :data:`DAEMON_FOLDERS` or below it (compared without a trailing slash and in any case)."""
-    bare = path.rstrip("/").lower() or "/"
-    return bare in DAEMON_PATHS or any(bare == p or bare.startswith(p + "/") for p in DAEMON_FOLDERS)
-
-
 class PluginRoute(NamedTuple):
     """An HTTP route a plugin registered: ``handler(PluginRequest)`` is async.
     ``auth``: ``token`` (the daemon's auth) or ``none`` (the handler verifies

@@ -31,7 +31,7 @@ from werkzeug.exceptions import HTTPException
 from ongridd import jsontext
 from ongridd.errors import AuthError, Forbidden, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import get_logger
-from ongridd.plugins.staging import daemon_path
+from ongridd.plugins import daemon_path
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
@@ -269,7 +269,7 @@ def _bounded_request_class(base: type[TrioRequest], services: AppServices) -> ty
 
 def _plugin_route_of(services: AppServices, method: str, path: str) -> Any:
     """The plugin route registered for ``(method, path)``, or None — also None for a path the
-    daemon serves itself (:func:`~ongridd.plugins.staging.daemon_path`), whatever a plugin
+    daemon serves itself (:func:`~ongridd.plugins.daemon_path`), whatever a plugin
     registered there: such a route never runs and lends the daemon's route none of an open
     route's exemptions (the origin check, the larger anonymous body)."""
     table = services.plugin_routes() if services.plugin_routes else {}

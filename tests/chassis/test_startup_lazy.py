@@ -108,3 +108,17 @@ def test_render_imports_markdown_it_on_first_use():
     before, after, html = done.stdout.strip().split(" ", 2)
     assert (before, after) == ("False", "True")
     assert "<strong>hi</strong>" in html and "<script>" not in html
+
+
+def test_what_serves_healthz_imports_no_plugin_machinery():
+    # /healthz answers once the store is open: the HTTP app and the store must not pull in the
+    # plugin manager, the tool registry or the JSON Schema validators (they load after, with the plugins)
+    done = _python("""
+        import sys
+        import ongridd.daemon as daemon
+        daemon.import_server()
+        print(sorted(m for m in sys.modules if m.startswith(
+            ("ongridd.plugins.", "ongridd.tools.registry", "ongridd.tools.args", "jsonschema", "pluggy", "httpx2"))))
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
