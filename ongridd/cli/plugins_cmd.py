@@ -38,6 +38,8 @@ def add_parser(subparsers: Any) -> None:
 
 def _format(report: dict[str, Any]) -> list[str]:
     status = "ok" if report["ok"] else ("disabled" if report.get("disabled") else "FAILED")
+    if report["ok"] and report.get("unconfigured"):
+        status = "ok, not configured"
     lines = [f"{report['name']}  [{report['source']}]  {status}"]
     if report.get("location"):
         lines.append(f"    from: {report['location']}")
@@ -46,6 +48,8 @@ def _format(report: dict[str, Any]) -> list[str]:
     registered = report.get("registered") or {}
     for kind, names in registered.items():
         lines.append(f"    {kind}: {', '.join(names)}")
+    if report.get("unconfigured"):
+        lines.append(f"    not configured: {report['unconfigured']}")
     if report.get("inactive"):
         lines.append(f"    inactive: {report['inactive']}")
     elif report["ok"] and not registered:

@@ -189,6 +189,8 @@ class PluginContext:
     chat: Any = None
     #: why the plugin registered nothing, in the order it said so (:meth:`inactive`)
     inactive_reasons: list[str] = attrs.field(factory=list)
+    #: what the plugin's registrations still need before they work (:meth:`unconfigured`)
+    unconfigured_reasons: list[str] = attrs.field(factory=list)
 
     def inactive(self, reason: str) -> None:
         """Say why this plugin registers nothing with the configuration it was given (a bridge
@@ -197,6 +199,13 @@ class PluginContext:
         logged once per process and reason."""
         self.inactive_reasons.append(reason)
         say_once(self.plugin_name, reason)
+
+    def unconfigured(self, reason: str) -> None:
+        """Say what this plugin's registrations need before they work with the configuration it
+        was given (a query tool whose server URL is not set).  They stay registered and answer
+        with the same reason when called; ``ongrid plugins list`` and ``GET /api/plugins`` show
+        the last reason (field ``unconfigured``), so the gap is seen before a turn runs into it."""
+        self.unconfigured_reasons.append(reason)
 
     def secret(self, key: str, default_env: str | None = None) -> str | None:
         """The secret held in the environment variable named by this plugin's

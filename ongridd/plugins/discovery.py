@@ -39,6 +39,8 @@ class PluginReport:
     registered, ``{"tools": [...], "redirect_stubs": [...], "personas": [...],
     "skills": [...], "routes": ["GET /path", ...]}`` (empty when it failed).  ``inactive``: why a
     plugin that loaded registered nothing (:meth:`PluginContext.inactive`), else None.
+    ``unconfigured``: what its registrations still need before they work
+    (:meth:`PluginContext.unconfigured`), else None.
     """
 
     name: str
@@ -49,12 +51,13 @@ class PluginReport:
     location: str = ""
     disabled: bool = False
     inactive: str | None = None
+    unconfigured: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "source": self.source, "location": self.location, "ok": self.ok,
             "disabled": self.disabled, "error": self.error, "registered": self.registered,
-            "inactive": self.inactive,
+            "inactive": self.inactive, "unconfigured": self.unconfigured,
         }
 
 

@@ -50,6 +50,9 @@ def ongrid_register_tools(register: Any, context: PluginContext) -> None:
     """Register the incident, change-event, alert-rule and device tools."""
     for tool in make_incident_tools(context.store, NAMES):
         register(tool)
+    if not context.config.prometheus.url:
+        context.unconfigured("prometheus.url (or ONGRID_PROMETHEUS_URL) is not set: query_alert_rules answers "
+                             "with that until it is (the incident, change and device tools work)")
     client = PrometheusClient(base_url=context.config.prometheus.url, http=context.http,
                               timeout_s=_timeout_s(context))
     register(make_query_alert_rules(client))

@@ -21,4 +21,6 @@ PLUGIN_NAME = "ongrid_loki"
 def ongrid_register_tools(register: Any, context: PluginContext) -> None:
     """Register ``query_logql``."""
     settings = LokiSettings.from_mapping(context.settings, where=f"config.plugins.settings.{PLUGIN_NAME}")
+    if not context.config.loki.url:
+        context.unconfigured("loki.url (or ONGRID_LOKI_URL) is not set: query_logql answers with that until it is")
     register(make_query_logql(context.config.loki.url, context.http, settings))

@@ -34,4 +34,7 @@ def client_for(context: PluginContext, timeout_s: float) -> PrometheusClient:
 def ongrid_register_tools(register: Any, context: PluginContext) -> None:
     """Register ``query_promql``."""
     settings = settings_for(context)
+    if not context.config.prometheus.url:
+        context.unconfigured("prometheus.url (or ONGRID_PROMETHEUS_URL) is not set: query_promql answers "
+                             "with that until it is")
     register(make_query_promql(client_for(context, settings.timeout_s), settings))

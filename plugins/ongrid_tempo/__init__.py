@@ -21,4 +21,7 @@ PLUGIN_NAME = "ongrid_tempo"
 def ongrid_register_tools(register: Any, context: PluginContext) -> None:
     """Register ``query_traceql``."""
     settings = TempoSettings.from_mapping(context.settings, where=f"config.plugins.settings.{PLUGIN_NAME}")
+    if not context.config.tempo.url:
+        context.unconfigured("tempo.url (or ONGRID_TEMPO_URL) is not set: query_traceql answers with that "
+                             "until it is")
     register(make_query_traceql(context.config.tempo.url, context.http, settings))

@@ -139,6 +139,24 @@ def test_plugins_list_says_why_a_bridge_is_off_naming_the_missing_variables(tmp_
     assert report["ongrid_host"]["inactive"] is None and report["ongrid_host"]["registered"]["tools"]
 
 
+def test_plugins_list_says_which_query_plugins_have_no_server_configured(tmp_path):
+    cfg = tmp_path / "ongrid.yaml"
+    cfg.write_text("loki:\n  url: http://127.0.0.1:3100\n")
+    code, out, err, _ = ongrid("plugins", "list", "--config", str(cfg), cwd=tmp_path)
+    assert code == 0, err
+    prometheus = out[out.index("ongrid_prometheus"):]
+    assert prometheus.startswith("ongrid_prometheus  [builtin]  ok, not configured\n")
+    assert ("not configured: prometheus.url (or ONGRID_PROMETHEUS_URL) is not set: query_promql answers with that "
+            "until it is") in prometheus
+    code, out, err, _ = ongrid("plugins", "list", "--json", "--config", str(cfg), cwd=tmp_path)
+    report = {r["name"]: r for r in json.loads(out)}
+    assert report["ongrid_tempo"]["unconfigured"].startswith("tempo.url (or ONGRID_TEMPO_URL) is not set")
+    assert report["ongrid_incidents"]["unconfigured"].startswith("prometheus.url")
+    assert report["ongrid_loki"]["unconfigured"] is None  # configured: nothing to say
+    assert report["ongrid_tempo"]["ok"] and report["ongrid_tempo"]["registered"]["tools"] == ["query_traceql"]
+    assert report["ongrid_host"]["unconfigured"] is None
+
+
 def test_plugins_list_asks_the_running_daemon_whose_environment_holds_the_secrets(tmp_path):
     cfg = tmp_path / "ongrid.yaml"
     cfg.write_text("plugins:\n  settings:\n    ongrid_slack: {}\n")
