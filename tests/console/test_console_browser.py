@@ -186,6 +186,19 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#thread-session").click()
     page.locator("#audit tbody tr[data-tool='host_du_summary']").wait_for()
     assert page.locator("#audit tbody tr[data-tool='AgentTool']").count() == 2
+    # at 390 px the audit stacks into one card per call: every cell on screen, nothing to scroll sideways
+    size = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(100)
+    assert page.evaluate("document.documentElement.scrollWidth <= 390 + 1")
+    assert page.evaluate("document.querySelector('#view-session .scroll').scrollWidth"
+                         " <= document.querySelector('#view-session .scroll').clientWidth + 1")
+    cell = page.locator("#audit tbody tr[data-tool='host_du_summary'] td[data-label='result']").first
+    cell.scroll_into_view_if_needed()
+    box = cell.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1 and box["width"] > 200, box
+    copy_out(save_artifacts(tmp, "session-390", page))
+    page.set_viewport_size(size)
     page.go_back()
 
     # turn 2: stop the slow worker only
@@ -366,9 +379,17 @@ def test_personas_edit_save_warning_and_delete(console):
         page.wait_for_timeout(250)
     assert warned.locator("td").nth(1).inner_text() == "user"
     assert "unknown tool 'no_such_tool_here'" in warned.locator(".warnings").inner_text()
-    # a new user agent: save, then a broken edit shows the server's message and warnings
-    page.goto(url + "/#/personas/console-helper")
+    # a new user agent, started from the list's New persona form (a name the daemon would refuse is
+    # said at once); save, then a broken edit shows the server's message and warnings
+    page.locator("#persona-new-name").fill("console helper!")
+    page.locator("#persona-new button[type=submit]").click()
+    page.locator("#persona-new-error").filter(has_text="only letters, digits").wait_for()
+    assert page.url.endswith("#/personas")
+    page.locator("#persona-new-name").fill("console-helper")
+    page.locator("#persona-new button[type=submit]").click()
     page.locator("#persona-meta").filter(has_text="new persona").wait_for()
+    assert page.url.endswith("#/personas/console-helper")
+    assert "name: \"console-helper\"" in page.locator("#persona-body").input_value()
     page.locator("#persona-body").fill('---\nname: console-helper\ndescription: "Helps in tests"\n'
                                       'tools: ["get_host_load", "not_a_tool"]\n---\nYou help.\n')
     page.locator("#persona-form button[type=submit]").click()

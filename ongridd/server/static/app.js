@@ -1013,16 +1013,16 @@ function auditRow(r) {
       p.reviewer_session_id ? el("a", { href: `#/s/${encodeURIComponent(p.reviewer_session_id)}`, text: "reviewer" }) : null);
   }
   return el("tr", { "data-tool": r.tool_name, "data-status": r.status },
-    el("td", { class: "when", title: isoTime(r.created_at), text: auditTime(r.created_at) }),
-    el("td", { text: String(r.agent_id || "") }),
-    el("td", {}, el("code", { text: String(r.tool_name) })),
-    el("td", { text: String(r.status) }),
-    el("td", { text: String(r.duration_ms) }),
-    el("td", {}, el("pre", { text: String(r.arguments || "") })),
-    el("td", {}, result.length > 300
+    el("td", { class: "when", "data-label": "time", title: isoTime(r.created_at), text: auditTime(r.created_at) }),
+    el("td", { "data-label": "agent", text: String(r.agent_id || "") }),
+    el("td", { "data-label": "tool" }, el("code", { text: String(r.tool_name) })),
+    el("td", { "data-label": "status", text: String(r.status) }),
+    el("td", { "data-label": "ms", text: String(r.duration_ms) }),
+    el("td", { "data-label": "arguments" }, el("pre", { text: String(r.arguments || "") })),
+    el("td", { "data-label": "result" }, result.length > 300
       ? el("details", {}, el("summary", { text: result.slice(0, 120) + "…" }), el("pre", { text: result }))
       : el("pre", { text: result })),
-    el("td", {}, review));
+    el("td", { "data-label": "review" }, review));
 }
 
 // ---------------------------------------------------------------- personas
@@ -1076,6 +1076,20 @@ async function loadSkippedFiles() {
       el("code", { text: String(f.path) }),
       el("ul", {}, ...(Array.isArray(f.warnings) ? f.warnings : []).map((w) => el("li", { text: String(w) })))))),
   ] : []));
+}
+
+// "New persona": opens the form for a name (an empty one for a new name, the persona itself for a taken one);
+// the name is checked here as the daemon checks it (letters, digits, '-', '_'), so a typo is said at once
+function onPersonaNew(ev) {
+  ev.preventDefault();
+  const name = $("persona-new-name").value.trim().normalize("NFC");
+  const bad = !name ? "type a name first" : name.length > 128 ? "at most 128 characters"
+    : !/^[\p{L}\p{N}_-][\p{L}\p{N}\p{M}_-]*$/u.test(name) || /[_-]\p{M}/u.test(name)
+      ? "only letters, digits, '-' and '_'" : "";
+  $("persona-new-error").textContent = bad;
+  if (bad) return;
+  $("persona-new-name").value = "";
+  location.hash = `#/personas/${encodeURIComponent(name)}`;
 }
 
 function personaFile(p) {
@@ -1226,6 +1240,7 @@ function init() {
   $("newthread").addEventListener("submit", onNewThread);
   $("menu").addEventListener("click", () => toggleSidebar(!$("sidebar").classList.contains("open")));
   $("persona-form").addEventListener("submit", onPersonaSave);
+  $("persona-new").addEventListener("submit", onPersonaNew);
   $("persona-delete").addEventListener("click", onPersonaDelete);
   window.addEventListener("hashchange", route);
   document.addEventListener("keydown", (ev) => {
