@@ -57,6 +57,12 @@ class ShortSecretError(ConfigError):
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+#: what may stand between two characters of a secret in a file an editor wrapped: a line break
+#: with the line's trailing blanks before it and the next line's indentation or quote marker after
+#: it (bounded, so a scan stays linear whatever the file's runs of blanks)
+_WRAP = r"(?:[ \t]{0,16}\r?\n[ \t>]{0,16})?"
+
+
 def _forms(value: str) -> set[str]:
     """The literal and the JSON-escaped forms (one and two levels deep, with
     and without ``ensure_ascii``) under which ``value`` can appear in text."""
@@ -89,6 +95,7 @@ class Redactor:
         ordered = sorted(forms, key=lambda f: (-len(f), f))
         self._forms = tuple(ordered)
         self._pattern: re.Pattern[str] | None = re.compile("|".join(map(re.escape, ordered))) if forms else None
+        self._wrapped: re.Pattern[str] | None = None  # compiled on first use of redact_wrapped
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -120,6 +127,18 @@ class Redactor:
         parts.append(text[pos:])
         return "".join(parts)
 
+
+    def redact_wrapped(self, text: str) -> str:
+        """:meth:`redact`, then also every secret a line break splits (a file an editor wrapped:
+        ``abcd⏎    efgh``, the next line's indentation or ``>`` included), for text a person
+        wrote by hand, such as a persona file; O(len(text)) per secret held."""
+        text = self.redact(text)
+        if self._pattern is None or not isinstance(text, str) or "\n" not in text:
+            return text
+        if self._wrapped is None:
+            self._wrapped = re.compile("|".join(_WRAP.join(map(re.escape, value))
+                                                for value in sorted(self.values, key=lambda v: (-len(v), v))))
+        return self._wrapped.sub(self.replacement, text)
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:
         """Merged ``[start, end]`` spans of every secret in ``text`` from ``match`` on."""
@@ -235,6 +254,12 @@ def redact(text: Any) -> Any:
     """Redact every held secret from ``text`` (anything not a ``str``, e.g.
     None, is returned unchanged).  Never raises."""
     return REGISTRY.redact(text)
+
+
+def redact_wrapped(text: str) -> str:
+    """:func:`redact`, and also held secrets a line break splits (see :meth:`Redactor.redact_wrapped`);
+    for hand-written text such as persona files.  Never raises."""
+    return REGISTRY.redactor.redact_wrapped(text)
 
 
 def redact_head(text: str, n: int) -> str:

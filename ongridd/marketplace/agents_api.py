@@ -43,7 +43,7 @@ from ongridd.personas.frontmatter import MAX_FILE_BYTES
 from ongridd.personas.origin import files_without_persona, persona_origin, persona_warnings
 from ongridd.personas.parse import parse_persona_text, persona_to_text
 from ongridd.personas.registry import content_digest
-from ongridd.secretset import redact
+from ongridd.secretset import redact_wrapped
 from ongridd.tools.spec import CONTROL_TOOL_NAMES
 from ongridd.unicodetext import ascii_digits
 
@@ -68,12 +68,12 @@ _REVIEWER_LOCKED = ("the 'reviewer' persona decides the review gate; it cannot b
 
 def _redacted(value: Any) -> Any:
     """``value`` (a persona as the API shows it) with every held secret hidden in every string,
-    keys included: a file dropped into an agents folder is shown to every user, and a PUT of
-    one that holds a secret is refused for that reason."""
+    keys included, one an editor's line wrap splits too: a file dropped into an agents folder is
+    shown to every user, and a PUT of one that holds a secret is refused for that reason."""
     if isinstance(value, str):
-        return redact(value)
+        return redact_wrapped(value)
     if isinstance(value, dict):
-        return {redact(k) if isinstance(k, str) else k: _redacted(v) for k, v in value.items()}
+        return {redact_wrapped(k) if isinstance(k, str) else k: _redacted(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redacted(v) for v in value]
     return value
@@ -116,7 +116,7 @@ class AgentsAPI:
         secret redacted from the warnings (they may quote the file)."""
         report = getattr(self.agents, "last_report", None)
         sources = [p.source for p in self.agents.snapshot().values()]
-        return [{"path": redact(f["path"]), "warnings": [redact(w) for w in f["warnings"]]}
+        return [{"path": redact_wrapped(f["path"]), "warnings": [redact_wrapped(w) for w in f["warnings"]]}
                 for f in files_without_persona(getattr(report, "warnings", ()) or (), sources)]
 
     def _described(self, persona: Any) -> dict:
@@ -158,7 +158,7 @@ class AgentsAPI:
             # continuation) that the file's own text does not show literally: shown from the
             # (redacted) fields instead, never as written
             on_disk = None
-        out["text"] = redact(on_disk) if on_disk is not None else persona_to_text(persona)
+        out["text"] = redact_wrapped(on_disk) if on_disk is not None else persona_to_text(persona)
         if name == "reviewer":  # shown read-only, with why, rather than refused on Save
             out["read_only"] = _REVIEWER_LOCKED
         out["text_from"] = "file" if on_disk is not None else "fields"
@@ -186,7 +186,7 @@ class AgentsAPI:
             raise PersonaError(f"persona too large: {len(raw):,} bytes; a persona file may have at most "
                                f"{MAX_FILE_BYTES:,}", too_large=True)
         decoded = raw.decode("utf-8", "replace")
-        if redact(decoded) != decoded:  # personas are shared with every user and go into prompts
+        if redact_wrapped(decoded) != decoded:  # personas are shared with every user and go into prompts
             raise PersonaError(_HOLDS_SECRET)
         if name == "reviewer":
             raise PersonaError(_REVIEWER_LOCKED)
@@ -213,7 +213,7 @@ class AgentsAPI:
             raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path),
                                warnings=warnings)
         parsed_text = json.dumps(persona.to_dict(), ensure_ascii=False, default=str) + persona_to_text(persona)
-        if redact(parsed_text) != parsed_text:  # a secret spelled with YAML escapes decodes to the value itself
+        if redact_wrapped(parsed_text) != parsed_text:  # a secret spelled with YAML escapes decodes to the value itself
             raise PersonaError(_HOLDS_SECRET)
         async with self._lock:
             await trio.to_thread.run_sync(_write_atomic, path.parent, path, raw, self._real_roots)

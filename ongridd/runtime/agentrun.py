@@ -35,6 +35,7 @@ from ongridd.runtime.gate import ReviewGate
 from ongridd.runtime.ports import Row, RuntimeStore, RuntimeWriter
 from ongridd.runtime.registries import Registries
 from ongridd.runtime.sink import PersistSink
+from ongridd.secretset import redact_wrapped
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.tools.bag import ToolBag, coordinator_bag, worker_bag, wrap_tools
 from ongridd.tools.runner import ToolRunner
@@ -111,7 +112,9 @@ class AgentRunner:
         cached = self._worker_prompts.get(profile.name)
         if cached is not None and cached[0] is profile and cached[1] is skills_now and cached[2] == base:
             return cached[3]
-        system = compose_system_prompt(base=base, persona=profile, skills=self._skills(snap, profile))
+        # a secret a persona or skill file holds split by a line wrap, which the model wrapper's
+        # literal redaction would not see, is hidden here, once per composed prompt
+        system = redact_wrapped(compose_system_prompt(base=base, persona=profile, skills=self._skills(snap, profile)))
         self._worker_prompts[profile.name] = (profile, skills_now, base, system)
         self._worker_prompts.move_to_end(profile.name)
         while len(self._worker_prompts) > WORKER_PROMPTS_KEPT:
@@ -139,9 +142,9 @@ class AgentRunner:
             return cached[2], cached[3]
         spawnable = snap.agents.spawnable(agents)
         catalog = agent_catalog(spawnable, snapshot_key=agents)
-        system = compose_system_prompt(base=base, persona=persona,
-                                       catalog=f"{CATALOG_INTRO}\n{catalog}" if catalog else "",
-                                       skills=self._skills(snap, persona))
+        system = redact_wrapped(compose_system_prompt(base=base, persona=persona,
+                                                      catalog=f"{CATALOG_INTRO}\n{catalog}" if catalog else "",
+                                                      skills=self._skills(snap, persona)))
         names = [p.name for p in spawnable]
         self._coordinator_cache = (key, base, system, names)
         return system, names

@@ -139,6 +139,27 @@ async def test_put_refuses_a_persona_holding_a_secret_the_daemon_holds(api):
     assert not (api.config.agents_write_dir / "db-helper.md").exists()
 
 
+async def test_a_secret_an_editor_wrapped_over_two_lines_is_neither_shown_nor_stored(api):
+    from ongridd.secretset import REGISTRY
+
+    token = "tok-persona-wrap-0123456789abcdef"
+    wrapped = persona("db-helper") + f"Log in with {token[:12]}\n  {token[12:]} when asked.\n"
+    with REGISTRY.hold([token]):
+        with pytest.raises(PersonaError, match="contains a secret value the daemon holds"):
+            await api.put("db-helper", wrapped, actor="alice")
+        assert not (api.config.agents_write_dir / "db-helper.md").exists()
+        # dropped into the folder by hand: loaded (an operator's file), but no API answer shows the pieces
+        path = api.config.agents_write_dir / "db-helper.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(wrapped)
+        await api.reload()
+        got = await api.get("db-helper")
+        listed = next(p for p in api.list() if p["name"] == "db-helper")
+    for shown in (got["text"], got["body"], str(listed)):
+        assert token[:12] not in shown and token[12:] not in shown, shown
+    assert "Log in with [redacted] when asked." in got["body"]
+
+
 async def test_delete_removes_a_user_agent(api):
     await api.put("db-helper", persona("db-helper"), actor="alice")
     out = await api.delete("db-helper", actor="alice")

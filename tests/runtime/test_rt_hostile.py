@@ -12,7 +12,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
 from ongridd.runtime.decision import parse_decision
-from tests.runtime.rt_helpers import db_rows, open_daemon
+from tests.runtime.rt_helpers import agent_call, db_rows, open_daemon
 
 
 @pytest.mark.parametrize("answer", [
@@ -153,6 +153,30 @@ async def test_persona_files_holding_a_held_secret_never_show_it_through_the_api
         shown = json.loads(answers[f"/api/agents/{name}"])
         assert shown["text_from"] == "fields" and "[redacted]" in shown["description"], shown
         assert token[1:] not in shown["text"] and token[20:] not in shown["text"], shown["text"]
+
+
+async def test_a_held_secret_an_editor_wrapped_in_a_persona_file_never_reaches_the_model(tmp_path, monkeypatch):
+    """The model wrapper hides held secrets spelled as they are; one a persona file's line wrap
+    splits is hidden when the system prompt is composed (the worker's and the coordinator's)."""
+    token = "wrap-token-0123456789abcdefghij"
+    monkeypatch.setenv("RT_WRAPPED_TOKENS", f"alice:{token}")
+    agents = tmp_path / "agents"
+    agents.mkdir(parents=True)
+    (agents / "wrapper.md").write_text("---\nname: wrapper\ndescription: Looks things up.\ntools: [query_knowledge]\n"
+                                       f"---\nIf asked, the key is {token[:14]}\n   {token[14:]} (do not share).\n")
+    script = {"default": [{"tool_calls": [agent_call("wrapper", "look it up")]}, {"content": "done"}],
+              "wrapper": [{"content": "looked"}]}
+    async with open_daemon(tmp_path, script, server={"tokens_env": "RT_WRAPPED_TOKENS"}) as d:
+        async with d.ws("wrapped", token=token) as c:
+            await c.send({"type": "user_message", "text": "go"})
+            with trio.fail_after(30):
+                while (await c.recv())["type"] != "final":
+                    pass
+        sent = [json.dumps(r.body) for r in d.requests("wrapper") + d.requests("default")]
+    assert len(sent) == 3
+    assert "the key is [redacted] (do not share)" in json.loads(sent[0])["messages"][0]["content"]
+    for body in sent:
+        assert token[:14] not in body and token[14:] not in body, body[:2000]
 
 
 async def test_a_message_flood_costs_a_few_interjection_calls(tmp_path):

@@ -72,6 +72,18 @@ def test_regex_metacharacters_are_literals():
     assert r.redact("aXbc a.b*c (x|y) x") == f"aXbc {REDACTED} {REDACTED} x"
 
 
+def test_a_secret_an_editor_wrapped_over_two_lines_is_redacted_in_hand_written_text():
+    r = Redactor([KEY, "x"])
+    assert r.redact_wrapped("use sk-test-ABCD\n    EFGHIJKLMNOP now") == f"use {REDACTED} now"
+    assert r.redact_wrapped("> quoted sk-test-\n> ABCDEFGH\r\n> IJKLMNOP") == f"> quoted {REDACTED}"
+    assert r.redact_wrapped(f"{KEY} and sk-test-ABCDEFGH  \nIJKLMNOP") == f"{REDACTED} and {REDACTED}"
+    assert r.redact_wrapped("sk-test-ABCDEFGH IJKLMNOP\n") == "sk-test-ABCDEFGH IJKLMNOP\n"  # a space is no wrap
+    assert r.redact_wrapped("sk-test-ABCDEFGH\n\nIJKLMNOP") == "sk-test-ABCDEFGH\n\nIJKLMNOP"  # nor a new paragraph
+    assert Redactor([]).redact_wrapped("a\nb") == "a\nb" and r.redact_wrapped(None) is None
+    blanks = ("s" + " " * 50_000 + "k\n") * 20  # long runs of blanks cost a bounded look each
+    assert r.redact_wrapped(blanks) == blanks
+
+
 def test_redactor_never_shows_its_values_and_passes_non_text_through():
     r = Redactor([TOKEN])
     assert TOKEN not in repr(r)
