@@ -366,16 +366,17 @@ def collect_secrets(config: Any, environ: Mapping[str, str] | None = None) -> Da
                 values.add(token.strip())
     for name, value in found.items():
         if name != config.server.tokens_env and len(value.strip()) < MIN_SECRET_CHARS:
-            raise ShortSecretError(_too_short(f"the secret in ${name}", len(value.strip())))
+            raise ShortSecretError(too_short_message(f"the secret in ${name}", len(value.strip())))
     for password in url_password(config.database_url):
         if len(password) < MIN_SECRET_CHARS:
-            raise ShortSecretError(_too_short("the database URL's password", len(password)))
+            raise ShortSecretError(too_short_message("the database URL's password", len(password)))
         values.add(password)
     return DaemonSecrets(env=found, tokens_raw=tokens_raw, api_key=found.get(config.llm.api_key_env),
                          values=frozenset(v for v in values if v))
 
 
-def _too_short(what: str, length: int) -> str:
+def too_short_message(what: str, length: int) -> str:
+    """Why the secret ``what`` (e.g. ``"the secret in $NAME"``) of ``length`` characters is refused."""
     return (f"{what} is {length} characters long; a secret needs at least {MIN_SECRET_CHARS} (every text that "
             "holds it is redacted, so a short one would rewrite ordinary words everywhere, and it is easy to guess)")
 

@@ -32,7 +32,7 @@ import attrs
 import pluggy
 
 from ongridd.config import Config, HostConfig
-from ongridd.errors import PluginError, ToolRegistrationError
+from ongridd.errors import ConfigError, PluginError, ToolRegistrationError
 from ongridd.logs import get_logger
 from ongridd.plugins import hookspecs
 from ongridd.plugins.api import PluginContext
@@ -173,7 +173,7 @@ class _Collector:
             call_hooks(self.pm, plugin, staging, context)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing hook skips the plugin
             self.pm.unregister(plugin)
-            msg = str(exc) if isinstance(exc, (PluginError, ToolRegistrationError)) else f"{type(exc).__name__}: {exc}"
+            msg = str(exc) if isinstance(exc, (PluginError, ToolRegistrationError, ConfigError)) else f"{type(exc).__name__}: {exc}"
             self._failed(src, location, msg)
             return
         for tool in staging.tools:

@@ -142,6 +142,31 @@ def test_a_short_secret_is_refused_naming_where_it_comes_from(tmp_path):
         collect_secrets(pg, {})
 
 
+def test_a_short_secret_read_from_a_bridges_default_variable_is_refused_too(monkeypatch):
+    from ongridd.plugins.secrets import adopt_secret
+    from ongridd.secretset import ShortSecretError
+
+    monkeypatch.setenv("ONGRID_TEST_DEFAULT_SHORT", "abc")
+    for _ in range(2):  # refused when read, and again on a later read (never "not set")
+        with pytest.raises(ShortSecretError, match=r"the secret in \$ONGRID_TEST_DEFAULT_SHORT is 3 characters long"):
+            adopt_secret("ONGRID_TEST_DEFAULT_SHORT")
+    assert "ONGRID_TEST_DEFAULT_SHORT" not in os.environ  # out of the environment all the same
+    assert REGISTRY.redact("abc") == "abc"  # never held: ordinary text stays as it is
+
+
+def test_a_bridge_whose_default_variable_holds_a_short_secret_fails_saying_why(tmp_path):
+    cfg = tmp_path / "tg.yaml"
+    cfg.write_text('plugins:\n  settings:\n    ongrid_telegram: {mode: polling, users: {"123": local}}\n')
+    from tests.runtime.rt_helpers import ongrid_cmd, subprocess_env
+
+    env = {k: v for k, v in subprocess_env(TELEGRAM_BOT_TOKEN="abc").items() if not k.startswith("ONGRID_")}
+    done = subprocess.run(ongrid_cmd("plugins", "list", "--json", "--config", str(cfg)), capture_output=True,
+                          text=True, timeout=60, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    telegram = {r["name"]: r for r in json.loads(done.stdout)}["ongrid_telegram"]
+    assert not telegram["ok"] and telegram["error"].startswith("the secret in $TELEGRAM_BOT_TOKEN is 3 characters"), telegram
+
+
 def test_daemon_secrets_leave_the_environment_while_held_and_come_back(monkeypatch, tmp_path):
     monkeypatch.setenv("ONGRID_TEST_SECRET_X", "remember-me-please-1")
     config = _config(tmp_path, "llm: {api_key_env: ONGRID_TEST_SECRET_X}\n")
