@@ -5,7 +5,9 @@ Polling (``mode: polling``, default; no public URL needed): one loop asks
 ``getUpdates`` with ``offset`` = last ``update_id`` + 1 and ``timeout`` =
 ``poll_timeout_s``; when the API is unreachable or fails it backs off (1 s
 doubling to 30 s), logs the outage once and its end once, and goes on —
-it never ends the daemon.  Webhook (``mode: webhook``,
+it never ends the daemon.  An empty answer sooner than
+``MIN_EMPTY_POLL_S`` (a server or proxy that does not hold the long poll)
+is followed by a wait for the rest of that second, so the loop never spins.  Webhook (``mode: webhook``,
 ``POST /api/channels/telegram/webhook``, ``auth="none"``): the
 ``X-Telegram-Bot-Api-Secret-Token`` header must equal the configured
 secret (constant-time compare) or 401 and nothing starts.
@@ -58,6 +60,9 @@ ROUTE = "/api/channels/telegram/webhook"
 DEFAULT_API = "https://api.telegram.org"
 MAX_TEXT_CHARS = 32 * 1024
 MAX_BACKOFF_S = 30.0
+#: the least time between two polls whose answer held no update (the Bot API holds an empty poll
+#: for ``timeout`` seconds; one that answers at once would otherwise be asked again at once)
+MIN_EMPTY_POLL_S = 1.0
 MAX_UPDATES = 100
 MAX_ENTITIES = 100
 USERNAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
@@ -140,6 +145,7 @@ class TelegramBridge:
                                        "limit": MAX_UPDATES}
             if self.offset is not None:
                 payload["offset"] = self.offset
+            asked = trio.current_time()
             try:
                 updates = await self.api("getUpdates", payload, attempts=1, timeout_s=self.poll_timeout_s + 15)
             except PlatformError as exc:
@@ -153,7 +159,10 @@ class TelegramBridge:
                 log.info("telegram_poll_recovered", down_s=round(trio.current_time() - down_since, 1))
                 down_since = None
             backoff = 1.0
-            for update in updates if isinstance(updates, list) else []:
+            if not updates or not isinstance(updates, list):
+                await trio.sleep_until(asked + MIN_EMPTY_POLL_S)  # returns at once when the poll was held
+                continue
+            for update in updates:
                 if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
                     continue
                 self.offset = max(self.offset or 0, update["update_id"] + 1)

@@ -288,3 +288,31 @@ def test_a_failed_turn_shows_a_fixed_text_not_the_daemons_internals(tmp_path):
         stop(daemon)
         stop(llm)
         double.stop()
+
+
+class ImpatientBotAPI(BotAPI):
+    """A Bot API (or a proxy in front of it) that answers every getUpdates at once, holding nothing."""
+
+    def __call__(self, call: Call):
+        if call.path.endswith("/getUpdates") and call.path.startswith(f"/bot{TOKEN}/"):
+            return 200, {}, {"ok": True, "result": []}
+        return super().__call__(call)
+
+
+def test_polling_a_server_that_does_not_hold_the_poll_does_not_spin(tmp_path):
+    api = ImpatientBotAPI()
+    double = PlatformDouble(api).start()
+    llm, llm_url = start_fake_llm(tmp_path, {"default": [{"content": "hi"}]})
+    settings = {"ongrid_telegram": {"api_base_url": double.url, "users": {"42": "carol"}, "poll_timeout_s": 25}}
+    daemon, _url = start_serve(tmp_path, llm_url, settings, TELEGRAM_BOT_TOKEN=TOKEN)
+    try:
+        double.wait_for(lambda: double.find("/getUpdates"), 30, "the first poll")
+        first = len(double.find("/getUpdates"))
+        time.sleep(3.0)
+        polls = len(double.find("/getUpdates")) - first
+        assert 1 <= polls <= 5, polls  # about one a second (it was thousands)
+    finally:
+        stop(daemon)
+        stop(llm)
+        double.stop()
+
