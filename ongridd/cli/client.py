@@ -67,13 +67,14 @@ EMPTY_MESSAGE = "user_message.text must be a non-empty string"
 
 
 class _AskProgress:
-    """What ``ongrid ask`` says on stderr while it waits (only when stderr is
-    a terminal and not ``--json``): each change of the turn's queue place
-    (``interim`` frames with ``queue_position``) and one line per change of
-    a worker's status (``agent_tile``).  stdout keeps only the answer."""
+    """What ``ongrid ask`` says on stderr while it waits (not with ``--json``): each change of the
+    turn's queue place (``interim`` frames with ``queue_position``) and one line per change of a
+    worker's status (``agent_tile``) when stderr is a terminal; a coordinator's tool call that did
+    not succeed (a failed dispatch included) always.  stdout keeps only the answer."""
 
-    def __init__(self, err: Any) -> None:
+    def __init__(self, err: Any, *, tty: bool = True) -> None:
         self.err = err
+        self.tty = tty
         self.position: int | None = None
         self.status: dict[str, str] = {}
 
@@ -84,10 +85,16 @@ class _AskProgress:
         self.err.flush()
 
     def feed(self, frame: dict) -> None:
-        from ongridd.cli.termui import tile_line
+        from ongridd.cli.termui import tile_line, tool_line
 
         kind = frame.get("type")
-        if kind == "interim" and isinstance(frame.get("queue_position"), int):
+        if kind == "tool" and frame.get("status") not in ("ok", "started"):
+            said = tool_line(frame)
+            if said:
+                self._say(f"  {said}")
+        elif not self.tty:
+            return
+        elif kind == "interim" and isinstance(frame.get("queue_position"), int):
             position = frame["queue_position"]
             if position != self.position:
                 self.position = position
@@ -120,7 +127,7 @@ async def _ask(args: argparse.Namespace) -> int:
     thread = args.thread or f"ask-{uuid.uuid4().hex[:12]}"
     text = " ".join(args.text)
     session_id = None
-    progress = _AskProgress(sys.stderr) if not args.json and is_tty(sys.stderr) else None
+    progress = _AskProgress(sys.stderr, tty=is_tty(sys.stderr)) if not args.json else None
     try:
         async with await _connect(url) as ws:
             await ws.send_message(_hello(args, thread))
@@ -349,7 +356,7 @@ class _ChatUI:
         self._line("—")
 
     def render(self, frame: dict) -> None:
-        from ongridd.cli.termui import print_markdown
+        from ongridd.cli.termui import print_markdown, tool_line
 
         kind = frame.get("type")
         if kind == "session":
@@ -368,9 +375,10 @@ class _ChatUI:
         elif kind == "tool":
             self.turn_running = True
             self._flush_text()
-            if frame.get("status") != "started" and frame.get("name") != "AgentTool":
+            said = tool_line(frame)
+            if said is not None:
                 self.board.close()
-                self._line(f"  [tool {frame.get('name')}: {frame.get('status')}]")
+                self._line(f"  [{said}]")
         elif kind == "agent_tile":
             self.turn_running = True
             self._flush_text()

@@ -94,7 +94,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
 
     from ongridd import logs
     from ongridd.cli.sessions import format_audit, format_tree
-    from ongridd.cli.termui import TileBoard, json_line, print_markdown, safe_frame, safe_text
+    from ongridd.cli.termui import TileBoard, json_line, print_markdown, safe_frame, safe_text, tool_line
     from ongridd.config import structure
     from ongridd.daemon import run_daemon
 
@@ -157,7 +157,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
                         board.update(frame)
                     elif kind == "tool" and frame["status"] != "started":
                         board.close()
-                        print(f"  ⚙ tool {frame['name']}: {frame['status']}", flush=True)
+                        print(f"  ⚙ {tool_line(frame, dispatches=True)}", flush=True)
                     elif kind == "interim":
                         print(f"  … {frame['text']}", flush=True)
                     elif kind == "final":

@@ -118,6 +118,18 @@ def tile_line(frame: dict) -> str:
                     f"{frame.get('description', '')}")  # one line, whatever the model named it
 
 
+def tool_line(frame: dict, *, dispatches: bool = False) -> str | None:
+    """One line for a coordinator's finished ``tool`` frame — ``tool NAME: STATUS``, and ``— why``
+    for one that did not succeed — or None when there is nothing to say: a call just started, or
+    (unless ``dispatches``) an ``AgentTool`` that dispatched: its worker's tile says the rest (a
+    failed dispatch has no tile, so it is said)."""
+    status, name = str(frame.get("status", "")), str(frame.get("name", ""))
+    if status == "started" or (name == "AgentTool" and status == "ok" and not dispatches):
+        return None
+    why = frame.get("error")
+    return one_line(f"tool {name}: {status}" + (f" — {why}" if isinstance(why, str) and why.strip() else ""))
+
+
 class TileBoard:
     """The worker tiles of the running turn.  ``update(frame)`` takes an
     ``agent_tile`` frame; ``close()`` ends the in-place display (call it at

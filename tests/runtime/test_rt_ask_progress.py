@@ -137,3 +137,27 @@ async def test_refused_and_empty_questions_leave_no_thread(tmp_path):
         assert {t["thread_id"] for t in _threads(d)} == {"blocker", "shared"}
         code, out, err = await run_cli("sessions", "list", "--url", d.base_url)
         assert code == 0 and "shared" in out and "created-then-left" not in out
+
+
+async def test_a_failed_dispatch_is_said_by_ask_and_chat(tmp_path):
+    """A dispatch that fails has no worker tile: ``ask`` says it on stderr (a terminal or not),
+    ``chat`` in its transcript, with the daemon's reason."""
+    script = {"default": [
+        {"content": "Asking the log janitor.", "tool_calls": [agent_call("log-janitor", "Clean the logs.", "logs")]},
+        {"content": "I could not ask the log janitor."},
+    ]}
+    async with open_daemon(tmp_path, script) as d:
+        code, out, err = await run_cli("ask", "--url", d.base_url, "--thread", "janitor", "clean the logs")
+        assert code == 0 and out == "I could not ask the log janitor.\n", err
+        said = [line for line in err.splitlines() if "tool AgentTool" in line]
+        assert len(said) == 1 and said[0].startswith("  tool AgentTool: error — ") and "log-janitor" in said[0], err
+        d.use_script(script)
+        with trio.fail_after(60):
+            proc = await trio.run_process(ongrid_cmd("chat", "--url", d.base_url, "--thread", "janitor-chat"),
+                                          stdin=b"clean the logs\n", capture_stdout=True, capture_stderr=True,
+                                          check=False, env=subprocess_env(ONGRID_TOKEN="", ONGRID_URL=""))
+        shown = proc.stdout.decode()
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert "[tool AgentTool: error — " in shown and "log-janitor" in shown, shown
+        assert shown.index("[tool AgentTool: error") < shown.index("I could not ask the log janitor."), shown
+
