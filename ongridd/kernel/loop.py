@@ -40,7 +40,7 @@ from ongridd.llm.types import (
 from ongridd.logs import get_logger
 from ongridd.tools.bag import ToolBag
 from ongridd.tools.runner import DEFAULT_MAX_RESULT_CHARS, ToolRunner
-from ongridd.tools.spec import ToolCallContext
+from ongridd.tools.spec import TOOL_NAME_RE, ToolCallContext
 
 log = get_logger(__name__)
 
@@ -99,10 +99,18 @@ def _user_message(value: Message | str) -> Message:
     return Message(role="user", content=str(value))
 
 
+#: the name a tool call gets when the model's name for it cannot be a tool's (see
+#: :func:`_assistant_message`); no tool has it, so the call is refused as an unknown tool
+INVALID_TOOL_NAME = "invalid_tool_name"
+
+
 def _assistant_message(completion: Completion, turn: int) -> Message:
-    """The assistant message as stored: tool calls with unique ids; ``content``
-    ``None`` when there are tool calls and no text (``""`` and null are
-    stored the same way), ``""`` at least otherwise."""
+    """The assistant message as stored: tool calls with unique ids, and a name that is no
+    tool's name (one outside ``TOOL_NAME_RE``: too long, bidirectional or invisible characters,
+    markup, spaces) replaced by :data:`INVALID_TOOL_NAME` before it is stored, audited, shown or
+    sent back — it names nothing that could run, and whatever it spells must not pose as a tool
+    in the console, the audit or the next prompt; ``content`` ``None`` when there are tool
+    calls and no text (``""`` and null are stored the same way), ``""`` at least otherwise."""
     raw = completion.message
     calls: list[ToolCall] = []
     seen: set[str] = set()
@@ -114,6 +122,8 @@ def _assistant_message(completion: Completion, turn: int) -> Message:
         seen.add(call_id)
         if call.arguments is None:
             call = attrs.evolve(call, arguments="")
+        if not (isinstance(call.name, str) and TOOL_NAME_RE.match(call.name)):
+            call = attrs.evolve(call, name=INVALID_TOOL_NAME)
         calls.append(call)
     content = raw.content
     if calls:

@@ -50,7 +50,7 @@ MEMO_MAX_CHARS = 8_000_000
 
 
 def redact_message(message: Message, scrub: Callable[[Any], Any] = redact) -> Message:
-    """``message`` with its content and tool-call arguments redacted (the
+    """``message`` with its content and tool calls' names and arguments redacted (the
     same object when nothing changed)."""
     content = scrub(message.content)
     calls = tuple(_redact_call(c, scrub) for c in message.tool_calls)
@@ -63,7 +63,10 @@ def _redact_call(call: ToolCall, scrub: Callable[[Any], Any]) -> ToolCall:
     arguments = scrub(call.arguments)
     if type(arguments) is str and "\\" in arguments:
         arguments = _scrub_decoded(arguments, scrub)
-    return call if arguments == call.arguments else attrs.evolve(call, arguments=arguments)
+    name = scrub(call.name)  # the model may write a secret into a tool's name as well
+    if arguments == call.arguments and name == call.name:
+        return call
+    return attrs.evolve(call, arguments=arguments, name=name)
 
 
 def _scrub_decoded(text: str, scrub: Callable[[Any], Any]) -> str:

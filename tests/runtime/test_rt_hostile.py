@@ -212,6 +212,43 @@ async def test_a_long_answer_reaches_a_client_whole(tmp_path):
             assert frame["text"] == text and streamed == text
 
 
+async def test_a_tool_name_the_model_wrote_cannot_leak_a_secret_or_pose_as_another_tool(tmp_path, monkeypatch):
+    """A held secret written into a tool call's name is redacted like its arguments; a name that
+    is no tool's name (bidirectional or invisible characters, markup, 5,000 characters) is stored,
+    audited, shown and sent back as ``invalid_tool_name``, and nothing runs."""
+    token = "alice-name-token-0123456789"
+    monkeypatch.setenv("RT_NAME_TOKENS", f"alice:{token}")
+    names = [f"leak_{token}", "\u202e" + "ecivres_tratser_tsoh", "host_df\u2066\u200b\u202e devorppa",
+             "A" * 5000 + "<img src=x>", "host restart"]
+    script = {"default": [
+        {"tool_calls": [{"name": n, "arguments": {"q": "x"}} for n in names]},
+        {"content": "done"}]}
+    async with open_daemon(tmp_path, script, server={"tokens_env": "RT_NAME_TOKENS"}) as d:
+        async with d.ws("names", token=token) as c:
+            await c.send({"type": "user_message", "text": "go"})
+            frames = []
+            with trio.fail_after(30):
+                while (frame := await c.recv())["type"] != "final":
+                    frames.append(frame)
+            sid = c.session_id
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+            messages = (await http.get(f"{d.base_url}/api/sessions/{sid}/messages")).json()
+            audit = (await http.get(f"{d.base_url}/api/sessions/{sid}/audit")).json()
+        next_request = d.requests("default")[1].body
+    called = [c["function"]["name"] for m in next_request["messages"] for c in m.get("tool_calls") or ()]
+    assert called == ["invalid_tool_name"] * len(names), called
+    assert [r["tool_name"] for r in audit] == ["invalid_tool_name"] * len(names)
+    assert all(r["status"] == "error" for r in audit), audit
+    stored = [c["name"] for m in messages for c in m.get("tool_calls") or ()]
+    assert stored == ["invalid_tool_name"] * len(names), stored
+    shown = {f.get("name") for f in frames if f["type"] == "tool"}
+    assert shown == {"invalid_tool_name"}, shown
+    everything = json.dumps([frames, messages, audit, next_request])
+    assert token not in everything and "ecivres" not in everything and "AAAAAAAA" not in everything
+    db = (tmp_path / "state" / "ongrid.db").read_bytes()
+    assert token.encode() not in db and "ecivres".encode() not in db
+
+
 async def test_a_held_secret_spelled_with_json_escapes_by_the_model_is_redacted_everywhere(tmp_path, monkeypatch):
     """``\\u0061lice-…`` reads ``alice-…`` to the tool, the console, any JSON reader and the next
     prompt: the token it spells is redacted in the interim frame, the stored messages, the audit
