@@ -58,6 +58,8 @@ MENTION_RE = re.compile(r"<@([A-Z0-9]{1,32})>")
 MAX_TEXT_CHARS = 32 * 1024
 MAX_REMEMBERED = 5000
 ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
+#: Slack's request signature: ``v0=`` and the HMAC-SHA256 in lowercase hex
+SIGNATURE_RE = re.compile(r"v0=[0-9a-f]{64}")
 _THREADS: OrderedDict[str, str] = OrderedDict()
 _PLACEHOLDERS: OrderedDict[str, str] = OrderedDict()
 
@@ -132,9 +134,13 @@ class SlackBridge:
     def verified(self, req: PluginRequest) -> bool:
         ts = req.headers.get("X-Slack-Request-Timestamp") or ""
         sig = req.headers.get("X-Slack-Signature") or ""
-        if not ascii_digits(ts) or len(ts) > 12 or not sig.startswith("v0=") or len(sig) > 200:
+        if not ascii_digits(ts) or len(ts) > 12 or not SIGNATURE_RE.fullmatch(sig):
+            return False  # (a non-ASCII signature made the verifier's compare raise: a 500, a traceback)
+        try:
+            body = req.body.decode("utf-8")  # Slack signs UTF-8 JSON; other bytes are not from Slack
+        except UnicodeDecodeError:
             return False
-        return self._verifier.is_valid(body=req.body, timestamp=ts, signature=sig)
+        return self._verifier.is_valid(body=body, timestamp=ts, signature=sig)
 
     async def handle(self, req: PluginRequest) -> PluginResponse:
         if not self.verified(req):

@@ -76,6 +76,13 @@ def _retry_after(resp: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _update_id(update: Any) -> bool:
+    """Whether ``update`` is an object with an integer ``update_id`` (a JSON ``true`` is no id)."""
+    if not isinstance(update, dict):
+        return False
+    uid = update.get("update_id")
+    return isinstance(uid, int) and not isinstance(uid, bool)
+
 class TelegramBridge:
     """``token``: the bot token (never logged); ``webhook_secret``: the
     webhook header value (webhook mode); ``poll_timeout_s``: long-poll seconds."""
@@ -163,7 +170,7 @@ class TelegramBridge:
                 await trio.sleep_until(asked + MIN_EMPTY_POLL_S)  # returns at once when the poll was held
                 continue
             for update in updates:
-                if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+                if not _update_id(update):
                     continue
                 self.offset = max(self.offset or 0, update["update_id"] + 1)
                 try:
@@ -177,7 +184,7 @@ class TelegramBridge:
             log.warning("telegram_request_refused", reason="bad secret token")
             return PluginResponse.error(401, "unauthorized", "invalid secret token")
         update = req.json
-        if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+        if not _update_id(update):
             return PluginResponse.error(400, "bad_request", "expected an Update object")
         await self.on_update(update)
         return PluginResponse(body={"ok": True})

@@ -157,6 +157,15 @@ def test_challenge_signed_turn_progress_final_split_retry_and_forgeries(slack):
                       headers=[(b"Content-Type", b"application/json"), (b"X-Slack-Request-Timestamp", b"\xb2"),
                                (b"X-Slack-Signature", sign(other)["X-Slack-Signature"].encode())], timeout=10)
     assert odd.status_code == 401, odd.text
+    # a body that is not UTF-8, a signature that is not ASCII hex: refused as unsigned, never a 500
+    raw = b'{"a": "\xff"}'
+    assert post(url, raw, sign(raw)).status_code == 401
+    bad_sig = httpx2.post(url + "/api/channels/slack/events", content=other,
+                          headers=[(b"Content-Type", b"application/json"),
+                                   (b"X-Slack-Request-Timestamp", str(int(time.time())).encode()),
+                                   (b"X-Slack-Signature", b"v0=" + "\u00e9".encode("latin-1") * 64)], timeout=10)
+    assert bad_sig.status_code == 401, bad_sig.text
+    assert "plugin_route_failed" not in (tmp / "daemon.log").read_text()
     time.sleep(1.5)
     assert len(double.calls) == n_calls
     assert len(rows(db, "select id from chat_sessions where parent_session_id is null")) == 1

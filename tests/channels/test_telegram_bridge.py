@@ -201,6 +201,7 @@ def test_webhook_secret_dedup_and_stop(tmp_path):
         time.sleep(0.5)
         assert not double.calls  # nothing started, and no polling in webhook mode
         ok = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
+        assert httpx2.post(hook, json={**first, "update_id": True}, headers=ok, timeout=10).status_code == 400
         assert httpx2.post(hook, json=first, headers=ok, timeout=10).status_code == 200
         assert httpx2.post(hook, json=first, headers=ok, timeout=10).status_code == 200  # redelivered
         double.wait_for(lambda: any("running" in e.payload["text"] for e in double.find("/editMessageText")), 60,
