@@ -14,18 +14,25 @@ answer stays text) and then passes the result through nh3 with an allowlist:
   ``data:`` link loses its ``href``); every link gets ``rel="noopener noreferrer"``.
 
 The result is safe to insert with ``innerHTML`` in a page whose
-Content-Security-Policy forbids inline script.  Input is bounded: text
-longer than :data:`MAX_RENDER_CHARS` is cut (with a note) before rendering,
-so a huge answer costs bounded time; unpaired surrogates (possible in
-model output) become U+FFFD.  Pure, synchronous, no I/O; the
-renderer is built (and markdown-it imported) on the first call, once per
-process.  Never raises for any ``str``.
+Content-Security-Policy forbids inline script.  Input is bounded, and so is
+the time a render takes on the event loop: markdown-it costs up to ~15 µs a
+character on markup-dense text (200,000 ``![`` took 3 s here), so text longer
+than :data:`MARKDOWN_MAX_CHARS` is shown as escaped plain text in a ``<pre>``
+(with a note; escaping is linear and fast), text longer than
+:data:`MAX_RENDER_CHARS` is cut (with a note), and a long text's HTML is
+remembered (:data:`MEMO_MAX_CHARS` in all), so loading a thread again does
+not render its long answers again.  Unpaired surrogates (possible in model
+output) become U+FFFD.  Synchronous, no I/O; the renderer is built (and
+markdown-it imported) on the first call, once per process; safe from any
+thread.  Never raises for any ``str``.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import nh3
@@ -41,6 +48,11 @@ _PLAIN_LINE = re.compile(r"[A-Za-z][A-Za-z0-9 .,;:!?'\"()%/-]*(?<! )")
 
 #: the longest text rendered; the rest is dropped with a visible note
 MAX_RENDER_CHARS = 200_000
+#: the longest text rendered as markdown; a longer one is shown as plain text (bounded render time)
+MARKDOWN_MAX_CHARS = 20_000
+#: texts at least this long have their HTML remembered, up to MEMO_MAX_CHARS characters of text in all
+MEMO_MIN_CHARS = 2_000
+MEMO_MAX_CHARS = 16_000_000
 
 ALLOWED_TAGS = frozenset({
     "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "del", "s", "code", "pre",
@@ -85,20 +97,50 @@ def markdown_html(text: str | None) -> str:
     """The sanitised HTML of markdown ``text`` ("" for None or empty text)."""
     if not text:
         return ""
-    if len(text) <= 2000 and _PLAIN_LINE.fullmatch(text):  # a short plain answer: nothing to render
-        return f"<p>{text}</p>\n"
-    return _render(text)
+    if len(text) < MEMO_MIN_CHARS:
+        if _PLAIN_LINE.fullmatch(text):  # a short plain answer: nothing to render
+            return f"<p>{text}</p>\n"
+        return _render(text)
+    with _memo_lock:
+        html = _memo.get(text)
+        if html is not None:
+            _memo.move_to_end(text)
+            return html
+    html = _render(text)
+    _remember(text, html)
+    return html
+
+
+#: text → HTML of the long texts rendered lately, least recently used first
+_memo: OrderedDict[str, str] = OrderedDict()
+_memo_chars = 0
+_memo_lock = threading.Lock()
+
+
+def _remember(text: str, html: str) -> None:
+    global _memo_chars
+    with _memo_lock:
+        if text in _memo:
+            return
+        _memo[text] = html
+        _memo_chars += len(text) + len(html)
+        while _memo_chars > MEMO_MAX_CHARS and _memo:
+            old, old_html = _memo.popitem(last=False)
+            _memo_chars -= len(old) + len(old_html)
 
 
 def _render(text: str) -> str:
-    """:func:`markdown_html` through markdown-it and nh3 (the general path)."""
+    """:func:`markdown_html` through markdown-it and nh3 (the general path), or as plain text
+    past :data:`MARKDOWN_MAX_CHARS`."""
     text = _LONE_SURROGATE.sub("\ufffd", text)  # model output may hold them; the sanitiser needs UTF-8
-    note = ""
-    if len(text) > MAX_RENDER_CHARS:
-        note = f"\n\n*(shown up to {MAX_RENDER_CHARS:,} characters of {len(text):,})*"
-        text = text[:MAX_RENDER_CHARS]
+    total = len(text)
+    if total > MARKDOWN_MAX_CHARS:
+        shown = text[:MAX_RENDER_CHARS]
+        note = (f"shown as plain text: longer than {MARKDOWN_MAX_CHARS:,} characters"
+                + (f"; up to {MAX_RENDER_CHARS:,} characters of {total:,}" if total > MAX_RENDER_CHARS else ""))
+        return sanitize_html(f"<p><em>({note})</em></p>\n<pre>{_escape(shown)}</pre>\n")
     try:
-        rendered = _markdown().render(text + note)
+        rendered = _markdown().render(text)
     except RecursionError:  # pathological nesting: show it as plain text
         rendered = "<pre>" + _escape(text) + "</pre>"
     return sanitize_html(rendered)
@@ -108,4 +150,4 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-__all__ = ["ALLOWED_TAGS", "MAX_RENDER_CHARS", "URL_SCHEMES", "markdown_html", "sanitize_html"]
+__all__ = ["ALLOWED_TAGS", "MARKDOWN_MAX_CHARS", "MAX_RENDER_CHARS", "URL_SCHEMES", "markdown_html", "sanitize_html"]

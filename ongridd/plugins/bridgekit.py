@@ -661,6 +661,13 @@ def shown_failure(code: str, message: str) -> str:
     return PROVIDER_FAILED if code == "provider_error" else FAILED
 
 
+#: an answer longer than this is converted to the platform's markup in a worker thread (a 200,000-
+#: character answer dense with markup took ~2 s to convert, which on the event loop stalls every turn,
+#: socket and /healthz); one conversion at a time
+RENDER_INLINE_CHARS = 20_000
+_RENDER_LIMITER = trio.CapacityLimiter(1)
+
+
 class MessageOutlet:
     """An :class:`Outlet` over two platform calls: ``post(text) -> ref | None``
     (a new message in the conversation) and ``edit(ref, text)``.  ``render``
@@ -682,7 +689,12 @@ class MessageOutlet:
         await self.show(split_rendered(markdown, self.limit, self.render)[0])
 
     async def final(self, markdown: str) -> None:
-        chunks = split_rendered(markdown, self.limit, self.render) or [self.render("(empty answer)")]
+        if len(markdown) > RENDER_INLINE_CHARS:  # converted in a worker thread: the event loop keeps going
+            chunks = await trio.to_thread.run_sync(split_rendered, markdown, self.limit, self.render,
+                                                   limiter=_RENDER_LIMITER)
+        else:
+            chunks = split_rendered(markdown, self.limit, self.render)
+        chunks = chunks or [self.render("(empty answer)")]
         await self.show(chunks[0])
         for chunk in chunks[1:]:
             await self.post(chunk)

@@ -104,3 +104,35 @@ def test_the_placeholder_shows_what_the_coordinator_said_before_a_tool_call():
     progress.apply({"type": "tool", "name": "SendMessage", "status": "started"})
     progress.apply({"type": "interim", "text": "Still looking at /var."})
     assert "Still looking at /var." in progress.markdown() and "Let me tell you" not in progress.markdown()
+
+
+
+async def test_a_long_answer_is_converted_off_the_event_loop_into_the_same_messages():
+    import threading
+
+    from ongrid_slack.mrkdwn import LIMIT, to_mrkdwn
+    from ongridd.plugins.bridgekit import RENDER_INLINE_CHARS, MessageOutlet, split_rendered
+
+    posted: list[str] = []
+    threads: list[threading.Thread] = []
+
+    async def post(text: str) -> str:
+        posted.append(text)
+        return "ref"
+
+    async def edit(_ref: object, text: str) -> None:
+        posted.append(text)
+
+    def render(text: str) -> str:
+        threads.append(threading.current_thread())
+        return to_mrkdwn(text)
+
+    answer = "**Findings** for `web-1`:\n\n" + "- [/var/log](http://x) is *91%* full\n" * (RENDER_INLINE_CHARS // 30)
+    outlet = MessageOutlet(post=post, edit=edit, render=render, limit=LIMIT)
+    await outlet.final(answer)
+    assert posted == split_rendered(answer, LIMIT, to_mrkdwn) and len(posted) > 1
+    assert threads and threading.main_thread() not in threads  # converted in a worker thread
+    posted.clear()
+    threads.clear()
+    await outlet.final("short **answer**")
+    assert posted == [to_mrkdwn("short **answer**")] and threads == [threading.main_thread()]

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ongridd.render import _PLAIN_LINE, ALLOWED_TAGS, MAX_RENDER_CHARS, _render, markdown_html
+from ongridd.render import _PLAIN_LINE, ALLOWED_TAGS, MARKDOWN_MAX_CHARS, MAX_RENDER_CHARS, _render, markdown_html
 from ongridd.runtime import frames
 
 
@@ -66,10 +66,25 @@ def test_hostile_markdown_is_text():
 def test_empty_and_huge():
     assert markdown_html("") == "" and markdown_html(None) == ""
     html = markdown_html("a" * (MAX_RENDER_CHARS + 10))
-    assert f"shown up to {MAX_RENDER_CHARS:,} characters" in html
+    assert f"up to {MAX_RENDER_CHARS:,} characters of {MAX_RENDER_CHARS + 10:,}" in html
     deep = markdown_html(">" * 5000 + " x" + "[" * 5000)
     assert_inert(deep)
     assert markdown_html("bad \ud800 text") == "<p>bad \ufffd text</p>\n"
+
+
+def test_a_long_text_is_shown_as_plain_text_and_rendered_once():
+    # markdown-it costs up to ~15 µs a character on markup-dense text, on the event loop: past
+    # MARKDOWN_MAX_CHARS the text is escaped into a <pre> instead (linear), inert all the same
+    dense = "![" * MARKDOWN_MAX_CHARS + "<script>alert(1)</script>"
+    html = markdown_html(dense)
+    assert html.startswith(f"<p><em>(shown as plain text: longer than {MARKDOWN_MAX_CHARS:,} characters)</em></p>")
+    assert "&lt;script&gt;" in html and "<script" not in html
+    assert_inert(html)
+    assert "<table>" in markdown_html("| a | b |\n|---|---|\n" + "| x | y |\n" * 1000)  # under the limit: markdown
+    # a long text's HTML is remembered: the same object again, without a second render
+    report = "## Findings\n\n" + "- web-1: /var/log is 91% full\n" * 200
+    assert markdown_html(report) is markdown_html(report)
+    assert markdown_html("short **one**") == "<p>short <strong>one</strong></p>\n"
 
 
 def test_frames_carry_html():
