@@ -476,22 +476,19 @@ class Runtime:
         (≤ MESSAGES_PAGE_MAX) after ``after_seq``; on the last page, after
         them, the messages sent while the running turn runs that its model
         has not read yet (``joined: true, held: true, seq: null``; they get
-        their place once it has).  NotFound as :meth:`session_tree`."""
+        their place once it has).  NotFound as :meth:`session_tree`.  The page's markdown is
+        rendered in a worker thread; cancelling waits for that render to end."""
         await self._owned(session_id, user_id)
         await self.writer.flush(session_id, timeout_s=STOPPED_TURN_WRITE_WAIT_S)
         limit = max(1, min(limit, MESSAGES_PAGE_MAX))
         rows = await self.store.list_messages(session_id, after_seq=max(0, after_seq), limit=limit)
-        out = [{"seq": r["seq"], "role": r["role"], "content": r["content"],
-                "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
-                "tool_calls": _with_interim_html(r["tool_calls"]), "tool_call_id": r["tool_call_id"],
-                "created_at": r["created_at"]}
-               | ({"joined": True} if r["role"] == "user" and r.get("name") == JOINED_NAME else {})
-               for r in rows]
         # stored summaries of older turns (the history budget), each right after the last message it
         # covers; on a full page only those up to its last seq (the next page has the rest)
         upto = rows[-1]["seq"] if rows and len(rows) >= limit else None
         summaries = await self.store.list_summaries(session_id, after_seq=max(0, after_seq), through_seq=upto)
-        out = _with_summaries(out, summaries)
+        # the page's markdown is rendered in a worker thread: a page of long answers takes a while
+        # the first time (then ongridd.render remembers them), and the event loop keeps serving meanwhile
+        out = await trio.to_thread.run_sync(_page_items, rows, summaries, limiter=PAGE_RENDER_LIMITER)
         turn = self.turns.get(session_id)
         held = list(turn.held.values()) if turn is not None else []
         if held and len(out) + len(held) < limit:  # still the last page: a client reads no further
@@ -831,6 +828,22 @@ def _with_interim_html(calls: list[Row] | None) -> list[Row] | None:
                 call = call | {"html": markdown_html(text.strip())}
         out.append(call)
     return out
+
+
+#: transcript pages rendered at once (each in a worker thread)
+PAGE_RENDER_LIMITER = trio.CapacityLimiter(2)
+
+
+def _page_items(rows: list[Row], summaries: list[Row]) -> list[Row]:
+    """A transcript page's items (see :meth:`Runtime.session_messages`) with their ``html``: stored
+    messages, with the summaries placed among them.  Pure; run in a worker thread."""
+    out = [{"seq": r["seq"], "role": r["role"], "content": r["content"],
+            "html": markdown_html(r["content"]) if r["role"] == "assistant" and r["content"] else None,
+            "tool_calls": _with_interim_html(r["tool_calls"]), "tool_call_id": r["tool_call_id"],
+            "created_at": r["created_at"]}
+           | ({"joined": True} if r["role"] == "user" and r.get("name") == JOINED_NAME else {})
+           for r in rows]
+    return _with_summaries(out, summaries)
 
 
 def _with_summaries(items: list[Row], summaries: list[Row]) -> list[Row]:

@@ -135,3 +135,27 @@ async def test_threads_messages_and_audit_with_proposals(tmp_path, monkeypatch):
         assert "review: reject" in out and REASON in out and reviewer in out
         code, out, err = await cli("sessions", "messages", sid, "--url", d.base_url)
         assert code == 0 and "#1 user: restart nginx please" in out
+
+
+async def test_a_transcript_page_is_rendered_off_the_event_loop(tmp_path, monkeypatch):
+    """A page of long answers takes a while to render the first time: it is rendered in a worker
+    thread, so the event loop (and /healthz) keeps answering meanwhile."""
+    import threading
+
+    import ongridd.runtime.core as core
+
+    seen: list[threading.Thread] = []
+    real = core.markdown_html
+
+    def recording(text: str) -> str:
+        seen.append(threading.current_thread())
+        return real(text)
+
+    async with open_daemon(tmp_path, {"default": [{"content": "**long** answer " * 300}]}) as d:
+        async with d.ws("paged") as c:
+            await c.ask("go")
+            sid = c.session_id
+        monkeypatch.setattr(core, "markdown_html", recording)
+        page = await d.runtime.session_messages(sid, user_id="local")
+    assert page[-1]["html"].startswith("<p><strong>long</strong> answer")
+    assert seen and threading.main_thread() not in seen
