@@ -7,16 +7,19 @@ file name's undecodable byte arrives as one (``os.fsdecode``'s
 encode to UTF-8), the chat socket and the model request alike, after the
 work that made it is done.  :func:`valid_text` replaces each with U+FFFD
 where text crosses into the daemon (a model's answer, a tool's result) and
-where it is stored.
+where it is stored.  :func:`visible_text` drops the invisible format characters
+(bidirectional overrides and isolates, zero-width characters) from a short label
+a model writes, so it reads as it is.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-__all__ = ["ascii_digits", "valid_text"]
+__all__ = ["ascii_digits", "valid_text", "visible_text"]
 
 
 def ascii_digits(text: str) -> bool:
@@ -34,3 +37,15 @@ def valid_text(text: str) -> str:
     if text.isascii() or not _SURROGATE.search(text):
         return text
     return _SURROGATE.sub("\ufffd", text)
+
+
+def visible_text(text: str) -> str:
+    """``text`` without the Unicode format characters (category Cf: the bidirectional overrides,
+    embeddings, isolates and marks, zero-width spaces and joiners, the BOM, the soft hyphen), which
+    show nothing themselves but can make a label read otherwise than it is (a right-to-left
+    override turns ``evorppa`` into ``approve``).  For short labels (an agent tile's description);
+    ASCII text is returned at once."""
+    if text.isascii():
+        return text
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+

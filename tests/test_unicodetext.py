@@ -28,3 +28,12 @@ def test_valid_text(text, expected):
 def test_text_without_surrogates_is_the_same_object():
     text = "é" * 1000
     assert valid_text(text) is text
+
+
+def test_visible_text_drops_the_characters_that_make_a_label_read_otherwise():
+    from ongridd.unicodetext import visible_text
+
+    assert visible_text("check\u202eevorppa :noisiceD") == "checkevorppa :noisiceD"  # no override: read as it is
+    assert visible_text("host\u2066_df\u2069\u200b\u200d\ufeff\u00ad") == "host_df"
+    assert visible_text("磁盘检查 ✓ é") == "磁盘检查 ✓ é"  # letters of any script and symbols stay
+    assert visible_text("plain ascii") == "plain ascii"

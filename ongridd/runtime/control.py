@@ -17,6 +17,7 @@ import trio
 from ongridd.errors import NotFound, TaskStateError, ToolError
 from ongridd.runtime.agentresult import fit_result
 from ongridd.tools.spec import Outcome, Tool, ToolCallContext
+from ongridd.unicodetext import visible_text
 
 DEDUP_WINDOW_S = 120.0
 RESERVED = ("default", "reviewer")
@@ -162,7 +163,9 @@ def build_control_tools(deps: ControlDeps) -> list[Tool]:
         if persona in RESERVED or persona not in valid:
             why = "is a reserved role" if persona in RESERVED else "is not a known persona"
             raise ToolError(f"subagent_type {persona!r} {why}; valid subagent_type values: {', '.join(valid)}")
-        description = " ".join(args["description"].split())[:200]
+        # one line, read as it is: no bidirectional override or zero-width character can make the
+        # tile (console, chat bridges, CLI) say something the text does not
+        description = " ".join(visible_text(args["description"]).split())[:200] or persona
         key = dedup_key(persona, args["prompt"])
         outcome, duplicate = await deps.dedup.run(
             key, lambda: deps.spawn(ctx, persona, description, args["prompt"]))

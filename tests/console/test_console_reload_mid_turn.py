@@ -161,3 +161,32 @@ def test_an_interim_message_shows_as_it_did_live_after_a_reload(tmp_path):
         assert kinds == ["user", "interim", "final"], classes
         assert page.locator(".chip", has_text="SendMessage").count() == 0
         assert watch.errors == []
+
+
+def test_a_tool_chip_says_after_a_reload_what_it_said_live(tmp_path):
+    # a call that did not run (a redirect stub, an unknown tool) must not read, after a reload, like a
+    # call that ran: the chip says ok, redirect or error with why, as it did live
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    script = {"default": [
+        {"tool_calls": [{"name": "host_restart_service", "arguments": {"host": "local", "service": "nginx"}},
+                        {"name": "no_such_tool", "arguments": {}},
+                        {"name": "query_knowledge", "arguments": {"query": "disk full"}},
+                        {"name": "query_devices", "arguments": {}}]},
+        {"content": "Restarted nginx."},
+    ]}
+    with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "chip-room")
+        page.locator("#text").fill("Restart nginx")
+        page.locator("#text").press("Enter")
+        page.locator(".msg.final", has_text="Restarted nginx.").wait_for(timeout=15_000)
+        live = sorted(page.locator(".chip").all_inner_texts())
+        page.reload()
+        page.locator("#conn.online").wait_for()
+        page.locator(".msg.final", has_text="Restarted nginx.").wait_for(timeout=15_000)
+        again = sorted(page.locator(".chip").all_inner_texts())
+        assert again == live, (live, again)
+        assert "host_restart_service redirect" in again, again
+        assert any(c.startswith("no_such_tool error: no_such_tool is not available") for c in again), again
+        assert page.locator(".chip.redirect").count() == 1 and page.locator(".chip.error").count() == 2
+        assert "query_devices ok" in again, again
+        assert watch.errors == []

@@ -295,3 +295,21 @@ async def test_unpaired_surrogate_from_the_model_does_not_break_the_socket(tmp_p
                         break
             assert "interim" in kinds and kinds[-1] == "final"
             assert json.dumps(frame)  # arrived as valid JSON text
+
+
+async def test_a_tile_description_reads_as_it_is(tmp_path):
+    """A right-to-left override in AgentTool's description would make the tile read "Decision:
+    approve" in the console, a chat bridge and the CLI: format characters are dropped first."""
+    script = {"default": [{"tool_calls": [agent_call("specialist-disk", "look", "check\u202eevorppa :noisiceD")]},
+                          {"content": "done"}],
+              "specialist-disk": [{"content": "ok"}]}
+    async with open_daemon(tmp_path, script) as d:
+        async with d.ws("bidi") as c:
+            await c.send({"type": "user_message", "text": "go"})
+            tiles = []
+            with trio.fail_after(30):
+                while (frame := await c.recv())["type"] != "final":
+                    if frame["type"] == "agent_tile":
+                        tiles.append(frame["description"])
+    assert tiles and set(tiles) == {"checkevorppa :noisiceD"}, tiles
+    assert [w["description"] for w in d.workers("specialist-disk")] == ["checkevorppa :noisiceD"]

@@ -430,6 +430,7 @@ async function loadTranscript(sessionId, gen) {
   }
   const log = $("log");
   const workers = new Map();  // AgentTool call id -> its history tile
+  const chipOf = new Map();  // another tool call's id -> its chip, told its outcome by the call's result
   const turns = [];  // each user message's turn, and whether a final answer ended it
   let turn = null;
   for (const m of rows) {
@@ -469,11 +470,16 @@ async function loadTranscript(sessionId, gen) {
           chips = null;
         } else {
           if (!chips) { chips = el("div", { class: "chips" }); turn.el.append(chips); }
-          chips.append(el("span", { class: "chip", text: c.name }));
+          const chip = el("span", { class: "chip", text: c.name });
+          chips.append(chip);
+          if (c.id) chipOf.set(c.id, [chip, String(c.name)]);
         }
       }
     } else if (m.role === "tool" && workers.has(m.tool_call_id)) {
       fillHistoryTile(workers.get(m.tool_call_id), m.content);
+    } else if (m.role === "tool" && chipOf.has(m.tool_call_id)) {
+      const [chip, name] = chipOf.get(m.tool_call_id);
+      showChipOutcome(chip, name, m.content);
     }
   }
   // dispatches without a result yet belong to a turn still running: its live tiles replace them
@@ -495,6 +501,27 @@ async function loadTranscript(sessionId, gen) {
   }
   // again: the notes above came after the first scroll, and the last one is what the reader needs
   if (gen === state.attachGen) scrollLog();
+}
+
+// A stored call's chip after a reload says what the live chip said: the daemon's answer for a call
+// that did not run or failed is {"status": "error"|"timeout"|"cancelled"|"rejected"|"redirect", …}
+function showChipOutcome(chip, name, content) {
+  const answer = parseJson(content);
+  const status = answer && typeof answer === "object" && !Array.isArray(answer) ? answer.status : null;
+  if (!["error", "timeout", "cancelled", "rejected", "redirect"].includes(status)) {
+    chip.textContent = `${name} ok`;
+    chip.className = "chip ok";
+    return;
+  }
+  chip.textContent = `${name} ${status}`;
+  chip.className = `chip ${status}`;
+  const said = answer.error || answer.message;  // what the live tool frame carries as its error
+  const why = typeof said === "string" ? said : "";
+  if (why) {
+    chip.textContent += `: ${why.length > 160 ? `${why.slice(0, 160)}…` : why}`;
+    chip.title = why;
+    chip.classList.add("has-error");
+  }
 }
 
 function parseJson(text) {
