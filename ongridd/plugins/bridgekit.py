@@ -375,6 +375,8 @@ def _retry_after(value: str | None, default: float, cap: float) -> float:
 TILE_MARK = {"pending": "⏳", "running": "🔄", "completed": "✅", "failed": "❌", "killed": "⏹"}
 MAX_TILES_SHOWN = 12
 MAX_INTERIM_CHARS = 1500
+#: what sets off each line of the model's interim text in the placeholder
+INTERIM_BAR = "│ "
 
 
 @attrs.define
@@ -419,10 +421,12 @@ class Progress:
         return False
 
     def lines(self) -> list[str]:
-        """Markdown lines: a status line, the interim text, one line per tile."""
+        """Markdown lines: a status line, the interim text, one line per tile.  The interim text is
+        the model's: each of its lines is set off with ``│ `` so none can pose as a status or tile
+        line; a tile says its persona and status before its description (the model's words)."""
         out = [QUEUED.format(position=self.queue_position) if self.queue_position else "⏳ _Working on it…_"]
         if self.interim:
-            out += ["", self.interim]
+            out += ["", *(f"{INTERIM_BAR}{line}" for line in self.interim.splitlines() if line.strip())]
         tiles = list(self.tiles.values())
         if tiles:
             out.append("")
@@ -432,7 +436,7 @@ class Progress:
                 if t["changes_not_made"].isdigit():  # the gate rejected or refused them: they did not run
                     n = int(t["changes_not_made"])
                     mark, decided = "⚠️", f"{decided}, {n} change{'s' if n != 1 else ''} not made"
-                out.append(f"{mark} **{t['subagent_type']}** — {t['description'][:200]} ({t['status']}{decided})")
+                out.append(f"{mark} **{t['subagent_type']}** ({t['status']}{decided}) — {t['description'][:200]}")
             if len(tiles) > MAX_TILES_SHOWN:
                 out.append(f"… and {len(tiles) - MAX_TILES_SHOWN} more")
         return out
