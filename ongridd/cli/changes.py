@@ -78,11 +78,13 @@ def run_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no changes recorded" + (" matching that" if len(query) > 1 else ""))
         return 0
-    width = min(40, max(len(str(row.get("subject"))) for row in rows))  # the actors line up
+    width = min(40, max(len("SUBJECT"), *(len(str(row.get("subject"))) for row in rows)))  # the actors line up
+    when = max(len("OCCURRED AT"), *(len(str(row.get("occurred_at"))) for row in rows))
+    print(f"{'OCCURRED AT':<{when}}  {'KIND':<11} {'SUBJECT':<{width}}  ACTOR, DETAIL")
     for row in rows:
         by = f" (recorded by {row['recorded_by']})" if row.get("recorded_by") else ""
         detail = json.dumps(row.get("detail") or {}, ensure_ascii=False, sort_keys=True)
-        print(one_line(f"{row.get('occurred_at')}  {str(row.get('kind')):<11} {str(row.get('subject')):<{width}}  "
+        print(one_line(f"{str(row.get('occurred_at')):<{when}}  {str(row.get('kind')):<11} {str(row.get('subject')):<{width}}  "
                        f"by {row.get('actor')}{by}  {detail if detail != '{}' else ''}").rstrip())
     return 0
 
@@ -121,5 +123,7 @@ def _call(args: argparse.Namespace, method: str, path: str, body: Any, command: 
         print(f"ongrid changes {command}: {exc}", file=sys.stderr)
         return None, 2
     except RuntimeError as exc:
-        print(f"ongrid changes {command}: {exc}", file=sys.stderr)
+        hint = (" (here a bare duration works too: --since 24h is 24 hours ago)"
+                if command == "list" and "relative value such as" in str(exc) else "")
+        print(f"ongrid changes {command}: {exc}{hint}", file=sys.stderr)
         return None, 1

@@ -108,10 +108,15 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
         shown = subprocess.run(ongrid("changes", "list", "--kind", "deploy", "--url", url, "--token-file",
                                       str(token_file)), env=env(), capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0, shown.stderr
-        lines = shown.stdout.splitlines()
+        header, *lines = shown.stdout.splitlines()
+        assert header.split() == ["OCCURRED", "AT", "KIND", "SUBJECT", "ACTOR,", "DETAIL"]
         assert len(lines) == 2 and "search" in lines[0] and "checkout" in lines[1] and '"version": "1.4.2"' in lines[1]
         assert lines[1].startswith("2026-03-02T10:03:00") and "recorded by ci-bot" in lines[1]
         assert lines[0].index(" by ") == lines[1].index(" by ")  # subjects of other lengths: the actors line up
+        assert header.index("ACTOR") == lines[0].index(" by ") + 1 and header.index("KIND") == lines[1].index("deploy")
+        bad = subprocess.run(ongrid("changes", "list", "--since", "yesterday", "--url", url, "--token-file",
+                                    str(token_file)), env=env(), capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 1 and "--since 24h is 24 hours ago" in bad.stderr, bad.stderr
         for since, expected in (("1h", 1), ("100000d", 2), ("now-100000d", 2)):  # a bare duration: that long ago
             shown = subprocess.run(ongrid("changes", "list", "--kind", "deploy", "--since", since, "--json", "--url",
                                           url, "--token-file", str(token_file)),
