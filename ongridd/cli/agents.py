@@ -194,7 +194,7 @@ def _same_bytes(a: str, b: str) -> bool:
 def _cmd_validate(args: argparse.Namespace) -> int:
     known = known_tool_names(args)
     contributions = getattr(args, "_contributions", None)
-    problems = 0
+    problems = warned = 0
     builtin = AgentRegistry(builtin_agents_dir())
     builtin.load([])
     loaded = skipped = missing = 0
@@ -217,10 +217,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         personas = list(registry.snapshot().values())
         tool_lines = {p.source: tool_problems(p, contributions.tools if contributions is not None else None, known)
                       for p in personas}
+        file_lines: dict[str, list[str]] = {p.source: [] for p in personas}
         for warning in report.warnings:  # a tool problem is said once, on stdout under its persona
-            if not any(warning.startswith(source) and any(line in warning for line in lines)
-                       for source, lines in tool_lines.items()):
-                _print(warning, sys.stderr)
+            if any(warning.startswith(source) and any(line in warning for line in lines)
+                   for source, lines in tool_lines.items()):
+                continue
+            _print(warning, sys.stderr)
+            source = next((s for s in file_lines if warning.startswith(f"{s}:")), None)
+            if source is not None:  # a warning about a file that loaded (a duplicate tool, an unknown key)
+                file_lines[source].append(warning[len(source) + 1:].strip())
         for persona in personas:
             note = ""
             shadowed = builtin.by_name(persona.name)
@@ -229,8 +234,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                         else " (overrides the built-in persona)")
             lines = tool_lines[persona.source]
             problems += len(lines)
-            # tool problems are warnings: the persona loads (without the tools it cannot have)
-            _print(f"{'ok' if not lines else 'warn'}  {persona.name}  {persona.source}{note}", sys.stdout)
+            warned += len(file_lines[persona.source])
+            # tool problems and the file's warnings: the persona loads (without what it cannot have)
+            flagged = lines or file_lines[persona.source]
+            _print(f"{'ok' if not flagged else 'warn'}  {persona.name}  {persona.source}{note}", sys.stdout)
             for line in lines:
                 _print(f"     {line}", sys.stdout)
     summary = f"{loaded} loaded, {skipped} skipped"
@@ -238,9 +245,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         summary += f", {missing} path{'s' if missing != 1 else ''} not found"
     if problems:
         summary += f", {problems} tool problem{'s' if problems != 1 else ''}"
+    if warned:
+        summary += f", {warned} other warning{'s' if warned != 1 else ''} (above, on stderr)"
     _print(summary, sys.stdout)
-    if getattr(args, "strict", False) and problems:
-        return 1  # --strict: a tool problem fails the check too (a CI gate)
+    if getattr(args, "strict", False) and (problems or warned):
+        return 1  # --strict: a tool problem or a warning fails the check too (a CI gate)
     return 1 if missing or skipped else 0  # tool problems are reported; the persona still loads
 
 
@@ -288,7 +297,8 @@ def add_parser(subparsers: Any) -> None:
                    help="persona files or folders (default: what the daemon reads — the built-in "
                         "personas, the plugins' and the configured agents folders)")
     p.add_argument("--strict", action="store_true",
-                   help="exit 1 on a tool problem too (an unknown or dropped tool), not only on a skipped file")
+                   help="exit 1 on a tool problem (an unknown or dropped tool) or another warning about a file "
+                        "that loaded (a duplicate tool, an unknown key) too, not only on a skipped file")
     config_args(p)
     p.set_defaults(func=_guarded(_cmd_validate))
 

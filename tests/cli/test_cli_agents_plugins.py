@@ -179,3 +179,14 @@ def test_plugins_list_asks_the_running_daemon_whose_environment_holds_the_secret
     code, out, err, _ = ongrid("plugins", "list", "--url", nowhere, cwd=tmp_path)
     assert code == 0, err
     assert f"(no daemon answers at {nowhere}; loaded here" in out
+
+
+def test_agents_validate_strict_fails_on_a_warning_about_a_file_that_loaded(tmp_path):
+    dup = tmp_path / "dup.md"
+    dup.write_text("---\nname: dup-agent\ndescription: d\ntools: [host_stat_file, host_stat_file]\n---\nbody\n")
+    code, out, err, _ = ongrid("agents", "validate", "--strict", str(dup), cwd=tmp_path)
+    assert code == 1, (out, err)
+    assert out.splitlines() == [f"warn  dup-agent  {dup}", "1 loaded, 0 skipped, 1 other warning (above, on stderr)"]
+    assert "'tools' lists 'host_stat_file' twice; the duplicate is ignored" in err
+    code, out, _err, _ = ongrid("agents", "validate", str(dup), cwd=tmp_path)
+    assert code == 0 and out.startswith("warn  dup-agent")  # reported; without --strict the persona still loads
