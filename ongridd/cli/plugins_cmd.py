@@ -84,7 +84,9 @@ def run_list(args: argparse.Namespace) -> int:
                 return 2 if refused(exc) else 1
     if reports is not None:
         where = f"as loaded by the daemon at {url}"
-        tools = stubs = None
+        kept = [r.get("registered") or {} for r in reports if r.get("ok")]
+        tools = sum(len(r.get("tools") or ()) for r in kept)
+        stubs = sum(len(r.get("redirect_stubs") or ()) for r in kept)
     else:
         from ongridd.config import load_config
         from ongridd.errors import ConfigError
@@ -109,6 +111,6 @@ def run_list(args: argparse.Namespace) -> int:
         print("\n".join(_format(report)))
     failed = sum(1 for r in reports if not r["ok"] and not r.get("disabled"))
     counts = (f", {tools} tools, {stubs} redirect stubs (a worker's tool the coordinator is asked for is answered "
-              "with the persona to dispatch instead)") if tools is not None else ""
+              "with the persona to dispatch instead)")
     print(f"\n{len(reports)} plugins, {failed} failed{counts}\n({where})")
     return 0

@@ -7,6 +7,7 @@ installed in ``<state_dir>/plugins`` shows with its persona and tool;
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -167,6 +168,8 @@ def test_plugins_list_asks_the_running_daemon_whose_environment_holds_the_secret
         slack = out[out.index("ongrid_slack"):out.index("ongrid_telegram")]
         assert "routes: POST /api/channels/slack/events" in slack and "inactive" not in slack
         assert f"(as loaded by the daemon at {url})" in out
+        daemon_counts = next(line for line in out.splitlines() if " plugins, " in line)
+        assert re.fullmatch(r"\d+ plugins, 0 failed, [1-9]\d* tools, [1-9]\d* redirect stubs \(.*", daemon_counts)
         assert "xoxb-listing-test" not in out and "listing-signing-secret" not in out
         code, out, err, _ = ongrid("plugins", "list", "--url", url, "--json", cwd=tmp_path)
         assert {r["name"]: r for r in json.loads(out)}["ongrid_slack"]["inactive"] is None
