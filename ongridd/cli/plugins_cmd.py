@@ -84,9 +84,12 @@ def run_list(args: argparse.Namespace) -> int:
                 return 2 if refused(exc) else 1
     if reports is not None:
         where = f"as loaded by the daemon at {url}"
+        from ongridd.tools.stubs import DEFAULT_STUBS
+
         kept = [r.get("registered") or {} for r in reports if r.get("ok")]
         tools = sum(len(r.get("tools") or ()) for r in kept)
-        stubs = sum(len(r.get("redirect_stubs") or ()) for r in kept)
+        # the daemon's own stubs, then those its plugins registered (as the local listing counts them)
+        stubs = len({s.tool for s in DEFAULT_STUBS} | {n for r in kept for n in r.get("redirect_stubs") or ()})
     else:
         from ongridd.config import load_config
         from ongridd.errors import ConfigError
