@@ -198,6 +198,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     box = cell.bounding_box()
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1 and box["width"] > 200, box
     copy_out(save_artifacts(tmp, "session-390", page))
+    assert page.locator("#menu").is_hidden()  # no thread list on this page: no button that opens none
     page.set_viewport_size(size)
     page.go_back()
 
@@ -331,6 +332,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.set_viewport_size({"width": 390, "height": 844})
     page.locator("#text").wait_for()
     assert page.evaluate("document.documentElement.scrollWidth <= 390 + 1")
+    assert page.locator("#menu").is_visible()  # the thread list's button, where the list is
     page.locator(".msg.assistant").last.scroll_into_view_if_needed()
     copy_out(save_artifacts(tmp, "console-390", page))
     page.locator("#menu").click()
@@ -467,6 +469,7 @@ def test_marketplace_install_and_uninstall(console):
     assert row.locator(".installed").inner_text() == "no"
     row.locator("button[data-action='install']").click()
     page.locator("#market-result.good").filter(has_text="installed").wait_for(timeout=120_000)
+    assert "\nskills: skills" in page.locator("#market-result").inner_text()  # what it added, as the CLI says it
     row.locator(".installed", has_text="yes").wait_for()
     # an uninstall is asked first: declined, nothing happens
     asked: list[str] = []

@@ -186,6 +186,7 @@ function checkHealth() {
 
 function showView(name) {
   state.view = name;
+  document.body.dataset.view = name;  // the thread-list button (☰, narrow screens) only where the list is
   for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== `view-${name}`;
   const section = { chat: "chat", session: "chat", personas: "personas", persona: "personas", market: "market" }[name];
   for (const a of document.querySelectorAll("[data-nav]")) {
@@ -1247,7 +1248,12 @@ async function marketAction(action, name, btn) {
   try {
     const r = await api("POST", `/api/marketplace/${action}`, { name });
     const warn = Array.isArray(r.warnings) && r.warnings.length ? `\nwarnings: ${r.warnings.join("; ")}` : "";
-    out.textContent = `${name}: ${r.action || action + "ed"}${r.version ? " " + r.version : ""}${warn}`;
+    // what the install added, as the CLI says it (persona and skill folders by their last name)
+    const added = Object.entries(r.registered && typeof r.registered === "object" ? r.registered : {})
+      .filter(([, names]) => Array.isArray(names) && names.length)
+      .map(([kind, names]) => `\n${kind.replace(/_/g, " ")}: ${names.map((n) => (kind === "personas" || kind === "skills"
+        ? String(n).replace(/\/+$/, "").split("/").pop() : String(n))).join(", ")}`).join("");
+    out.textContent = `${name}: ${r.action || action + "ed"}${r.version ? " " + r.version : ""}${added}${warn}`;
     out.className = "result good";
   } catch (e) {
     out.textContent = `${name}: ${action} failed: ${e.message}`;
