@@ -299,6 +299,18 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#conn.online").wait_for(timeout=15_000)
     page.locator(".msg.user", has_text="Say something nasty").wait_for()
     assert page.locator(".msg.user", has_text="What fills the disk").count() == 1
+    # while the daemon cannot be reached (a restart), the conversation stays on screen, dimmed
+    page.evaluate("() => { window.__RealWS = WebSocket; "
+                  "window.WebSocket = function () { return new window.__RealWS('ws://127.0.0.1:9/'); }; }")
+    page.evaluate("state.ws.close()")
+    page.locator("#log.stale").wait_for(timeout=15_000)
+    page.wait_for_timeout(1500)  # a failed reconnect or two
+    assert page.locator("#log.stale .msg.user", has_text="What fills the disk").count() == 1
+    assert page.locator("#conn", has_text="reconnecting").count() == 1
+    page.evaluate("() => { window.WebSocket = window.__RealWS; }")
+    page.locator("#conn.online").wait_for(timeout=30_000)
+    assert page.locator("#log.stale").count() == 0
+    assert page.locator(".msg.user", has_text="What fills the disk").count() == 1  # the stored copy, once
 
     # turn 4: the stop-the-turn button ends the turn and its worker, with a note under the message (a stop
     # the user asked for is no error: no red banner)

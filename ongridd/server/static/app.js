@@ -19,6 +19,7 @@ const state = {
   wsWanted: false,     // reconnect when it closes
   backoff: 500,
   reconnectTimer: null,
+  staleLog: false,     // the log on screen is the last one, kept (dimmed) while reconnecting
   attachGen: 0,        // bumps on every (re)attach; stale async work checks it
   buffering: true,     // frames wait while the transcript loads
   buffer: [],
@@ -324,8 +325,10 @@ function connect() {
 }
 
 function reattach() {
-  // same thread, fresh socket: the transcript is reloaded from the database
-  resetLog();
+  // same thread, fresh socket: the transcript is reloaded from the database once the daemon answers;
+  // until then (a restart, a network blip) the last one stays on screen, dimmed
+  $("log").classList.add("stale");
+  state.staleLog = true;
   connect();
 }
 
@@ -334,6 +337,7 @@ async function onSession(frame, gen) {
   state.backoff = 500;
   setConn(false, "loading…");  // online once the transcript is shown: a message sent before would be shown twice
   clearBanner();
+  if (state.staleLog) resetLog();  // the dimmed copy kept while reconnecting gives way to the stored one
   const link = $("thread-session");
   link.href = `#/s/${encodeURIComponent(frame.session_id)}`;
   link.hidden = false;
@@ -367,6 +371,8 @@ function send(frame) {
 // ---------------------------------------------------------------- transcript
 function resetLog() {
   $("log").replaceChildren();
+  $("log").classList.remove("stale");
+  state.staleLog = false;
   state.turn = null;
   state.tiles.clear();
   state.pendingHistory = [];
