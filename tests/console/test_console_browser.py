@@ -107,7 +107,8 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#token").fill("wrong-token-0123456789")
     page.locator("#signin button[type=submit]").click()
     page.locator("#signin-error").filter(has_text="not valid").wait_for()
-    assert page.locator("#conn").inner_text() == "online"
+    assert page.locator("#conn").inner_text() == "daemon up"  # not "online": nothing is attached yet
+    assert page.locator("nav[aria-label='Sections']").is_hidden()  # every section needs the sign-in
     page.locator("#token").fill(ALICE)
     page.locator("#signin button[type=submit]").click()
     page.locator("#who").filter(has_text="user").wait_for()  # signed in: the badge now says the socket's state
@@ -427,7 +428,11 @@ def test_personas_edit_save_warning_and_delete(console):
     assert httpx2.get(f"{url}/api/agents/console-helper", headers={"Authorization": f"Bearer {ALICE}"},
                       timeout=10).json()["description"] == "Helps in tests"
     page.locator("#persona-delete").click()
-    page.locator("#persona-result.good").filter(has_text="Deleted console-helper").wait_for()
+    # nothing defines it any more: back on the list, which says so (not an empty "new persona" form)
+    page.locator("#personas-result.good").filter(has_text="Deleted console-helper").wait_for()
+    assert page.url.endswith("#/personas")
+    page.locator("#personas tr[data-persona='specialist-disk']").wait_for()
+    assert page.locator("#personas tr[data-persona='console-helper']").count() == 0
     assert httpx2.get(f"{url}/api/agents/console-helper", headers={"Authorization": f"Bearer {ALICE}"},
                       timeout=10).status_code == 404
     # the reviewer's file is shown read-only, with why, instead of being refused on Save

@@ -20,6 +20,7 @@ const state = {
   backoff: 500,
   reconnectTimer: null,
   staleLog: false,     // the log on screen is the last one, kept (dimmed) while reconnecting
+  personasNote: "",    // said on the persona list when it is next shown (after a delete)
   attachGen: 0,        // bumps on every (re)attach; stale async work checks it
   buffering: true,     // frames wait while the transcript loads
   buffer: [],
@@ -118,7 +119,7 @@ async function api(method, path, body, contentType = "application/json", signinO
     if (badgeFollowsApi()) setConn(false, "offline");  // no chat socket: the API tells whether the daemon answers
     throw e;
   }
-  if (badgeFollowsApi()) setConn(true);
+  if (badgeFollowsApi()) setConn(true, upText());
   let data = null;
   try { data = await resp.json(); } catch (_) { data = null; }
   if (resp.status === 401 && state.authRequired && signinOn401) {
@@ -179,10 +180,15 @@ function badgeFollowsApi() {
   return !state.wsWanted && ["personas", "persona", "market", "session", "signin"].includes(state.view);
 }
 
+// what the badge says when the daemon answers: signed out, that it is up (nothing is attached yet)
+function upText() {
+  return state.view === "signin" ? "daemon up" : "online";
+}
+
 // the badge from /healthz (the pages without a chat socket, the sign-in page among them)
 function checkHealth() {
   if (!badgeFollowsApi()) return;
-  fetch("/healthz").then((r) => setConn(r.ok, r.ok ? "online" : "offline"), () => setConn(false, "offline"));
+  fetch("/healthz").then((r) => setConn(r.ok, r.ok ? upText() : "offline"), () => setConn(false, "offline"));
 }
 
 function showView(name) {
@@ -1082,6 +1088,10 @@ async function fetchTable(tableId, path) {
 }
 
 async function loadPersonas() {
+  const note = $("personas-result");  // what the last action said (a delete that left nothing of the persona)
+  note.textContent = state.personasNote || "";
+  note.className = state.personasNote ? "result good" : "result";
+  state.personasNote = "";
   loadSkippedFiles();
   const [tbody, rows] = await fetchTable("personas", "/api/agents");
   if (!rows) return;
@@ -1209,7 +1219,12 @@ async function onPersonaDelete() {
     const r = await api("DELETE", `/api/agents/${encodeURIComponent(name)}`);
     const said = r.restored_builtin ? `Deleted; the built-in ${name} is back.`
       : r.now_from ? `Deleted that file; ${name} is still defined by ${String(r.now_from)}.` : `Deleted ${name}.`;
-    await loadPersona(name);  // what defines it now (the built-in, another file, or nothing: a new persona)
+    if (!r.restored_builtin && !r.now_from) {  // nothing defines it any more: back to the list, which says so
+      state.personasNote = said;
+      location.hash = "#/personas";
+      return;
+    }
+    await loadPersona(name);  // what defines it now (the built-in, or another file)
     if ($("persona-name").textContent !== name || out.className === "result bad") return;  // moved on; or
     out.textContent = said;                                        // what defines it now could not be read
     out.className = "result good";
