@@ -154,7 +154,7 @@ def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
     160); every field on one line (a model-invented tool name with line breaks in it
     cannot draw a row or a review line of its own)."""
     width = max((len(str(r.get("created_at", ""))) for r in rows), default=0)
-    out = [f"{'TIME':<{width}}  {'AGENT':<22} {'TOOL':<24} {'STATUS':<9} {'DURATION':>9}  ARGUMENTS"] if rows else []
+    out = [f"{'ENDED':<{width}}  {'AGENT':<22} {'TOOL':<24} {'STATUS':<9} {'DURATION':>9}  ARGUMENTS"] if rows else []
     for r in rows:
         args = _one_line(r.get("arguments") or "")
         args = args if len(args) <= 80 else args[:79] + "…"

@@ -117,4 +117,4 @@ def test_a_worker_whose_change_was_not_made_says_so_in_its_line_tree_and_bridge_
     assert "specialist-ops [completed · 2 changes not made]" in format_tree(tree)[0]
     progress = Progress()
     progress.apply(frame)
-    assert progress.lines()[-1] == "⚠️ **specialist-ops** — Restart nginx (completed, 1 change not made)"
+    assert progress.lines()[-1] == "⚠️ **specialist-ops** (completed, 1 change not made) — Restart nginx"

@@ -98,7 +98,7 @@ async def test_done_turn_with_ask_and_sessions(tmp_path):
                          ("specialist-ops", "host_restart_service", "rejected")]
         code, out, err = await run_cli("sessions", "audit", sid, "--url", d.base_url)
         header, *rows = out.splitlines()
-        assert code == 0 and header.split() == ["TIME", "AGENT", "TOOL", "STATUS", "DURATION", "ARGUMENTS"]
+        assert code == 0 and header.split() == ["ENDED", "AGENT", "TOOL", "STATUS", "DURATION", "ARGUMENTS"]
         assert sum(not line.startswith(" ") for line in rows) == 4 and "host_restart_service" in out \
             and "rejected" in out
 

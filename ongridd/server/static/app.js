@@ -82,10 +82,10 @@ function isoTime(iso) {
   return isNaN(t) ? String(iso) : t.toISOString();
 }
 
-// An audit row's time: the absolute ISO time (seconds), then how long ago.
+// An audit row's time (when the call ended): the absolute ISO time (milliseconds), then how long ago.
 function auditTime(iso) {
   if (!iso) return "";
-  const abs = isoTime(iso).replace(/\.\d+Z$/, "Z");
+  const abs = isoTime(iso);  // to the millisecond: calls that end within one second keep their order
   const rel = when(iso);
   return rel && rel !== abs ? `${abs} (${rel})` : abs;
 }
@@ -1053,7 +1053,7 @@ function auditRow(r) {
       p.reviewer_session_id ? el("a", { href: `#/s/${encodeURIComponent(p.reviewer_session_id)}`, text: "reviewer" }) : null);
   }
   return el("tr", { "data-tool": r.tool_name, "data-status": r.status },
-    el("td", { class: "when", "data-label": "time", title: isoTime(r.created_at), text: auditTime(r.created_at) }),
+    el("td", { class: "when", "data-label": "ended", title: isoTime(r.created_at), text: auditTime(r.created_at) }),
     el("td", { "data-label": "agent", text: String(r.agent_id || "") }),
     el("td", { "data-label": "tool" }, el("code", { text: String(r.tool_name) })),
     el("td", { "data-label": "status", text: String(r.status) }),
