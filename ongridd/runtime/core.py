@@ -568,7 +568,7 @@ class Runtime:
         """
         await self._owned(session_id, user_id)
         if task_id:
-            await self.workers.stop(task_id, coordinator_id=session_id)
+            await self.workers.stop(task_id, coordinator_id=session_id, reason="stopped by the user")
             return
         turn = self.turns.get(session_id)
         if turn is None:
@@ -581,7 +581,8 @@ class Runtime:
     def _control_deps(self, turn: Turn, spawnable: list[str],
                       spawn: Callable[[ToolCallContext, str, str, str], Awaitable[WorkerOutcome]]) -> ControlDeps:
         async def stop(task_id: str) -> WorkerTask:
-            return await self.workers.stop(task_id, coordinator_id=turn.session_id)
+            return await self.workers.stop(task_id, coordinator_id=turn.session_id,
+                                           reason="stopped by the coordinator (TaskStop)")
 
         return ControlDeps(
             spawnable=spawnable,

@@ -58,6 +58,8 @@ class WorkerTask:
     #: its changes the review gate did not let run (rejected, or refused for a read-only persona)
     changes_not_made: int = 0
     stop_requested: bool = False
+    #: why it was stopped, when asked to (its close reason): who asked
+    stop_reason: str = "stopped"
     cancel_scope: trio.CancelScope | None = None
     done: trio.Event = attrs.field(factory=trio.Event)
     started_monotonic: float = attrs.field(factory=time.monotonic)
@@ -184,7 +186,7 @@ class WorkerManager:
                     status, reason = "failed", f"timeout: the worker ran past its limit of {timeout_s:g} s"
                     text, timed_out = task.partial, True
             if scope.cancelled_caught and task.stop_requested:
-                status, reason, text = "killed", "stopped", task.partial
+                status, reason, text = "killed", task.stop_reason, task.partial
         except BaseException as exc:
             # Cancellation may arrive wrapped in an exception group (a nursery
             # in the run below us): match it by content, not by type.
@@ -227,8 +229,10 @@ class WorkerManager:
         return ("stopped: the turn was stopped" if parent_id == coordinator_id
                 else "stopped: its calling session was stopped")
 
-    async def stop(self, task_id: str, *, coordinator_id: str, wait_s: float = 5.0) -> WorkerTask:
-        """Stop a worker of this coordinator session; it ends ``killed``.
+    async def stop(self, task_id: str, *, coordinator_id: str, wait_s: float = 5.0,
+                   reason: str = "stopped") -> WorkerTask:
+        """Stop a worker of this coordinator session; it ends ``killed`` with ``reason`` (who
+        stopped it, e.g. ``stopped by the user``) as its close reason.
 
         Raises NotFound (no such task in this session) or TaskStateError
         (``W1 is not running (completed)``); neither changes anything.
@@ -245,6 +249,7 @@ class WorkerManager:
             why = f": {task.close_reason}" if task.close_reason else ""
             raise TaskStateError(f"{task_id} is not running ({task.status}{why})")
         task.stop_requested = True
+        task.stop_reason = reason
         if task.cancel_scope is not None:
             task.cancel_scope.cancel()
         with trio.move_on_after(wait_s):

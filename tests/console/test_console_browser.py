@@ -114,6 +114,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#who").filter(has_text="user").wait_for()  # signed in: the badge now says the socket's state
     page.locator("#conn.online").wait_for()
     assert page.locator("#thread-title").inner_text() == "ops-room"
+    # the thread this page just opened has nothing in it yet, and its list entry says so
+    fresh = page.locator("#threads a[data-thread='ops-room']")
+    fresh.locator(".last.muted", has_text="no messages yet").wait_for()
+    assert fresh.locator(".when").inner_text() == "new"
 
     # turn 1: Enter sends; two tiles, their results under them, the final answer after them
     box = page.locator("#text")

@@ -148,7 +148,7 @@ async def test_stopping_a_worker_during_its_review_decides_reject(tmp_path):
         await c.send({"type": "stop", "task_id": worker_id})
         assert (await c.until_type("final", "error"))["type"] == "final"
         (worker,), (reviewer,) = d.workers("rt-worker"), d.workers("reviewer")
-        assert (worker["status"], worker["close_reason"]) == ("killed", "stopped")
+        assert (worker["status"], worker["close_reason"]) == ("killed", "stopped by the user")
         assert reviewer["status"] == "killed" and reviewer["closed_at"]
         (proposal,) = d.rows("SELECT * FROM mutating_proposals")
         assert proposal["decision"] == "reject" and "stopped" in proposal["decision_reason"]

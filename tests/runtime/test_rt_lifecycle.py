@@ -62,7 +62,7 @@ async def test_user_stop_frame_kills_a_running_worker_promptly(tmp_path):
         final = await c.until_type("final", "error")
         assert final["type"] == "final"
         row = d.row(task_id)
-        assert (row["status"], row["close_reason"]) == ("killed", "stopped") and row["closed_at"]
+        assert (row["status"], row["close_reason"]) == ("killed", "stopped by the user") and row["closed_at"]
         assert len(d.requests("rt-worker")) == 1  # no model call after the stop
         assert [(a["tool_name"], a["status"]) for a in d.audit(task_id)] == [("rt_wait", "cancelled")]
         result = tool_result(d.requests("default")[1], "call_0_0")
@@ -284,7 +284,8 @@ async def test_user_message_during_a_dispatch_gets_an_interjection(tmp_path):
             final = await c.until_type("final", "error")
             assert final == {"type": "final", "text": "Answering the network question.", "html": "<p>Answering the network question.</p>\n"}
             task_id = d.task_id("rt-worker")
-            assert d.row(task_id)["status"] == "killed"
+            assert (d.row(task_id)["status"], d.row(task_id)["close_reason"]) == (
+                "killed", "stopped by the coordinator (TaskStop)")  # who stopped it, in the tree and the tile
             inter = d.requests("default")[1]
             assert sorted(tool_names(inter)) == ["SendMessage", "TaskStop"]
             text = "\n".join(m["content"] or "" for m in inter.body["messages"] if m["role"] == "user")

@@ -232,8 +232,10 @@ async function loadThreads() {
                         "aria-current": r.thread === state.thread ? "true" : null },
       el("span", { class: "name", text: r.thread, title: r.thread }),
       r.running ? el("span", { class: "running-mark", text: "running" }) : endedMark(r),
-      el("span", { class: "when", text: r.updated_at ? when(r.updated_at) : "new" }),
-      r.last_user_text ? el("span", { class: "last", text: r.last_user_text }) : null);
+      // a thread with nothing in it yet (the one this page just opened) says so: it goes if left empty
+      el("span", { class: "when", text: r.updated_at && r.last_turn !== "empty" ? when(r.updated_at) : "new" }),
+      r.last_user_text ? el("span", { class: "last", text: r.last_user_text })
+        : el("span", { class: "last muted", text: "no messages yet" }));
     a.addEventListener("click", () => toggleSidebar(false));
     list.append(el("li", {}, a));
     if (r.thread === state.thread && r.running && !state.running) setRunning(true);
