@@ -233,7 +233,7 @@ async function loadThreads() {
       el("span", { class: "name", text: r.thread, title: r.thread }),
       r.running ? el("span", { class: "running-mark", text: "running" }) : endedMark(r),
       // a thread with nothing in it yet (the one this page just opened) says so: it goes if left empty
-      el("span", { class: "when", text: r.updated_at && r.last_turn !== "empty" ? when(r.updated_at) : "new" }),
+      el("span", { class: "when", text: r.updated_at && (r.running || r.last_turn) ? when(r.updated_at) : "new" }),
       r.last_user_text ? el("span", { class: "last", text: r.last_user_text })
         : el("span", { class: "last muted", text: "no messages yet" }));
     a.addEventListener("click", () => toggleSidebar(false));
