@@ -72,9 +72,13 @@ class ToolStep:
             if limit == 1:  # the common case: nothing to run concurrently, no nursery and task to pay for
                 await self._one(0)
             else:
+                # the starts go out in the model's order (the console's chips, the audit's reader);
+                # the calls then run concurrently, their tasks scheduled in any order
+                for i in range(limit):
+                    await self._start(i)
                 async with trio.open_nursery() as nursery:
                     for i in range(limit):
-                        nursery.start_soon(self._one, i)
+                        nursery.start_soon(self._one, i, False)
         except BaseExceptionGroup as group:
             # A cancelled run leaves the nursery as a group of Cancelled under
             # strict exception groups; callers are promised a plain Cancelled.
@@ -111,10 +115,15 @@ class ToolStep:
 
     # ---- internals ------------------------------------------------------
 
-    async def _one(self, i: int) -> None:
+    async def _start(self, i: int) -> None:
         call = self.calls[i]
         self._started[i] = time.perf_counter()
         await self.emit(ToolStartEvent(call.id, call.name, call.arguments))
+
+    async def _one(self, i: int, announce: bool = True) -> None:
+        call = self.calls[i]
+        if announce:
+            await self._start(i)
         ctx = attrs.evolve(self.context, call_id=call.id, notes=self._notes[i])
         try:
             result = await self.runner.run(call, ctx)

@@ -50,15 +50,17 @@ def tool(name: str, status: str, error: str | None = None) -> dict[str, Any]:
 
 
 def tool_error(status: str, content: str) -> str | None:
-    """The ``error`` (or ``message``) of a tool call's answer ``content`` (a JSON object, as the
-    model gets it) when ``status`` is not ``ok``; None otherwise or when it has none."""
+    """The ``error`` (or ``message``, or a redirect stub's ``hint``) of a tool call's answer
+    ``content`` (a JSON object, as the model gets it) when ``status`` is not ``ok``; None otherwise
+    or when it has none."""
     if status == "ok" or not content.startswith("{"):
         return None
     try:
         answer = json.loads(content)
     except (ValueError, RecursionError):
         return None
-    text = answer.get("error") or answer.get("message") if isinstance(answer, dict) else None
+    # a redirect stub's answer says where to go in its hint
+    text = answer.get("error") or answer.get("message") or answer.get("hint") if isinstance(answer, dict) else None
     return text if isinstance(text, str) else None
 
 

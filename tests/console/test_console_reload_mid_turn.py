@@ -168,7 +168,10 @@ def test_a_tool_chip_says_after_a_reload_what_it_said_live(tmp_path):
     # call that ran: the chip says ok, redirect or error with why, as it did live
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
     script = {"default": [
-        {"tool_calls": [{"name": "host_restart_service", "arguments": {"host": "local", "service": "nginx"}},
+        {"content": "Checking a few things first.",
+         "tool_calls": [{"name": "AgentTool", "arguments": {"description": "ghost job", "subagent_type": "ghost",
+                                                             "prompt": "nothing"}},
+                        {"name": "host_restart_service", "arguments": {"host": "local", "service": "nginx"}},
                         {"name": "no_such_tool", "arguments": {}},
                         {"name": "query_knowledge", "arguments": {"query": "disk full"}},
                         {"name": "query_devices", "arguments": {}}]},
@@ -179,14 +182,24 @@ def test_a_tool_chip_says_after_a_reload_what_it_said_live(tmp_path):
         page.locator("#text").fill("Restart nginx")
         page.locator("#text").press("Enter")
         page.locator(".msg.final", has_text="Restarted nginx.").wait_for(timeout=15_000)
-        live = sorted(page.locator(".chip").all_inner_texts())
+        live = page.locator(".chip").all_inner_texts()
         page.reload()
         page.locator("#conn.online").wait_for()
         page.locator(".msg.final", has_text="Restarted nginx.").wait_for(timeout=15_000)
-        again = sorted(page.locator(".chip").all_inner_texts())
-        assert again == live, (live, again)
-        assert "host_restart_service redirect" in again, again
+        again = page.locator(".chip").all_inner_texts()
+        assert sorted(again) == sorted(live), (live, again)
+        # in the model's order, live and after a reload (a refused dispatch's chip aside: live it comes
+        # when the refusal does)
+        order = [c.split(" ")[0] for c in again if not c.startswith("AgentTool")]
+        assert order == ["host_restart_service", "no_such_tool", "query_knowledge", "query_devices"], again
+        assert [c.split(" ")[0] for c in live if not c.startswith("AgentTool")] == order, live
         assert any(c.startswith("no_such_tool error: no_such_tool is not available") for c in again), again
-        assert page.locator(".chip.redirect").count() == 1 and page.locator(".chip.error").count() == 2
+        assert page.locator(".chip.redirect").count() == 3 - 2 and page.locator(".chip.error").count() == 3
         assert "query_devices ok" in again, again
+        # a dispatch refused before any worker ran is an error chip with why, live and after a reload; no tile
+        assert any(c.startswith("AgentTool error: subagent_type 'ghost' is not a known persona") for c in again)
+        assert page.locator(".tile").count() == 0
+        assert page.locator(".msg", has_text="Checking a few things first.").count() == 1
+        # and the redirect says where to go
+        assert any(c.startswith("host_restart_service redirect: host_restart_service is not available") for c in again)
         assert watch.errors == []

@@ -530,7 +530,7 @@ function showChipOutcome(chip, name, content) {
   }
   chip.textContent = `${name} ${status}`;
   chip.className = `chip ${status}`;
-  const said = answer.error || answer.message;  // what the live tool frame carries as its error
+  const said = answer.error || answer.message || answer.hint;  // what the live tool frame carries as its error
   const why = typeof said === "string" ? said : "";
   if (why) {
     chip.textContent += `: ${why.length > 160 ? `${why.slice(0, 160)}…` : why}`;
@@ -622,6 +622,13 @@ function storedElapsed(node) {
 function fillHistoryTile(tile, content) {
   tile.filled = true;
   const r = parseJson(content);
+  if (r && typeof r === "object" && !r.task_id && r.status === "error") {
+    // refused before any worker ran (an unknown persona): no worker, so no tile — the chip it had live
+    const chip = el("span", { class: "chip" });
+    showChipOutcome(chip, "AgentTool", content);
+    tile.el.replaceWith(el("div", { class: "chips" }, chip));
+    return;
+  }
   if (!r || typeof r !== "object") {
     tile.el.append(el("details", { class: "result-box" }, el("summary", { text: "result" }),
       el("div", { class: "result-body plain", text: String(content || "") })));
@@ -723,7 +730,21 @@ function onQueued(position) {
 }
 
 function onTool(f) {
-  if (f.name === "AgentTool") { markLive(); return; }  // shown as agent tiles
+  // a dispatch shows as its worker's tile; one refused before any worker ran (an unknown persona) has
+  // no tile and shows as an error chip, like any other call that did not run
+  if (f.name === "AgentTool") {
+    markLive();
+    const t = liveTurn();
+    if (f.status === "started") {
+      breakStream();  // what the coordinator wrote before it stays as written
+      t.dispatches = (t.dispatches || 0) + 1;
+      return;
+    }
+    // more dispatches than worker tiles so far: this one ended before any worker ran (refused)
+    const refused = f.status === "error" && (t.dispatches || 0) > (t.dispatchTiles || 0);
+    t.dispatches = Math.max(0, (t.dispatches || 0) - 1);
+    if (!refused) { t.dispatchTiles = Math.max(0, (t.dispatchTiles || 0) - 1); return; }
+  }
   markLive();
   const t = breakStream();
   const name = String(f.name || "?");
@@ -759,6 +780,7 @@ function onTile(f) {
   if (!tile) {
     const stored = adoptStoredDispatch(String(f.subagent_type || "?"), String(f.description || ""));
     const t = breakStream();
+    if (!f.parent_task_id) t.dispatchTiles = (t.dispatchTiles || 0) + 1;  // a coordinator's dispatch ran
     t.chips = null;
     tile = { status: "", started: startedAt(f), ended: null };
     tile.statusEl = el("span", { class: "status" });
