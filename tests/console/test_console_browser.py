@@ -404,6 +404,8 @@ def test_personas_edit_save_warning_and_delete(console):
     page.locator("#persona-new button[type=submit]").click()
     page.locator("#persona-new-error").filter(has_text="only letters, digits").wait_for()
     assert page.url.endswith("#/personas")
+    page.locator("#persona-new-name").fill("console-helpe")  # put right: the note goes as you type
+    assert page.locator("#persona-new-error").inner_text() == ""
     page.locator("#persona-new-name").fill("console-helper")
     page.locator("#persona-new button[type=submit]").click()
     page.locator("#persona-meta").filter(has_text="new persona").wait_for()
@@ -445,6 +447,10 @@ def test_personas_edit_save_warning_and_delete(console):
     assert "Decision" in page.locator("#persona-body").input_value()
     assert page.locator("#persona-body").get_attribute("readonly") is not None
     assert page.locator("#persona-save").is_hidden()
+    # a name typed into the address bar that no persona can have is refused at once
+    page.goto(url + "/#/personas/Bad%20Name")
+    page.locator("#persona-result.bad").filter(has_text="No persona can be called that").wait_for()
+    assert page.locator("#persona-save").is_hidden()
     page.goto(url + "/#/personas/specialist-disk")  # another persona is editable again
     page.locator("#persona-meta").filter(has_text="builtin").wait_for()
     assert page.locator("#persona-save").is_visible()
@@ -463,6 +469,8 @@ def test_personas_edit_save_warning_and_delete(console):
                 break
             page.wait_for_timeout(500)
         assert "broken-yaml.md" in skipped.inner_text() and "file skipped" in skipped.inner_text()
+        assert skipped.inner_text().count("broken-yaml.md") == 1  # the path once, the reasons under it
+        assert skipped.locator("ul ul li").first.inner_text().startswith("line ")
     finally:
         broken.unlink()
     # at 390 px the list stacks like the marketplace's: no cell squeezed, nothing off screen

@@ -1130,6 +1130,14 @@ async function loadPersonas() {
   }
 }
 
+// a skipped file's warning without the path said just above it: "line 3: …", or what follows the path
+function skippedWhy(path, warning) {
+  const w = String(warning);
+  if (!w.startsWith(`${path}:`)) return w;
+  const rest = w.slice(String(path).length + 1).trim();
+  return /^\d+:/.test(rest) ? `line ${rest}` : rest;
+}
+
 // the agents folders' files that gave no persona (broken YAML, no name, a duplicate), with why:
 // a file dropped into a folder that never shows up in the list says so here
 async function loadSkippedFiles() {
@@ -1142,18 +1150,22 @@ async function loadSkippedFiles() {
     el("div", { text: `${files.length} file${files.length === 1 ? "" : "s"} in the agents folders gave no persona:` }),
     el("ul", { class: "warnings" }, ...files.map((f) => el("li", {},
       el("code", { text: String(f.path) }),
-      el("ul", {}, ...(Array.isArray(f.warnings) ? f.warnings : []).map((w) => el("li", { text: String(w) })))))),
+      el("ul", {}, ...(Array.isArray(f.warnings) ? f.warnings : []).map((w) => el("li", { text: skippedWhy(f.path, w) })))))),
   ] : []));
 }
 
 // "New persona": opens the form for a name (an empty one for a new name, the persona itself for a taken one);
 // the name is checked here as the daemon checks it (letters, digits, '-', '_'), so a typo is said at once
+function personaNameProblem(name) {
+  return !name ? "type a name first" : name.length > 128 ? "at most 128 characters"
+    : !/^[\p{L}\p{N}_-][\p{L}\p{N}\p{M}_-]*$/u.test(name) || /[_-]\p{M}/u.test(name)
+      ? "only letters, digits, '-' and '_'" : "";
+}
+
 function onPersonaNew(ev) {
   ev.preventDefault();
   const name = $("persona-new-name").value.trim().normalize("NFC");
-  const bad = !name ? "type a name first" : name.length > 128 ? "at most 128 characters"
-    : !/^[\p{L}\p{N}_-][\p{L}\p{N}\p{M}_-]*$/u.test(name) || /[_-]\p{M}/u.test(name)
-      ? "only letters, digits, '-' and '_'" : "";
+  const bad = personaNameProblem(name);
   $("persona-new-error").textContent = bad;
   if (bad) return;
   $("persona-new-name").value = "";
@@ -1195,9 +1207,18 @@ async function loadPersona(name) {
       $("persona-result").textContent = p.read_only;
     }
   } catch (e) {
-    if (e.status === 404) {
+    const bad = e.status === 404 ? personaNameProblem(name.normalize("NFC")) : "";
+    if (bad) {  // a name typed into the address bar the daemon would refuse: said now, not on Save
+      $("persona-meta").textContent = "";
+      $("persona-result").textContent = `No persona can be called that: ${bad}.`;
+      $("persona-result").className = "result bad";
+      $("persona-save").hidden = true;
+    } else if (e.status === 404) {
       $("persona-meta").textContent = "new persona (not saved yet)";
-      $("persona-body").value = `---\nname: ${JSON.stringify(name)}\ndescription: "What this agent does"\n---\nYou are …\n`;
+      $("persona-body").value = `---\nname: ${JSON.stringify(name)}\ndescription: "What this agent does"\n`
+        + "when_to_use: \"When the coordinator should dispatch it\"\n"
+        + "# the tools it may call: `ongrid agents show specialist-disk` or the built-in personas list them\n"
+        + "tools: [host_du_summary, search_logs]\n---\nYou are …\n";
     } else {
       $("persona-result").textContent = e.message;
       $("persona-result").className = "result bad";
@@ -1319,6 +1340,10 @@ function init() {
   $("menu").addEventListener("click", () => toggleSidebar(!$("sidebar").classList.contains("open")));
   $("persona-form").addEventListener("submit", onPersonaSave);
   $("persona-new").addEventListener("submit", onPersonaNew);
+  $("persona-new-name").addEventListener("input", () => {  // said as you type, gone once it is right
+    const name = $("persona-new-name").value.trim().normalize("NFC");
+    $("persona-new-error").textContent = name ? personaNameProblem(name) : "";
+  });
   $("persona-delete").addEventListener("click", onPersonaDelete);
   window.addEventListener("hashchange", route);
   document.addEventListener("keydown", (ev) => {
