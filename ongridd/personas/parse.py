@@ -66,6 +66,9 @@ KNOWN_KEYS = (
     "model",
     "metadata",
 )
+#: keys that take tools away from a persona: a key spelt close to one of these is an error, not a
+#: warning (the persona would silently keep what the key was meant to remove)
+NARROWING_KEYS = frozenset({"permission_mode", "disallowed_tools"})
 MAX_NAME_CHARS = 128
 DEFAULT_MAX_TURNS = 15
 #: ``max_turns`` and ``tool_budget`` above this are refused (a typo or an
@@ -346,7 +349,13 @@ def _metadata(data: Mapping[str, Any], key_lines: Mapping[str, int], out: _Colle
         except NotJSONValue as exc:
             out.error(f"unknown key {quote(skey)} holds {exc}", line=line)
             continue
-        out.warn(f"unknown key {quote(skey)} (kept under metadata)", line=line)
+        close = difflib.get_close_matches(skey, sorted(KNOWN_KEYS), n=1, cutoff=0.8)
+        if close and close[0] in NARROWING_KEYS:
+            # fail closed: a misspelt permission key would leave the persona more than it asked for
+            out.error(f"unknown key {quote(skey)} (did you mean {quote(close[0])}? a misspelt {quote(close[0])} "
+                      "would leave this persona every tool it lists)", line=line)
+            continue
+        out.warn(f"unknown key {quote(skey)} (kept under metadata){did_you_mean(skey, KNOWN_KEYS)}", line=line)
     return metadata
 
 

@@ -309,3 +309,14 @@ def test_parser_never_raises_on_frontmatter_text(text):
     persona, warnings = parse_persona_text("---\n" + text + "\n---\nbody\n", "fuzz.md")
     assert persona is not None or warnings
     assert all(w.startswith("fuzz.md") for w in warnings)
+
+
+def test_a_misspelt_key_gets_a_suggestion_and_a_misspelt_permission_key_is_refused():
+    persona, warnings = parse_persona_text("---\nname: t\ndescription: d\nmax_turn: 3\n---\nb\n", "p.md")
+    assert persona is not None and persona.metadata == {"max_turn": 3}
+    assert warnings == ["p.md:4: unknown key 'max_turn' (kept under metadata) (did you mean 'max_turns'?)"]
+    # fail closed: the persona would keep every tool the key was meant to take away
+    for key in ("permision_mode", "permission_modes", "disalowed_tools"):
+        persona, warnings = parse_persona_text(f"---\nname: t\ndescription: d\n{key}: read-only\n---\nb\n", "p.md")
+        assert persona is None, key
+        assert warnings[0].startswith(f"p.md:4: unknown key '{key}' (did you mean"), warnings
