@@ -28,10 +28,12 @@ explicit environment built by :func:`scrubbed_env`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -57,10 +59,22 @@ class ShortSecretError(ConfigError):
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-#: what may stand between two characters of a secret in a file an editor wrapped: a line break
-#: with the line's trailing blanks before it and the next line's indentation or quote marker after
-#: it (bounded, so a scan stays linear whatever the file's runs of blanks)
-_WRAP = r"(?:[ \t]{0,16}\r?\n[ \t>]{0,16})?"
+#: ASCII characters an editor or a person puts between the pieces of a value split over lines:
+#: comment and quote leaders, list bullets, a shell's line continuation
+_GAP_PUNCTUATION = "#/;*>-\\|"
+#: a spread secret is looked for only when what is left of it without gap characters is this long
+#: (shorter, too many ordinary texts would match)
+MIN_SPREAD_CHARS = 8
+
+
+@functools.cache
+def _gap_table() -> dict[int, None]:
+    """``str.translate`` table deleting the gap characters: every Unicode whitespace and format
+    (Cf: zero-width, bidirectional, soft hyphen) character, and :data:`_GAP_PUNCTUATION`."""
+    gaps = {c for c in range(0x10000) if chr(c).isspace() or unicodedata.category(chr(c)) == "Cf"}
+    gaps |= {c for c in range(0xE0000, 0xE0080) if unicodedata.category(chr(c)) == "Cf"}  # tag characters
+    gaps |= {ord(c) for c in _GAP_PUNCTUATION}
+    return dict.fromkeys(gaps)
 
 
 def _forms(value: str) -> set[str]:
@@ -95,7 +109,7 @@ class Redactor:
         ordered = sorted(forms, key=lambda f: (-len(f), f))
         self._forms = tuple(ordered)
         self._pattern: re.Pattern[str] | None = re.compile("|".join(map(re.escape, ordered))) if forms else None
-        self._wrapped: re.Pattern[str] | None = None  # compiled on first use of redact_wrapped
+        self._spread: re.Pattern[str] | None = None  # compiled on first use of redact_wrapped
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -129,16 +143,42 @@ class Redactor:
 
 
     def redact_wrapped(self, text: str) -> str:
-        """:meth:`redact`, then also every secret a line break splits (a file an editor wrapped:
-        ``abcd⏎    efgh``, the next line's indentation or ``>`` included), for text a person
-        wrote by hand, such as a persona file; O(len(text)) per secret held."""
+        """:meth:`redact`, then also every secret spread out by gap characters — line breaks and
+        any other whitespace, format characters (zero-width, bidirectional, soft hyphen), comment,
+        quote and bullet leaders, a shell's ``\\`` continuation — as a file an editor wrapped
+        (``abcd⏎  # efgh``) or a YAML folded scalar (``abcd efgh``) spreads it, for text a person
+        wrote by hand such as a persona file.  The span from the secret's first character to its
+        last is replaced, whatever lies between.  Secrets with fewer than
+        :data:`MIN_SPREAD_CHARS` characters besides gap characters are matched literally only.
+        O(len(text)): the text without its gap characters is searched once (``str.translate``
+        and one regex scan); positions are mapped back only when a secret is found."""
         text = self.redact(text)
-        if self._pattern is None or not isinstance(text, str) or "\n" not in text:
+        if self._pattern is None or not isinstance(text, str) or not text:
             return text
-        if self._wrapped is None:
-            self._wrapped = re.compile("|".join(_WRAP.join(map(re.escape, value))
-                                                for value in sorted(self.values, key=lambda v: (-len(v), v))))
-        return self._wrapped.sub(self.replacement, text)
+        if self._spread is None:
+            table = _gap_table()
+            keys = sorted({k for v in self.values if len(k := v.translate(table)) >= MIN_SPREAD_CHARS},
+                          key=lambda k: (-len(k), k))
+            self._spread = re.compile("|".join(map(re.escape, keys))) if keys else re.compile(r"(?!)")
+        table = _gap_table()
+        squeezed = text.translate(table)
+        if len(squeezed) == len(text) or self._spread.search(squeezed) is None:
+            return text  # no gap character, or no secret once they are gone
+        kept = [i for i, ch in enumerate(text) if ord(ch) not in table]
+        spans: list[list[int]] = []
+        for match in self._spread.finditer(squeezed):
+            start, end = kept[match.start()], kept[match.end() - 1] + 1
+            if spans and start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        parts: list[str] = []
+        pos = 0
+        for start, end in spans:
+            parts += [text[pos:start], self.replacement]
+            pos = end
+        parts.append(text[pos:])
+        return "".join(parts)
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:
         """Merged ``[start, end]`` spans of every secret in ``text`` from ``match`` on."""
@@ -257,8 +297,9 @@ def redact(text: Any) -> Any:
 
 
 def redact_wrapped(text: str) -> str:
-    """:func:`redact`, and also held secrets a line break splits (see :meth:`Redactor.redact_wrapped`);
-    for hand-written text such as persona files.  Never raises."""
+    """:func:`redact`, and also held secrets spread out by line breaks, whitespace, format
+    characters or comment leaders (see :meth:`Redactor.redact_wrapped`); for hand-written text
+    such as persona files.  Never raises."""
     return REGISTRY.redactor.redact_wrapped(text)
 
 

@@ -62,7 +62,8 @@ def make_reply(step: Step, messages: Sequence[Any], env: Mapping[str, str]) -> R
             arguments = substitute(call.raw_arguments, env, where)
         else:
             arguments = json.dumps(substitute(call.arguments, env, where), ensure_ascii=False)
-        calls.append(ReplyCall(id=f"call_{step.index}_{n}", name=name, arguments=arguments))
+        call_id = substitute(call.id, env, where) if call.id is not None else f"call_{step.index}_{n}"
+        calls.append(ReplyCall(id=call_id, name=name, arguments=arguments))
     finish = step.finish_reason or ("tool_calls" if calls else "stop")
     return Reply(content=content, tool_calls=tuple(calls), finish_reason=finish)
 

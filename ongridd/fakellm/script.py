@@ -55,7 +55,7 @@ FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 STEP_KEYS = ("content", "tool_calls", "content_from_tool_results", "finish_reason", "delay_s", "http_status",
              "usage", "retry_after")
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
-CALL_KEYS = ("name", "arguments", "raw_arguments")
+CALL_KEYS = ("name", "arguments", "raw_arguments", "id")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -77,6 +77,8 @@ class ScriptedToolCall:
     name: str
     arguments: Any = attrs.field(factory=dict)
     raw_arguments: str | None = None
+    #: the call's id as sent (``${VAR}`` substituted); None: ``call_<step>_<n>``
+    id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -338,18 +340,22 @@ def _parse_call(raw: Any, here: str, problems: list[str]) -> ScriptedToolCall | 
     if "arguments" in raw and "raw_arguments" in raw:
         problems.append(f"{here}: use arguments or raw_arguments, not both")
         return None
+    call_id = raw.get("id")
+    if call_id is not None and not (isinstance(call_id, str) and call_id):
+        problems.append(f"{here}: id must be a non-empty string (the call's id as sent), got {_kind(call_id)}")
+        return None
     if "raw_arguments" in raw:
         text = raw["raw_arguments"]
         if not isinstance(text, str):
             problems.append(f"{here}: raw_arguments must be a string (the exact text sent), got {_kind(text)}")
             return None
-        return ScriptedToolCall(name=name, raw_arguments=text)
+        return ScriptedToolCall(name=name, raw_arguments=text, id=call_id)
     try:
         arguments = _plain_json(raw.get("arguments", {}))
     except (TypeError, ValueError) as exc:
         problems.append(f"{here}: arguments {exc}")
         return None
-    return ScriptedToolCall(name=name, arguments=arguments)
+    return ScriptedToolCall(name=name, arguments=arguments, id=call_id)
 
 
 def _plain_json(value: Any) -> Any:

@@ -10,6 +10,7 @@ leaves it, promptly.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any
 
@@ -104,20 +105,31 @@ def _user_message(value: Message | str) -> Message:
 INVALID_TOOL_NAME = "invalid_tool_name"
 
 
-def _assistant_message(completion: Completion, turn: int) -> Message:
+#: the tool-call ids kept as the model wrote them; any other id (too long, markup, invisible or
+#: bidirectional characters, a held secret) is replaced
+CALL_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _assistant_message(completion: Completion, turn: int, seen: set[str] | None = None) -> Message:
     """The assistant message as stored: tool calls with unique ids, and a name that is no
     tool's name (one outside ``TOOL_NAME_RE``: too long, bidirectional or invisible characters,
     markup, spaces) replaced by :data:`INVALID_TOOL_NAME` before it is stored, audited, shown or
     sent back — it names nothing that could run, and whatever it spells must not pose as a tool
-    in the console, the audit or the next prompt; ``content`` ``None`` when there are tool
-    calls and no text (``""`` and null are stored the same way), ``""`` at least otherwise."""
+    in the console, the audit or the next prompt; an id outside :data:`CALL_ID_RE`, or one
+    already used in this message or in ``seen`` (the ids of the run's history: a reused id would
+    leave a call without its result in every later request), replaced by ``call_ongrid_<turn>_<i>``
+    (made unique; ``seen`` gets every id kept); ``content`` ``None`` when there are tool calls and
+    no text (``""`` and null are stored the same way), ``""`` at least otherwise."""
     raw = completion.message
     calls: list[ToolCall] = []
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     for i, call in enumerate(raw.tool_calls):
         call_id = call.id
-        if not call_id or call_id in seen:
+        if not (isinstance(call_id, str) and CALL_ID_RE.fullmatch(call_id)) or call_id in seen:
             call_id = f"call_ongrid_{turn}_{i}"
+            k = 1
+            while call_id in seen:
+                call_id, k = f"call_ongrid_{turn}_{i}_{k}", k + 1
             call = attrs.evolve(call, id=call_id)
         seen.add(call_id)
         if call.arguments is None:
@@ -155,6 +167,8 @@ class _Run:
         self.persona = persona
         self.system_prompt = system_prompt
         self.history: list[Message] = list(history)
+        #: every tool-call id in the history and this run (a reused id is replaced: _assistant_message)
+        self.call_ids: set[str] = {c.id for m in self.history for c in m.tool_calls if isinstance(c.id, str)}
         self.bag = bag
         self.runner = runner
         self.reminder = reminder
@@ -295,7 +309,7 @@ class _Run:
                 return await self.forced_answer(reason)
             self.turns += 1
             completion = await self.call_model(self.request(tools=True))
-            message = _assistant_message(completion, self.turns)
+            message = _assistant_message(completion, self.turns, self.call_ids)
             if message.tool_calls:
                 await self.tool_turn(message, cut=completion.finish_reason == "length")
                 continue

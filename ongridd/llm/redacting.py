@@ -50,7 +50,7 @@ MEMO_MAX_CHARS = 8_000_000
 
 
 def redact_message(message: Message, scrub: Callable[[Any], Any] = redact) -> Message:
-    """``message`` with its content and tool calls' names and arguments redacted (the
+    """``message`` with its content and tool calls' names, ids and arguments redacted (the
     same object when nothing changed)."""
     content = scrub(message.content)
     calls = tuple(_redact_call(c, scrub) for c in message.tool_calls)
@@ -63,10 +63,11 @@ def _redact_call(call: ToolCall, scrub: Callable[[Any], Any]) -> ToolCall:
     arguments = scrub(call.arguments)
     if type(arguments) is str and "\\" in arguments:
         arguments = _scrub_decoded(arguments, scrub)
-    name = scrub(call.name)  # the model may write a secret into a tool's name as well
-    if arguments == call.arguments and name == call.name:
+    name = scrub(call.name)  # the model may write a secret into a tool's name, or its id, as well
+    call_id = scrub(call.id)
+    if arguments == call.arguments and name == call.name and call_id == call.id:
         return call
-    return attrs.evolve(call, arguments=arguments, name=name)
+    return attrs.evolve(call, arguments=arguments, name=name, id=call_id)
 
 
 def _scrub_decoded(text: str, scrub: Callable[[Any], Any]) -> str:

@@ -72,15 +72,29 @@ def test_regex_metacharacters_are_literals():
     assert r.redact("aXbc a.b*c (x|y) x") == f"aXbc {REDACTED} {REDACTED} x"
 
 
-def test_a_secret_an_editor_wrapped_over_two_lines_is_redacted_in_hand_written_text():
+def test_a_secret_spread_out_in_hand_written_text_is_redacted():
     r = Redactor([KEY, "x"])
-    assert r.redact_wrapped("use sk-test-ABCD\n    EFGHIJKLMNOP now") == f"use {REDACTED} now"
-    assert r.redact_wrapped("> quoted sk-test-\n> ABCDEFGH\r\n> IJKLMNOP") == f"> quoted {REDACTED}"
+    spread = {
+        "wrapped": "use sk-test-ABCD\n    EFGHIJKLMNOP now",
+        "quoted": "> quoted sk-test-\n> ABCDEFGH\r\n> IJKLMNOP",
+        "comment": "# sk-test-ABCDEFGH\n# IJKLMNOP",
+        "slashes": "// sk-test-ABCDEFGH\n// IJKLMNOP",
+        "bullet": "- sk-test-ABCDEFGH\n- IJKLMNOP",
+        "deep indent": "sk-test-ABCDEFGH\n" + " " * 40 + "IJKLMNOP",
+        "shell": 'curl -H "K: sk-test-ABCDEFGH\\\nIJKLMNOP"',
+        "paragraph": "sk-test-ABCDEFGH\n\nIJKLMNOP",
+        "folded": "sk-test-ABCDEFGH IJKLMNOP",  # a YAML folded scalar's parse
+        "separators": "sk-test-ABCD\u2028EFGH\u0085IJKL\x0bMN\x0cOP\xa0",
+        "invisible": "sk-test-ABC\u200bDEFGH\u00adIJKLMNOP",
+    }
+    for what, text in spread.items():
+        out = r.redact_wrapped(text)
+        assert REDACTED in out and "ABCDEFGH" not in out and "IJKLMNOP" not in out, (what, out)
     assert r.redact_wrapped(f"{KEY} and sk-test-ABCDEFGH  \nIJKLMNOP") == f"{REDACTED} and {REDACTED}"
-    assert r.redact_wrapped("sk-test-ABCDEFGH IJKLMNOP\n") == "sk-test-ABCDEFGH IJKLMNOP\n"  # a space is no wrap
-    assert r.redact_wrapped("sk-test-ABCDEFGH\n\nIJKLMNOP") == "sk-test-ABCDEFGH\n\nIJKLMNOP"  # nor a new paragraph
+    assert r.redact_wrapped("sk-test-ABCDEFGH, then IJKLMNOP") == "sk-test-ABCDEFGH, then IJKLMNOP"  # words between
     assert Redactor([]).redact_wrapped("a\nb") == "a\nb" and r.redact_wrapped(None) is None
-    blanks = ("s" + " " * 50_000 + "k\n") * 20  # long runs of blanks cost a bounded look each
+    assert r.redact_wrapped("a b\nc") == "a b\nc"  # "x" is too short to be looked for spread out
+    blanks = ("s" + " " * 50_000 + "k\n") * 20  # linear: one translate, one scan
     assert r.redact_wrapped(blanks) == blanks
 
 
