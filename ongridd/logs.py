@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 
 def _import_structlog() -> Any:
@@ -45,7 +45,7 @@ def _import_structlog() -> Any:
 
 structlog = _import_structlog()
 
-from ongridd.secretset import redact  # noqa: E402  (after structlog, above)
+from ongridd.secretset import PASSWORD_PARAMS, redact, url_query_passwords  # noqa: E402  (after structlog, above)
 
 _CONFIGURED = False
 
@@ -214,14 +214,19 @@ def get_logger(name: str) -> StructuredLogger:
 
 
 def redact_url(url: str | None) -> str | None:
-    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``."""
+    """``postgresql://u:secret@h/db?sslpassword=x`` → ``postgresql://u:***@h/db?sslpassword=***``
+    (the user part's password and every ``password`` / ``sslpassword`` query parameter)."""
     if not url:
         return url
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "<unparseable url>"
-    if parts.password:
-        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
+    if password:
+        parts = parts._replace(netloc=parts.netloc.replace(":" + password + "@", ":***@", 1))
+    if url_query_passwords(parts.query):
+        query = "&".join(f"{k}=***" if sep and v and unquote_plus(k).strip().lower() in PASSWORD_PARAMS else f"{k}{sep}{v}"
+                         for k, sep, v in (item.partition("=") for item in parts.query.split("&")))
+        parts = parts._replace(query=query)
+    return urlunsplit(parts)

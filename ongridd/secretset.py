@@ -36,7 +36,7 @@ import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from ongridd.errors import ConfigError
 
@@ -345,18 +345,32 @@ def secret_env_names(config: Any) -> list[str]:
     return names
 
 
+#: query parameters of a database URL that carry a password (libpq and psycopg read them)
+PASSWORD_PARAMS = frozenset({"password", "sslpassword"})
+
+
+def url_query_passwords(query: str) -> list[str]:
+    """The values of the :data:`PASSWORD_PARAMS` parameters of a URL's query string, as written."""
+    out = []
+    for part in query.split("&"):
+        key, sep, value = part.partition("=")
+        if sep and value and unquote_plus(key).strip().lower() in PASSWORD_PARAMS:
+            out.append(value)
+    return out
+
+
 def url_password(url: str | None) -> list[str]:
-    """The password of a database URL, as written and percent-decoded (empty
-    list when there is none or the URL cannot be parsed)."""
+    """The passwords of a database URL — in its user part, and in ``password`` /
+    ``sslpassword`` query parameters — each as written and percent-decoded (empty list when
+    there is none or the URL cannot be parsed)."""
     if not url:
         return []
     try:
-        password = urlsplit(url).password
+        parts = urlsplit(url)
+        written = [p for p in (parts.password, *url_query_passwords(parts.query)) if p]
     except ValueError:
         return []
-    if not password:
-        return []
-    return sorted({password, unquote(password)})
+    return sorted({form for p in written for form in (p, unquote(p), unquote_plus(p)) if form})
 
 
 class DaemonSecrets:

@@ -70,7 +70,7 @@ def normalize_url(url: str | URL) -> URL:
     unparsable URL, an unsupported scheme or driver (async drivers included),
     or an in-memory SQLite database (the daemon needs a file).
     """
-    shown = redact_url(str(url)) if isinstance(url, str) else url.render_as_string(hide_password=True)
+    shown = redact_url(str(url)) if isinstance(url, str) else shown_url(url)
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:
@@ -128,8 +128,9 @@ def _create_owner_only(url: URL) -> None:
 
 
 def shown_url(url: URL) -> str:
-    """The URL as text with its password replaced by ``***``."""
-    return url.render_as_string(hide_password=True)
+    """The URL as text with its passwords replaced by ``***``: the user part's, and
+    ``password`` / ``sslpassword`` query parameters (:func:`~ongridd.logs.redact_url`)."""
+    return redact_url(url.render_as_string(hide_password=True)) or ""
 
 
 def create_engine(

@@ -509,3 +509,22 @@ def test_a_preview_cut_before_a_long_secret_ends_keeps_none_of_it():
         for shown in (describe(long_key), describe({"k": ["a", long_key]}), quote("ab" + long_key, 40)):
             assert "0123456789" not in shown and REDACTED in shown, shown
     assert long_key[:40] in quote(long_key, 40)  # held by no one: a preview as before
+
+
+def test_a_database_password_given_as_a_query_parameter_is_a_secret_too(tmp_path):
+    from ongridd.logs import redact_url
+    from ongridd.secretset import ShortSecretError
+    from ongridd.store.engine import normalize_url, shown_url
+
+    url = "postgresql://ongrid@127.0.0.1:5432/test?password=Db-Query-Pass-0123&sslmode=require&SSLPASSWORD=Key%2BPass-99"
+    config = _config(tmp_path, f"database: {{url: '{url}'}}\n")
+    secrets = collect_secrets(config, {})
+    assert {"Db-Query-Pass-0123", "Key%2BPass-99", "Key+Pass-99"} <= secrets.values
+    shown = [redact_url(url), shown_url(normalize_url(url))]
+    for text in shown:
+        assert "Db-Query-Pass" not in text and "Key" not in text and "sslmode=require" in text, text
+    env = {"ONGRID_DATABASE_URL": url}
+    assert "ONGRID_DATABASE_URL" in remove_from_environ(secrets, env) and not env
+    short = _config(tmp_path, "database: {url: 'postgresql://u@h/db?password=abc'}\n")
+    with pytest.raises(ShortSecretError, match="the database URL's password is 3 characters long"):
+        collect_secrets(short, {})
