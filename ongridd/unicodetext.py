@@ -39,13 +39,19 @@ def valid_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+#: letters and marks that show as blank space (Hangul fillers, the braille blank, the combining
+#: grapheme joiner): a run of them pads a line so that what follows wraps onto a line of its own
+_BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f")
+
+
 def visible_text(text: str) -> str:
     """``text`` without the Unicode format characters (category Cf: the bidirectional overrides,
     embeddings, isolates and marks, zero-width spaces and joiners, the BOM, the soft hyphen), which
     show nothing themselves but can make a label read otherwise than it is (a right-to-left
-    override turns ``evorppa`` into ``approve``).  For short labels (an agent tile's description);
-    ASCII text is returned at once."""
+    override turns ``evorppa`` into ``approve``), and without the letters that show as blank space
+    (Hangul fillers, the braille blank).  For labels and short texts a model writes (an agent
+    tile's description, a chat bridge's progress text); ASCII text is returned at once."""
     if text.isascii():
         return text
-    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return "".join(ch for ch in text if ch not in _BLANK_LOOKALIKES and unicodedata.category(ch) != "Cf")
 

@@ -37,3 +37,4 @@ def test_visible_text_drops_the_characters_that_make_a_label_read_otherwise():
     assert visible_text("host\u2066_df\u2069\u200b\u200d\ufeff\u00ad") == "host_df"
     assert visible_text("磁盘检查 ✓ é") == "磁盘检查 ✓ é"  # letters of any script and symbols stay
     assert visible_text("plain ascii") == "plain ascii"
+    assert visible_text("ok\u3164\u3164\uffa0\u115f\u1160\u2800\u034fnext") == "oknext"  # blank-looking letters

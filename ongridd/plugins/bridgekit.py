@@ -30,6 +30,7 @@ import attrs
 import trio
 
 from ongridd.logs import get_logger
+from ongridd.unicodetext import visible_text
 
 log = get_logger(__name__)
 
@@ -402,7 +403,7 @@ class Progress:
                 self.said += str(frame.get("text") or "")
             return False
         if kind == "tool":
-            said, self.said = self.said.strip(), ""
+            said, self.said = visible_text(self.said).strip(), ""
             if said and frame.get("status") == "started":
                 self.interim = said[:MAX_INTERIM_CHARS]
                 return True
@@ -410,13 +411,13 @@ class Progress:
         if kind == "interim" and isinstance(frame.get("queue_position"), int):
             self.queue_position = max(0, frame["queue_position"])
             return True
-        if kind == "interim":
-            self.interim = str(frame.get("text") or "")[:MAX_INTERIM_CHARS]
+        if kind == "interim":  # the model's words: nothing invisible or blank-looking pads or reorders them
+            self.interim = visible_text(str(frame.get("text") or ""))[:MAX_INTERIM_CHARS]
             return True
         if kind == "agent_tile":
             tid = str(frame.get("task_id"))
-            self.tiles[tid] = {k: str(frame.get(k) or "") for k in ("subagent_type", "description", "status",
-                                                                    "decision", "changes_not_made")}
+            self.tiles[tid] = {k: visible_text(str(frame.get(k) or "")) for k in (
+                "subagent_type", "description", "status", "decision", "changes_not_made")}
             return True
         return False
 

@@ -5,9 +5,10 @@ Polling (``mode: polling``, default; no public URL needed): one loop asks
 ``getUpdates`` with ``offset`` = last ``update_id`` + 1 and ``timeout`` =
 ``poll_timeout_s``; when the API is unreachable or fails it backs off (1 s
 doubling to 30 s), logs the outage once and its end once, and goes on —
-it never ends the daemon.  An empty answer sooner than
-``MIN_EMPTY_POLL_S`` (a server or proxy that does not hold the long poll)
-is followed by a wait for the rest of that second, so the loop never spins.  Webhook (``mode: webhook``,
+it never ends the daemon.  An answer with nothing new in it (empty, or only
+malformed or already handled updates) sooner than ``MIN_EMPTY_POLL_S`` (a
+server or proxy that does not hold the long poll) is followed by a wait for
+the rest of that second, so the loop never spins.  Webhook (``mode: webhook``,
 ``POST /api/channels/telegram/webhook``, ``auth="none"``): the
 ``X-Telegram-Bot-Api-Secret-Token`` header must equal the configured
 secret (constant-time compare) or 401 and nothing starts.
@@ -166,17 +167,17 @@ class TelegramBridge:
                 log.info("telegram_poll_recovered", down_s=round(trio.current_time() - down_since, 1))
                 down_since = None
             backoff = 1.0
-            if not updates or not isinstance(updates, list):
-                await trio.sleep_until(asked + MIN_EMPTY_POLL_S)  # returns at once when the poll was held
-                continue
-            for update in updates:
-                if not _update_id(update):
-                    continue
+            before = self.offset
+            for update in updates if isinstance(updates, list) else []:
+                if not _update_id(update) or (self.offset is not None and update["update_id"] < self.offset):
+                    continue  # not an update, or one already handled
                 self.offset = max(self.offset or 0, update["update_id"] + 1)
                 try:
                     await self.on_update(update)
                 except Exception:
                     log.exception("telegram_update_failed", update_id=update["update_id"])
+            if self.offset == before:  # nothing new (empty, or only junk or old updates): never ask again at once
+                await trio.sleep_until(asked + MIN_EMPTY_POLL_S)  # returns at once when the poll was held
 
     async def handle_webhook(self, req: PluginRequest) -> PluginResponse:
         given = req.headers.get("X-Telegram-Bot-Api-Secret-Token") or ""

@@ -292,16 +292,23 @@ def test_a_failed_turn_shows_a_fixed_text_not_the_daemons_internals(tmp_path):
 
 
 class ImpatientBotAPI(BotAPI):
-    """A Bot API (or a proxy in front of it) that answers every getUpdates at once, holding nothing."""
+    """A Bot API (or a proxy in front of it) that answers every getUpdates at once, holding nothing:
+    with ``junk`` as the result every time."""
+
+    def __init__(self, junk: list):
+        super().__init__()
+        self.junk = junk
 
     def __call__(self, call: Call):
         if call.path.endswith("/getUpdates") and call.path.startswith(f"/bot{TOKEN}/"):
-            return 200, {}, {"ok": True, "result": []}
+            return 200, {}, {"ok": True, "result": self.junk}
         return super().__call__(call)
 
 
-def test_polling_a_server_that_does_not_hold_the_poll_does_not_spin(tmp_path):
-    api = ImpatientBotAPI()
+@pytest.mark.parametrize("junk", [[], [{}], [{"update_id": True}], [{"update_id": 5}]],
+                         ids=["empty", "no id", "id true", "the same old update"])
+def test_polling_a_server_that_does_not_hold_the_poll_does_not_spin(tmp_path, junk):
+    api = ImpatientBotAPI(junk)
     double = PlatformDouble(api).start()
     llm, llm_url = start_fake_llm(tmp_path, {"default": [{"content": "hi"}]})
     settings = {"ongrid_telegram": {"api_base_url": double.url, "users": {"42": "carol"}, "poll_timeout_s": 25}}
@@ -316,4 +323,3 @@ def test_polling_a_server_that_does_not_hold_the_poll_does_not_spin(tmp_path):
         stop(daemon)
         stop(llm)
         double.stop()
-
