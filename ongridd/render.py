@@ -50,6 +50,9 @@ _PLAIN_LINE = re.compile(r"[A-Za-z][A-Za-z0-9 .,;:!?'\"()%/-]*(?<! )")
 MAX_RENDER_CHARS = 200_000
 #: the longest text rendered as markdown; a longer one is shown as plain text (bounded render time)
 MARKDOWN_MAX_CHARS = 20_000
+#: the longest text a live frame renders as markdown on the event loop (at most ~60 ms on markup-dense
+#: text); a longer one goes out as plain text, rendered in full by the transcript (a worker thread)
+FRAME_MARKDOWN_CHARS = 4_000
 #: texts at least this long have their HTML remembered, up to MEMO_MAX_CHARS characters of text in all
 MEMO_MIN_CHARS = 2_000
 MEMO_MAX_CHARS = 16_000_000
@@ -111,6 +114,22 @@ def markdown_html(text: str | None) -> str:
     return html
 
 
+def frame_html(text: str | None) -> tuple[str, bool]:
+    """``(html, later)`` for a live frame, built on the event loop: :func:`markdown_html` when
+    ``text`` has at most :data:`FRAME_MARKDOWN_CHARS` characters or was rendered before, else the
+    text escaped into a ``<pre>`` (linear, fast) and ``later`` True: the stored transcript has it
+    rendered (``GET …/messages`` renders in a worker thread), so many long answers cannot hold the
+    loop for seconds."""
+    if not text or len(text) <= FRAME_MARKDOWN_CHARS:
+        return markdown_html(text), False
+    with _memo_lock:
+        html = _memo.get(text)
+    if html is not None:
+        return html, False
+    shown = _LONE_SURROGATE.sub("\ufffd", text[:MAX_RENDER_CHARS])
+    return sanitize_html(f"<pre>{_escape(shown)}</pre>\n"), True
+
+
 #: text → HTML of the long texts rendered lately, least recently used first
 _memo: OrderedDict[str, str] = OrderedDict()
 _memo_chars = 0
@@ -150,4 +169,4 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-__all__ = ["ALLOWED_TAGS", "MARKDOWN_MAX_CHARS", "MAX_RENDER_CHARS", "URL_SCHEMES", "markdown_html", "sanitize_html"]
+__all__ = ["ALLOWED_TAGS", "FRAME_MARKDOWN_CHARS", "MARKDOWN_MAX_CHARS", "frame_html", "MAX_RENDER_CHARS", "URL_SCHEMES", "markdown_html", "sanitize_html"]

@@ -1,7 +1,9 @@
 """Server → client frames (docs/architecture.md §15.5), built in one place.
 
 ``final``, ``interim`` and ``agent_result`` carry ``html``: the text's
-markdown rendered and sanitised on the server (:mod:`ongridd.render`).
+markdown rendered and sanitised on the server (:mod:`ongridd.render`); for a
+long text not rendered before, the text as plain text and ``html_later: true``
+(the stored transcript has it rendered).
 """
 
 from __future__ import annotations
@@ -10,15 +12,25 @@ import functools
 import json
 from typing import Any
 
-from ongridd.render import markdown_html
+from ongridd.render import frame_html, markdown_html
 
 
 def token(text: str) -> dict[str, Any]:
     return {"type": "token", "text": text}
 
 
+def _with_html(frame: dict[str, Any], text: str) -> dict[str, Any]:
+    """``frame`` with ``html`` (:func:`~ongridd.render.frame_html`), and ``html_later: true`` when
+    that is the long text as plain text, rendered in full by the stored transcript."""
+    html, later = frame_html(text)
+    frame["html"] = html
+    if later:
+        frame["html_later"] = True
+    return frame
+
+
 def interim(text: str) -> dict[str, Any]:
-    return {"type": "interim", "text": text, "html": markdown_html(text)}
+    return _with_html({"type": "interim", "text": text}, text)
 
 
 def queued(position: int) -> dict[str, Any]:
@@ -86,12 +98,11 @@ def agent_tile(task_id: str, subagent_type: str, description: str, status: str, 
 
 
 def agent_result(task_id: str, status: str, text: str) -> dict[str, Any]:
-    return {"type": "agent_result", "task_id": task_id, "status": status, "text": text,
-            "html": markdown_html(text)}
+    return _with_html({"type": "agent_result", "task_id": task_id, "status": status, "text": text}, text)
 
 
 def final(text: str) -> dict[str, Any]:
-    return {"type": "final", "text": text, "html": markdown_html(text)}
+    return _with_html({"type": "final", "text": text}, text)
 
 
 def error(code: str, message: str) -> dict[str, Any]:

@@ -203,3 +203,19 @@ def test_a_tool_chip_says_after_a_reload_what_it_said_live(tmp_path):
         # and the redirect says where to go
         assert any(c.startswith("host_restart_service redirect: host_restart_service is not available") for c in again)
         assert watch.errors == []
+
+
+def test_a_long_answer_shows_rendered_once_the_turn_ends(tmp_path):
+    # a long text goes out live as plain text (rendering it on the event loop could hold the daemon);
+    # when the turn ends the page reads the transcript, which has it rendered
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    answer = "## Findings\n\n" + "".join(f"- **web-{i}**: /var/log is 91% full\n" for i in range(200))
+    with daemon(tmp_path, {"default": [{"content": answer}]}, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "long-room")
+        page.locator("#text").fill("Which hosts are full?")
+        page.locator("#text").press("Enter")
+        page.locator(".msg.final h2", has_text="Findings").wait_for(timeout=15_000)
+        assert page.locator(".msg.final strong", has_text="web-199").count() == 1
+        assert page.locator(".msg.final pre").count() == 0
+        assert watch.errors == []
+

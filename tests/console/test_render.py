@@ -87,6 +87,19 @@ def test_a_long_text_is_shown_as_plain_text_and_rendered_once():
     assert markdown_html("short **one**") == "<p>short <strong>one</strong></p>\n"
 
 
+def test_a_long_live_frame_goes_out_as_plain_text_and_the_transcript_renders_it():
+    from ongridd.render import FRAME_MARKDOWN_CHARS
+
+    long = "**bold** [x](http://e)\n" * (FRAME_MARKDOWN_CHARS // 20)
+    frame = frames.final(long)
+    assert frame["html_later"] is True and frame["html"].startswith("<pre>**bold**")
+    assert "html_later" not in frames.final("**short**") and "html_later" not in frames.interim("**short**")
+    assert frames.agent_result("t", "completed", long)["html_later"] is True
+    markdown_html(long)  # the transcript's render (a worker thread) is remembered: live frames then use it
+    again = frames.interim(long)
+    assert "html_later" not in again and again["html"].startswith("<p><strong>bold</strong>")
+
+
 def test_frames_carry_html():
     assert frames.final("**a**") == {"type": "final", "text": "**a**", "html": "<p><strong>a</strong></p>\n"}
     assert frames.interim("<b>x</b>")["html"] == "<p>&lt;b&gt;x&lt;/b&gt;</p>\n"

@@ -20,6 +20,7 @@ const state = {
   backoff: 500,
   reconnectTimer: null,
   staleLog: false,     // the log on screen is the last one, kept (dimmed) while reconnecting
+  htmlLater: false,    // a live frame's long text came as plain text: reload the transcript at the turn's end
   personasNote: "",    // said on the persona list when it is next shown (after a delete)
   attachGen: 0,        // bumps on every (re)attach; stale async work checks it
   buffering: true,     // frames wait while the transcript loads
@@ -667,6 +668,7 @@ function setRunning(running) {
 
 // ---------------------------------------------------------------- live frames
 function onFrame(f) {
+  if (f.html_later === true) state.htmlLater = true;  // refreshed from the transcript once the turn ends
   switch (f.type) {
     case "token": onToken(f); break;
     case "interim": onInterim(f); break;
@@ -962,8 +964,10 @@ function endTurn() {
   setRunning(false);
   // re-attached mid-turn: stored dispatches whose live tiles never came are stale now (or adopted:
   // their results went out while this page was away), and messages sent before the reload that
-  // joined the turn were stored only as it went on: the transcript is read again
-  if (state.adopted || (state.pendingHistory || []).length || !state.ownTurn) refreshTranscript();
+  // joined the turn were stored only as it went on; and a long text went out as plain text
+  // (html_later), which the stored transcript has rendered: the transcript is read again
+  if (state.htmlLater || state.adopted || (state.pendingHistory || []).length || !state.ownTurn) refreshTranscript();
+  state.htmlLater = false;
   state.ownTurn = false;
   for (const tile of state.tiles.values()) {
     if (!TERMINAL.has(tile.status)) tile.stopBtn.disabled = true;
