@@ -38,7 +38,9 @@ def add_parser(subparsers: Any) -> None:
 
 def _format(report: dict[str, Any]) -> list[str]:
     status = "ok" if report["ok"] else ("disabled" if report.get("disabled") else "FAILED")
-    if report["ok"] and report.get("unconfigured"):
+    if report["ok"] and report.get("inactive"):
+        status = "inactive"  # loaded, but registered nothing with this configuration (a bridge that is off)
+    elif report["ok"] and report.get("unconfigured"):
         status = "ok, not configured"
     lines = [f"{report['name']}  [{report['source']}]  {status}"]
     if report.get("location"):
@@ -109,6 +111,7 @@ def run_list(args: argparse.Namespace) -> int:
                    "differently)")
     if args.json:
         print(json.dumps(reports, ensure_ascii=False, indent=2))
+        print(f"({where})", file=sys.stderr)  # whose view it is, beside the JSON (not in it)
         return 0
     for report in reports:
         print("\n".join(_format(report)))

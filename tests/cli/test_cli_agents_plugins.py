@@ -126,6 +126,7 @@ def test_plugins_list_says_why_a_bridge_is_off_naming_the_missing_variables(tmp_
     assert code == 0, err
     assert ("inactive: not configured: no plugins.settings.ongrid_slack (add it and set SLACK_BOT_TOKEN and "
             "SLACK_SIGNING_SECRET)") in out
+    assert "ongrid_slack  [builtin]  inactive\n" in out  # its status says it is off, not ok
     assert "loaded here with this configuration and this shell's environment" in out
     # settings present, secrets missing: the variables it would read are named (a renamed one by its setting)
     cfg = tmp_path / "ongrid.yaml"
@@ -133,6 +134,7 @@ def test_plugins_list_says_why_a_bridge_is_off_naming_the_missing_variables(tmp_
                    "    ongrid_telegram: {mode: polling}\n")
     code, out, err, _ = ongrid("plugins", "list", "--json", "--config", str(cfg), cwd=tmp_path)
     assert code == 0, err
+    assert "loaded here with this configuration" in err  # whose view, beside the JSON
     report = {r["name"]: r for r in json.loads(out)}
     assert report["ongrid_slack"]["inactive"] == "TEAM_SLACK_TOKEN and SLACK_SIGNING_SECRET not set"
     assert report["ongrid_telegram"]["inactive"] == "TELEGRAM_BOT_TOKEN not set"
