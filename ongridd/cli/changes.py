@@ -33,9 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--subject", required=True, help="what changed, e.g. the service name 'checkout'")
     r.add_argument("--actor", required=True, help="who or what made the change, e.g. 'ci' or a user name")
     r.add_argument("--detail", default=None, metavar="JSON", help='a JSON object, e.g. \'{"version": "1.4.2"}\'')
-    r.add_argument("--at", default=None, metavar="TIME",
-                   help="when it happened: RFC 3339 ('2026-03-02T10:00:00Z'), unix seconds or 'now-5m' "
-                        "(default now)")
+    r.add_argument("--at", default=None, metavar="TIME", type=_ago,
+                   help="when it happened: RFC 3339 ('2026-03-02T10:00:00Z'), unix seconds, 'now-5m', or '5m' "
+                        "for 5 minutes ago (default now)")
     r.add_argument("--json", action="store_true", help="print the stored row as JSON instead of its id")
     add_client_args(r)
     r.set_defaults(func=run)

@@ -35,6 +35,8 @@ MAX_TEXT_CHARS = 200
 MAX_FUTURE_S = 300
 EXTERNAL_KINDS = ("deploy", "rollback", "config", "flag", "migration", "scale", "restart", "maintenance",
                   "infra", "other")
+#: the kinds Ongrid records itself (a persona or plugin change, an incident's state): listed, never posted
+OWN_KINDS = ("persona", "plugin", "incident")
 _KEYS = ("kind", "subject", "actor", "detail", "at")
 log = get_logger(__name__)
 
@@ -155,6 +157,8 @@ def make_changes_list_handler(store: PluginStore | None,
                 if len(query[key]) > MAX_TEXT_CHARS:
                     return _bad(key, f"{key}: at most {MAX_TEXT_CHARS} characters")
                 args[key] = query[key]
+        if "kind" in args and args["kind"] not in EXTERNAL_KINDS + OWN_KINDS:  # a typo would just find nothing
+            return _bad("kind", f"kind: expected one of {', '.join(EXTERNAL_KINDS + OWN_KINDS)}, got {args['kind'][:64]!r}")
         now = clock()
         for key in ("since", "until"):
             if query.get(key):
@@ -164,6 +168,8 @@ def make_changes_list_handler(store: PluginStore | None,
                     return _bad(key, str(exc))
                 except (ValueError, OverflowError, OSError):  # a time no calendar date stands for
                     return _bad(key, f"{key}: {query[key][:40]!r} is outside the times that can be stored")
+        if "since" in args and "until" in args and args["since"] >= args["until"]:  # ISO UTC: ordered as text
+            return _bad("until", f"until ({args['until']}) must be after since ({args['since']}): the range is empty")
         limit = query.get("limit") or "50"
         if not (limit.isascii() and limit.isdigit() and len(limit) <= 4) or not 1 <= int(limit) <= MAX_LIST:
             return _bad("limit", f"limit: a whole number from 1 to {MAX_LIST}, got {limit[:20]!r}")

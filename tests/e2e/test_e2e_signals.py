@@ -7,6 +7,7 @@ incident investigator finds the error line in a real log file with
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 import subprocess
 from pathlib import Path
 
@@ -117,6 +118,12 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
         bad = subprocess.run(ongrid("changes", "list", "--since", "yesterday", "--url", url, "--token-file",
                                     str(token_file)), env=env(), capture_output=True, text=True, timeout=60)
         assert bad.returncode == 1 and "--since 24h is 24 hours ago" in bad.stderr, bad.stderr
+        for args, said in ((("--kind", "deploys"), "kind: expected one of deploy, rollback"),
+                           (("--since", "1h", "--until", "2h"), "must be after since")):
+            bad = subprocess.run(ongrid("changes", "list", *args, "--url", url, "--token-file", str(token_file)),
+                                 env=env(), capture_output=True, text=True, timeout=60)
+            assert bad.returncode == 1 and said in bad.stderr, (args, bad.stderr)
+        assert httpx2.get(url + "/api/changes", params={"kind": "incident"}, headers=auth, timeout=10).status_code == 200
         for since, expected in (("1h", 1), ("100000d", 2), ("now-100000d", 2)):  # a bare duration: that long ago
             shown = subprocess.run(ongrid("changes", "list", "--kind", "deploy", "--since", since, "--json", "--url",
                                           url, "--token-file", str(token_file)),
@@ -136,6 +143,13 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
             ("flag", "alice", "ci-bot", "external"), ("deploy", "ci", "ci-bot", "external")]
         assert events[1]["id"] == change_id and events[1]["detail"] == {"version": "1.4.2"}
         assert events[1]["occurred_at"].startswith("2026-03-02T10:03:00")
+        # --at takes a bare duration as that long ago, as --since does (argparse reads "-15m" as an option)
+        ago = subprocess.run(ongrid("changes", "record", "--kind", "maintenance", "--subject", "db", "--actor", "ops",
+                                    "--at", "15m", "--json", "--url", url, "--token-file", str(token_file)),
+                             env=env(), capture_output=True, text=True, timeout=60)
+        assert ago.returncode == 0, ago.stderr
+        when = datetime.fromisoformat(json.loads(ago.stdout)["occurred_at"].replace("Z", "+00:00"))
+        assert 14 * 60 <= (datetime.now(timezone.utc) - when).total_seconds() <= 16 * 60, when
         assert stop(daemon) == 0
     finally:
         stop(daemon)
