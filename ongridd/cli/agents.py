@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TextIO
 
-from ongridd.personas.origin import persona_origin, persona_warnings
+from ongridd.personas.origin import files_without_persona, persona_origin, persona_warnings
 from ongridd.personas.parse import persona_to_text
 from ongridd.personas.prompt import agent_catalog
 from ongridd.personas.registry import AgentRegistry, LoadReport, builtin_agents_dir
@@ -240,6 +240,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             _print(f"{'ok' if not flagged else 'warn'}  {persona.name}  {persona.source}{note}", sys.stdout)
             for line in lines:
                 _print(f"     {line}", sys.stdout)
+        # a file that gave no persona gets its row too, with why (the reasons are on stderr as well)
+        for skipped_file in files_without_persona(report.warnings, [p.source for p in personas]):
+            _print(f"skip  {skipped_file['path']}", sys.stdout)
+            for warning in skipped_file["warnings"]:
+                why = warning[len(skipped_file["path"]) + 1:].strip() if warning.startswith(
+                    f"{skipped_file['path']}:") else warning
+                _print(f"     {'line ' if why[:1].isdigit() else ''}{why}", sys.stdout)
     summary = f"{loaded} loaded, {skipped} skipped"
     if missing:
         summary += f", {missing} path{'s' if missing != 1 else ''} not found"

@@ -51,7 +51,10 @@ def test_the_reported_bomb_is_refused_at_once_by_validate(tmp_path):
     # a3 (line 5) is the first anchor whose expansion (7,381 nodes) passes the bound
     assert proc.stderr.strip() == (f"{path}:5: invalid YAML in frontmatter: YAML aliases expand to more than "
                                    f"{FRONTMATTER_LIMITS.max_nodes:,} nodes; file skipped")
-    assert proc.stdout.strip() == "0 loaded, 1 skipped"
+    # stdout: the skipped file's row with why, then the summary
+    assert proc.stdout.splitlines() == [
+        f"skip  {path}", f"     line 5: invalid YAML in frontmatter: YAML aliases expand to more than "
+        f"{FRONTMATTER_LIMITS.max_nodes:,} nodes; file skipped", "0 loaded, 1 skipped"]
 
 
 @pytest.mark.parametrize("key", TYPED_KEYS)
