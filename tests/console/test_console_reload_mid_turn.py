@@ -219,3 +219,16 @@ def test_a_long_answer_shows_rendered_once_the_turn_ends(tmp_path):
         assert page.locator(".msg.final pre").count() == 0
         assert watch.errors == []
 
+
+
+def test_a_question_says_working_until_the_turn_shows_something(tmp_path):
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    with daemon(tmp_path, {"default": [{"delay_s": 2, "content": "Thought it over."}]},
+                tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "slow-room")
+        page.locator("#text").fill("Take your time")
+        page.locator("#text").press("Enter")
+        page.locator(".turn .msg.working", has_text="Working on it").wait_for(timeout=5_000)
+        page.locator(".msg.final", has_text="Thought it over.").wait_for(timeout=15_000)
+        assert page.locator(".msg.working").count() == 0
+        assert watch.errors == []

@@ -324,6 +324,9 @@ function connect() {
     if (gen !== state.attachGen) return;
     state.ws = null;
     setConn(false, state.wsWanted ? "reconnecting…" : "offline");
+    // what runs is not known while the daemon cannot be reached (a shutdown stops every turn): the
+    // thread list's running marks go until it is read again
+    for (const mark of document.querySelectorAll("#threads .running-mark")) mark.remove();
     if (!state.wsWanted) return;
     const delay = state.backoff;
     state.backoff = Math.min(state.backoff * 2, 15000);
@@ -685,6 +688,13 @@ function onFrame(f) {
 function markLive() {
   state.sawLive = true;
   if (!state.running) setRunning(true);
+  dropWorking();
+}
+
+// "Working on it…" under a question just sent, until the turn shows anything of its own
+function dropWorking() {
+  const t = state.turn;
+  if (t && t.working) { t.working.remove(); t.working = null; }
 }
 
 function onToken(f) {
@@ -961,6 +971,7 @@ function onError(f) {
 }
 
 function endTurn() {
+  dropWorking();
   setRunning(false);
   // re-attached mid-turn: stored dispatches whose live tiles never came are stale now (or adopted:
   // their results went out while this page was away), and messages sent before the reload that
@@ -994,6 +1005,8 @@ function onSend(ev) {
   clearBanner();
   if (!state.running) {
     state.turn = newTurnEl(text);
+    state.turn.working = el("div", { class: "msg working", role: "status", text: "Working on it…" });
+    state.turn.el.append(state.turn.working);
     $("log").append(state.turn.el);
     state.tiles.clear();
     state.ownTurn = true;
