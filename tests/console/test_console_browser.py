@@ -6,7 +6,9 @@ the marketplace, screenshots at 1280 and 390 px."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -181,6 +183,12 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     assert page.locator("#session-tree .decision-reject").inner_text() == "reject"
     assert re.search(r"\d+ tokens in / \d+ out · 2 model calls", tree_text)  # the session's usage counters
     copy_out(save_artifacts(tmp, "session-1280", page))
+    # the session's whole tree can be saved from here, as `ongrid sessions export` writes it
+    with page.expect_download() as caught:
+        page.locator("#session-export").click()
+    saved = json.loads(Path(caught.value.path()).read_text())
+    assert caught.value.suggested_filename.startswith("ongrid-session-") and saved["format"] == "ongrid-session-export"
+    assert saved["session"]["audit"] and saved["session"]["messages"], sorted(saved["session"])
     # after a reload (or from a shared link) the way back still leads to the session's own thread
     page.reload()
     page.locator("#session-tree .persona").first.wait_for()

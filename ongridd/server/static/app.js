@@ -1027,8 +1027,29 @@ function onKey(ev) {
 }
 
 // ---------------------------------------------------------------- session view
+// the session's whole tree — its sessions, messages, tool calls and reviews — as `ongrid sessions
+// export` writes it (GET /api/sessions/{id}/export), saved as a file by the browser
+async function onSessionExport() {
+  const id = $("session-id").textContent;
+  const out = $("session-export-result");
+  out.textContent = "exporting…";
+  try {
+    const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}/export`);
+    const url = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }));
+    const a = el("a", { href: url, download: `ongrid-session-${id}.json` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    out.textContent = "";
+  } catch (e) {
+    out.textContent = `Not exported: ${e.message}`;
+  }
+}
+
 async function loadSession(id) {
   $("session-id").textContent = id;
+  $("session-export-result").textContent = "";
   $("session-back").href = `#/t/${encodeURIComponent(state.thread || "main")}`;
   const treeBox = $("session-tree");
   const tbody = $("audit").querySelector("tbody");
@@ -1357,6 +1378,7 @@ function init() {
   $("menu").addEventListener("click", () => toggleSidebar(!$("sidebar").classList.contains("open")));
   $("persona-form").addEventListener("submit", onPersonaSave);
   $("persona-new").addEventListener("submit", onPersonaNew);
+  $("session-export").addEventListener("click", onSessionExport);
   $("persona-new-name").addEventListener("input", () => {  // said as you type, gone once it is right
     const name = $("persona-new-name").value.trim().normalize("NFC");
     $("persona-new-error").textContent = name ? personaNameProblem(name) : "";
