@@ -120,6 +120,17 @@ async def test_a_rejected_put_blames_the_text_sent_not_the_file(api):
     assert "of the text sent" in refused.value.warnings[0]
 
 
+async def test_a_refused_put_says_what_made_it_unusable_and_lists_the_rest_as_warnings(api):
+    text = ("---\nname: db-helper\ndescription: d\ntools: [host_stat_file, host_stat_file]\n"
+            "max_turns: zero\n---\nbody\n")
+    with pytest.raises(PersonaError) as refused:
+        await api.put("db-helper", text, actor="alice")
+    message = str(refused.value)
+    assert message.startswith("persona rejected: line 5 of the text sent: 'max_turns' must be"), message
+    assert "twice" not in message  # a warning that alone would not refuse it is not the reason
+    assert any("'tools' lists 'host_stat_file' twice" in w for w in refused.value.warnings)
+
+
 async def test_put_refuses_a_persona_holding_a_secret_the_daemon_holds(api):
     """A persona is shown to every user and sent to the model: a held token in it is refused, not stored."""
     from ongridd.secretset import REGISTRY
