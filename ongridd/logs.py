@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 
 def _import_structlog() -> Any:
@@ -45,7 +45,7 @@ def _import_structlog() -> Any:
 
 structlog = _import_structlog()
 
-from ongridd.secretset import PASSWORD_PARAMS, redact, url_query_passwords  # noqa: E402  (after structlog, above)
+from ongridd.secretset import is_password_param, redact, url_query_passwords  # noqa: E402  (after structlog, above)
 
 _CONFIGURED = False
 
@@ -226,7 +226,7 @@ def redact_url(url: str | None) -> str | None:
     if password:
         parts = parts._replace(netloc=parts.netloc.replace(":" + password + "@", ":***@", 1))
     if url_query_passwords(parts.query):
-        query = "&".join(f"{k}=***" if sep and v and unquote_plus(k).strip().lower() in PASSWORD_PARAMS else f"{k}{sep}{v}"
+        query = "&".join(f"{k}=***" if sep and is_password_param(k, v) else f"{k}{sep}{v}"
                          for k, sep, v in (item.partition("=") for item in parts.query.split("&")))
         parts = parts._replace(query=query)
     return urlunsplit(parts)

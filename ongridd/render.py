@@ -104,13 +104,10 @@ def markdown_html(text: str | None) -> str:
         if _PLAIN_LINE.fullmatch(text):  # a short plain answer: nothing to render
             return f"<p>{text}</p>\n"
         return _render(text)
-    with _memo_lock:
-        html = _memo.get(text)
-        if html is not None:
-            _memo.move_to_end(text)
-            return html
-    html = _render(text)
-    _remember(text, html)
+    html = _remembered(text)
+    if html is None:
+        html = _render(text)
+        _remember(text, html)
     return html
 
 
@@ -122,8 +119,7 @@ def frame_html(text: str | None) -> tuple[str, bool]:
     loop for seconds."""
     if not text or len(text) <= FRAME_MARKDOWN_CHARS:
         return markdown_html(text), False
-    with _memo_lock:
-        html = _memo.get(text)
+    html = _remembered(text)
     if html is not None:
         return html, False
     shown = _LONE_SURROGATE.sub("\ufffd", text[:MAX_RENDER_CHARS])
@@ -134,6 +130,15 @@ def frame_html(text: str | None) -> tuple[str, bool]:
 _memo: OrderedDict[str, str] = OrderedDict()
 _memo_chars = 0
 _memo_lock = threading.Lock()
+
+
+def _remembered(text: str) -> str | None:
+    """The HTML remembered for ``text`` (now the most recently used), or None."""
+    with _memo_lock:
+        html = _memo.get(text)
+        if html is not None:
+            _memo.move_to_end(text)
+        return html
 
 
 def _remember(text: str, html: str) -> None:

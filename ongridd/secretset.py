@@ -349,14 +349,16 @@ def secret_env_names(config: Any) -> list[str]:
 PASSWORD_PARAMS = frozenset({"password", "sslpassword"})
 
 
+def is_password_param(key: str, value: str) -> bool:
+    """Whether the query parameter ``key=value`` (as written) carries a password: a
+    :data:`PASSWORD_PARAMS` name with a value."""
+    return bool(value) and unquote_plus(key).strip().lower() in PASSWORD_PARAMS
+
+
 def url_query_passwords(query: str) -> list[str]:
     """The values of the :data:`PASSWORD_PARAMS` parameters of a URL's query string, as written."""
-    out = []
-    for part in query.split("&"):
-        key, sep, value = part.partition("=")
-        if sep and value and unquote_plus(key).strip().lower() in PASSWORD_PARAMS:
-            out.append(value)
-    return out
+    return [value for key, sep, value in (part.partition("=") for part in query.split("&"))
+            if sep and is_password_param(key, value)]
 
 
 def url_password(url: str | None) -> list[str]:

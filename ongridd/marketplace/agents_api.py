@@ -209,7 +209,7 @@ class AgentsAPI:
         if persona is None:  # the text sent is at fault, not the file (nothing was written)
             said = [_as_sent(w, path) for w in warnings]
             # the message says what made it unusable; what else there is to know stays in the warnings
-            blocking = [_as_sent(w, path) for w in warnings if w.endswith("; file skipped")] or said
+            blocking = [s for w, s in zip(warnings, said) if w.endswith("; file skipped")] or said
             raise PersonaError("persona rejected: " + "; ".join(blocking), path=str(path), warnings=said)
         if persona.name != name:
             raise PersonaError(f"the file's name {persona.name!r} does not match the URL's {name!r}", path=str(path),

@@ -52,28 +52,34 @@ def _queued_text(position: int) -> tuple[str, str]:
 TOOL_ERROR_CHARS = 500
 
 
-def tool(name: str, status: str, error: str | None = None) -> dict[str, Any]:
-    """``error``: what a call that did not succeed answered (its ``error`` or ``message``, at most
-    :data:`TOOL_ERROR_CHARS` characters), so the person sees why; absent otherwise."""
-    frame = {"type": "tool", "name": name, "status": status}
-    if error:
-        frame["error"] = error[:TOOL_ERROR_CHARS]
+def tool(name: str, status: str, content: str = "") -> dict[str, Any]:
+    """A coordinator's tool call: ``status`` ``started``, or how it ended with its answer
+    ``content`` (as the model gets it).  ``error``: what a call that did not succeed answered (its
+    ``error`` or ``message``, or a redirect stub's ``hint``; at most :data:`TOOL_ERROR_CHARS`
+    characters), so the person sees why; absent otherwise.  ``dispatched: false``, on a finished
+    ``AgentTool`` no worker ran for (refused before any did, e.g. an unknown persona, so no tile
+    stands for it); absent otherwise."""
+    frame: dict[str, Any] = {"type": "tool", "name": name, "status": status}
+    if status == "started" or status == "ok":  # a dispatch that ran ends "ok" only with a worker's answer
+        return frame
+    answer = _answer(content)
+    said = answer.get("error") or answer.get("message") or answer.get("hint") if status != "ok" else None
+    if isinstance(said, str) and said:
+        frame["error"] = said[:TOOL_ERROR_CHARS]
+    if name == "AgentTool" and not answer.get("task_id"):
+        frame["dispatched"] = False
     return frame
 
 
-def tool_error(status: str, content: str) -> str | None:
-    """The ``error`` (or ``message``, or a redirect stub's ``hint``) of a tool call's answer
-    ``content`` (a JSON object, as the model gets it) when ``status`` is not ``ok``; None otherwise
-    or when it has none."""
-    if status == "ok" or not content.startswith("{"):
-        return None
+def _answer(content: str) -> dict[str, Any]:
+    """A tool call's answer as a JSON object, else ``{}``."""
+    if not content.startswith("{"):
+        return {}
     try:
         answer = json.loads(content)
     except (ValueError, RecursionError):
-        return None
-    # a redirect stub's answer says where to go in its hint
-    text = answer.get("error") or answer.get("message") or answer.get("hint") if isinstance(answer, dict) else None
-    return text if isinstance(text, str) else None
+        return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def agent_tile(task_id: str, subagent_type: str, description: str, status: str, started_at: str,

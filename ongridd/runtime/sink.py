@@ -127,4 +127,4 @@ class PersistSink:
             if res.name in self.mutating_tools:  # what changed something is on record at once
                 audit.commit_soon()
             if self.publish:
-                self.publish(frames.tool(res.name, res.status, frames.tool_error(res.status, res.content)))
+                self.publish(frames.tool(res.name, res.status, res.content))

@@ -27,14 +27,18 @@ def signed_in(b, url: str, thread: str):
     return page, watch
 
 
+def send(page, text: str) -> None:
+    """Type ``text`` into the composer and press Enter."""
+    page.locator("#text").fill(text)
+    page.locator("#text").press("Enter")
+
+
 def send_two(page, first: str, second: str) -> None:
     """Send ``first``, then ``second`` a second later, while the turn runs; wait for the
     interjection's acknowledgement of the second (the script's "Noted your second message.")."""
-    page.locator("#text").fill(first)
-    page.locator("#text").press("Enter")
+    send(page, first)
     page.wait_for_timeout(1000)
-    page.locator("#text").fill(second)
-    page.locator("#text").press("Enter")
+    send(page, second)
     page.locator(".msg", has_text="Noted your second message.").wait_for(timeout=15_000)
 
 
@@ -143,8 +147,7 @@ def test_an_interim_message_shows_as_it_did_live_after_a_reload(tmp_path):
     ]}
     with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "interim-room")
-        page.locator("#text").fill("How is the disk?")
-        page.locator("#text").press("Enter")
+        send(page, "How is the disk?")
         page.locator(".msg.final", has_text="Disk is fine.").wait_for(timeout=15_000)
         page.locator(".msg.interim", has_text="Checking").wait_for(timeout=5_000)
         page.reload()
@@ -179,8 +182,7 @@ def test_a_tool_chip_says_after_a_reload_what_it_said_live(tmp_path):
     ]}
     with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "chip-room")
-        page.locator("#text").fill("Restart nginx")
-        page.locator("#text").press("Enter")
+        send(page, "Restart nginx")
         page.locator(".msg.final", has_text="Restarted nginx.").wait_for(timeout=15_000)
         live = page.locator(".chip").all_inner_texts()
         page.reload()
@@ -212,8 +214,7 @@ def test_a_long_answer_shows_rendered_once_the_turn_ends(tmp_path):
     answer = "## Findings\n\n" + "".join(f"- **web-{i}**: /var/log is 91% full\n" for i in range(200))
     with daemon(tmp_path, {"default": [{"content": answer}]}, tokens=f"carol:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "long-room")
-        page.locator("#text").fill("Which hosts are full?")
-        page.locator("#text").press("Enter")
+        send(page, "Which hosts are full?")
         page.locator(".msg.final h2", has_text="Findings").wait_for(timeout=15_000)
         assert page.locator(".msg.final strong", has_text="web-199").count() == 1
         assert page.locator(".msg.final pre").count() == 0
@@ -226,8 +227,7 @@ def test_a_question_says_working_until_the_turn_shows_something(tmp_path):
     with daemon(tmp_path, {"default": [{"delay_s": 2, "content": "Thought it over."}]},
                 tokens=f"carol:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "slow-room")
-        page.locator("#text").fill("Take your time")
-        page.locator("#text").press("Enter")
+        send(page, "Take your time")
         page.locator(".turn .msg.working", has_text="Working on it").wait_for(timeout=5_000)
         page.locator(".msg.final", has_text="Thought it over.").wait_for(timeout=15_000)
         assert page.locator(".msg.working").count() == 0

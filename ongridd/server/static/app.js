@@ -528,15 +528,18 @@ function showChipOutcome(chip, name, content) {
   const answer = parseJson(content);
   const status = answer && typeof answer === "object" && !Array.isArray(answer) ? answer.status : null;
   if (!["error", "timeout", "cancelled", "rejected", "redirect"].includes(status)) {
-    chip.textContent = `${name} ok`;
-    chip.className = "chip ok";
+    setChip(chip, name, "ok", null);
     return;
   }
+  setChip(chip, name, status, answer.error || answer.message || answer.hint);  // what the live frame carries
+}
+
+// A finished call's chip: its name and status, and why when it says (its start on the chip, all of
+// it as the chip's title)
+function setChip(chip, name, status, why) {
   chip.textContent = `${name} ${status}`;
-  chip.className = `chip ${status}`;
-  const said = answer.error || answer.message || answer.hint;  // what the live tool frame carries as its error
-  const why = typeof said === "string" ? said : "";
-  if (why) {
+  chip.className = `chip ${String(status).replace(/[^a-z_]/g, "")}`;
+  if (typeof why === "string" && why) {
     chip.textContent += `: ${why.length > 160 ? `${why.slice(0, 160)}…` : why}`;
     chip.title = why;
     chip.classList.add("has-error");
@@ -744,18 +747,10 @@ function onQueued(position) {
 function onTool(f) {
   // a dispatch shows as its worker's tile; one refused before any worker ran (an unknown persona) has
   // no tile and shows as an error chip, like any other call that did not run
-  if (f.name === "AgentTool") {
+  if (f.name === "AgentTool" && f.dispatched !== false) {
     markLive();
-    const t = liveTurn();
-    if (f.status === "started") {
-      breakStream();  // what the coordinator wrote before it stays as written
-      t.dispatches = (t.dispatches || 0) + 1;
-      return;
-    }
-    // more dispatches than worker tiles so far: this one ended before any worker ran (refused)
-    const refused = f.status === "error" && (t.dispatches || 0) > (t.dispatchTiles || 0);
-    t.dispatches = Math.max(0, (t.dispatches || 0) - 1);
-    if (!refused) { t.dispatchTiles = Math.max(0, (t.dispatchTiles || 0) - 1); return; }
+    if (f.status === "started") breakStream();  // what the coordinator wrote before it stays as written
+    return;
   }
   markLive();
   const t = breakStream();
@@ -776,13 +771,7 @@ function onTool(f) {
     chip = el("span", { class: "chip" });
     t.chips.append(chip);
   }
-  chip.textContent = `${name} ${status}`;
-  chip.className = `chip ${status.replace(/[^a-z_]/g, "")}`;
-  if (typeof f.error === "string" && f.error) {  // why it failed, as text: its start on the chip, all of it as its title
-    chip.textContent += `: ${f.error.length > 160 ? `${f.error.slice(0, 160)}…` : f.error}`;
-    chip.title = f.error;
-    chip.classList.add("has-error");
-  }
+  setChip(chip, name, status, f.error);
 }
 
 function onTile(f) {
@@ -792,7 +781,6 @@ function onTile(f) {
   if (!tile) {
     const stored = adoptStoredDispatch(String(f.subagent_type || "?"), String(f.description || ""));
     const t = breakStream();
-    if (!f.parent_task_id) t.dispatchTiles = (t.dispatchTiles || 0) + 1;  // a coordinator's dispatch ran
     t.chips = null;
     tile = { status: "", started: startedAt(f), ended: null };
     tile.statusEl = el("span", { class: "status" });
