@@ -26,7 +26,15 @@ from ongridd.store.rows import (
     row_dict,
     utcnow,
 )
-from ongridd.store.schema import audit_logs, chat_messages, chat_sessions, mutating_proposals
+from ongridd.store.schema import (
+    audit_logs,
+    chat_messages,
+    chat_sessions,
+    mutating_proposals,
+    pending_messages,
+    thread_summaries,
+    turn_origins,
+)
 
 SESSION_TIME_KEYS = ("created_at", "started_at", "closed_at")
 USAGE_KEYS = ("model_calls", "prompt_tokens", "completion_tokens", "cached_tokens")
@@ -139,6 +147,22 @@ def get_or_create_coordinator(engine: Engine, user_id: str, thread_id: str, *,
     raise StoreError(f"could not create the coordinator row for user {user_id!r}, thread {thread_id!r}")
 
 
+def _empty_coordinator_statements() -> tuple[sa.Select[Any], sa.Delete]:
+    """The lock and the conditional delete of :func:`delete_empty_coordinator`,
+    built once (bind parameter ``session_id``): building them costs several
+    times running them."""
+    sid, wanted = chat_sessions.c.id, sa.bindparam("session_id", type_=sa.String())
+    lock = sa.select(sid).where(sid == wanted, chat_sessions.c.parent_session_id.is_(None)).with_for_update()
+    children = sa.alias(chat_sessions)
+    refs = [sa.select(1).where(t.c.session_id == wanted).exists()
+            for t in (chat_messages, audit_logs, turn_origins, thread_summaries, pending_messages)]
+    refs.append(sa.select(1).where(children.c.parent_session_id == wanted).exists())
+    return lock, sa.delete(chat_sessions).where(sid == wanted, *[~r for r in refs])
+
+
+_LOCK_COORDINATOR, _DELETE_IF_EMPTY = _empty_coordinator_statements()
+
+
 def delete_empty_coordinator(engine: Engine, session_id: str) -> bool:
     """Delete the coordinator row ``session_id`` only if it is still empty:
     no message (stored or held), no child session, no audit row, turn origin or summary.
@@ -146,20 +170,11 @@ def delete_empty_coordinator(engine: Engine, session_id: str) -> bool:
     UPDATE``, which a concurrent insert of a row referring to it waits on;
     SQLite: the transaction's write lock), so the check and the delete see
     the same state.  True when a row was deleted."""
-    from ongridd.store.schema import audit_logs, chat_messages, pending_messages, thread_summaries, turn_origins
-
-    sid = chat_sessions.c.id
+    key = {"session_id": session_id}
     with write_tx(engine) as conn:
-        locked = conn.execute(sa.select(sid).where(sid == session_id, chat_sessions.c.parent_session_id.is_(None))
-                              .with_for_update()).first()
-        if locked is None:
+        if conn.execute(_LOCK_COORDINATOR, key).first() is None:
             return False
-        children = sa.alias(chat_sessions)
-        refs = [sa.select(1).where(t.c.session_id == session_id).exists()
-                for t in (chat_messages, audit_logs, turn_origins, thread_summaries, pending_messages)]
-        refs.append(sa.select(1).where(children.c.parent_session_id == session_id).exists())
-        res = conn.execute(sa.delete(chat_sessions).where(sid == session_id, *[~r for r in refs]))
-        return res.rowcount == 1
+        return conn.execute(_DELETE_IF_EMPTY, key).rowcount == 1
 
 
 def get_session(engine: Engine, session_id: str) -> dict[str, Any] | None:
