@@ -34,7 +34,7 @@ import os
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit
 
@@ -155,18 +155,14 @@ class Redactor:
         text = self.redact(text)
         if self._pattern is None or not isinstance(text, str) or not text:
             return text
-        if self._spread is None:
-            table = _gap_table()
-            keys = sorted({k for v in self.values if len(k := v.translate(table)) >= MIN_SPREAD_CHARS},
-                          key=lambda k: (-len(k), k))
-            self._spread = re.compile("|".join(map(re.escape, keys))) if keys else re.compile(r"(?!)")
+        spread = self._spread_pattern()
         table = _gap_table()
         squeezed = text.translate(table)
-        if len(squeezed) == len(text) or self._spread.search(squeezed) is None:
+        if len(squeezed) == len(text) or spread.search(squeezed) is None:
             return text  # no gap character, or no secret once they are gone
         kept = [i for i, ch in enumerate(text) if ord(ch) not in table]
         spans: list[list[int]] = []
-        for match in self._spread.finditer(squeezed):
+        for match in spread.finditer(squeezed):
             start, end = kept[match.start()], kept[match.end() - 1] + 1
             if spans and start <= spans[-1][1]:
                 spans[-1][1] = max(spans[-1][1], end)
@@ -179,6 +175,23 @@ class Redactor:
             pos = end
         parts.append(text[pos:])
         return "".join(parts)
+
+    def spread_in(self, text: str) -> bool:
+        """Whether a secret, spread out by gap characters as :meth:`redact_wrapped` finds it, is in
+        ``text`` (literal occurrences included when they are long enough).  O(len(text))."""
+        if self._pattern is None or not text:
+            return False
+        return self._spread_pattern().search(text.translate(_gap_table())) is not None
+
+    def _spread_pattern(self) -> re.Pattern[str]:
+        """The secrets without their gap characters, those at least :data:`MIN_SPREAD_CHARS` long,
+        as one alternation (compiled on first use)."""
+        if self._spread is None:
+            table = _gap_table()
+            keys = sorted({k for v in self.values if len(k := v.translate(table)) >= MIN_SPREAD_CHARS},
+                          key=lambda k: (-len(k), k))
+            self._spread = re.compile("|".join(map(re.escape, keys))) if keys else re.compile(r"(?!)")
+        return self._spread
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:
         """Merged ``[start, end]`` spans of every secret in ``text`` from ``match`` on."""
@@ -301,6 +314,41 @@ def redact_wrapped(text: str) -> str:
     characters or comment leaders (see :meth:`Redactor.redact_wrapped`); for hand-written text
     such as persona files.  Never raises."""
     return REGISTRY.redactor.redact_wrapped(text)
+
+
+#: how deep :func:`render_redacted` walks nested containers; deeper strings keep the literal match only
+MAX_VALUE_DEPTH = 64
+#: JSON's escapes: dropped, like gap characters, before a rendered value is searched for a spread secret
+_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+
+
+def render_redacted(value: Any, render: Callable[[Any], str]) -> str:
+    """``render(value)`` — a tool handler's value (a ``str``, or dicts, lists and tuples of them and
+    of scalars) rendered as text, e.g. JSON — with every held secret hidden, one that a file wrapped
+    over lines included (:func:`redact_wrapped`).  JSON writes a line break as the two characters
+    ``\\n``, so a rendered value is searched with JSON's escapes dropped as well; only when that finds a
+    secret is every string in ``value`` (dict keys included, down to :data:`MAX_VALUE_DEPTH` levels)
+    redacted and the value rendered again.  O(rendered text) when no secret is found.  Raises what
+    ``render`` raises."""
+    redactor = REGISTRY.redactor
+    if isinstance(value, str):
+        return redactor.redact_wrapped(render(value))
+    text = render(value)
+    if not redactor or not redactor.spread_in(_JSON_ESCAPE.sub("", text)):
+        return redactor.redact(text)
+
+    def walk(node: Any, depth: int) -> Any:
+        if isinstance(node, str):
+            return redactor.redact_wrapped(node)
+        if depth >= MAX_VALUE_DEPTH:
+            return node
+        if isinstance(node, dict):
+            return {walk(k, depth + 1): walk(v, depth + 1) for k, v in node.items()}
+        if isinstance(node, list | tuple):
+            return [walk(v, depth + 1) for v in node]
+        return node
+
+    return redactor.redact(render(walk(value, 0)))
 
 
 def redact_head(text: str, n: int) -> str:

@@ -22,7 +22,7 @@ import trio
 from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
 from ongridd.llm.types import ToolCall
 from ongridd.logs import get_logger
-from ongridd.secretset import redact
+from ongridd.secretset import redact, render_redacted
 from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
 from ongridd.tools.bag import ToolBag
 from ongridd.tools.classify import classify_once
@@ -202,7 +202,9 @@ class ToolRunner:
                 log.warning("tool_outcome_bad_status", tool=tool.name, status=status)
                 status = "ok"
         try:
-            text = render_value(value)
+            # a secret a file wraps over lines is looked for in the value, where JSON has not yet
+            # turned its line breaks into \n
+            text = render_redacted(value, render_value)
         except (TypeError, ValueError) as exc:
             log.error("tool_result_not_serialisable", tool=tool.name, error=str(exc))
             return "error", error_text(f"{tool.name} returned a value that cannot be sent as JSON: {exc}")

@@ -227,6 +227,37 @@ async def test_tool_results_are_redacted_before_they_are_cut():
     assert TOKEN not in res.content and TOKEN[:6] not in res.content and TOKEN[-6:] not in res.content
 
 
+async def _result_of_a_tool_returning(value):
+    """The ToolResult of one call of a tool whose handler returns ``value``, with TOKEN held."""
+    async def cat(args, ctx):
+        return value
+
+    bag = ToolBag(agent="p", tools={"cat": Tool(name="cat", description="reads a file", handler=cat)})
+    with REGISTRY.hold([TOKEN]):
+        return await ToolRunner(bag).run(ToolCall(id="c1", name="cat", arguments="{}"),
+                                         ToolCallContext(session_id="s", agent="p"))
+
+
+@pytest.mark.parametrize("value", [
+    {"stdout": f"db:\n  password: {TOKEN[:9]}\n    {TOKEN[9:]}\n"},  # a file that wraps the value
+    [{"line": "# notes"}, {"nested": [f"x {TOKEN[:5]}\n# {TOKEN[5:]} y"]}],
+    f"key = {TOKEN[:11]}\\\n  {TOKEN[11:]}",  # a shell continuation, returned as plain text
+    {"note": f"{TOKEN[:7]}\u200b{TOKEN[7:]}"},  # a zero-width space in the middle
+])
+async def test_a_secret_wrapped_in_a_tool_result_is_redacted_before_json_escapes_its_line_breaks(value):
+    res = await _result_of_a_tool_returning(value)
+    assert res.status == "ok"
+    assert REDACTED in res.content
+    for piece in (TOKEN[:5], TOKEN[7:], TOKEN[-6:]):
+        assert piece not in res.content, res.content
+
+
+async def test_a_tool_result_without_a_secret_is_rendered_as_json_unchanged():
+    value = {"files": [{"path": "/var/log/a.log", "bytes": 10}], "note": "line one\nline two", "ok": True}
+    res = await _result_of_a_tool_returning(value)
+    assert res.content == json.dumps(value, ensure_ascii=False)
+
+
 class _Echo:
     """A model client that records the request and answers with a secret."""
 
