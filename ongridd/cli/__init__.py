@@ -108,8 +108,32 @@ def _describe_sub_commands(parser: argparse.ArgumentParser) -> None:
                 _describe_sub_commands(child)
 
 
+#: options that take a time, which may be written relative with a leading dash ("-15m")
+_TIME_OPTIONS = frozenset({"--at", "--since", "--until"})
+
+
+def _join_dash_times(argv: list[str]) -> list[str]:
+    """``argv`` with ``--at -15m`` (and ``--since``/``--until``) written as ``--at=-15m``: argparse
+    takes a separate value that starts with a dash and is not a plain number for an option.  Only a
+    dash followed by a digit is joined; nothing after ``--`` is touched."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        if (word in _TIME_OPTIONS and i + 1 < len(argv) and len(argv[i + 1]) > 1
+                and argv[i + 1][0] == "-" and argv[i + 1][1].isdigit()):
+            out.append(f"{word}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def _run(prog: str, commands: tuple[tuple[str, str, str], ...], argv: list[str] | None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = _join_dash_times(sys.argv[1:] if argv is None else argv)
     parser = _build(prog, commands, _chosen_module(commands, argv))
     args = parser.parse_args(argv)
     try:

@@ -143,13 +143,19 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
             ("flag", "alice", "ci-bot", "external"), ("deploy", "ci", "ci-bot", "external")]
         assert events[1]["id"] == change_id and events[1]["detail"] == {"version": "1.4.2"}
         assert events[1]["occurred_at"].startswith("2026-03-02T10:03:00")
-        # --at takes a bare duration as that long ago, as --since does (argparse reads "-15m" as an option)
-        ago = subprocess.run(ongrid("changes", "record", "--kind", "maintenance", "--subject", "db", "--actor", "ops",
-                                    "--at", "15m", "--json", "--url", url, "--token-file", str(token_file)),
-                             env=env(), capture_output=True, text=True, timeout=60)
-        assert ago.returncode == 0, ago.stderr
-        when = datetime.fromisoformat(json.loads(ago.stdout)["occurred_at"].replace("Z", "+00:00"))
-        assert 14 * 60 <= (datetime.now(timezone.utc) - when).total_seconds() <= 16 * 60, when
+        # --at takes a bare duration as that long ago, as --since does, and a relative time with its dash,
+        # written apart from the option or joined to it
+        for at in (("--at", "15m"), ("--at", "-15m"), ("--at=-15m",)):
+            ago = subprocess.run(ongrid("changes", "record", "--kind", "maintenance", "--subject", "db", "--actor",
+                                        "ops", *at, "--json", "--url", url, "--token-file", str(token_file)),
+                                 env=env(), capture_output=True, text=True, timeout=60)
+            assert ago.returncode == 0, (at, ago.stderr)
+            when = datetime.fromisoformat(json.loads(ago.stdout)["occurred_at"].replace("Z", "+00:00"))
+            assert 14 * 60 <= (datetime.now(timezone.utc) - when).total_seconds() <= 16 * 60, (at, when)
+        recent = subprocess.run(ongrid("changes", "list", "--kind", "maintenance", "--since", "-1h", "--json",
+                                       "--url", url, "--token-file", str(token_file)),
+                                env=env(), capture_output=True, text=True, timeout=60)
+        assert recent.returncode == 0 and len(json.loads(recent.stdout)) == 3, recent.stderr
         assert stop(daemon) == 0
     finally:
         stop(daemon)
