@@ -198,6 +198,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     builtin = AgentRegistry(builtin_agents_dir())
     builtin.load([])
     loaded = skipped = missing = 0
+    as_json = getattr(args, "json", False)
+    rows: list[dict[str, Any]] = []  # --json: one per file, as the text rows say it
+    missing_paths: list[str] = []
     paths = args.paths
     if not paths:  # what the daemon reads: the built-in personas, the plugins' and its agents folders that exist
         config = getattr(args, "_config", None)
@@ -209,6 +212,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         if not path.exists():
             _print(f"{path}: no such file or folder", sys.stderr)
             missing += 1
+            missing_paths.append(str(path))
             continue
         registry = AgentRegistry()
         report = registry.load([path], known)
@@ -237,15 +241,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             warned += len(file_lines[persona.source])
             # tool problems and the file's warnings: the persona loads (without what it cannot have)
             flagged = lines or file_lines[persona.source]
+            rows.append({"status": "warn" if flagged else "ok", "path": persona.source, "persona": persona.name,
+                         "note": note.strip(" ()") or None, "tool_problems": lines,
+                         "warnings": file_lines[persona.source]})
+            if as_json:
+                continue
             _print(f"{'ok' if not flagged else 'warn'}  {persona.name}  {persona.source}{note}", sys.stdout)
             for line in lines:
                 _print(f"     {line}", sys.stdout)
         # a file that gave no persona gets its row too, with why (the reasons are on stderr as well)
         for skipped_file in files_without_persona(report.warnings, [p.source for p in personas]):
+            whys = [warning[len(skipped_file["path"]) + 1:].strip() if warning.startswith(
+                    f"{skipped_file['path']}:") else warning for warning in skipped_file["warnings"]]
+            rows.append({"status": "skip", "path": skipped_file["path"], "persona": None, "note": None,
+                         "tool_problems": [], "warnings": whys})
+            if as_json:
+                continue
             _print(f"skip  {skipped_file['path']}", sys.stdout)
-            for warning in skipped_file["warnings"]:
-                why = warning[len(skipped_file["path"]) + 1:].strip() if warning.startswith(
-                    f"{skipped_file['path']}:") else warning
+            for why in whys:
                 _print(f"     {'line ' if why[:1].isdigit() else ''}{why}", sys.stdout)
     summary = f"{loaded} loaded, {skipped} skipped"
     if missing:
@@ -254,10 +267,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         summary += f", {problems} tool problem{'s' if problems != 1 else ''}"
     if warned:
         summary += f", {warned} other warning{'s' if warned != 1 else ''} (above, on stderr)"
-    _print(summary, sys.stdout)
-    if getattr(args, "strict", False) and (problems or warned):
-        return 1  # --strict: a tool problem or a warning fails the check too (a CI gate)
-    return 1 if missing or skipped else 0  # tool problems are reported; the persona still loads
+    strict = getattr(args, "strict", False)
+    failed = bool(missing or skipped or (strict and (problems or warned)))
+    if as_json:
+        _print(json.dumps({"ok": not failed, "strict": strict, "loaded": loaded, "skipped": skipped,
+                           "tool_problems": problems, "warnings": warned, "missing": missing_paths, "files": rows},
+                          ensure_ascii=False, indent=2), sys.stdout)
+    else:
+        _print(summary, sys.stdout)
+    # --strict: a tool problem or a warning fails the check too (a CI gate); without it tool problems
+    # are reported and the persona still loads
+    return 1 if failed else 0
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
@@ -306,6 +326,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--strict", action="store_true",
                    help="exit 1 on a tool problem (an unknown or dropped tool) or another warning about a file "
                         "that loaded (a duplicate tool, an unknown key) too, not only on a skipped file")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: ok, the counts, the paths not found and each file's status "
+                        "(ok, warn, skip), persona, tool problems and warnings")
     config_args(p)
     p.set_defaults(func=_guarded(_cmd_validate))
 

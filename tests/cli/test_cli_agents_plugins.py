@@ -195,3 +195,26 @@ def test_agents_validate_strict_fails_on_a_warning_about_a_file_that_loaded(tmp_
     assert "'tools' lists 'host_stat_file' twice; the duplicate is ignored" in err
     code, out, _err, _ = ongrid("agents", "validate", str(dup), cwd=tmp_path)
     assert code == 0 and out.startswith("warn  dup-agent")  # reported; without --strict the persona still loads
+
+
+def test_agents_validate_json_gives_each_files_status_and_the_verdict(tmp_path):
+    (tmp_path / "dup.md").write_text("---\nname: dup-agent\ndescription: d\n"
+                                     "tools: [host_stat_file, host_stat_file, host_stat_fiel]\n---\nbody\n")
+    (tmp_path / "bad.md").write_text("---\nname: Bad Name\ndescription: d\n---\nbody\n")
+    (tmp_path / "fine.md").write_text("---\nname: fine-agent\ndescription: d\ntools: [host_stat_file]\n---\nbody\n")
+    nowhere = tmp_path / "missing"
+    code, out, _err, _ = ongrid("agents", "validate", "--json", str(tmp_path), str(nowhere), cwd=tmp_path)
+    assert code == 1
+    report = json.loads(out)  # stdout holds the JSON object only
+    assert (report["ok"], report["loaded"], report["skipped"], report["missing"]) == (False, 2, 1, [str(nowhere)])
+    files = {Path(f["path"]).name: f for f in report["files"]}
+    assert (files["fine.md"]["status"], files["fine.md"]["persona"]) == ("ok", "fine-agent")
+    dup = files["dup.md"]
+    assert dup["status"] == "warn" and len(dup["tool_problems"]) == 1 and "host_stat_file" in dup["tool_problems"][0]
+    assert any("twice" in w for w in dup["warnings"])
+    assert files["bad.md"]["status"] == "skip" and any("Bad Name" in w for w in files["bad.md"]["warnings"])
+    (tmp_path / "bad.md").unlink()
+    code, out, _err, _ = ongrid("agents", "validate", "--json", str(tmp_path), cwd=tmp_path)
+    assert code == 0 and json.loads(out)["ok"] is True  # a tool problem alone: reported, the persona loads
+    code, out, _err, _ = ongrid("agents", "validate", "--json", "--strict", str(tmp_path), cwd=tmp_path)
+    assert code == 1 and json.loads(out)["ok"] is False and json.loads(out)["strict"] is True
