@@ -182,6 +182,10 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     # the reviewer's node says what the gate decided (from the server, not the answer's text)
     assert page.locator("#session-tree .decision-reject").inner_text() == "reject"
     assert re.search(r"\d+ tokens in / \d+ out · 2 model calls", tree_text)  # the session's usage counters
+    # a worker's page has its brief (what the coordinator asked) and its report (what it answered)
+    page.locator("#session-worker:not([hidden])").wait_for()
+    assert page.locator("#session-brief").inner_text() == "Restart nginx on host local: users see 502s."
+    assert page.locator("#session-report").inner_text() == "ops: the restart was rejected by the reviewer"
     copy_out(save_artifacts(tmp, "session-1280", page))
     # the session's whole tree can be saved from here, as `ongrid sessions export` writes it
     with page.expect_download() as caught:
@@ -199,6 +203,7 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     page.locator("#thread-session").click()
     page.locator("#audit tbody tr[data-tool='host_du_summary']").wait_for()
     assert page.locator("#audit tbody tr[data-tool='AgentTool']").count() == 2
+    assert page.locator("#session-worker").is_hidden()  # the coordinator was briefed by no one
     # at 390 px the audit stacks into one card per call: every cell on screen, nothing to scroll sideways
     size = page.viewport_size
     page.set_viewport_size({"width": 390, "height": 844})
@@ -268,6 +273,13 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     fast.locator(".status.completed").wait_for()
     slow.locator(".status.killed").wait_for()  # the stored outcome once the turn ended
     assert "load is fine" in fast.locator(".result-body").text_content()
+    # the stopped worker's page has its brief, and says why it has no report
+    slow.locator("a", has_text="audit").click()
+    page.locator("#session-worker:not([hidden])").wait_for()
+    assert page.locator("#session-brief").inner_text() == "Trace the path"
+    assert page.locator("#session-report").inner_text() == "No report — the worker ended killed: stopped by the user."
+    page.go_back()
+    page.locator("#conn.online").wait_for()
 
     # turn 3: a hostile answer renders as text and runs nothing
     page.locator("#text").fill("Say something nasty")

@@ -1045,6 +1045,7 @@ async function loadSession(id) {
   tbody.replaceChildren();
   $("audit-empty").hidden = true;
   $("audit").hidden = true;  // no table header under an error: shown once the audit has loaded
+  $("session-worker").hidden = true;  // a worker's brief and report: shown once read
   let tree, audit;
   try {
     [tree, audit] = await Promise.all([
@@ -1061,6 +1062,48 @@ async function loadSession(id) {
   $("audit-empty").hidden = audit.length > 0;
   $("audit").hidden = false;
   for (const r of audit) tbody.append(auditRow(r));
+  if (tree.parent_session_id) await loadBriefAndReport(id, tree);
+}
+
+// A worker's session: the brief it was given (its first user message) and its report (its last
+// assistant text that called no tool), read from its stored messages, page by page.
+const BRIEF_PAGE = 500;
+const BRIEF_MAX_PAGES = 20;
+async function loadBriefAndReport(id, tree) {
+  const box = $("session-worker"), brief = $("session-brief"), report = $("session-report");
+  let first = null, last = null, afterSeq = 0;
+  try {
+    for (let page = 0; page < BRIEF_MAX_PAGES; page++) {
+      const rows = await api("GET", `/api/sessions/${encodeURIComponent(id)}/messages` +
+        `?after_seq=${afterSeq}&limit=${BRIEF_PAGE}`);
+      if (!Array.isArray(rows)) break;
+      for (const m of rows) {
+        if (!first && m.role === "user") first = m;
+        if (m.role === "assistant" && m.content && !(Array.isArray(m.tool_calls) && m.tool_calls.length)) last = m;
+      }
+      const seqs = rows.map((m) => Number(m.seq)).filter(Number.isFinite);
+      if (rows.length < BRIEF_PAGE || !seqs.length) break;
+      afterSeq = Math.max(...seqs);
+    }
+  } catch (e) {
+    if ($("session-id").textContent !== id) return;
+    box.hidden = false;
+    brief.replaceChildren(el("span", { class: "error", text: `Could not load its messages: ${e.message}` }));
+    report.replaceChildren();
+    return;
+  }
+  if ($("session-id").textContent !== id) return;  // another session was opened meanwhile
+  box.hidden = false;
+  brief.textContent = first ? String(first.content || "") : "(no brief stored)";
+  report.classList.toggle("noanswer", !last);
+  if (last && typeof last.html === "string" && last.html) setServerHtml(report, last.html);
+  else if (last) report.textContent = String(last.content);
+  else {
+    const why = tree.close_reason ? `: ${tree.close_reason}` : "";
+    report.textContent = TERMINAL.has(String(tree.status))
+      ? `No report — the worker ended ${tree.status}${why}.`
+      : `No report yet — the worker is ${tree.status}.`;
+  }
 }
 
 // "2300 tokens in (600 cached) / 120 out · 2 model calls"; "" without model calls
