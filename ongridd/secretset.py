@@ -28,12 +28,10 @@ explicit environment built by :func:`scrubbed_env`.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import re
 import threading
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit
@@ -67,14 +65,15 @@ _GAP_PUNCTUATION = "#/;*>-\\|"
 MIN_SPREAD_CHARS = 8
 
 
-@functools.cache
-def _gap_table() -> dict[int, None]:
-    """``str.translate`` table deleting the gap characters: every Unicode whitespace and format
-    (Cf: zero-width, bidirectional, soft hyphen) character, and :data:`_GAP_PUNCTUATION`."""
-    gaps = {c for c in range(0x10000) if chr(c).isspace() or unicodedata.category(chr(c)) == "Cf"}
-    gaps |= {c for c in range(0xE0000, 0xE0080) if unicodedata.category(chr(c)) == "Cf"}  # tag characters
-    gaps |= {ord(c) for c in _GAP_PUNCTUATION}
-    return dict.fromkeys(gaps)
+def _kept_class(values: Iterable[str]) -> str:
+    """The regex character class body of the characters a spread secret is searched on: printable
+    ASCII but for :data:`_GAP_PUNCTUATION`, and every non-ASCII character that occurs in one of
+    ``values``.  Everything else is a gap character: all whitespace and control characters, and
+    any other non-ASCII character — zero-width, bidirectional and other format characters,
+    variation selectors, combining joiners, fillers and blanks, whatever plane they are in."""
+    ascii_kept = [chr(c) for c in range(0x21, 0x7F) if chr(c) not in _GAP_PUNCTUATION]
+    other = sorted({ch for v in values for ch in v if ord(ch) > 0x7E and not ch.isspace()})
+    return "".join(re.escape(ch) for ch in (*ascii_kept, *other))
 
 
 def _forms(value: str) -> set[str]:
@@ -109,7 +108,9 @@ class Redactor:
         ordered = sorted(forms, key=lambda f: (-len(f), f))
         self._forms = tuple(ordered)
         self._pattern: re.Pattern[str] | None = re.compile("|".join(map(re.escape, ordered))) if forms else None
-        self._spread: re.Pattern[str] | None = None  # compiled on first use of redact_wrapped
+        # compiled on first use of redact_wrapped: the secrets without their gap characters, the gap
+        # characters, and the characters kept
+        self._spread: tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]] | None = None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -144,23 +145,24 @@ class Redactor:
 
     def redact_wrapped(self, text: str) -> str:
         """:meth:`redact`, then also every secret spread out by gap characters — line breaks and
-        any other whitespace, format characters (zero-width, bidirectional, soft hyphen), comment,
-        quote and bullet leaders, a shell's ``\\`` continuation — as a file an editor wrapped
+        any other whitespace, control characters, every non-ASCII character the secrets do not
+        contain (zero-width, bidirectional and other format characters, variation selectors,
+        combining joiners, fillers, blanks), comment, quote and bullet leaders, a shell's ``\\``
+        continuation — as a file an editor wrapped
         (``abcd⏎  # efgh``) or a YAML folded scalar (``abcd efgh``) spreads it, for text a person
         wrote by hand such as a persona file.  The span from the secret's first character to its
         last is replaced, whatever lies between.  Secrets with fewer than
         :data:`MIN_SPREAD_CHARS` characters besides gap characters are matched literally only.
-        O(len(text)): the text without its gap characters is searched once (``str.translate``
-        and one regex scan); positions are mapped back only when a secret is found."""
+        O(len(text)): the text without its gap characters is searched once (two regex scans);
+        positions are mapped back only when a secret is found."""
         text = self.redact(text)
         if self._pattern is None or not isinstance(text, str) or not text:
             return text
-        spread = self._spread_pattern()
-        table = _gap_table()
-        squeezed = text.translate(table)
+        spread, gaps, keep = self._spread_patterns()
+        squeezed = gaps.sub("", text)
         if len(squeezed) == len(text) or spread.search(squeezed) is None:
             return text  # no gap character, or no secret once they are gone
-        kept = [i for i, ch in enumerate(text) if ord(ch) not in table]
+        kept = [m.start() for m in keep.finditer(text)]
         spans: list[list[int]] = []
         for match in spread.finditer(squeezed):
             start, end = kept[match.start()], kept[match.end() - 1] + 1
@@ -181,16 +183,20 @@ class Redactor:
         ``text`` (literal occurrences included when they are long enough).  O(len(text))."""
         if self._pattern is None or not text:
             return False
-        return self._spread_pattern().search(text.translate(_gap_table())) is not None
+        spread, gaps, _keep = self._spread_patterns()
+        return spread.search(gaps.sub("", text)) is not None
 
-    def _spread_pattern(self) -> re.Pattern[str]:
-        """The secrets without their gap characters, those at least :data:`MIN_SPREAD_CHARS` long,
-        as one alternation (compiled on first use)."""
+    def _spread_patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+        """``(secrets, gaps, kept)``: the secrets without their gap characters, those at least
+        :data:`MIN_SPREAD_CHARS` long, as one alternation; a run of gap characters; one kept
+        character (see :func:`_kept_class`).  Compiled on first use."""
         if self._spread is None:
-            table = _gap_table()
-            keys = sorted({k for v in self.values if len(k := v.translate(table)) >= MIN_SPREAD_CHARS},
+            kept = _kept_class(self.values)
+            gaps = re.compile(f"[^{kept}]+")
+            keys = sorted({k for v in self.values if len(k := gaps.sub("", v)) >= MIN_SPREAD_CHARS},
                           key=lambda k: (-len(k), k))
-            self._spread = re.compile("|".join(map(re.escape, keys))) if keys else re.compile(r"(?!)")
+            spread = re.compile("|".join(map(re.escape, keys))) if keys else re.compile(r"(?!)")
+            self._spread = (spread, gaps, re.compile(f"[{kept}]"))
         return self._spread
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:

@@ -49,8 +49,13 @@ CACHED_HINT = (
 
 def error_text(message: str, status: str = "error", extra: Mapping[str, Any] | None = None) -> str:
     """An error result as the model sees it: ``{"status": "error", "error": message}``, after the
-    members of ``extra`` (JSON values; they cannot replace ``status`` or ``error``)."""
-    return json.dumps({**(extra or {}), "status": status, "error": message}, ensure_ascii=False, default=str)
+    members of ``extra`` (JSON values; they cannot replace ``status`` or ``error``); a held secret
+    in it is hidden, one wrapped over lines included (an error can quote a command's output)."""
+    return render_redacted({**(extra or {}), "status": status, "error": message}, _json_text)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def render_value(value: Any) -> str:
@@ -59,7 +64,7 @@ def render_value(value: Any) -> str:
     ValueError/TypeError when the value cannot be serialised (e.g. a cycle)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _json_text(value)
 
 
 class ToolRunner:

@@ -86,6 +86,16 @@ def test_a_secret_spread_out_in_hand_written_text_is_redacted():
         "folded": "sk-test-ABCDEFGH IJKLMNOP",  # a YAML folded scalar's parse
         "separators": "sk-test-ABCD\u2028EFGH\u0085IJKL\x0bMN\x0cOP\xa0",
         "invisible": "sk-test-ABC\u200bDEFGH\u00adIJKLMNOP",
+        # invisible or blank-looking characters of other categories and planes, between every character
+        **{f"U+{ord(sep):04X}": sep.join(KEY) for sep in (
+            "\ufe0f",  # a variation selector (Mn)
+            "\u034f",  # the combining grapheme joiner (Mn)
+            "\U0001d173",  # a musical format character (Cf, beyond the first plane)
+            "\u3164",  # the Hangul filler (Lo)
+            "\u2800",  # the braille blank (So)
+            "\U000e0041",  # a tag character
+            "\x00",  # a control character
+        )},
     }
     for what, text in spread.items():
         out = r.redact_wrapped(text)
@@ -94,6 +104,10 @@ def test_a_secret_spread_out_in_hand_written_text_is_redacted():
     assert r.redact_wrapped("sk-test-ABCDEFGH, then IJKLMNOP") == "sk-test-ABCDEFGH, then IJKLMNOP"  # words between
     assert Redactor([]).redact_wrapped("a\nb") == "a\nb" and r.redact_wrapped(None) is None
     assert r.redact_wrapped("a b\nc") == "a b\nc"  # "x" is too short to be looked for spread out
+    # a non-ASCII character a secret contains is part of it, not a gap
+    accented = Redactor(["pässwörd-0123456789"])
+    assert accented.redact_wrapped("pä ssw\nörd-0123456789") == REDACTED
+    assert accented.redact_wrapped("pässwrd-0123456789") == "pässwrd-0123456789"
     blanks = ("s" + " " * 50_000 + "k\n") * 20  # linear: one translate, one scan
     assert r.redact_wrapped(blanks) == blanks
 
