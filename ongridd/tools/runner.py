@@ -22,7 +22,7 @@ import trio
 from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
 from ongridd.llm.types import ToolCall
 from ongridd.logs import get_logger
-from ongridd.secretset import redact, render_redacted
+from ongridd.secretset import redact, redact_pieces
 from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
 from ongridd.tools.bag import ToolBag
 from ongridd.tools.classify import classify_once
@@ -51,11 +51,16 @@ def error_text(message: str, status: str = "error", extra: Mapping[str, Any] | N
     """An error result as the model sees it: ``{"status": "error", "error": message}``, after the
     members of ``extra`` (JSON values; they cannot replace ``status`` or ``error``); a held secret
     in it is hidden, one wrapped over lines included (an error can quote a command's output)."""
-    return render_redacted({**(extra or {}), "status": status, "error": message}, _json_text)
+    return redact_pieces(_json_text({**(extra or {}), "status": status, "error": message}))
 
 
 def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+#: a tool result longer than this (characters) is searched for secrets in a worker thread, so a
+#: large one (a log search) does not hold the event loop
+THREAD_REDACT_CHARS = 64 * 1024
 
 
 def render_value(value: Any) -> str:
@@ -207,10 +212,11 @@ class ToolRunner:
                 log.warning("tool_outcome_bad_status", tool=tool.name, status=status)
                 status = "ok"
         try:
-            # a secret a file wraps over lines is looked for in the value, where JSON has not yet
-            # turned its line breaks into \n
-            text = render_redacted(value, render_value)
+            text = render_value(value)
         except (TypeError, ValueError) as exc:
             log.error("tool_result_not_serialisable", tool=tool.name, error=str(exc))
             return "error", error_text(f"{tool.name} returned a value that cannot be sent as JSON: {exc}")
-        return status, text
+        # a held secret, also one the output wrapped over lines or that a command read in pieces
+        if len(text) > THREAD_REDACT_CHARS:
+            return status, await trio.to_thread.run_sync(redact_pieces, text)
+        return status, redact_pieces(text)

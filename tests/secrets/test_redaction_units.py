@@ -272,6 +272,64 @@ async def test_a_tool_result_without_a_secret_is_rendered_as_json_unchanged():
     assert res.content == json.dumps(value, ensure_ascii=False)
 
 
+PIECED = "Zq7mXp4LrT9vBn2KwY6cHd8F"
+
+
+@pytest.mark.parametrize("value", [
+    # a log that wrapped the token over two lines, each with its time stamp (separate hits of a log search)
+    {"hits": [{"line_no": 2, "line": f"2024-01-01T00:00:01Z start token part2 {PIECED[12:]}"},
+              {"line_no": 1, "line": f"2024-01-01T00:00:00Z start token part1 {PIECED[:12]}"}]},
+    # a file read a few characters at a time (head -c 14, then tail -c +15)
+    f"{PIECED[:14]}",
+    {"stdout": f"{PIECED[14:]}\n"},
+    # a JSON file on disk with the token split by a written escape, and the grep prefix on each line
+    {"stdout": f'/etc/app/conf.json:  "key": "{PIECED[:10]}\\n{PIECED[10:]}"'},
+])
+async def test_pieces_of_a_secret_in_a_tool_result_are_redacted(value):
+    with REGISTRY.hold([PIECED]):
+        res = await _result_of_a_tool_returning(value)
+    assert res.status == "ok" and REDACTED in res.content
+    for i in range(len(PIECED) - 7):  # no run of 8 characters of it is left
+        assert PIECED[i:i + 8] not in res.content, res.content
+    if not isinstance(value, str):
+        json.loads(res.content)  # a hit never crosses a JSON string's quotes
+
+
+def test_pieces_and_ordinary_output_left_alone():
+    r = Redactor([PIECED, "postgrespassword", "0123456789012345"])
+    ordinary = ("postgres 1234 running; token refresh at 2024-01-01T00:00:00Z; password policy ok; "
+                "build 0123456 of 7890; Zq7 Bn2 are ids")
+    assert r.redact_pieces(ordinary) == ordinary  # words and numbers of one kind are not pieces
+    assert r.redact_pieces("use postgres password now") == f"use {REDACTED} now"  # the whole value, spread
+    assert r.redact_pieces(f"a {PIECED[:7]} b") == f"a {PIECED[:7]} b"  # shorter than a piece
+    assert r.redact_pieces(f"x {PIECED[3:11]} y {PIECED[5:16]}") == f"x {REDACTED} y {REDACTED}"
+    assert Redactor([]).redact_pieces("a\nb") == "a\nb" and Redactor(["short"]).redact_pieces("sh ort") == "sh ort"
+    accented = "ä" * 10 + " " + PIECED[:9] + " é"  # offsets mapped back through non-ASCII text
+    assert r.redact_pieces(accented) == "ä" * 10 + f" {REDACTED} é"
+
+
+async def test_a_large_tool_result_is_searched_off_the_event_loop(monkeypatch):
+    import threading
+
+    from ongridd import secretset
+    from ongridd.tools import runner as runner_module
+
+    seen: list[bool] = []
+    real = secretset.redact_pieces
+
+    def spy(text):
+        seen.append(threading.current_thread() is threading.main_thread())
+        return real(text)
+
+    monkeypatch.setattr(runner_module, "redact_pieces", spy)
+    big = "line of log output\n" * 5000 + PIECED[:12]
+    with REGISTRY.hold([PIECED]):
+        res = await _result_of_a_tool_returning(big)
+        small = await _result_of_a_tool_returning("short output")
+    assert seen == [False, True]  # the large one in a worker thread, the small one here
+    assert res.content.endswith(REDACTED) and small.content == "short output"
+
+
 class _Echo:
     """A model client that records the request and answers with a secret."""
 
