@@ -181,9 +181,15 @@ class Redactor:
         if len(squeezed) == len(text) or spread.search(squeezed) is None:
             return text  # no gap character, or no secret once they are gone
         kept = [m.start() for m in keep.finditer(text)]
+        return self._replace_hits(text, kept, [m.span() for m in spread.finditer(squeezed)])
+
+    def _replace_hits(self, text: str, kept: list[int], hits: Iterable[tuple[int, int]]) -> str:
+        """``text`` with each hit replaced from its first character to its last; ``hits``:
+        ``(start, end)`` in the text without its gap characters, in order, whose ``i``-th
+        character is ``text[kept[i]]``."""
         spans: list[list[int]] = []
-        for match in spread.finditer(squeezed):
-            start, end = kept[match.start()], kept[match.end() - 1] + 1
+        for a, b in hits:
+            start, end = kept[a], kept[b - 1] + 1
             if spans and start <= spans[-1][1]:
                 spans[-1][1] = max(spans[-1][1], end)
             else:
@@ -250,20 +256,7 @@ class Redactor:
             kept.extend(range(pos, gap.start()))
             pos = gap.end()
         kept.extend(range(pos, len(text)))
-        spans: list[list[int]] = []
-        for a, b in hits:
-            start, end = kept[a], kept[b - 1] + 1
-            if spans and start <= spans[-1][1]:
-                spans[-1][1] = max(spans[-1][1], end)
-            else:
-                spans.append([start, end])
-        parts: list[str] = []
-        pos = 0
-        for start, end in spans:
-            parts += [text[pos:start], self.replacement]
-            pos = end
-        parts.append(text[pos:])
-        return "".join(parts)
+        return self._replace_hits(text, kept, hits)
 
     def _piece_patterns(self) -> tuple[Any, re.Pattern[str], frozenset[bytes]]:
         """``(automaton, gaps, pieces)``: an RE2 pattern (UTF-8) matching each secret without its
