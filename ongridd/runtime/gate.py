@@ -112,6 +112,23 @@ class ReviewGate:
                 log.exception("proposal_decide_failed", proposal_id=proposal_id)
         return False
 
+    async def _record_change(self, tool: Tool, proposal: Proposal, ctx: ToolCallContext, proposal_id: str,
+                             reviewer_id: str | None, status: str) -> None:
+        """One ``change_events`` row (kind ``tool``) for an approved call that ran: its target as
+        the subject, the persona as the actor, and in the detail the action, the tool, the
+        operator, how it ended and the proposal.  Bounded shield (5 s): also when cancelled; a
+        failing store is logged, never raised (the change was made either way)."""
+        with trio.move_on_after(5, shield=True):
+            try:
+                await self.store.record_change_event(
+                    kind="tool", subject=proposal.target[:200] or "unknown", actor=(ctx.agent or "unknown")[:200],
+                    detail={"action": proposal.action, "tool": tool.name, "status": status,
+                            "operator": ctx.user_id, "blast_radius": proposal.blast_radius,
+                            "proposal_id": proposal_id, "session_id": ctx.session_id,
+                            "reviewer_session_id": reviewer_id})
+            except Exception:
+                log.exception("change_event_failed", tool=tool.name, proposal_id=proposal_id)
+
     def wrap(self, tool: Tool) -> Tool:
         """The gated twin of ``tool`` (unchanged when it can never mutate)."""
         if not tool.may_mutate or tool.tool_class == "control":
@@ -170,7 +187,20 @@ class ReviewGate:
                                             "proposal_id": proposal_id, "reviewer_session_id": reviewer_id})
             # the inner handler sees that the gate approved this very call
             approved = attrs.evolve(ctx, approval=Approval(proposal_id=proposal_id, call_key=classification.call_key))
-            return await _run_inner(inner, args, approved)
+            status = "cancelled"
+            try:
+                value = await _run_inner(inner, args, approved)
+                status = value.status if isinstance(value, Outcome) else "ok"
+                return value
+            except ToolTimeout:
+                status = "timeout"
+                raise
+            except Exception:
+                status = "error"
+                raise
+            finally:
+                # the change log says what Ongrid changed, whether or not it went well
+                await self._record_change(inner, proposal, ctx, proposal_id, reviewer_id, status)
 
         return attrs.evolve(tool, handler=gated, timeout_s=self.reviewer_timeout_s + tool.timeout_s + 10)
 

@@ -22,7 +22,7 @@ abandons the wait (the thread finishes its statement).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -71,6 +71,9 @@ class RuntimeStore(Protocol):
 
     async def decide_proposal(self, proposal_id: str, *, decision: str, decision_reason: str | None,
                               reviewer_session_id: str | None) -> None: ...
+
+    async def record_change_event(self, *, kind: str, subject: str, actor: str,
+                                  detail: Mapping[str, Any]) -> Row: ...
 
 
 class RuntimeWriter(Protocol):

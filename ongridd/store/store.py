@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -395,6 +395,12 @@ class Store:
             "tool_call_id": check_call_id(tool_call_id),
         }
         return await self._db.run("create proposal", audit.create_proposal, values)
+
+    async def record_change_event(self, *, kind: str, subject: str, actor: str,
+                                  detail: Mapping[str, Any]) -> dict[str, Any]:
+        """Record one of Ongrid's own changes (``recorded_by`` None, occurred now); the row.
+        See :meth:`PluginStoreImpl.record_change_event`."""
+        return await self.plugin_store.record_change_event(kind=kind, subject=subject, actor=actor, detail=detail)
 
     async def decide_proposal(
         self, proposal_id: str, *, decision: str, decision_reason: str | None, reviewer_session_id: str | None

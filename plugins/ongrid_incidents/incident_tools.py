@@ -227,7 +227,8 @@ def make_incident_tools(store: PluginStore | None, names: IncidentNames) -> list
         Tool(name="query_change_events",
              description="Recent changes, newest first: those recorded from outside (deploys, config pushes, "
                          "feature flags; origin 'external', with who recorded them) beside Ongrid's own "
-                         "(personas, plugins, incidents: alerts received, acknowledgements; origin 'ongrid'). "
+                         "(host and other changes the review gate approved, kind 'tool', with how they ended; personas, "
+                         "plugins, incidents: alerts received, acknowledgements; origin 'ongrid'). "
                          "Filter by kind, subject (e.g. a service name) and time.",
              parameters=_CHANGES_PARAMS,
              handler=h.query_change_events),

@@ -38,10 +38,15 @@ def make_tools(hosts=(), settings=None) -> dict:
 
 
 class ProposalStore:
-    """The two store calls the review gate makes, kept in memory."""
+    """The store calls the review gate makes, kept in memory."""
 
     def __init__(self) -> None:
         self.proposals: list[dict] = []
+        self.changes: list[dict] = []
+
+    async def record_change_event(self, **row) -> dict:
+        self.changes.append(row)
+        return row
 
     async def create_proposal(self, **row) -> str:
         row["id"] = f"proposal-{len(self.proposals) + 1}"

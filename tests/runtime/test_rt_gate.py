@@ -82,11 +82,20 @@ async def test_gate_decisions(tmp_path):
             audit = d.audit(worker["id"])
             assert [a["tool_name"] for a in audit] == ["rt_touch"]
             seen = tool_result(d.requests("rt-worker")[-1], "call_0_0")
+            changes = d.rows("SELECT * FROM change_events WHERE subject = ?", (f"local:{name}",))
             if decision == "approve":
                 assert marker.read_text().startswith("touched by rt-worker"), variant
                 assert audit[0]["status"] == "ok" and seen == {"created": str(marker)}
+                # the change log holds what Ongrid changed: the approved call that ran, by its persona
+                (change,) = changes
+                assert (change["kind"], change["actor"], change["recorded_by"]) == ("tool", "rt-worker", None)
+                assert json.loads(change["detail"]) == {
+                    "action": f"create marker file {name}", "tool": "rt_touch", "status": "ok", "operator": "local",
+                    "blast_radius": "single_host", "proposal_id": proposal["id"], "session_id": worker["id"],
+                    "reviewer_session_id": reviewer["id"]}
             else:
                 assert not marker.exists(), variant
+                assert changes == [], variant  # nothing was changed
                 assert audit[0]["status"] == "rejected", variant
                 assert seen["status"] == "rejected" and reason in seen["reason"], variant
                 assert seen["message"].startswith("The tool did not run: "), variant
@@ -201,3 +210,48 @@ async def test_read_only_persona_has_no_write_tools(tmp_path):
         tree = await d.runtime.session_tree(c.session_id, user_id="local")
         (node,) = [n for n in tree["children"] if n["id"] == worker["id"]]
         assert node["changes_not_made"] == 2
+
+
+class _ChangeStore:
+    """The store calls of the review gate, in memory."""
+
+    def __init__(self):
+        self.changes = []
+
+    async def create_proposal(self, **row):
+        return "p1"
+
+    async def decide_proposal(self, proposal_id, **decision):
+        pass
+
+    async def record_change_event(self, **row):
+        self.changes.append(row)
+        return row
+
+
+@pytest.mark.parametrize(("handler_does", "status"), [("fails", "error"), ("hangs", "timeout")])
+async def test_an_approved_change_that_fails_is_in_the_change_log_with_how_it_ended(handler_does, status):
+    from ongridd.errors import ToolError, ToolTimeout
+    from ongridd.runtime.gate import ReviewGate
+    from ongridd.runtime.workers import WorkerOutcome
+    from ongridd.tools.spec import Proposal, Tool, ToolCallContext
+
+    async def handler(args, ctx):
+        if handler_does == "fails":
+            raise ToolError("disk full")
+        await trio.sleep_forever()
+
+    async def spawn(ctx, brief, description, timeout_s):
+        return WorkerOutcome(task_id="r1", persona="reviewer", status="completed", result="Decision: approve",
+                             finish_reason="stop")
+
+    store = _ChangeStore()
+    tool = Tool(name="apply", description="changes a thing", handler=handler, tool_class="write", timeout_s=0.2,
+                describe=lambda args: Proposal(action="apply the thing", target="web-1:/etc/thing",
+                                               blast_radius="single_host"))
+    gated = ReviewGate(store=store, spawn_reviewer=spawn, reviewer_timeout_s=5).wrap(tool)
+    with pytest.raises(ToolTimeout if status == "timeout" else ToolError):
+        await gated.handler({"reason": "asked"}, ToolCallContext(session_id="s1", agent="ops", user_id="alice"))
+    (change,) = store.changes
+    assert (change["kind"], change["subject"], change["actor"]) == ("tool", "web-1:/etc/thing", "ops")
+    assert change["detail"]["status"] == status and change["detail"]["operator"] == "alice"

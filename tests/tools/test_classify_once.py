@@ -32,6 +32,9 @@ class Store:
     async def decide_proposal(self, proposal_id, **decision):
         self.rows[int(proposal_id[1:]) - 1].update(decision)
 
+    async def record_change_event(self, **row):
+        return row
+
 
 def gate(answer="Decision: approve"):
     async def spawn(ctx, brief, description, timeout_s):
