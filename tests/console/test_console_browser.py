@@ -34,7 +34,7 @@ def agent_call(persona: str, prompt: str, description: str) -> dict:
 SCRIPT = {
     "default": [
         # turn 1: two workers; the final answer is made of their results
-        {"content": "Dispatching the disk and ops specialists.",
+        {"content": "Dispatching the **disk** and ops specialists.",
          "tool_calls": [agent_call("specialist-disk", "What fills ${DISK_DIR}?", "disk usage"),
                         agent_call("specialist-ops", "Restart nginx on host local: users see 502s.",
                                    "restart nginx")]},
@@ -160,6 +160,11 @@ def test_chat_tiles_stop_reload_session_view_and_hostile_answer(console):
     final_at = next(i for i, c in enumerate(classes) if "final" in c)
     assert classes[0] == "msg user" and final_at > first_tile and final_at == len(classes) - 1
     assert turn.locator(".msg.final strong").inner_text() == "rejected"
+    # what the coordinator wrote before its tool calls streamed as plain text; once the turn has
+    # ended it is shown rendered, as the stored transcript has it
+    before_tools = turn.locator(".msg", has_text="Dispatching the")
+    before_tools.locator("strong", has_text="disk").wait_for(timeout=15_000)
+    assert "**" not in before_tools.inner_text()
     assert page.locator("#stopturn").is_disabled()
     page.locator("#threads a[data-thread='ops-room']").wait_for()
     shot = save_artifacts(tmp, "console-1280", page)

@@ -35,6 +35,7 @@ const state = {
   tiles: new Map(),    // task_id -> {el, status, started, elapsedEl, stopBtn, resultBox}
   sawLive: false,      // a live frame of a turn arrived since attaching
   lastAssistant: "",   // text of the last assistant answer shown
+  lastSeq: 0,          // the highest message seq of the thread this page has read
 };
 
 // ---------------------------------------------------------------- helpers
@@ -447,6 +448,7 @@ async function loadTranscript(sessionId, gen) {
     if (batch.length < 2000) break;
     after = batch[batch.length - 1].seq;
   }
+  state.lastSeq = rows.reduce((top, m) => (Number.isFinite(m.seq) ? Math.max(top, m.seq) : top), 0);
   const log = $("log");
   const workers = new Map();  // AgentTool call id -> its history tile
   const chipOf = new Map();  // another tool call's id -> its chip, told its outcome by the call's result
@@ -711,10 +713,46 @@ function onToken(f) {
   t.stream.textContent += String(f.text || "");
 }
 
+// The coordinator's streamed text ends where a tool call, a tile or a message starts; it streamed as
+// plain text, and is shown rendered once the turn has ended (renderStreamed).
 function breakStream() {
   const t = liveTurn();
+  if (t.stream && t.stream.textContent.trim()) (t.streamed = t.streamed || []).push(t.stream);
   t.stream = null;
   return t;
+}
+
+// The turn's texts written before tool calls, rendered: the coordinator's messages stored since the
+// last one this page read are read, and each streamed bubble whose text is the same as one of the
+// last of them that called tools gets that message's server-rendered html.  Nothing changes when
+// they cannot be read or do not match.
+async function renderStreamed(bubbles, sessionId, gen) {
+  const stored = [];
+  let after = state.lastSeq || 0;
+  try {
+    for (let page = 0; page < 5; page++) {
+      const batch = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/messages` +
+        `?after_seq=${after}&limit=2000`);
+      if (gen !== state.attachGen || !Array.isArray(batch)) return;
+      for (const m of batch) {
+        if (Number.isFinite(m.seq)) state.lastSeq = Math.max(state.lastSeq || 0, m.seq);
+        if (m.role === "assistant" && m.content && typeof m.html === "string" && Array.isArray(m.tool_calls) &&
+            m.tool_calls.length) stored.push(m);
+      }
+      if (batch.length < 2000) break;
+      after = state.lastSeq;
+    }
+  } catch (e) {
+    return;  // they stay as streamed
+  }
+  const mine = stored.slice(-bubbles.length);
+  if (mine.length !== bubbles.length) return;
+  bubbles.forEach((bubble, i) => {
+    if (bubble.isConnected && bubble.textContent.trim() === String(mine[i].content).trim()) {
+      bubble.classList.add("md");
+      setServerHtml(bubble, mine[i].html);
+    }
+  });
 }
 
 function onInterim(f) {
@@ -966,6 +1004,7 @@ function endTurn() {
   // joined the turn were stored only as it went on; and a long text went out as plain text
   // (html_later), which the stored transcript has rendered: the transcript is read again
   if (state.htmlLater || state.adopted || (state.pendingHistory || []).length || !state.ownTurn) refreshTranscript();
+  else if (state.turn && state.turn.streamed) renderStreamed(state.turn.streamed, state.sessionId, state.attachGen);
   state.htmlLater = false;
   state.ownTurn = false;
   for (const tile of state.tiles.values()) {
