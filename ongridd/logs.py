@@ -223,10 +223,16 @@ def redact_url(url: str | None) -> str | None:
         password = parts.password
     except ValueError:
         return "<unparseable url>"
+    query_passwords = url_query_passwords(parts.query)
+    if not password and not query_passwords:
+        return url  # as written: urlunsplit would turn sqlite:////tmp/x.db into sqlite://tmp/x.db
     if password:
         parts = parts._replace(netloc=parts.netloc.replace(":" + password + "@", ":***@", 1))
-    if url_query_passwords(parts.query):
+    if query_passwords:
         query = "&".join(f"{k}=***" if sep and is_password_param(k, v) else f"{k}{sep}{v}"
                          for k, sep, v in (item.partition("=") for item in parts.query.split("&")))
         parts = parts._replace(query=query)
+    if not parts.netloc and url.startswith(f"{parts.scheme}://"):  # keep an empty authority's //
+        return (f"{parts.scheme}://{parts.path}" + (f"?{parts.query}" if parts.query else "")
+                + (f"#{parts.fragment}" if parts.fragment else ""))
     return urlunsplit(parts)

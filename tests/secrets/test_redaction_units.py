@@ -631,3 +631,16 @@ def test_a_database_password_given_as_a_query_parameter_is_a_secret_too(tmp_path
     short = _config(tmp_path, "database: {url: 'postgresql://u@h/db?password=abc'}\n")
     with pytest.raises(ShortSecretError, match="the database URL's password is 3 characters long"):
         collect_secrets(short, {})
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("sqlite:////var/lib/ongrid/ongrid.db", "sqlite:////var/lib/ongrid/ongrid.db"),  # not sqlite://var/...: no host
+    ("sqlite:///ongrid.db", "sqlite:///ongrid.db"),
+    ("sqlite:////tmp/x.db?password=Sqlite-Pass-0123", "sqlite:////tmp/x.db?password=***"),
+    ("postgresql://u:Pg-Pass-0123@h:5432/db", "postgresql://u:***@h:5432/db"),
+    ("postgresql:///test?host=/run/postgresql", "postgresql:///test?host=/run/postgresql"),
+])
+def test_a_shown_database_url_keeps_its_form_with_only_the_passwords_hidden(url, shown):
+    from ongridd.logs import redact_url
+
+    assert redact_url(url) == shown
