@@ -123,7 +123,7 @@ def _call(args: argparse.Namespace, method: str, path: str, body: Any, command: 
         print(f"ongrid changes {command}: {exc}", file=sys.stderr)
         return None, 2
     except RuntimeError as exc:
-        hint = (" (here a bare duration works too: --since 24h is 24 hours ago)"
-                if command == "list" and "relative value such as" in str(exc) else "")
+        example = "--since 24h is 24 hours ago" if command == "list" else "--at 15m is 15 minutes ago"
+        hint = (f" (here a bare duration works too: {example})" if "relative value such as" in str(exc) else "")
         print(f"ongrid changes {command}: {exc}{hint}", file=sys.stderr)
         return None, 1

@@ -118,6 +118,10 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
         bad = subprocess.run(ongrid("changes", "list", "--since", "yesterday", "--url", url, "--token-file",
                                     str(token_file)), env=env(), capture_output=True, text=True, timeout=60)
         assert bad.returncode == 1 and "--since 24h is 24 hours ago" in bad.stderr, bad.stderr
+        bad = subprocess.run(ongrid("changes", "record", "--kind", "deploy", "--subject", "s", "--actor", "a", "--at",
+                                    "yesterday", "--url", url, "--token-file", str(token_file)),
+                             env=env(), capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 1 and "--at 15m is 15 minutes ago" in bad.stderr, bad.stderr
         for args, said in ((("--kind", "deploys"), "kind: expected one of deploy, rollback"),
                            (("--since", "1h", "--until", "2h"), "must be after since")):
             bad = subprocess.run(ongrid("changes", "list", *args, "--url", url, "--token-file", str(token_file)),
