@@ -110,9 +110,23 @@ def _load(args: argparse.Namespace) -> tuple[AgentRegistry, LoadReport]:
     return registry, report
 
 
+def _no_folder_named(args: argparse.Namespace) -> bool:
+    """Whether no --config, --state-dir or --agents-dir was given (the defaults were read)."""
+    return not (getattr(args, "config", None) or getattr(args, "agents_dir", None) or getattr(args, "state_dir", None))
+
+
+def _own_folders_hint() -> str:
+    return ("personas in your own folders: pass the daemon's --state-dir DIR or --config FILE, or --agents-dir DIR; "
+            "without them ./var is read")
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     registry, report = _load(args)
     personas = list(registry.snapshot().values())
+    config = getattr(args, "_config", None)
+    if _no_folder_named(args) and not any(Path(root).is_dir() for root in (config.agent_user_roots if config else ())):
+        # only the built-in and the plugins' personas: say where the others would come from
+        _print(f"no agents folder found here; {_own_folders_hint()}", sys.stderr)
     if args.json:  # the items of GET /api/agents: origin and the warnings about each file too
         items = [p.to_dict() | {"origin": persona_origin(p.source, registry.builtin_root, _plugin_reports(args)),
                                 "warnings": persona_warnings(p.source, report.warnings)} for p in personas]
@@ -167,10 +181,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     persona = registry.by_name(args.name)
     if persona is None:
         known = ", ".join(registry.names()) or "none"
-        hint = ("" if getattr(args, "config", None) or getattr(args, "agents_dir", None)
-                or getattr(args, "state_dir", None) else
-                " (personas in your own folders: pass the daemon's --state-dir DIR or --config FILE, "
-                "or --agents-dir DIR; without them ./var is read)")
+        hint = f" ({_own_folders_hint()})" if _no_folder_named(args) else ""
         _print(f"no persona named {args.name!r}; known: {known}{hint}", sys.stderr)
         return 1
     if args.json:

@@ -218,3 +218,14 @@ def test_agents_validate_json_gives_each_files_status_and_the_verdict(tmp_path):
     assert code == 0 and json.loads(out)["ok"] is True  # a tool problem alone: reported, the persona loads
     code, out, _err, _ = ongrid("agents", "validate", "--json", "--strict", str(tmp_path), cwd=tmp_path)
     assert code == 1 and json.loads(out)["ok"] is False and json.loads(out)["strict"] is True
+
+
+def test_agents_list_says_where_your_own_personas_would_come_from_when_it_found_no_folder(tmp_path):
+    code, out, err, _ = ongrid("agents", "list", cwd=tmp_path)  # no ./var here, no folder named
+    assert code == 0 and out.startswith("NAME") and "specialist-disk" in out
+    assert "no agents folder found here" in err and "--state-dir DIR" in err
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "log-reader.md").write_text("---\nname: log-reader\ndescription: d\n---\nbody\n")
+    code, out, err, _ = ongrid("agents", "list", "--agents-dir", str(mine), cwd=tmp_path)
+    assert code == 0 and "log-reader" in out and "no agents folder found" not in err
