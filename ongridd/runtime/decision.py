@@ -31,7 +31,8 @@ The rule, line by line:
   folded like the skeleton, spaces kept, so a no never forms across two words)
   hold ``deny``, ``veto``, ``decline``, ``refuse``, ``unable to``, ``withheld``,
   ``prohibit``, ``forbid``, ``unapproved``, a ``not … approve|sign off|allow|
-  proceed`` form, a prohibition opening the line (``Do not …``, ``Never …``),
+  proceed|do it|run it|recommend|advise|go ahead|safe`` form, ``too risky``, ``unsafe``,
+  a prohibition opening the line (``Do not …``, ``Never …``),
   ``the answer is no``, a gate marked ``fail``, ``no-go``, ``hold off``, or
   their Chinese forms (``拒绝``/``拒絕``, ``不批准``, ``不予通过``, ``请勿`` …),
   every apostrophe look-alike read as ``'``: ``Final verdict: REJECT`` beside a clean approval
@@ -90,7 +91,8 @@ _NEGATIVE_ANYWHERE = re.compile(r"reject|disapprov|denied")
 #: ways of saying no, matched on the line's words (:func:`words`: the skeleton's folding, single
 #: spaces kept, so ``have to`` is no ``veto`` and ``threshold offset`` no ``hold off``): deny, veto,
 #: decline, refuse to, unable to, withhold, prohibit, forbid, unapproved; a "not … approve" form
-#: ("not going to approve", "can't approve", "cannot sign off"); a prohibition ("do not …",
+#: ("not going to approve", "can't approve", "cannot sign off", "would not do it", "do not
+#: recommend", "not safe"); "too risky", "unsafe"; a prohibition ("do not …",
 #: "don't …", "never …" opening the line); "the answer is no"; a gate marked failed; no-go and
 #: hold off; and the same in Chinese, simplified and traditional.  A list of words can never hold
 #: every way of saying no: it backs up the decision line, which must be exactly "Decision:
@@ -100,7 +102,9 @@ _NEGATIVE_WORDS = re.compile(
     r"\b(?:deny|denies|denying|veto(?:es|ed)?|declined?|refus(?:e|ed|es|ing)|unable to|"
     r"withh(?:o|e)ld(?:s|ing)?|no-go|hold off)\b"
     r"|\b(?:prohibit|forbid|unapprov|disallow)"
-    rf"|\b{_NOT}(?: \w+){{0,3}} (?:approv|sign(?:ed)? ?off|allow|permit|proceed|happen|let (?:it|this|that))"
+    rf"|\b{_NOT}(?: \w+){{0,3}} (?:approv|sign(?:ed)? ?off|allow|permit|proceed|happen|let (?:it|this|that)"
+    r"|(?:do|run|execute|perform|apply) (?:it|this|that)\b|recommend|advis|go ahead|safe\b)"
+    r"|\b(?:too risky|unsafe)\b"
     rf"|^(?:please )?(?:do not|don'?t|never)\b|^no[,.!;:]"
     r"|\b(?:answer|verdict|decision|conclusion|response)(?: is)?:? no\b"
     r"|^(?:\d+[.)] ?)?(?:runbook|parallel|rollback|gate|blast radius)\b[^:]{0,40}: ?fail"

@@ -237,6 +237,11 @@ SEVERAL = [
         "No, this must not happen.", "1. Runbook: FAIL - no runbook covers restarting postgres.",
         "拒絕。", "不批準。", "結論：拒絕執行（沒有對應的運行手冊）。", "审核结论：不予通过。", "我无法批准。",
         "不建议批准。", "未批准", "此操作不应该被执行。", "请勿执行。", "禁止执行。", "不要运行这个命令", "不能执行")),
+    # found by a fourth hostile review: a "no" that names no approval
+    *("Decision: approve\n" + no for no in (
+        "The change is risky; I would not do it.", "I wouldn't run this now.", "I do not recommend this.",
+        "I would not advise a restart during the sale.", "Don't go ahead before the backup.",
+        "This is not safe while the migration runs.", "Too risky today.", "Unsafe: the replica lags.")),
 ]
 
 
@@ -249,6 +254,7 @@ APPROVING_REASONS = [
     "No parallel operation: nothing else touches web-3.", "The change freeze does not apply to web hosts.",
     "The service does not go down during a reload.", "- runbook: pass — docs/runbooks/nginx-502.md",
     "Stop the old worker first, then restart.", "理由：该操作不允许写入其他目录，影响可控。", "该操作不应影响其他服务。",
+    "The restart does not touch the safety checks.", "Not much traffic now; go ahead.",
 ]
 
 
