@@ -298,12 +298,16 @@ class _ChatUI:
     def user_sent(self, text: str) -> None:
         """``text`` is being sent.  On a terminal the user's Enter ended the prompt
         line; a line typed ahead (echoed before the prompt was drawn) leaves ``you> ``
-        dangling after it, so the current line is erased (CR + EL; a no-op at column 0).
+        dangling after it, so the current line is erased (CR + EL; a no-op at column 0); a
+        line sent while a turn runs (the terminal echoed it wherever the live tiles left the
+        cursor) is printed again as ``you> text`` above the tiles.
         Input from a pipe or a file is not echoed by a terminal: the line is printed
         after the marker, so the output reads as a transcript."""
         if self.show_prompt:
             self.out.write("\r\x1b[K")
             self.out.flush()
+            if self.turn_running:  # sent while a turn runs (it joins it): its own line, above the tiles
+                self.board.print_above(f"{self.PROMPT}{text}")
         else:
             self._line(f"{self.PROMPT}{text}")
         self.prompted = False

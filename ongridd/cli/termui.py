@@ -168,6 +168,18 @@ class TileBoard:
     def active(self) -> bool:
         return self._live is not None
 
+    def print_above(self, line: str) -> None:
+        """``line`` printed above the live tiles, which are drawn again under it (on a terminal
+        with tiles showing); else written as a line of its own."""
+        if self._live is not None:
+            from rich.text import Text
+
+            self._live.console.print(Text(safe_text(line)))
+            self._live.refresh()
+            return
+        self.out.write(safe_text(line) + "\n")
+        self.out.flush()
+
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()

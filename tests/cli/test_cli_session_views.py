@@ -118,3 +118,25 @@ def test_a_worker_whose_change_was_not_made_says_so_in_its_line_tree_and_bridge_
     progress = Progress()
     progress.apply(frame)
     assert progress.lines()[-1] == "⚠️ **specialist-ops** (completed, 1 change not made) — Restart nginx"
+
+
+def test_a_line_sent_on_a_terminal_while_a_turn_runs_gets_its_own_line_above_the_tiles():
+    import io
+
+    from ongridd.cli.client import _ChatUI
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Terminal()
+    ui = _ChatUI(out, prompt=True)
+    ui.user_sent("what fills the disk?")
+    ui.render({"type": "agent_tile", "task_id": "w1", "subagent_type": "specialist-disk", "status": "running",
+               "description": "What fills /data"})
+    assert ui.board.active
+    ui.user_sent("is it done yet?")  # joins the running turn
+    shown = out.getvalue()
+    said = shown.index("you> is it done yet?")
+    assert "specialist-disk" in shown[said:]  # the tiles are drawn again under it
+    assert "you> what fills the disk?" not in shown  # the first line: the terminal echoed it at the prompt
