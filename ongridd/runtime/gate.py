@@ -13,6 +13,7 @@ but a clean ``Decision: approve`` reject (fail closed; the rule is in
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,8 +26,10 @@ from ongridd.metrics import REVIEWS
 from ongridd.runtime.decision import Decision, reject, review_decision
 from ongridd.runtime.ports import RuntimeStore
 from ongridd.runtime.workers import WorkerOutcome
+from ongridd.secretset import redact
 from ongridd.tools.classify import classify_once
 from ongridd.tools.spec import BLAST_RADII, Approval, Outcome, Proposal, Tool, ToolCallContext
+from ongridd.unicodetext import visible_text
 
 log = get_logger(__name__)
 
@@ -113,19 +116,25 @@ class ReviewGate:
         return False
 
     async def _record_change(self, tool: Tool, proposal: Proposal, ctx: ToolCallContext, proposal_id: str,
-                             reviewer_id: str | None, status: str) -> None:
+                             reviewer_id: str | None, status: str, error: str | None) -> None:
         """One ``change_events`` row (kind ``tool``) for an approved call that ran: its target as
         the subject, the persona as the actor, and in the detail the action, the tool, the
-        operator, how it ended and the proposal.  Bounded shield (5 s): also when cancelled; a
-        failing store is logged, never raised (the change was made either way)."""
+        operator, how it ended (``error``: what a failed call said) and the proposal.  The
+        target and action come from the model's arguments: they are put on one line, without
+        control, format or blank-looking characters, and cut at 200 characters.  Bounded shield
+        (5 s): also when cancelled; a failing store is logged, never raised (the change was
+        made either way)."""
+        detail: dict[str, Any] = {
+            "action": _label(proposal.action, 500), "tool": tool.name, "status": status, "operator": ctx.user_id,
+            "blast_radius": proposal.blast_radius, "proposal_id": proposal_id, "session_id": ctx.session_id,
+            "reviewer_session_id": reviewer_id}
+        if error is not None:
+            detail["error"] = _label(error, 500)
         with trio.move_on_after(5, shield=True):
             try:
                 await self.store.record_change_event(
-                    kind="tool", subject=proposal.target[:200] or "unknown", actor=(ctx.agent or "unknown")[:200],
-                    detail={"action": proposal.action, "tool": tool.name, "status": status,
-                            "operator": ctx.user_id, "blast_radius": proposal.blast_radius,
-                            "proposal_id": proposal_id, "session_id": ctx.session_id,
-                            "reviewer_session_id": reviewer_id})
+                    kind="tool", subject=_label(proposal.target, 200) or "unknown",
+                    actor=_label(ctx.agent or "unknown", 200), detail=detail)
             except Exception:
                 log.exception("change_event_failed", tool=tool.name, proposal_id=proposal_id)
 
@@ -187,7 +196,7 @@ class ReviewGate:
                                             "proposal_id": proposal_id, "reviewer_session_id": reviewer_id})
             # the inner handler sees that the gate approved this very call
             approved = attrs.evolve(ctx, approval=Approval(proposal_id=proposal_id, call_key=classification.call_key))
-            status = "cancelled"
+            status, error = "cancelled", None
             try:
                 value = await _run_inner(inner, args, approved)
                 status = value.status if isinstance(value, Outcome) else "ok"
@@ -195,14 +204,25 @@ class ReviewGate:
             except ToolTimeout:
                 status = "timeout"
                 raise
-            except Exception:
-                status = "error"
+            except Exception as exc:
+                status, error = "error", str(exc) or type(exc).__name__
                 raise
             finally:
-                # the change log says what Ongrid changed, whether or not it went well
-                await self._record_change(inner, proposal, ctx, proposal_id, reviewer_id, status)
+                # the change log says what Ongrid changed, whether or not it went well (a call that
+                # failed says why: it may have refused before changing anything)
+                await self._record_change(inner, proposal, ctx, proposal_id, reviewer_id, status, error)
 
         return attrs.evolve(tool, handler=gated, timeout_s=self.reviewer_timeout_s + tool.timeout_s + 10)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def _label(text: str, limit: int) -> str:
+    """``text`` as one line for the change log: control characters and line separators as one
+    space, format and blank-looking characters dropped, outer space trimmed, at most ``limit``
+    characters."""
+    return " ".join(_CONTROL.sub(" ", visible_text(redact(str(text)))).split())[:limit]
 
 
 def _describe(tool: Tool, args: dict[str, Any]) -> Proposal:

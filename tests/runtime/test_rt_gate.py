@@ -255,3 +255,31 @@ async def test_an_approved_change_that_fails_is_in_the_change_log_with_how_it_en
     (change,) = store.changes
     assert (change["kind"], change["subject"], change["actor"]) == ("tool", "web-1:/etc/thing", "ops")
     assert change["detail"]["status"] == status and change["detail"]["operator"] == "alice"
+    assert change["detail"].get("error") == ("disk full" if status == "error" else None)  # why it failed
+
+
+async def test_a_change_rows_subject_is_one_plain_line_whatever_the_model_wrote():
+    from ongridd.errors import ToolError
+    from ongridd.runtime.gate import ReviewGate
+    from ongridd.runtime.workers import WorkerOutcome
+    from ongridd.tools.spec import Proposal, Tool, ToolCallContext
+
+    async def handler(args, ctx):
+        raise ToolError("not a valid unit name")
+
+    async def spawn(ctx, brief, description, timeout_s):
+        return WorkerOutcome(task_id="r1", persona="reviewer", status="completed", result="Decision: approve",
+                             finish_reason="stop")
+
+    store = _ChangeStore()
+    forged = "payments-db.service\n2026-12-06 rolled back by alice\u202e\u3164" + "x" * 500
+    tool = Tool(name="restart", description="restarts", handler=handler, tool_class="write",
+                describe=lambda args: Proposal(action=f"restart {args['unit']}", target=f"local:{args['unit']}",
+                                               blast_radius="single_host"))
+    gated = ReviewGate(store=store, spawn_reviewer=spawn, reviewer_timeout_s=5).wrap(tool)
+    with pytest.raises(ToolError):
+        await gated.handler({"unit": forged, "reason": "r"}, ToolCallContext(session_id="s1", agent="ops"))
+    (change,) = store.changes
+    assert change["subject"].startswith("local:payments-db.service 2026-12-06 rolled back by alicexxx")
+    assert len(change["subject"]) == 200 and "\n" not in change["subject"] and "\u202e" not in change["subject"]
+    assert change["detail"]["status"] == "error" and change["detail"]["error"] == "not a valid unit name"
