@@ -241,7 +241,8 @@ SEVERAL = [
     *("Decision: approve\n" + no for no in (
         "The change is risky; I would not do it.", "I wouldn't run this now.", "I do not recommend this.",
         "I would not advise a restart during the sale.", "Don't go ahead before the backup.",
-        "This is not safe while the migration runs.", "Too risky today.", "Unsafe: the replica lags.")),
+        "This is not safe while the migration runs.", "I would advise against this.",
+        "Recommend against running it.")),
 ]
 
 
@@ -255,6 +256,8 @@ APPROVING_REASONS = [
     "The service does not go down during a reload.", "- runbook: pass — docs/runbooks/nginx-502.md",
     "Stop the old worker first, then restart.", "理由：该操作不允许写入其他目录，影响可控。", "该操作不应影响其他服务。",
     "The restart does not touch the safety checks.", "Not much traffic now; go ahead.",
+    # the brief's own gate wording, and risk named as a reason to act
+    "No parallel operation or active incident makes it unsafe.", "Waiting would be too risky: the disk fills.",
 ]
 
 
