@@ -82,15 +82,59 @@ def _varied(piece: str) -> bool:
     return len(kinds) >= 2
 
 
-def _kept_class(values: Iterable[str]) -> str:
+#: in a tool result also gap characters: separators a command can put between a secret's characters
+#: (``sed 's/./&./g'``, a JSON array of single characters)
+_PIECE_GAP_PUNCTUATION = ".,:'\"`"
+#: a secret's run with one of these is not looked for in pieces: a hit could take JSON's structure
+_STRUCTURE = frozenset("{}[]")
+#: a text this long is first searched by RE2 (linear in the text whatever the number of secrets)
+#: before the exact search, which costs about a second per MB with hundreds of secrets
+QUICK_CHECK_CHARS = 2048
+
+
+def _kept_class(values: Iterable[str], gaps: str = _GAP_PUNCTUATION) -> str:
     """The regex character class body of the characters a spread secret is searched on: printable
-    ASCII but for :data:`_GAP_PUNCTUATION`, and every non-ASCII character that occurs in one of
-    ``values``.  Everything else is a gap character: all whitespace and control characters, and
-    any other non-ASCII character — zero-width, bidirectional and other format characters,
+    ASCII but for ``gaps`` (:data:`_GAP_PUNCTUATION`), and every non-ASCII character that occurs in
+    one of ``values``.  Everything else is a gap character: all whitespace and control characters,
+    and any other non-ASCII character — zero-width, bidirectional and other format characters,
     variation selectors, combining joiners, fillers and blanks, whatever plane they are in."""
-    ascii_kept = [chr(c) for c in range(0x21, 0x7F) if chr(c) not in _GAP_PUNCTUATION]
+    ascii_kept = [chr(c) for c in range(0x21, 0x7F) if chr(c) not in gaps]
     other = sorted({ch for v in values for ch in v if ord(ch) > 0x7E and not ch.isspace()})
     return "".join(re.escape(ch) for ch in (*ascii_kept, *other))
+
+
+def _re2_literal(text: str) -> str:
+    """``text`` as an RE2 pattern matching it literally (every character but ASCII letters and
+    digits written as ``\\x{…}``)."""
+    return "".join(ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):x}}}" for ch in text)
+
+
+def _re2_alternation(words: Iterable[str]) -> Any:
+    """One RE2 pattern matching any of ``words`` (str), or None when there are none or RE2 cannot
+    build it within its memory limit."""
+    import re2
+
+    words = sorted(words, key=lambda w: (-len(w), w))
+    if not words:
+        return None
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = _PIECES_MAX_MEM
+    try:
+        return re2.compile("|".join(map(_re2_literal, words)), options)
+    except re2.error:
+        return None
+
+
+def _run_end(squeezed: str, end: int, pieces: frozenset[str]) -> int:
+    """Where a hit ending at ``end`` in ``squeezed`` ends once every piece (of
+    :data:`MIN_PIECE_CHARS` characters) that overlaps its end is taken in, again and again."""
+    p = end - MIN_PIECE_CHARS + 1
+    while p < end and p + MIN_PIECE_CHARS <= len(squeezed):
+        if squeezed[p:p + MIN_PIECE_CHARS] in pieces:
+            end = p + MIN_PIECE_CHARS
+        p += 1
+    return end
 
 
 def _forms(value: str) -> set[str]:
@@ -128,7 +172,8 @@ class Redactor:
         # compiled on first use of redact_wrapped: the secrets without their gap characters, the gap
         # characters, and the characters kept
         self._spread: tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]] | None = None
-        self._pieces: tuple[Any, re.Pattern[str], frozenset[bytes]] | None = None  # redact_pieces, on first use
+        self._pieces: tuple[Any, re.Pattern[str], frozenset[str]] | None = None  # redact_pieces, on first use
+        self._quick: Any = None  # redact's RE2 first check of long texts, on first use
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -147,6 +192,11 @@ class Redactor:
         pattern = self._pattern
         if pattern is None or not isinstance(text, str) or not text:
             return text
+        if len(text) > QUICK_CHECK_CHARS:
+            if self._quick is None:
+                self._quick = _re2_alternation(self._forms) or False
+            if self._quick is not False and self._quick.search(text) is None:
+                return text
         match = pattern.search(text)
         if match is None:
             return text
@@ -183,6 +233,16 @@ class Redactor:
         kept = [m.start() for m in keep.finditer(text)]
         return self._replace_hits(text, kept, [m.span() for m in spread.finditer(squeezed)])
 
+    def _replace_spans(self, text: str, spans: Iterable[list[int]]) -> str:
+        """``text`` with each ``[start, end]`` span (in order, not overlapping) replaced."""
+        parts: list[str] = []
+        pos = 0
+        for start, end in spans:
+            parts += [text[pos:start], self.replacement]
+            pos = end
+        parts.append(text[pos:])
+        return "".join(parts)
+
     def _replace_hits(self, text: str, kept: list[int], hits: Iterable[tuple[int, int]]) -> str:
         """``text`` with each hit replaced from its first character to its last; ``hits``:
         ``(start, end)`` in the text without its gap characters, in order, whose ``i``-th
@@ -194,13 +254,7 @@ class Redactor:
                 spans[-1][1] = max(spans[-1][1], end)
             else:
                 spans.append([start, end])
-        parts: list[str] = []
-        pos = 0
-        for start, end in spans:
-            parts += [text[pos:start], self.replacement]
-            pos = end
-        parts.append(text[pos:])
-        return "".join(parts)
+        return self._replace_spans(text, spans)
 
     def _spread_patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
         """``(secrets, gaps, kept)``: the secrets without their gap characters, those at least
@@ -217,67 +271,65 @@ class Redactor:
 
     def redact_pieces(self, text: str) -> str:
         """:meth:`redact`, then, for a tool result: every secret spread out by gap characters
-        (:meth:`redact_wrapped`) or by JSON's escapes, and every run of at least
-        :data:`MIN_PIECE_CHARS` characters of a secret that mixes kinds of character (letters and
-        digits, say: :func:`_varied`) — a command that reads a file holding a secret a few
-        characters at a time, or a log that wrapped it over two lines with a time stamp in
-        between, leaves such runs.  Each hit is replaced from its first character to its last; a
-        hit never spans a JSON string's own quotes, so JSON stays JSON.  A secret without a varied
-        run, a piece shorter than that, or a copy transformed otherwise (reversed, encoded) is not
-        found.  O(len(text)): the text without its gap characters is searched once by one RE2
-        automaton; positions are mapped back only when something is found."""
+        (those of :meth:`redact_wrapped`, JSON's escapes, and ``. , : ' " `` `` ` ``, which a
+        command can put between its characters), and every run of at least
+        :data:`MIN_PIECE_CHARS` of a secret's characters (without gaps) that mixes kinds of
+        character (letters and digits, say: :func:`_varied`) — a command that reads a file holding
+        a secret a few characters at a time, or a log that wrapped it over two lines with a time
+        stamp in between, leaves such runs.  In a hit, the secret's characters are replaced, each
+        stretch of them between two ``"`` as one :data:`REDACTED`, the gaps between stretches
+        kept: JSON stays JSON.  A piece shorter than that, a secret without a varied run, one with
+        ``{ } [ ]``, or a copy transformed otherwise (reversed, encoded, with letters or digits
+        between its characters) is not found.  O(len(text)): the text without its gap characters
+        is searched once by one RE2 automaton; positions are mapped back only when something is
+        found."""
         text = self.redact(text)
         if self._pattern is None or not isinstance(text, str) or not text:
             return text
-        automaton, gaps, grams = self._piece_patterns()
+        automaton, gaps, pieces = self._piece_patterns()
         if automaton is None:  # no secret long enough to be looked for spread out or in pieces
             return text
         squeezed = gaps.sub("", text)
-        data = squeezed.encode("utf-8", "surrogatepass")
-        match = automaton.search(data)
-        if match is None:
+        hits: list[list[int]] = []
+        for match in automaton.finditer(squeezed):
+            start, end = match.span()
+            end = _run_end(squeezed, end, pieces)  # the run goes on: one hit, not a piece every few characters
+            if hits and start <= hits[-1][1]:
+                hits[-1][1] = max(hits[-1][1], end)
+            else:
+                hits.append([start, end])
+        if not hits:
             return text
-        hits: list[tuple[int, int]] = []  # byte offsets in data
-        while match is not None:
-            start, end = match.start(), match.end()
-            while end < len(data) and data[end - MIN_PIECE_CHARS + 1:end + 1] in grams:
-                end += 1  # the run goes on: one hit, not a piece every few characters
-            hits.append((start, end))
-            # the next hit may overlap this one's last characters (a run the extension could not
-            # follow through a part of one kind, e.g. only digits)
-            match = automaton.search(data, max(start + 1, end - MIN_PIECE_CHARS + 1))
-        if len(data) != len(squeezed):  # byte offsets to character offsets
-            chars = [i for i, ch in enumerate(squeezed) for _ in range(len(ch.encode("utf-8", "surrogatepass")))]
-            chars.append(len(squeezed))
-            hits = [(chars[a], chars[b]) for a, b in hits]
         kept: list[int] = []
         pos = 0
         for gap in gaps.finditer(text):
             kept.extend(range(pos, gap.start()))
             pos = gap.end()
         kept.extend(range(pos, len(text)))
-        return self._replace_hits(text, kept, hits)
+        spans: list[list[int]] = []  # the hits' characters in text: stretches with no " between them
+        for start, end in hits:
+            first = True
+            for i in kept[start:end]:  # between two of a hit's characters lie only gap characters
+                if spans and (i <= spans[-1][1] or (not first and '"' not in text[spans[-1][1]:i])):
+                    spans[-1][1] = max(spans[-1][1], i + 1)
+                else:
+                    spans.append([i, i + 1])
+                first = False
+        return self._replace_spans(text, spans)
 
-    def _piece_patterns(self) -> tuple[Any, re.Pattern[str], frozenset[bytes]]:
-        """``(automaton, gaps, pieces)``: an RE2 pattern (UTF-8) matching each secret without its
-        gap characters (:data:`MIN_SPREAD_CHARS` or longer) and each varied run of
+    def _piece_patterns(self) -> tuple[Any, re.Pattern[str], frozenset[str]]:
+        """``(automaton, gaps, pieces)``: an RE2 pattern matching each secret without its gap
+        characters (:data:`MIN_SPREAD_CHARS` or longer) and each varied run of
         :data:`MIN_PIECE_CHARS` of it (None when there is none); a run of gap characters or JSON
         escapes; those runs.  Built on first use."""
         if self._pieces is None:
-            import re2
-
-            kept = _kept_class(self.values)
+            kept = _kept_class(self.values, _GAP_PUNCTUATION + _PIECE_GAP_PUNCTUATION)
             gaps = re.compile(f"(?:{_JSON_ESCAPE}|[^{kept}])+")
-            keys = {k for v in self.values if len(k := gaps.sub("", v)) >= MIN_SPREAD_CHARS}
-            grams = {g for k in keys for i in range(len(k) - MIN_PIECE_CHARS + 1)
-                     if _varied(g := k[i:i + MIN_PIECE_CHARS])}
-            words = sorted(keys | grams, key=lambda w: (-len(w), w))
-            options = re2.Options()
-            options.log_errors = False
-            options.max_mem = _PIECES_MAX_MEM
-            pattern = "|".join(re.escape(w) for w in words).encode("utf-8", "surrogatepass")
-            automaton = re2.compile(pattern, options) if words else None
-            self._pieces = (automaton, gaps, frozenset(g.encode("utf-8", "surrogatepass") for g in grams))
+            keys = {k for v in self.values
+                    if len(k := gaps.sub("", v)) >= MIN_SPREAD_CHARS and not _STRUCTURE.intersection(k)}
+            pieces = frozenset(g for k in keys for i in range(len(k) - MIN_PIECE_CHARS + 1)
+                               if _varied(g := k[i:i + MIN_PIECE_CHARS]))
+            self._pieces = (_re2_alternation(keys | pieces), gaps, pieces)
         return self._pieces
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:

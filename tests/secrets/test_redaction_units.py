@@ -295,6 +295,38 @@ async def test_pieces_of_a_secret_in_a_tool_result_are_redacted(value):
         json.loads(res.content)  # a hit never crosses a JSON string's quotes
 
 
+@pytest.mark.parametrize(("secret", "text"), [
+    (PIECED, ".".join(PIECED) + "."),  # sed 's/./&./g'
+    (PIECED, json.dumps(list(PIECED))),  # a JSON array of single characters
+    (PIECED, ", ".join(f"'{ch}'" for ch in PIECED)),
+    ("пароль9КлючЗима7Весна", "log: оль9КлючЗима end"),  # multibyte characters: the whole run goes
+    ("пароль9КлючЗима7Весна", "пароль9КлючЗима7Весн"),
+    ('Ab1"Cd2"Ef3"Gh4"', json.dumps({"out": 'Ab1"Cd2"\n   Ef3"Gh4"'})),  # a secret with quotes, in JSON
+    ('Zk4":"w0rdQ9', json.dumps({"k4": "w0rdQ9x"})),
+])
+def test_a_secret_spelled_out_with_separators_or_in_multibyte_pieces_is_redacted_and_json_stays_json(secret, text):
+    out = Redactor([secret]).redact_pieces(text)
+    assert REDACTED in out
+    bare = "".join(ch for ch in secret if ch.isalnum())
+    for i in range(len(bare) - 3):  # no 4 of its letters and digits in a row are left
+        assert bare[i:i + 4] not in "".join(ch for ch in out if ch.isalnum()).replace("redacted", "|"), out
+    if text.startswith(("[", "{")):
+        json.loads(out)
+
+
+def test_a_long_text_is_checked_for_held_secrets_linearly_and_still_redacted_exactly():
+    import random
+    import string
+
+    rng = random.Random(7)
+    many = ["".join(rng.choice(string.ascii_letters + string.digits) for _ in range(28)) for _ in range(400)]
+    r = Redactor(many)
+    plain = "".join(rng.choice(string.ascii_letters + " \n") for _ in range(200_000))
+    assert r.redact(plain) is plain  # no secret: the same object
+    leaked = plain[:1000] + many[123] + plain[1000:] + json.dumps(many[7])
+    assert r.redact(leaked) == plain[:1000] + REDACTED + plain[1000:] + f'"{REDACTED}"'
+
+
 def test_pieces_and_ordinary_output_left_alone():
     r = Redactor([PIECED, "postgrespassword", "0123456789012345"])
     ordinary = ("postgres 1234 running; token refresh at 2024-01-01T00:00:00Z; password policy ok; "
