@@ -110,11 +110,13 @@ def _re2_literal(text: str) -> str:
 
 
 def _re2_alternation(words: Iterable[str]) -> Any:
-    """One RE2 pattern matching any of ``words`` (str), or None when there are none or RE2 cannot
-    build it within its memory limit."""
+    """One RE2 pattern matching any of ``words`` (str) — but those with a lone surrogate, which
+    UTF-8 cannot hold (an undecodable byte of a variable read with ``surrogateescape``: matched
+    literally only) — or None when there are none or RE2 cannot build it within its memory
+    limit."""
     import re2
 
-    words = sorted(words, key=lambda w: (-len(w), w))
+    words = sorted((w for w in words if _SURROGATE.search(w) is None), key=lambda w: (-len(w), w))
     if not words:
         return None
     options = re2.Options()
@@ -124,6 +126,16 @@ def _re2_alternation(words: Iterable[str]) -> Any:
         return re2.compile("|".join(map(_re2_literal, words)), options)
     except re2.error:
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _searchable(text: str) -> str:
+    """``text`` with every lone surrogate (a stray half of a UTF-16 pair, or an undecodable byte
+    under ``surrogateescape``) as U+FFFD: RE2 takes UTF-8, which cannot hold one; character
+    offsets stay the same."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def _run_end(squeezed: str, end: int, pieces: frozenset[str]) -> int:
@@ -156,7 +168,9 @@ class Redactor:
     position the longest secret wins; after a hit the scan resumes one
     character after its start, so overlapping and nested secrets are all
     found.  Matching spans are merged and each merged span becomes
-    ``replacement``.  Text without a secret costs one regex scan.
+    ``replacement``.  Text without a secret costs one regex scan; a text over
+    :data:`QUICK_CHECK_CHARS` is first scanned by RE2 (linear whatever the
+    number of secrets), and only a hit costs the exact scan.
     Immutable: build a new one when the set changes.
     """
 
@@ -195,7 +209,7 @@ class Redactor:
         if len(text) > QUICK_CHECK_CHARS:
             if self._quick is None:
                 self._quick = _re2_alternation(self._forms) or False
-            if self._quick is not False and self._quick.search(text) is None:
+            if self._quick is not False and self._quick.search(_searchable(text)) is None:
                 return text
         match = pattern.search(text)
         if match is None:
@@ -291,7 +305,7 @@ class Redactor:
             return text
         squeezed = gaps.sub("", text)
         hits: list[list[int]] = []
-        for match in automaton.finditer(squeezed):
+        for match in automaton.finditer(_searchable(squeezed)):
             start, end = match.span()
             end = _run_end(squeezed, end, pieces)  # the run goes on: one hit, not a piece every few characters
             if hits and start <= hits[-1][1]:

@@ -676,3 +676,14 @@ def test_a_shown_database_url_keeps_its_form_with_only_the_passwords_hidden(url,
     from ongridd.logs import redact_url
 
     assert redact_url(url) == shown
+
+
+def test_lone_surrogates_in_a_text_or_a_secret_break_neither_redaction():
+    # RE2 takes UTF-8, which cannot hold a lone surrogate: a stray half of a UTF-16 pair in a tool's
+    # output, or an undecodable byte of an environment variable read with surrogateescape
+    r = Redactor([PIECED, "ab\udc80cdefghij"])
+    long_text = "x\ud800y " * 1000 + PIECED
+    assert r.redact(long_text) == "x\ud800y " * 1000 + REDACTED
+    assert r.redact_pieces(f"a\ud800 {PIECED[:9]}") == f"a\ud800 {REDACTED}"
+    # the secret with a surrogate is matched literally; the others are still found in pieces
+    assert r.redact_pieces(f"ab\udc80cdefghij and {PIECED[2:12]}") == f"{REDACTED} and {REDACTED}"
