@@ -121,7 +121,8 @@ class ReviewGate:
         the subject, the persona as the actor, and in the detail the action, the tool, the
         operator, how it ended (``error``: what a failed call said) and the proposal.  The
         target and action come from the model's arguments: they are put on one line, without
-        control, format or blank-looking characters, and cut at 200 characters.  Bounded shield
+        control, format or blank-looking characters, the target cut at 200 characters, the action
+        and the error at 500.  Bounded shield
         (5 s): also when cancelled; a failing store is logged, never raised (the change was
         made either way)."""
         detail: dict[str, Any] = {
