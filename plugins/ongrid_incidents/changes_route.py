@@ -35,8 +35,9 @@ MAX_TEXT_CHARS = 200
 MAX_FUTURE_S = 300
 EXTERNAL_KINDS = ("deploy", "rollback", "config", "flag", "migration", "scale", "restart", "maintenance",
                   "infra", "other")
-#: the kinds Ongrid records itself (a persona or plugin change, an incident's state): listed, never posted
-OWN_KINDS = ("persona", "plugin", "incident")
+#: the kinds Ongrid records itself (an approved tool change, a persona or plugin change, an incident's
+#: state): listed, never posted
+OWN_KINDS = ("tool", "persona", "plugin", "incident")
 _KEYS = ("kind", "subject", "actor", "detail", "at")
 log = get_logger(__name__)
 

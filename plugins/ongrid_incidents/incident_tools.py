@@ -63,7 +63,7 @@ _DETAIL_PARAMS = {"type": "object", "additionalProperties": False, "required": [
 _CHANGES_PARAMS = {"type": "object", "additionalProperties": False,
                    "properties": {"kind": {"type": "string",
                                            "description": "deploy, config, flag, rollback, ..., or "
-                                                          "persona, plugin, incident"},
+                                                          "tool, persona, plugin, incident"},
                                   "subject": {"type": "string", "minLength": 1,
                                               "description": "exact subject, e.g. a service name"},
                                   "since": {"type": ["string", "number"],
