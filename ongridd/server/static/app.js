@@ -749,7 +749,7 @@ async function renderStreamed(bubbles, sessionId, gen) {
   if (mine.length !== bubbles.length) return;
   bubbles.forEach((bubble, i) => {
     if (bubble.isConnected && bubble.textContent.trim() === String(mine[i].content).trim()) {
-      bubble.classList.add("md");
+      bubble.className = "msg assistant md";  // as the stored transcript shows it (no pre-wrap)
       setServerHtml(bubble, mine[i].html);
     }
   });
