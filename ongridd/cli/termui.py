@@ -140,6 +140,9 @@ class TileBoard:
         self.tty = is_tty(self.out)
         self.tiles: dict[str, dict] = {}
         self._live: Any = None
+        #: (not a TTY) a reviewer's finished tile held until the gate's decision on it comes (one line
+        #: with the decision, not two), or the turn ends
+        self._held: dict[str, dict] = {}
 
     def _renderable(self) -> Any:
         from rich.text import Text
@@ -153,6 +156,11 @@ class TileBoard:
         if not self.tty:
             if old is None or ([old.get(k) for k in ("status", "decision", "changes_not_made")]
                                != [frame.get(k) for k in ("status", "decision", "changes_not_made")]):
+                if (frame.get("subagent_type") == "reviewer" and frame.get("status") in ("completed", "failed")
+                        and not frame.get("decision")):
+                    self._held[task_id] = frame  # the gate's decision follows at once
+                    return
+                self._held.pop(task_id, None)
                 self.out.write(tile_line(frame) + "\n")
                 self.out.flush()
             return
@@ -181,6 +189,11 @@ class TileBoard:
         self.out.flush()
 
     def close(self) -> None:
+        for frame in self._held.values():  # a reviewer no gate decided on (dispatched on its own)
+            self.out.write(tile_line(frame) + "\n")
+        if self._held:
+            self.out.flush()
+            self._held.clear()
         if self._live is not None:
             self._live.stop()
             self._live = None

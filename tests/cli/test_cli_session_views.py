@@ -140,3 +140,23 @@ def test_a_line_sent_on_a_terminal_while_a_turn_runs_gets_its_own_line_above_the
     said = shown.index("you> is it done yet?")
     assert "specialist-disk" in shown[said:]  # the tiles are drawn again under it
     assert "you> what fills the disk?" not in shown  # the first line: the terminal echoed it at the prompt
+
+
+def test_a_reviewer_gets_one_line_with_the_gates_decision_when_the_output_is_not_a_terminal():
+    import io
+
+    from ongridd.cli.termui import TileBoard
+
+    out = io.StringIO()
+    board = TileBoard(out)
+    tile = {"type": "agent_tile", "task_id": "r1", "subagent_type": "reviewer", "description": "review: restart"}
+    for frame in ({**tile, "status": "running"}, {**tile, "status": "completed"},
+                  {**tile, "status": "completed", "decision": "approve"}):
+        board.update(frame)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "[running]" in lines[0] and "[completed → approve]" in lines[1]
+    # a reviewer no gate decided on (dispatched on its own) still gets its line, at the turn's end
+    board.update({**tile, "task_id": "r2", "status": "completed"})
+    assert len(out.getvalue().splitlines()) == 2
+    board.close()
+    assert "[completed]" in out.getvalue().splitlines()[-1]
