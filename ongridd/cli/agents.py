@@ -123,15 +123,15 @@ def _own_folders_hint() -> str:
 def _cmd_list(args: argparse.Namespace) -> int:
     registry, report = _load(args)
     personas = list(registry.snapshot().values())
-    config = getattr(args, "_config", None)
-    if _no_folder_named(args) and not any(Path(root).is_dir() for root in (config.agent_user_roots if config else ())):
-        # only the built-in and the plugins' personas: say where the others would come from
-        _print(f"no agents folder found here; {_own_folders_hint()}", sys.stderr)
     if args.json:  # the items of GET /api/agents: origin and the warnings about each file too
         items = [p.to_dict() | {"origin": persona_origin(p.source, registry.builtin_root, _plugin_reports(args)),
                                 "warnings": persona_warnings(p.source, report.warnings)} for p in personas]
         _print(json.dumps(items, ensure_ascii=False, indent=2), sys.stdout)
         return 0
+    config = getattr(args, "_config", None)
+    if _no_folder_named(args) and not any(Path(root).is_dir() for root in (config.agent_user_roots if config else ())):
+        # only the built-in and the plugins' personas: say where the others would come from
+        _print(f"no agents folder found here; {_own_folders_hint()}", sys.stderr)
     if not personas:
         _print("no personas found", sys.stdout)
         return 0
