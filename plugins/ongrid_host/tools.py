@@ -367,6 +367,11 @@ class HostTools:
             if result.timed_out:
                 out["error"] = f"killed after {timeout_s:g} s"
                 return Outcome(out, status="error")
+            if verdict.kind != "read" and result.exit_code != 0:
+                # a reviewed change that failed: its audit row and its change-log row say so (a read
+                # that exits non-zero, grep finding nothing, is an answer)
+                out["error"] = f"the command exited with status {result.exit_code}"
+                return Outcome(out, status="error")
             return out
 
         return Tool(

@@ -169,6 +169,20 @@ async def test_write_command_needs_reason_and_the_gates_approval_then_runs(call,
     assert proposal["decision"] == "approve" and proposal["action"] == f"run command: {cmd}"
 
 
+async def test_an_approved_change_that_fails_is_an_error_in_its_audit_and_change_rows(call, tmp_path):
+    missing = tmp_path / "no-such-dir" / "marker"
+    cmd = f"touch {shlex.quote(str(missing))}"
+    outcome = await call("host_bash", {"cmd": cmd, "reason": "create the marker"}, reviewer=APPROVE, raw=True)
+    assert outcome.status == "error" and outcome.value["exit_code"] != 0
+    assert outcome.value["error"] == f"the command exited with status {outcome.value['exit_code']}"
+    (change,) = call.store.changes
+    assert change["detail"]["status"] == "error"
+    # a read that exits non-zero (grep finding nothing) is an answer, not a failure
+    (tmp_path / "f").write_text("x\n")
+    nothing = await call("host_bash", {"cmd": f"grep -c nothing {tmp_path / 'f'}"}, raw=True)
+    assert not hasattr(nothing, "status") and nothing["exit_code"] == 1
+
+
 async def test_sed_runs_sandboxed_and_writing_scripts_are_not_read(call, tmp_path):
     out = tmp_path / "written"
     src = tmp_path / "src"
