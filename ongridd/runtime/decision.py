@@ -32,6 +32,7 @@ The rule, line by line:
   hold ``deny``, ``veto``, ``decline``, ``refuse``, ``unable to``, ``withheld``,
   ``prohibit``, ``forbid``, ``unapproved``, a ``not … approve|sign off|allow|
   proceed|do it|run it|recommend|advise|go ahead|safe`` form, ``advise|recommend against``,
+  ``absolutely not``, ``hard no``, ``all gates failed``, ``0 of 3 gates passed``,
   a prohibition opening the line (``Do not …``, ``Never …``),
   ``the answer is no``, a gate marked ``fail``, ``no-go``, ``hold off``, or
   their Chinese forms (``拒绝``/``拒絕``, ``不批准``, ``不予通过``, ``请勿`` …),
@@ -92,7 +93,8 @@ _NEGATIVE_ANYWHERE = re.compile(r"reject|disapprov|denied")
 #: spaces kept, so ``have to`` is no ``veto`` and ``threshold offset`` no ``hold off``): deny, veto,
 #: decline, refuse to, unable to, withhold, prohibit, forbid, unapproved; a "not … approve" form
 #: ("not going to approve", "can't approve", "cannot sign off", "would not do it", "do not
-#: recommend", "not safe"); "advise against"; a prohibition ("do not …",
+#: recommend", "not safe"); "advise against", "absolutely not", "hard no", "all gates failed",
+#: "0/3 gates passed"; a prohibition ("do not …",
 #: "don't …", "never …" opening the line); "the answer is no"; a gate marked failed; no-go and
 #: hold off; and the same in Chinese, simplified and traditional.  A list of words can never hold
 #: every way of saying no: it backs up the decision line, which must be exactly "Decision:
@@ -104,7 +106,8 @@ _NEGATIVE_WORDS = re.compile(
     r"|\b(?:prohibit|forbid|unapprov|disallow)"
     rf"|\b{_NOT}(?: \w+){{0,3}} (?:approv|sign(?:ed)? ?off|allow|permit|proceed|happen|let (?:it|this|that)"
     r"|(?:do|run|execute|perform|apply) (?:it|this|that)\b|recommend|advis|go ahead|safe\b)"
-    r"|\b(?:advis|recommend|argu)(?:e|es|ed|ing)? against\b"
+    r"|\b(?:advis|recommend|argu)(?:e|es|ed|ing)? against\b|\b(?:absolutely not|hard no)\b"
+    r"|\b(?:all|every|each) (?:the )?gates? (?:have |has )?fail|\b0 ?(?:of )?\d+ (?:gates? )?pass"
     rf"|^(?:please )?(?:do not|don'?t|never)\b|^no[,.!;:]"
     r"|\b(?:answer|verdict|decision|conclusion|response)(?: is)?:? no\b"
     r"|^(?:\d+[.)] ?)?(?:runbook|parallel|rollback|gate|blast radius)\b[^:]{0,40}: ?fail"

@@ -242,7 +242,8 @@ SEVERAL = [
         "The change is risky; I would not do it.", "I wouldn't run this now.", "I do not recommend this.",
         "I would not advise a restart during the sale.", "Don't go ahead before the backup.",
         "This is not safe while the migration runs.", "I would advise against this.",
-        "Recommend against running it.")),
+        "Recommend against running it.", "Absolutely not.", "Hard no.", "All gates failed.",
+        "0/3 gates passed.", "0 of 3 gates pass.")),
 ]
 
 
@@ -258,6 +259,7 @@ APPROVING_REASONS = [
     "The restart does not touch the safety checks.", "Not much traffic now; go ahead.",
     # the brief's own gate wording, and risk named as a reason to act
     "No parallel operation or active incident makes it unsafe.", "Waiting would be too risky: the disk fills.",
+    "10 gates passed, 3/3 of the runbook steps too.",
 ]
 
 
