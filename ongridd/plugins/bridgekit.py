@@ -174,9 +174,24 @@ def _cells(row: str) -> list[str]:
     return [re.sub(r"\*\*|__|`", "", c.replace("\\|", "|")).strip() for c in cells]
 
 
+def _alignments(rule: str, columns: int) -> list[str]:
+    """Each column's alignment from a table's ``|---|`` rule: ``---:`` right, ``:---:`` centre,
+    anything else left."""
+    marks = [c.strip() for c in rule.strip().strip("|").split("|")]
+    out = ["right" if m.endswith(":") and not m.startswith(":") else "centre" if m.startswith(":") and
+           m.endswith(":") else "left" for m in marks]
+    return (out + ["left"] * columns)[:columns]
+
+
+def _aligned(cell: str, width: int, alignment: str) -> str:
+    return cell.rjust(width) if alignment == "right" else cell.center(width) if alignment == "centre" \
+        else cell.ljust(width)
+
+
 def table_text(rows: list[str]) -> str | None:
-    """A GFM table (a header row, a ``|---|`` rule, body rows) as plain text in aligned
-    columns, or None when it is not one or would be wider than TABLE_MAX_WIDTH."""
+    """A GFM table (a header row, a ``|---|`` rule, body rows) as plain text in columns aligned
+    as the rule says (``---:`` right, ``:---:`` centre, else left), or None when it is not one or
+    would be wider than TABLE_MAX_WIDTH."""
     if len(rows) < 2 or not _TABLE_RULE.match(rows[1]):
         return None
     table = [_cells(r) for r in (rows[0], *rows[2:])]
@@ -185,7 +200,8 @@ def table_text(rows: list[str]) -> str | None:
     widths = [max(len(r[i]) for r in table) for i in range(columns)]
     if sum(widths) + 2 * (columns - 1) > TABLE_MAX_WIDTH:
         return None
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    alignments = _alignments(rows[1], columns)
+    lines = ["  ".join(_aligned(c, w, a) for c, w, a in zip(r, widths, alignments)).rstrip() for r in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

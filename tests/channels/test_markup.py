@@ -63,16 +63,26 @@ Done."""
 
 def test_a_table_becomes_aligned_columns_in_a_code_block():
     # no chat platform's markup has tables: as written they showed as rows of pipes
-    aligned = ("path             size    note\n"
+    aligned = ("path               size  note\n"  # size: ---: is right-aligned
                "---------------  ------  -------------------\n"
                "/var/log         9.1 GB  journal\n"
-               "/var/lib/docker  2 GB    <b>old</b> | images")
+               "/var/lib/docker    2 GB  <b>old</b> | images")
     slack = to_mrkdwn(TABLE)
     assert "```\n" + aligned.replace("<", "&lt;").replace(">", "&gt;") + "\n```" in slack
     assert slack.startswith("Disk report:\n") and slack.endswith("\nDone.")
     telegram = to_html(TABLE)
     assert "<pre><code>" + aligned.replace("<", "&lt;").replace(">", "&gt;") + "</code></pre>" in telegram
     assert "<b>old</b>" not in telegram
+
+
+def test_a_table_column_is_aligned_as_its_rule_says():
+    table = "| size | file | kind |\n|---:|---|:---:|\n| 6.0 MiB | a.log | log |\n| 12.5 MiB | b | archive |"
+    aligned = ("    size  file     kind\n"
+               "--------  -----  -------\n"
+               " 6.0 MiB  a.log    log\n"
+               "12.5 MiB  b      archive")
+    assert "<pre><code>" + aligned + "</code></pre>" in to_html(table)
+    assert "```\n" + aligned + "\n```" in to_mrkdwn(table)
 
 
 def test_pipes_that_are_no_table_and_a_table_too_wide_stay_as_written():
