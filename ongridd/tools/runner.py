@@ -22,7 +22,7 @@ import trio
 from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
 from ongridd.llm.types import ToolCall
 from ongridd.logs import get_logger
-from ongridd.secretset import redact, redact_pieces
+from ongridd.secretset import redact_pieces
 from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
 from ongridd.tools.bag import ToolBag
 from ongridd.tools.classify import classify_once
@@ -105,6 +105,9 @@ class ToolRunner:
         """
         started = time.perf_counter()
         status, text = await self._run(call, ctx)
+        if len(text) > THREAD_REDACT_CHARS:  # a large result (a log search): searched off the event loop
+            return self._result(call, status, text, started,
+                                shown=await trio.to_thread.run_sync(redact_pieces, valid_text(text)))
         return self._result(call, status, text, started)
 
     def cancelled_result(self, call: ToolCall, started: float | None = None,
@@ -123,14 +126,21 @@ class ToolRunner:
 
     # ---- internals ------------------------------------------------------
 
-    def _result(self, call: ToolCall, status: str, text: str, started: float | None) -> ToolResult:
+    def _result(self, call: ToolCall, status: str, text: str, started: float | None,
+                shown: str | None = None) -> ToolResult:
+        """The result of ``call`` with ``text`` as the model sees it: every held secret hidden — also
+        one the output wrapped over lines or a command read in pieces (``shown``: ``text`` already
+        so) — then cut."""
         duration_ms = int((time.perf_counter() - started) * 1000) if started is not None else 0
+        if shown is None:
+            # a file name's undecodable byte (or a plugin's stray surrogate) becomes U+FFFD for the
+            # model and the store
+            shown = redact_pieces(valid_text(text))
         return ToolResult(
             call_id=call.id,
             name=call.name,
-            # redact before cutting: a cut must never leave half a secret behind; a file name's
-            # undecodable byte (or a plugin's stray surrogate) becomes U+FFFD for the model and the store
-            content=truncate_result(redact(valid_text(text)), self.max_result_chars),
+            # redacted before cutting: a cut must never leave half a secret behind
+            content=truncate_result(shown, self.max_result_chars),
             status=status,
             duration_ms=duration_ms,
             raw_chars=len(text),
@@ -216,7 +226,4 @@ class ToolRunner:
         except (TypeError, ValueError) as exc:
             log.error("tool_result_not_serialisable", tool=tool.name, error=str(exc))
             return "error", error_text(f"{tool.name} returned a value that cannot be sent as JSON: {exc}")
-        # a held secret, also one the output wrapped over lines or that a command read in pieces
-        if len(text) > THREAD_REDACT_CHARS:
-            return status, await trio.to_thread.run_sync(redact_pieces, text)
-        return status, redact_pieces(text)
+        return status, text
