@@ -14,6 +14,7 @@ A command missing here is not on the allowlist: a ``write`` proposal.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Sequence
 
@@ -368,14 +369,39 @@ LSCPU = CommandSpec("lscpu", (
 LSMOD = CommandSpec("lsmod", (), operands="none")
 
 
+#: the kernel parameter that acts when read: the kernel folds every CPU's counters at once (work
+#: scheduled on each CPU) and may log warnings about them
+_STAT_REFRESH = ("vm", "stat_refresh")
+_STAT_REFRESH_WHY = ("makes the kernel fold its per-CPU counters (a change); name the parameters to read "
+                     "(sysctl vm.swappiness vm.overcommit_memory), or a prefix other than vm")
+
+
+def _reads_stat_refresh(name: str) -> bool:
+    """Whether reading the operand ``name`` reads ``vm.stat_refresh``: the parameter itself, a prefix
+    of it (``vm``: sysctl reads every parameter under a prefix), or a ``*`` pattern matching either."""
+    parts = [p for p in name.replace("/", ".").split(".") if p]
+    if not parts or len(parts) > len(_STAT_REFRESH):
+        return not parts
+    return all(fnmatch.fnmatchcase(want, part) for part, want in zip(parts, _STAT_REFRESH, strict=False))
+
+
 def _sysctl_check(parsed: Parsed) -> None:
     for w in parsed.operands:
         if "=" in w:
             raise Refusal(WRITE, f"sysctl: operand '{w}' sets a kernel parameter")
-        if w.replace("/", ".").endswith("stat_refresh"):
-            raise Refusal(WRITE, f"sysctl: reading '{w}' makes the kernel fold its per-CPU counters (a change)")
         if not re.fullmatch(r"[A-Za-z0-9_*-]+([./][A-Za-z0-9_*-]+)*", w):
             raise Refusal(WRITE, f"sysctl: operand '{w}' is not a kernel parameter name")
+    names = {opt.short or opt.long: value for opt, value in parsed.options}
+    if "N" in names or "h" in names or "d" in names:
+        return  # names only (no value is read), or the usage
+    pattern = names.get("r")
+    if pattern is not None and re.fullmatch(r"[A-Za-z0-9_]+", pattern) and pattern.lower() not in "vm.stat_refresh":
+        return  # sysctl reads only the parameters whose name the pattern matches, and it matches no part of it
+    for w in parsed.operands:
+        if _reads_stat_refresh(w):
+            raise Refusal(WRITE, f"sysctl: reading '{w}' reads vm.stat_refresh, which {_STAT_REFRESH_WHY}")
+    if not parsed.operands:  # -a, -A, -X: every parameter
+        raise Refusal(WRITE, f"sysctl: reading every parameter reads vm.stat_refresh, which {_STAT_REFRESH_WHY}")
 
 
 SYSCTL = CommandSpec("sysctl", (

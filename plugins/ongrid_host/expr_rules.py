@@ -29,6 +29,10 @@ _SED_SIMPLE = set("=dDgGhHlnNpPxzF")
 _SED_FORBIDDEN = {"e": "runs a shell command", "r": "reads a file", "R": "reads a file", "w": "writes a file",
                   "W": "writes a file"}
 
+#: what ends a label, and what a label may hold
+_LABEL_END = frozenset(";} \t\n\r\v\f")
+_LABEL = re.compile(r"[A-Za-z0-9_.-]*")
+
 
 class _Sed:
     def __init__(self, script: str):
@@ -84,8 +88,15 @@ class _Sed:
         return False
 
     def label(self) -> None:
-        while self.peek() and self.peek() not in ";}":
+        """A label (after ``:``, ``b``, ``t``, ``T``) or ``v``'s version: GNU sed ends it at
+        whitespace, ``;`` or ``}``, and reads what follows as the next command.  Only letters,
+        digits, ``_``, ``.`` and ``-`` are taken; anything else there is refused."""
+        start = self.i
+        while self.peek() and self.peek() not in _LABEL_END:
             self.i += 1
+        if not _LABEL.fullmatch(self.s[start:self.i]):
+            raise Refusal(REFUSED, f"sed script: label {self.s[start:self.i][:40]!r} is not letters, digits, "
+                                   f"'_', '.' or '-'")
 
     def check(self) -> str | None:
         while True:

