@@ -225,11 +225,20 @@ def format_messages(rows: list[dict]) -> list[str]:
 _SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 
 
+#: the matches an ambiguous id prefix lists
+AMBIGUOUS_SHOWN = 5
+
+
+class _Ambiguous(Exception):
+    """An id prefix that starts several of the caller's threads' session ids (the message lists them)."""
+
+
 def _resolve(args: argparse.Namespace, given: str) -> str | None:
     """The session id ``given`` names: a session id as it is; else the one thread of yours
     named exactly ``given``, or the one session id among your threads' that starts with it
     (8 characters at least) — said on stderr; else ``given`` unchanged (the daemon answers
-    404 for it).  None when the daemon cannot be reached (said on stderr)."""
+    404 for it).  None when the daemon cannot be reached (said on stderr).  Raises
+    :class:`_Ambiguous` when the prefix starts more than one of them."""
     if _SESSION_ID.match(given):
         return given
     try:
@@ -241,12 +250,19 @@ def _resolve(args: argparse.Namespace, given: str) -> str | None:
         return given  # the request for the session itself says what is wrong
     rows = [r for r in threads if isinstance(r, dict) and isinstance(r.get("id"), str)] if isinstance(threads, list) else []
     named = [r for r in rows if r.get("thread") == given]
-    if not named and len(given) >= 8:
-        named = [r for r in rows if r["id"].startswith(given.lower())]
-    if len(named) != 1:
-        return given
     from ongridd.cli.termui import safe_text
 
+    if not named and len(given) >= 8:
+        named = [r for r in rows if r["id"].startswith(given.lower())]
+        if len(named) > 1:
+            # ids are time-ordered (UUIDv7): the sessions of a few minutes share their first 8 characters
+            shown = "\n".join(f"  {r['id']}  {_one_line(r.get('thread') or '')}" for r in named[:AMBIGUOUS_SHOWN])
+            more = f"\n  … and {len(named) - AMBIGUOUS_SHOWN} more" if len(named) > AMBIGUOUS_SHOWN else ""
+            raise _Ambiguous(safe_text(
+                f"ongrid: {given!r} is the start of {len(named)} of your threads' session ids (ids made minutes "
+                f"apart share their first characters); give more of the id, or the thread's name:\n{shown}{more}"))
+    if len(named) != 1:
+        return given
     print(safe_text(f"(thread {_one_line(named[0].get('thread') or '')!r}: session {named[0]['id']})"), file=sys.stderr)
     return named[0]["id"]
 
@@ -257,7 +273,11 @@ def run(args: argparse.Namespace) -> int:
     if args.sessions_command == "list":
         path = f"/api/sessions?limit={max(1, min(args.limit, 200))}"
     else:
-        ident = _resolve(args, args.session_id)
+        try:
+            ident = _resolve(args, args.session_id)
+        except _Ambiguous as exc:
+            print(exc, file=sys.stderr)
+            return 1
         if ident is None:
             return 2
         path = f"/api/sessions/{quote(ident, safe='')}/{args.sessions_command}"

@@ -4,6 +4,8 @@ in it cannot draw a row, a review line or a message of its own."""
 
 from __future__ import annotations
 
+import json
+
 from ongridd.cli.sessions import format_audit, format_messages, format_threads, format_tree
 
 FORGED = ("host_bash\n2026-01-01T00:00:00Z  default  host_bash  ok  5 ms  {\"cmd\":\"touch /x\"}\n"
@@ -160,3 +162,35 @@ def test_a_reviewer_gets_one_line_with_the_gates_decision_when_the_output_is_not
     assert len(out.getvalue().splitlines()) == 2
     board.close()
     assert "[completed]" in out.getvalue().splitlines()[-1]
+
+
+def test_an_id_prefix_several_threads_share_is_called_ambiguous(monkeypatch, capsys):
+    """Session ids are time-ordered: threads made minutes apart share their first 8 characters, so
+    such a prefix names none of them — the command says which, rather than "no session"."""
+    import argparse
+
+    from ongridd.cli import sessions
+
+    rows = [{"id": f"01a24d73-{tail}-7000-8000-000000000000", "thread": name}
+            for tail, name in (("8721", "main"), ("67a8", "deploys\nnight"), ("1111", "t3"), ("2222", "t4"),
+                               ("3333", "t5"), ("4444", "t6"))]
+    asked: list[str] = []
+
+    def fake_http(method, args, path, *rest, **kw):
+        asked.append(path)
+        if path.startswith("/api/sessions?"):
+            return rows
+        return {"id": path.split("/")[3], "agent_id": "default", "status": "open", "children": []}
+
+    monkeypatch.setattr(sessions, "http_json", fake_http)
+    args = argparse.Namespace(sessions_command="tree", session_id="01a24d73", json=True)
+    assert sessions.run(args) == 1
+    err = capsys.readouterr().err
+    assert "'01a24d73' is the start of 6 of your threads' session ids" in err
+    assert rows[0]["id"] in err and "deploys night" in err and "… and 1 more" in err
+    assert asked == ["/api/sessions?limit=200"]  # nothing was asked of any one session
+    # a longer prefix that only one id starts with names it
+    args.session_id = "01a24d73-67"
+    assert sessions.run(args) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["id"] == rows[1]["id"] and f"session {rows[1]['id']}" in err
