@@ -116,13 +116,20 @@ async def _answer_turn(runtime: Any, incident: Incident, progress: Callable[[str
     """Submit the question; returns ``(session_id, answer, error)``."""
     session_id, _ = await runtime.open_thread(user_id=EVAL_USER, thread=f"eval-{incident.name}-{uuid.uuid4().hex[:8]}")
     answer, error = "", None
+    shown: dict[Any, str] = {}  # what each worker's tile last printed (a tile is its worker's state, resent on change)
     with runtime.subscribe(session_id) as (_initial, channel):
         await runtime.submit(session_id, user_id=EVAL_USER, text=incident.question)
         with trio.move_on_after(timeout_s) as scope:
             async for frame in channel:
                 kind = frame.get("type")
-                if kind == "agent_tile" and frame.get("status") != "running":
-                    progress(f"    {frame.get('subagent_type')}: {frame.get('status')}")
+                if kind == "agent_tile" and frame.get("status") != "running" and not (
+                        frame.get("subagent_type") == "reviewer" and frame.get("status") == "completed"
+                        and not frame.get("decision")):  # the review gate's decision follows at once
+                    line = f"    {frame.get('subagent_type')}: {frame.get('status')}" + (
+                        f" → {frame['decision']}" if frame.get("decision") else "")
+                    if shown.get(frame.get("task_id")) != line:
+                        shown[frame.get("task_id")] = line
+                        progress(line)
                 elif kind == "tool" and frame.get("status") not in ("started", None):
                     progress(f"    {frame.get('name')}: {frame.get('status')}")
                 elif kind == "final":

@@ -44,6 +44,10 @@ def test_builtin_suite_scores_one_on_the_scripted_model():
     # the review-gated incident ran the reviewer: 2 coordinator + 3 ops + 2 reviewer model calls
     ops = next(i for i in data["incidents"] if i["name"] == "ops-restart-hung-worker-reviewed")
     assert ops["model_calls"] == 7
+    # its progress names the reviewer once, with the review gate's decision (the tile is resent with it)
+    block = proc.stderr.split("ops-restart-hung-worker-reviewed:", 1)[1].split("\n  pass", 1)[0]
+    assert [line.strip() for line in block.splitlines() if "reviewer" in line] == ["reviewer: pending",
+                                                                                 "reviewer: completed → approve"]
     assert f"[{len(names)}/{len(names)}]" in proc.stderr
     # every call was answered by a recording (a recorded error result is fine)
     errors = [line for line in proc.stderr.splitlines() if "tool errors:" in line]
