@@ -10,14 +10,17 @@ set ``max_files``, ``max_file_bytes``, ``max_passage_chars`` (index) and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from ongrid_knowledge.index import KnowledgeBase
 from ongridd.plugins.api import ToolError
-from ongridd.plugins.api import PluginContext, Tool, ToolCallContext, hookimpl
+from ongridd.plugins.api import PluginContext, Tool, ToolCallContext, get_logger, hookimpl
 
 __all__ = ["make_query_knowledge", "ongrid_register_tools"]
+
+log = get_logger(__name__)
 
 PLUGIN_NAME = "ongrid_knowledge"
 DEFAULT_TOP_K = 3
@@ -108,3 +111,22 @@ def ongrid_register_tools(register: Any, context: PluginContext) -> None:
                          max_file_bytes=settings["max_file_bytes"],
                          max_passage_chars=settings["max_passage_chars"])
     register(make_query_knowledge(base, passage_chars=settings["passage_chars"]))
+    for folder in context.config.knowledge.dirs:
+        _warn_if_missing(folder)
+
+
+#: folders already said to be missing (a registry reload registers the tool again)
+_WARNED: set[str] = set()
+
+
+def _warn_if_missing(folder: str) -> None:
+    """Tell the operator, once per process, about a knowledge folder that is not there: the
+    workers and the reviewer, who checks every proposed change against the runbooks, would
+    otherwise search it in silence and find nothing."""
+    if folder in _WARNED or os.path.isdir(folder):
+        return
+    _WARNED.add(folder)
+    log.warning("knowledge_folder_missing", folder=folder,
+                problem="does not exist" if not os.path.exists(folder) else "is not a folder",
+                hint="query_knowledge finds no runbook there, and the reviewer checks proposed changes against "
+                     "none of it: create it, or fix knowledge.dirs in the config")

@@ -179,3 +179,16 @@ def test_bad_settings_are_refused():
     with pytest.raises(ValueError,
                        match=r"expected a whole number >= 100 @ config.plugins.settings.ongrid_knowledge.max_files"):
         knowledge_tool(SHIPPED, max_files="many")
+
+
+def test_a_missing_knowledge_folder_is_told_to_the_operator_once(tmp_path, caplog):
+    missing, a_file = tmp_path / "runbooks", tmp_path / "notes.md"
+    a_file.write_text("# notes\n")
+    with caplog.at_level("WARNING", logger="ongrid_knowledge"):
+        knowledge_tool(SHIPPED, missing, a_file)
+        knowledge_tool(SHIPPED, missing, a_file)  # a registry reload registers the tool again
+    said = [(r.getMessage(), r.ongrid_fields) for r in caplog.records if r.name == "ongrid_knowledge"]
+    assert [(m, f["folder"], f["problem"]) for m, f in said] == [
+        ("knowledge_folder_missing", str(missing), "does not exist"),
+        ("knowledge_folder_missing", str(a_file), "is not a folder")]
+    assert "reviewer" in said[0][1]["hint"]
