@@ -220,7 +220,8 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
         await store.recovery_sweep()  # logs its own ``recovery_sweep`` line with the counts
         # recovered: clients may connect now; all but /healthz and /metrics wait for ``ready``
         ready = trio.Event()
-        services = AppServices(config=config, auth=auth, store=store, ready=ready)
+        services = AppServices(config=config, auth=auth, store=store, ready=ready,
+                               no_model=model is None and not config.llm.base_url)
         app = serve_app(services)
         harden_http_server()  # before the first connection: one crafted packet must not end the daemon
         hconf = HyperConfig()

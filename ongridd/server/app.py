@@ -73,7 +73,8 @@ class AppServices:
     ``ready``: set by the daemon once registries, plugins and runtime are up
     (the fields above are filled in by then); None means ready from the
     start.  ``startup_wait_s``: how long a request or socket that arrives
-    before ``ready`` waits for it (seconds)."""
+    before ``ready`` waits for it (seconds).  ``no_model``: no model is
+    configured (every chat turn fails until one is; ``/readyz`` says so)."""
 
     config: Config
     auth: Authenticator
@@ -85,6 +86,7 @@ class AppServices:
     plugin_report: Callable[[], Sequence[Any]] | None = None
     ready: trio.Event | None = None
     startup_wait_s: float = STARTUP_WAIT_S
+    no_model: bool = False
 
     async def wait_ready(self) -> bool:
         """Wait until the daemon is ready, at most ``startup_wait_s``.
@@ -96,6 +98,11 @@ class AppServices:
         with trio.move_on_after(self.startup_wait_s):
             await self.ready.wait()
         return self.ready.is_set()
+
+
+#: what ``/readyz`` says when no model is configured
+NO_MODEL_HINT = ("no model is configured: every chat turn fails until llm.base_url (or ONGRID_LLM_BASE_URL) is set; "
+                 "the console, the API and the bridges are served")
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -188,6 +195,8 @@ def create_app(services: AppServices) -> QuartTrio:
     async def readyz():
         # readiness (a load balancer's or a script's "can it take turns now?"), answered at once
         if services.ready is None or services.ready.is_set():
+            if services.no_model:  # up, serving everything but turns: a configuration to fix, not a wait
+                return _json({"status": "ready", "model": "none", "hint": NO_MODEL_HINT})
             return _json({"status": "ready"})
         return _json({"status": "starting"}, 503)
 

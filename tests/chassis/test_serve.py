@@ -103,6 +103,9 @@ def test_serve_answers_healthz_creates_tables_and_stops_on_sigterm(tmp_path):
         assert "ongrid_turns_total" in metrics and "ongrid_websocket_clients" in metrics
         agents = httpx2.get(d.url + "/api/agents", timeout=5).json()
         assert {"default", "reviewer", "specialist-disk"} <= {a["name"] for a in agents}
+        # up and serving, but no model is configured: readiness says turns will fail
+        ready = httpx2.get(d.url + "/readyz", timeout=5).json()
+        assert ready["status"] == "ready" and ready["model"] == "none" and "llm.base_url" in ready["hint"]
         db = state / "ongrid.db"
         tables = {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
         assert TABLES <= tables
@@ -112,6 +115,13 @@ def test_serve_answers_healthz_creates_tables_and_stops_on_sigterm(tmp_path):
         assert time.monotonic() - started < 10
     err = d.proc.stderr.read()
     assert '"event": "daemon_ready"' in err and '"event": "daemon_stopped"' in err
+
+
+def test_readyz_says_nothing_more_once_a_model_is_configured(tmp_path):
+    import httpx2
+
+    with serving(tmp_path, tmp_path / "s", ONGRID_LLM_BASE_URL="http://127.0.0.1:9/v1") as d:
+        assert httpx2.get(d.url + "/readyz", timeout=5).json() == {"status": "ready"}
 
 
 def test_non_loopback_without_tokens_refuses_to_start(tmp_path):
