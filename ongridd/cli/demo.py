@@ -14,6 +14,7 @@ from what the demo knows.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -65,7 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-base-url", help="a real OpenAI-compatible endpoint (…/v1) instead of the scripted model")
     p.add_argument("--model", help="model name for --llm-base-url")
     p.add_argument("--keep", action="store_true", help="keep the temporary folders (their paths are printed)")
-    p.add_argument("--json", action="store_true", help="print every websocket frame as JSON too")
+    p.add_argument("--json", action="store_true",
+                   help="print every websocket frame on stdout as one JSON line (as `ongrid ask --json`); "
+                        "the demo's report goes to stderr")
     p.set_defaults(func=run)
 
 
@@ -89,7 +92,8 @@ def make_situation(root: Path, seed: int | None = None) -> list[tuple[Path, int]
     return made
 
 
-async def _demo(args: argparse.Namespace, work: Path) -> int:
+async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) -> int:
+    """The demo in ``work``; ``frames_out``: where ``--json`` writes each frame (one JSON line)."""
     from trio_websocket import open_websocket_url
 
     from ongridd import logs
@@ -141,7 +145,7 @@ async def _demo(args: argparse.Namespace, work: Path) -> int:
                 while final is None:
                     frame = json.loads(await ws.get_message())
                     if args.json:
-                        print("  frame:", json_line(frame))
+                        print(json_line(frame), file=frames_out or sys.stdout, flush=True)
                     frame = safe_frame(frame)  # model text shown as text, never as terminal controls
                     kind = frame["type"]
                     if kind == "session":
@@ -244,12 +248,16 @@ def summarize_answer(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="ongrid-demo-"))
+    frames_out = sys.stdout
     try:
+        if args.json:  # stdout holds the frames alone, so that it can be piped to jq
+            with contextlib.redirect_stdout(sys.stderr):
+                return trio.run(_demo, args, work, frames_out)
         return trio.run(_demo, args, work)
     except KeyboardInterrupt:
         return 130
     finally:
         if args.keep:
-            print(f"(kept {work})")
+            print(f"(kept {work})", file=sys.stderr if args.json else sys.stdout)
         else:
             shutil.rmtree(work, ignore_errors=True)

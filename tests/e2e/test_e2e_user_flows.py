@@ -38,6 +38,15 @@ def test_ongrid_demo_names_the_real_largest_files():
         assert re.search(rf"{tool}\s+ok", audit), audit
 
 
+def test_ongrid_demo_json_prints_the_frames_alone_on_stdout():
+    res = subprocess.run(ongrid("demo", "--json"), env=env(), capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    frames = [json.loads(line) for line in res.stdout.splitlines()]  # every line a frame, as ask --json
+    assert frames[0]["type"] == "session" and frames[-1]["type"] == "final"
+    assert {"token", "tool", "agent_tile", "agent_result"} <= {f["type"] for f in frames}
+    assert "=== Answer ===" in res.stderr and "the largest file made was" in res.stderr  # the report
+
+
 def test_ongrid_demo_with_an_unreachable_model_says_there_is_no_answer():
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
