@@ -366,6 +366,15 @@ class Response:
             else:
                 await self._client._receive(conn)
 
+    def at_end(self) -> bool:
+        """Whether the whole body has arrived and been taken (:meth:`aiter_bytes` would end at
+        once, without a read); when it has, the body counts as read to its end, as if iterated
+        (:meth:`aclose` keeps the connection)."""
+        conn = self._conn
+        if not self._done and conn is not None and conn.reader.done and not conn.reader.body:
+            self._done = True
+        return self._done
+
     async def read(self, limit: int) -> bytes:
         """The whole body, at most ``limit`` bytes (a longer body is cut
         there and the connection is closed by :meth:`aclose`)."""
@@ -536,34 +545,40 @@ class HTTPClient:
         reader = conn.reader = _HeadOnlyReader() if no_body else _Reader()
         conn.received = conn.head_bytes = conn.framing = 0
         conn.keep = keep
-        await self._send(conn, data)
-        # the whole head (1xx included) within timeout_s of the request: a head trickled a byte
-        # per read is no way round the per-read timeout
-        with trio.move_on_after(self.timeout_s) as head_time:
+        sent = False
+        # one cancel scope for the request and its head (a scope costs a few microseconds, and a
+        # model call makes several): the request within timeout_s, then the whole head (1xx
+        # included) within timeout_s of it — a head trickled a byte per read is no way round the
+        # per-read timeout
+        with trio.CancelScope(deadline=trio.current_time() + self.timeout_s) as timer:
+            await self._send(conn, data)
+            sent = True
+            timer.deadline = trio.current_time() + self.timeout_s
             try:
                 while not reader.head_done:
-                    await self._receive(conn)
+                    await self._receive(conn, timed=False)
             except HTTPConnectionError:
                 if conn.reused and conn.received == 0:  # not a byte of an answer: the server dropped it
                     raise _StaleConnection() from None
                 raise
-        if head_time.cancelled_caught:
+        if timer.cancelled_caught:
+            if not sent:
+                raise HTTPTimeout(f"could not send within {self.timeout_s:g} s")
             raise HTTPTimeout(f"no response within {self.timeout_s:g} s (its head did not arrive whole)")
         return Response(self, conn, reader.status, reader.headers)
 
     async def _send(self, conn: _Connection, data: bytes) -> None:
+        """Send ``data`` (the caller bounds the time).  Raises HTTPConnectionError."""
         try:
-            with trio.fail_after(self.timeout_s):
-                await conn.stream.send_all(data)
-        except trio.TooSlowError:
-            raise HTTPTimeout(f"could not send within {self.timeout_s:g} s") from None
+            await conn.stream.send_all(data)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
 
-    async def _receive(self, conn: _Connection) -> None:
+    async def _receive(self, conn: _Connection, *, timed: bool = True) -> None:
         """One read of the current response, fed to its parser (the head's reads bounded by
         MAX_HEAD_BYTES, the body framing's by MAX_FRAMING_BYTES; reads that bring framing but no
-        body share one ``timeout_s``, from the first of them)."""
+        body share one ``timeout_s``, from the first of them).  ``timed=False``: the caller
+        bounds the time (the head's reads, under one scope)."""
         reader = conn.reader
         size = READ_CHUNK
         in_head = not reader.head_done
@@ -580,14 +595,18 @@ class HTTPClient:
             deadline = conn.body_by
         else:
             deadline = conn.body_by = trio.current_time() + self.timeout_s
+        data: bytes | bytearray = b""
         try:
-            with trio.fail_at(deadline):
+            if timed:
+                with trio.CancelScope(deadline=deadline) as timer:  # (fail_at would add a generator)
+                    data = await conn.stream.receive_some(size)
+                if timer.cancelled_caught:
+                    if conn.framing:
+                        raise HTTPTimeout(f"no response body within {self.timeout_s:g} s (only chunk framing "
+                                          f"or trailers arrived)")
+                    raise HTTPTimeout(f"no response within {self.timeout_s:g} s")
+            else:
                 data = await conn.stream.receive_some(size)
-        except trio.TooSlowError:
-            if conn.framing:
-                raise HTTPTimeout(f"no response body within {self.timeout_s:g} s (only chunk framing or "
-                                  f"trailers arrived)") from None
-            raise HTTPTimeout(f"no response within {self.timeout_s:g} s") from None
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
         if not data:

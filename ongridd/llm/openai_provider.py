@@ -692,6 +692,8 @@ async def _chunks(response: Response, silent_s: float = math.inf,
                 if sse.data.startswith("[DONE]"):
                     # the answer is complete: what follows is only read to keep the connection,
                     # briefly; a failure or a body held open just closes it (in Response.aclose)
+                    if response.at_end():  # the body's end came with it (the usual case): nothing to wait for
+                        return
                     drained = 0
                     with trio.move_on_after(_DRAIN_S):
                         try:

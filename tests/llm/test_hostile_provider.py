@@ -339,3 +339,27 @@ async def test_an_answer_longer_than_max_answer_chars_is_refused(streaming, wher
     async with raw_server(answering(answer)) as url, provider(url, streaming=streaming) as p:
         with pytest.raises(ProviderError, match="longer than"):
             await call(p)
+
+
+@pytest.mark.parametrize("end_apart", [False, True])
+async def test_streamed_answers_keep_one_connection_whether_the_body_ends_with_done_or_after_it(end_apart):
+    """The body's last chunk comes in the same write as ``[DONE]`` (the usual case: nothing more is
+    waited for) or a moment later (read within the drain time): either way the answer was read to
+    its end, and the next call goes over the same connection."""
+    connections = []
+
+    async def handler(stream):
+        connections.append(stream)
+        while await read_request(stream):
+            answer = sse_answer("hello")
+            if end_apart:
+                await stream.send_all(answer[:-len(b"0\r\n\r\n")])
+                await trio.sleep(0.05)
+                await stream.send_all(b"0\r\n\r\n")
+            else:
+                await stream.send_all(answer)
+
+    async with raw_server(handler) as url, provider(url) as p:
+        for _ in range(3):
+            assert (await call(p))[-1].message.content == "hello"
+    assert len(connections) == 1
