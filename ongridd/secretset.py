@@ -518,12 +518,16 @@ def secret_env_names(config: Any) -> list[str]:
     return names
 
 
-#: query parameters of a database URL that carry a password (libpq and psycopg read them)
-PASSWORD_PARAMS = frozenset({"password", "sslpassword"})
+#: query parameters that carry a credential: a database URL's password (libpq and psycopg read
+#: ``password`` and ``sslpassword``), and the key or token a model API may take in its URL
+#: (``?key=`` as Google's, ``?api-key=`` as Azure's, ``?access_token=``, a signature)
+PASSWORD_PARAMS = frozenset({
+    "password", "sslpassword", "key", "api_key", "api-key", "apikey", "x-api-key", "access_token", "token",
+    "auth", "auth_token", "secret", "client_secret", "sig", "signature"})
 
 
 def is_password_param(key: str, value: str) -> bool:
-    """Whether the query parameter ``key=value`` (as written) carries a password: a
+    """Whether the query parameter ``key=value`` (as written) carries a credential: a
     :data:`PASSWORD_PARAMS` name with a value."""
     return bool(value) and unquote_plus(key).strip().lower() in PASSWORD_PARAMS
 
@@ -535,9 +539,9 @@ def url_query_passwords(query: str) -> list[str]:
 
 
 def url_password(url: str | None) -> list[str]:
-    """The passwords of a database URL — in its user part, and in ``password`` /
-    ``sslpassword`` query parameters — each as written and percent-decoded (empty list when
-    there is none or the URL cannot be parsed)."""
+    """The credentials of a URL (a database's, a model API's) — the password of its user part,
+    and the values of its :data:`PASSWORD_PARAMS` query parameters — each as written and
+    percent-decoded (empty list when there is none or the URL cannot be parsed)."""
     if not url:
         return []
     try:
@@ -597,10 +601,12 @@ def collect_secrets(config: Any, environ: Mapping[str, str] | None = None) -> Da
     for name, value in found.items():
         if name != config.server.tokens_env and len(value.strip()) < MIN_SECRET_CHARS:
             raise ShortSecretError(too_short_message(f"the secret in ${name}", len(value.strip())))
-    for password in url_password(config.database_url):
-        if len(password) < MIN_SECRET_CHARS:
-            raise ShortSecretError(too_short_message("the database URL's password", len(password)))
-        values.add(password)
+    for what, url in (("the database URL's password", config.database_url),
+                      ("the credential in llm.base_url", config.llm.base_url)):
+        for password in url_password(url):
+            if len(password) < MIN_SECRET_CHARS:
+                raise ShortSecretError(too_short_message(what, len(password)))
+            values.add(password)
     return DaemonSecrets(env=found, tokens_raw=tokens_raw, api_key=found.get(config.llm.api_key_env),
                          values=frozenset(v for v in values if v))
 

@@ -687,3 +687,20 @@ def test_lone_surrogates_in_a_text_or_a_secret_break_neither_redaction():
     assert r.redact_pieces(f"a\ud800 {PIECED[:9]}") == f"a\ud800 {REDACTED}"
     # the secret with a surrogate is matched literally; the others are still found in pieces
     assert r.redact_pieces(f"ab\udc80cdefghij and {PIECED[2:12]}") == f"{REDACTED} and {REDACTED}"
+
+
+def test_a_key_in_the_model_urls_query_is_a_held_secret_and_never_shown(tmp_path):
+    """Google's ``?key=``, Azure's ``?api-key=``: a credential in ``llm.base_url`` is held (so every
+    text that would carry it, an error frame or a log line naming the URL, is redacted) and a shown
+    URL masks it as it masks a database password."""
+    from ongridd.logs import redact_url
+    from ongridd.secretset import ShortSecretError
+
+    url = "https://models.example/v1?key=Gemini-Style-Key-0123&api-version=2024-10-21&API-KEY=Azure%2BKey-4567"
+    secrets = collect_secrets(_config(tmp_path, f"llm: {{base_url: '{url}'}}\n"), {})
+    assert {"Gemini-Style-Key-0123", "Azure%2BKey-4567", "Azure+Key-4567"} <= secrets.values
+    assert redact_url(url) == "https://models.example/v1?key=***&api-version=2024-10-21&API-KEY=***"
+    assert redact_url("https://u:Url-Pass-0123@models.example/v1?access_token=Tok-0123456789") == \
+        "https://u:***@models.example/v1?access_token=***"
+    with pytest.raises(ShortSecretError, match="the credential in llm.base_url is 3 characters long"):
+        collect_secrets(_config(tmp_path, "llm: {base_url: 'https://m.example/v1?key=abc'}\n"), {})
