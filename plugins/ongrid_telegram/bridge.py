@@ -77,12 +77,18 @@ def _retry_after(resp: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+#: the largest ``update_id`` taken (the Bot API's ids are positive 32-bit numbers; a signed 64-bit
+#: bound leaves room and keeps a 400-digit number from reaching the store)
+MAX_UPDATE_ID = 2**63 - 1
+
+
 def _update_id(update: Any) -> bool:
-    """Whether ``update`` is an object with an integer ``update_id`` (a JSON ``true`` is no id)."""
+    """Whether ``update`` is an object with an integer ``update_id`` from 0 to
+    :data:`MAX_UPDATE_ID` (a JSON ``true`` is no id)."""
     if not isinstance(update, dict):
         return False
     uid = update.get("update_id")
-    return isinstance(uid, int) and not isinstance(uid, bool)
+    return isinstance(uid, int) and not isinstance(uid, bool) and 0 <= uid <= MAX_UPDATE_ID
 
 class TelegramBridge:
     """``token``: the bot token (never logged); ``webhook_secret``: the

@@ -202,6 +202,10 @@ def test_webhook_secret_dedup_and_stop(tmp_path):
         assert not double.calls  # nothing started, and no polling in webhook mode
         ok = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
         assert httpx2.post(hook, json={**first, "update_id": True}, headers=ok, timeout=10).status_code == 400
+        for uid in (10**400, -1):  # no Bot API id: refused as such, never a 500 from the store's bound
+            too_big = '{"update_id": %d, "message": {"text": "x"}}' % uid
+            answer = httpx2.post(hook, content=too_big, headers={**ok, "Content-Type": "application/json"}, timeout=10)
+            assert answer.status_code == 400 and answer.json()["error"]["code"] == "bad_request"
         assert httpx2.post(hook, json=first, headers=ok, timeout=10).status_code == 200
         assert httpx2.post(hook, json=first, headers=ok, timeout=10).status_code == 200  # redelivered
         double.wait_for(lambda: any("running" in e.payload["text"] for e in double.find("/editMessageText")), 60,
@@ -305,8 +309,8 @@ class ImpatientBotAPI(BotAPI):
         return super().__call__(call)
 
 
-@pytest.mark.parametrize("junk", [[], [{}], [{"update_id": True}], [{"update_id": 5}]],
-                         ids=["empty", "no id", "id true", "the same old update"])
+@pytest.mark.parametrize("junk", [[], [{}], [{"update_id": True}], [{"update_id": 5}], [{"update_id": 10**30}]],
+                         ids=["empty", "no id", "id true", "the same old update", "an id past 64 bits"])
 def test_polling_a_server_that_does_not_hold_the_poll_does_not_spin(tmp_path, junk):
     api = ImpatientBotAPI(junk)
     double = PlatformDouble(api).start()
