@@ -109,21 +109,27 @@ def _re2_literal(text: str) -> str:
     return "".join(ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):x}}}" for ch in text)
 
 
-def _re2_alternation(words: Iterable[str]) -> Any:
-    """One RE2 pattern matching any of ``words`` (str) — but those with a lone surrogate, which
-    UTF-8 cannot hold (an undecodable byte of a variable read with ``surrogateescape``: matched
-    literally only) — or None when there are none or RE2 cannot build it within its memory
-    limit."""
+def _re2_alternation(words: Iterable[str], folded: Iterable[str] = ()) -> Any:
+    """One RE2 pattern matching any of ``words`` (str) as they are, and any of ``folded`` in any
+    letter case — but those with a lone surrogate, which UTF-8 cannot hold (an undecodable byte
+    of a variable read with ``surrogateescape``: matched literally only) — or None when there are
+    none or RE2 cannot build it within its memory limit."""
     import re2
 
-    words = sorted((w for w in words if _SURROGATE.search(w) is None), key=lambda w: (-len(w), w))
-    if not words:
+    def usable(items: Iterable[str]) -> list[str]:
+        return sorted((w for w in items if _SURROGATE.search(w) is None), key=lambda w: (-len(w), w))
+
+    exact, any_case = usable(words), usable(folded)
+    if not exact and not any_case:
         return None
     options = re2.Options()
     options.log_errors = False
     options.max_mem = _PIECES_MAX_MEM
+    branches = [*map(_re2_literal, exact)]
+    if any_case:
+        branches.append("(?i:" + "|".join(map(_re2_literal, any_case)) + ")")
     try:
-        return re2.compile("|".join(map(_re2_literal, words)), options)
+        return re2.compile("|".join(branches), options)
     except re2.error:
         return None
 
@@ -138,15 +144,34 @@ def _searchable(text: str) -> str:
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
-def _run_end(squeezed: str, end: int, pieces: frozenset[str]) -> int:
+def _run_end(squeezed: str, end: int, pieces: frozenset[str], folded: frozenset[str] = frozenset()) -> int:
     """Where a hit ending at ``end`` in ``squeezed`` ends once every piece (of
-    :data:`MIN_PIECE_CHARS` characters) that overlaps its end is taken in, again and again."""
+    :data:`MIN_PIECE_CHARS` characters: one of ``pieces`` as it is, or one of ``folded`` in any
+    letter case) that overlaps its end is taken in, again and again."""
     p = end - MIN_PIECE_CHARS + 1
     while p < end and p + MIN_PIECE_CHARS <= len(squeezed):
-        if squeezed[p:p + MIN_PIECE_CHARS] in pieces:
+        run = squeezed[p:p + MIN_PIECE_CHARS]
+        if run in pieces or (folded and run.casefold() in folded):
             end = p + MIN_PIECE_CHARS
         p += 1
     return end
+
+
+def _varied_folded(piece: str) -> bool:
+    """Whether ``piece``, letter case aside, mixes kinds of character (letters, digits, others): a
+    run matched in any letter case must not be a plain word."""
+    kinds = {"a" if c.isalpha() else "d" if c.isdigit() else "o" for c in piece}
+    return len(kinds) >= 2
+
+
+def _url_form(value: str) -> str:
+    """``value`` percent-encoded as a URL's query or path would carry it (``:`` as ``%3A``)."""
+    from urllib.parse import quote
+
+    try:
+        return quote(value, safe="")
+    except UnicodeEncodeError:  # a lone surrogate: no URL carries it
+        return value
 
 
 def _forms(value: str) -> set[str]:
@@ -186,7 +211,8 @@ class Redactor:
         # compiled on first use of redact_wrapped: the secrets without their gap characters, the gap
         # characters, and the characters kept
         self._spread: tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]] | None = None
-        self._pieces: tuple[Any, re.Pattern[str], frozenset[str]] | None = None  # redact_pieces, on first use
+        # redact_pieces', on first use
+        self._pieces: tuple[Any, re.Pattern[str], frozenset[str], frozenset[str]] | None = None
         self._quick: Any = None  # redact's RE2 first check of long texts, on first use
 
     def __bool__(self) -> bool:
@@ -290,24 +316,27 @@ class Redactor:
         :data:`MIN_PIECE_CHARS` of a secret's characters (without gaps) that mixes kinds of
         character (letters and digits, say: :func:`_varied`) — a command that reads a file holding
         a secret a few characters at a time, or a log that wrapped it over two lines with a time
-        stamp in between, leaves such runs.  In a hit, the secret's characters are replaced, each
-        stretch of them between two ``"`` as one :data:`REDACTED`, the gaps between stretches
-        kept: JSON stays JSON.  A piece shorter than that, a secret without a varied run, one with
-        ``{ } [ ]``, or a copy transformed otherwise (reversed, encoded, with letters or digits
-        between its characters) is not found.  O(len(text)): the text without its gap characters
+        stamp in between, leaves such runs.  Whole secrets, and runs that mix letters with other
+        characters, are found in any letter case (a copy changed to upper case), and whole
+        secrets percent-encoded too (``:`` as ``%3A``, as a URL carries it).  In a hit, the
+        secret's characters are replaced, each stretch of them between two ``"`` as one
+        :data:`REDACTED`, the gaps between stretches kept: JSON stays JSON.  A piece shorter
+        than that, a secret without a varied run, one with ``{ } [ ]``, or a copy transformed
+        otherwise (reversed, base64, letters swapped for others, letters or digits between its
+        characters) is not found.  O(len(text)): the text without its gap characters
         is searched once by one RE2 automaton; positions are mapped back only when something is
         found."""
         text = self.redact(text)
         if self._pattern is None or not isinstance(text, str) or not text:
             return text
-        automaton, gaps, pieces = self._piece_patterns()
+        automaton, gaps, pieces, folded = self._piece_patterns()
         if automaton is None:  # no secret long enough to be looked for spread out or in pieces
             return text
         squeezed = gaps.sub("", text)
         hits: list[list[int]] = []
         for match in automaton.finditer(_searchable(squeezed)):
             start, end = match.span()
-            end = _run_end(squeezed, end, pieces)  # the run goes on: one hit, not a piece every few characters
+            end = _run_end(squeezed, end, pieces, folded)  # the run goes on: one hit, not a piece every few characters
             if hits and start <= hits[-1][1]:
                 hits[-1][1] = max(hits[-1][1], end)
             else:
@@ -331,19 +360,22 @@ class Redactor:
                 first = False
         return self._replace_spans(text, spans)
 
-    def _piece_patterns(self) -> tuple[Any, re.Pattern[str], frozenset[str]]:
-        """``(automaton, gaps, pieces)``: an RE2 pattern matching each secret without its gap
-        characters (:data:`MIN_SPREAD_CHARS` or longer) and each varied run of
-        :data:`MIN_PIECE_CHARS` of it (None when there is none); a run of gap characters or JSON
-        escapes; those runs.  Built on first use."""
+    def _piece_patterns(self) -> tuple[Any, re.Pattern[str], frozenset[str], frozenset[str]]:
+        """``(automaton, gaps, pieces, folded)``: an RE2 pattern matching each secret without its
+        gap characters (:data:`MIN_SPREAD_CHARS` or longer; also percent-encoded, as a URL
+        carries it) in any letter case, each varied run of :data:`MIN_PIECE_CHARS` of it as it
+        is, and each run that is varied letter case aside in any case (None when there is none);
+        a run of gap characters or JSON escapes; the runs matched as they are; the runs matched
+        in any case, case-folded.  Built on first use."""
         if self._pieces is None:
             kept = _kept_class(self.values, _GAP_PUNCTUATION + _PIECE_GAP_PUNCTUATION)
             gaps = re.compile(f"(?:{_JSON_ESCAPE}|[^{kept}])+")
-            keys = {k for v in self.values
-                    if len(k := gaps.sub("", v)) >= MIN_SPREAD_CHARS and not _STRUCTURE.intersection(k)}
-            pieces = frozenset(g for k in keys for i in range(len(k) - MIN_PIECE_CHARS + 1)
-                               if _varied(g := k[i:i + MIN_PIECE_CHARS]))
-            self._pieces = (_re2_alternation(keys | pieces), gaps, pieces)
+            keys = {k for v in self.values for form in {v, _url_form(v)}
+                    if len(k := gaps.sub("", form)) >= MIN_SPREAD_CHARS and not _STRUCTURE.intersection(k)}
+            runs = {k[i:i + MIN_PIECE_CHARS] for k in keys for i in range(len(k) - MIN_PIECE_CHARS + 1)}
+            pieces = frozenset(g for g in runs if _varied(g))
+            folded = frozenset(g.casefold() for g in runs if _varied_folded(g))
+            self._pieces = (_re2_alternation(pieces, keys | folded), gaps, pieces, folded)
         return self._pieces
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:

@@ -57,7 +57,8 @@ EXACT = [
     ("ip link s lo down", "write", "ip link s: changes state or is not read-only; read-only verbs: show, list, "
                                    "get"),
     ("ip link show dev lo set down", "write", "ip: word 'set' is a verb that changes state"),
-    ("sed 's/a/b/w /tmp/x' /etc/hostname", "write", "sed: script 's/a/b/w /tmp/x': sed 's' flag 'w' writes a file"),
+    ("sed 's/a/b/w /tmp/x' /etc/hostname", "write", "sed: script 's/a/b/w /tmp/x': sed command 's' rewrites the "
+     "text it prints; print lines as they are (sed -n '10,20p', grep)"),
     ("mount /dev/sda /mnt", "write", "mount: only allowed without arguments (with arguments it changes mounts)"),
     ("sysctl vm", "write", "sysctl: reading 'vm' reads vm.stat_refresh, which makes the kernel fold its per-CPU "
      "counters (a change); name the parameters to read (sysctl vm.swappiness vm.overcommit_memory), or a prefix "
@@ -155,8 +156,8 @@ def test_abbreviations_resolve_against_refused_and_known_names():
         parse(spec, ["--vacuum"])
 
 
-@pytest.mark.parametrize("script", ["1p", "s/a/b/g", "/x/,/y/{p;d}", "$!N;P;D", ":a;N;ba", "y/ab/cd/",
-                                    "1~2p", "0,/re/d", "s|a|b|2p", "\\%x%d", "a text w /tmp/x", "# w x",
+@pytest.mark.parametrize("script", ["1p", "/x/,/y/{p;d}", "$!N;P;D", ":a;N;ba", "10,20p", "/error/p",
+                                    "1~2p", "0,/re/d", "$p", "\\%x%d", "a text w /tmp/x", "# w x",
                                     "{ba};:a;p", "b end;:end;p", "t;p", "v 4.2"])
 def test_sed_scripts_that_only_print_are_read(script):
     assert sed_script_problem(script) is None
@@ -164,10 +165,13 @@ def test_sed_scripts_that_only_print_are_read(script):
 
 @pytest.mark.parametrize(("script", "why"), [
     ("w /tmp/x", "sed command 'w' writes a file"), ("1W /tmp/x", "sed command 'W' writes a file"),
-    ("s/a/b/w /tmp/x", "flag 'w' writes a file"), ("s/a/b/e", "flag 'e' runs"), ("1e id", "command 'e' runs"),
+    ("s/a/b/w /tmp/x", "command 's' rewrites"), ("s/a/b/e", "command 's' rewrites"), ("1e id", "command 'e' runs"),
     ("r /etc/shadow", "command 'r' reads a file"), ("2R /etc/shadow", "command 'R' reads a file"),
-    ("p;w /tmp/x", "command 'w'"), ("/x/!{p;w /tmp/x\n}", "command 'w'"), ("s/a/b/gw /tmp/x", "flag 'w'"),
-    ("s/a", "unterminated"), ("k", "sed command 'k' is not on the read-only list"),
+    ("p;w /tmp/x", "command 'w'"), ("/x/!{p;w /tmp/x\n}", "command 'w'"), ("s/a/b/gw /tmp/x", "command 's'"),
+    ("k", "sed command 'k' is not on the read-only list"),
+    # s and y rewrite what they print: a held secret upper-cased or with its letters swapped would pass
+    ("s/a/b/g", "sed command 's' rewrites the text it prints"), ("y/abc/ABC/", "sed command 'y' rewrites"),
+    ("1p;s|a|b|2p", "command 's' rewrites"), ("/x/{s/./&./g}", "command 's' rewrites"),
     ("\u00b2p", "not on the read-only list"),  # "²" is no line number to sed
     # GNU sed ends a label at whitespace and reads what follows as the next command
     ("ba;:a w /tmp/x", "command 'w'"), ("ba;:a e id", "command 'e'"), (":a\tw /tmp/x", "command 'w'"),

@@ -704,3 +704,18 @@ def test_a_key_in_the_model_urls_query_is_a_held_secret_and_never_shown(tmp_path
         "https://u:***@models.example/v1?access_token=***"
     with pytest.raises(ShortSecretError, match="the credential in llm.base_url is 3 characters long"):
         collect_secrets(_config(tmp_path, "llm: {base_url: 'https://m.example/v1?key=abc'}\n"), {})
+
+
+def test_a_copy_in_another_letter_case_or_percent_encoded_is_found_in_a_tool_result():
+    """A command that upper-cases a file (or a URL that carries a token) hands the model the secret
+    with its case changed or ``:`` as ``%3A``: found like the secret itself; plain words that share
+    letters with a secret, in any case, are not."""
+    token, key = "ALICEtoken0123456789abcd", "123456789:TGbotTOKENabcdefXYZ"
+    r = Redactor([token, key])
+    for copy in (token.upper(), token.lower(), token.swapcase(), "123456789%3ATGbotTOKENabcdefXYZ",
+                 "123456789%3atgbottokenabcdefxyz", key.upper()):
+        assert r.redact_pieces(f"found: {copy}.") == f"found: {REDACTED}.", copy
+        assert r.redact_pieces(json.dumps({"line": copy})) == json.dumps({"line": REDACTED}), copy
+    assert r.redact_pieces("TOKEN0123456789ABCD and ALICE") == f"{REDACTED} and ALICE"  # a piece, in another case
+    for plain in ("Alice tokens are rotated", "ALICE TOKEN", "abcdefxyz", "0123456789", "tgbot"):
+        assert r.redact_pieces(plain) == plain
