@@ -211,7 +211,7 @@ class Redactor:
         # compiled on first use of redact_wrapped: the secrets without their gap characters, the gap
         # characters, and the characters kept
         self._spread: tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]] | None = None
-        # redact_pieces', on first use
+        # redact_pieces' automaton, gap pattern and runs, built on first use
         self._pieces: tuple[Any, re.Pattern[str], frozenset[str], frozenset[str]] | None = None
         self._quick: Any = None  # redact's RE2 first check of long texts, on first use
 
