@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -174,6 +175,15 @@ def _url_form(value: str) -> str:
         return value
 
 
+#: the most bytes of a file (a gzip file's, decompressed) :func:`file_holds_secret` reads; a
+#: larger file is not checked
+FILE_SCAN_BYTES = 64 << 20
+#: bytes read (and searched) at a time
+_SCAN_CHUNK = 1 << 20
+#: the file verdicts a redactor keeps (by path, device, inode, size and modification time)
+_FILE_VERDICTS = 512
+
+
 def _forms(value: str) -> set[str]:
     """The literal and the JSON-escaped forms (one and two levels deep, with
     and without ``ensure_ascii``) under which ``value`` can appear in text."""
@@ -214,6 +224,8 @@ class Redactor:
         # redact_pieces' automaton, gap pattern and runs, built on first use
         self._pieces: tuple[Any, re.Pattern[str], frozenset[str], frozenset[str]] | None = None
         self._quick: Any = None  # redact's RE2 first check of long texts, on first use
+        self._bytes: tuple[Any, int] | None = None  # holds_in's pattern and its longest match, on first use
+        self._file_verdicts: dict[tuple[Any, ...], bool | None] = {}
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -378,6 +390,73 @@ class Redactor:
             self._pieces = (_re2_alternation(pieces, keys | folded), gaps, pieces, folded)
         return self._pieces
 
+    def _bytes_pattern(self) -> tuple[Any, int]:
+        """``(pattern, longest)``: an RE2 bytes pattern matching each secret's forms (literal,
+        JSON-escaped, percent-encoded) in any letter case, as UTF-8 (None when there is none), and
+        the longest match in bytes.  Built on first use."""
+        if self._bytes is None:
+            import re2
+
+            forms = sorted({f for v in self.values for f in (*_forms(v), _url_form(v))
+                            if _SURROGATE.search(f) is None}, key=lambda f: (-len(f), f))
+            pattern = None
+            if forms:
+                options = re2.Options()
+                options.log_errors = False
+                options.max_mem = _PIECES_MAX_MEM
+                source = ("(?i:" + "|".join(map(_re2_literal, forms)) + ")").encode("utf-8")
+                try:
+                    pattern = re2.compile(source, options)
+                except re2.error:
+                    pattern = None
+            self._bytes = (pattern, max((len(f.encode("utf-8")) for f in forms), default=0))
+        return self._bytes
+
+    def holds_in(self, data: bytes) -> bool:
+        """Whether ``data`` (UTF-8 or ASCII bytes) holds one of the secrets — as it is, in any
+        letter case, JSON-escaped or percent-encoded.  Linear in ``data`` (one RE2 scan)."""
+        pattern, _ = self._bytes_pattern()
+        return pattern is not None and pattern.search(data) is not None
+
+    def file_holds(self, path: str, max_bytes: int = FILE_SCAN_BYTES) -> bool | None:
+        """Whether the regular file ``path`` holds one of the secrets (see :meth:`holds_in`); a
+        gzip file (by its first bytes) is read decompressed, every member.  False when none is
+        found; None when it was not checked: not a regular file, not readable, or larger than
+        ``max_bytes`` (decompressed: what was read by then held none).  The verdict is kept
+        while the file's device, inode, size and modification time stay the same.  Blocking
+        (run it in a thread); never raises."""
+        import zlib
+
+        pattern, longest = self._bytes_pattern()
+        if pattern is None:
+            return False
+        try:
+            # never blocks: a FIFO or a device is opened without waiting, and only a regular file is read
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                return None
+            fh = open(fd, "rb")
+        except OSError:
+            os.close(fd)
+            return None
+        with fh:
+            key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, max_bytes)
+            if key in self._file_verdicts:
+                return self._file_verdicts[key]
+            try:
+                verdict = _scan_file(fh, pattern, longest, max_bytes, st.st_size, zlib)
+            except (OSError, zlib.error, EOFError):
+                verdict = None
+        if len(self._file_verdicts) >= _FILE_VERDICTS:
+            self._file_verdicts.clear()
+        self._file_verdicts[key] = verdict
+        return verdict
+
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:
         """Merged ``[start, end]`` spans of every secret in ``text`` from ``match`` on."""
         assert self._pattern is not None
@@ -420,6 +499,44 @@ class Redactor:
                     best = k
                     break
         return best
+
+
+def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, zlib: Any) -> bool | None:
+    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start."""
+    head = fh.read(2)
+    fh.seek(0)
+    gzipped = head == b"\x1f\x8b"
+    if not gzipped and size > max_bytes:
+        return None
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
+    tail = b""
+    seen = 0
+    while True:
+        raw = fh.read(_SCAN_CHUNK)
+        if inflate is not None:
+            pieces = []
+            data = raw
+            while data:
+                pieces.append(inflate.decompress(data, max(1, max_bytes + 1 - seen)))
+                seen += len(pieces[-1])
+                if seen > max_bytes:
+                    break
+                data = inflate.unconsumed_tail
+                if inflate.eof and inflate.unused_data:  # the next member of a multi-member file
+                    data = inflate.unused_data
+                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            chunk = b"".join(pieces)
+        else:
+            chunk = raw
+            seen += len(raw)
+        window = tail + chunk
+        if pattern.search(window) is not None:
+            return True
+        if seen > max_bytes:
+            return None
+        if not raw:
+            return False
+        tail = window[-longest:] if longest > 1 else b""
 
 
 class SecretRegistry:
@@ -492,6 +609,13 @@ def redact(text: Any) -> Any:
     """Redact every held secret from ``text`` (anything not a ``str``, e.g.
     None, is returned unchanged).  Never raises."""
     return REGISTRY.redact(text)
+
+
+def file_holds_secret(path: str, max_bytes: int = FILE_SCAN_BYTES) -> bool | None:
+    """Whether the regular file ``path`` holds a secret this process holds right now (see
+    :meth:`Redactor.file_holds`: True, False, or None when not checked).  Blocking (run it in a
+    thread); never raises."""
+    return REGISTRY.redactor.file_holds(path, max_bytes)
 
 
 def redact_wrapped(text: str) -> str:

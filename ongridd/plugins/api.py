@@ -42,7 +42,7 @@ from ongridd.plugins.chat import ChatAPI, ChatTurn, Origin
 from ongridd.plugins.hookspecs import hookimpl
 from ongridd.plugins.httpjson import HttpAnswer, get_json
 from ongridd.plugins.settings import numeric_settings
-from ongridd.secretset import redact, scrubbed_env
+from ongridd.secretset import file_holds_secret, redact, scrubbed_env
 from ongridd.timeparse import format_duration, iso_utc, parse_duration, parse_time
 from ongridd.unicodetext import ascii_digits
 from ongridd.tools.classify import call_key, classify_off_thread
@@ -74,6 +74,7 @@ __all__ = [
     "scrubbed_env",
     "redact",
     "redact_credentials",
+    "file_holds_secret",
     "audit_records",
     "AuditCommand",
     "ascii_digits",

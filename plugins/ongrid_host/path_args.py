@@ -53,6 +53,8 @@ _ROLE_CHECKS: dict[str, Callable[[PathPolicy, str], str | None]] = {
     "recursive": PathPolicy.recursive_problem,
     "certificate": PathPolicy.certificate_problem,
     "journal": lambda policy, path: policy.read_problem(path, JOURNAL_NAMES),
+    # its contents are printed: a file holding one of the daemon's own secrets is not read
+    "read": lambda policy, path: policy.read_problem(path, scan_secrets=True),
 }
 
 

@@ -56,6 +56,7 @@ from collections.abc import Iterable, Iterator
 import attrs
 
 from ongrid_host.realpath import resolve
+from ongridd.plugins.api import file_holds_secret
 
 #: areas forbidden to read-only commands that a reviewed change may still name (see
 #: :meth:`PathPolicy.change_problem`)
@@ -376,9 +377,16 @@ class PathPolicy:
                 return f"path {shown} would read {area}"
         return None
 
-    def read_problem(self, path: str, skip_names: frozenset[str] = frozenset()) -> str | None:
+    def read_problem(self, path: str, skip_names: frozenset[str] = frozenset(), *,
+                     scan_secrets: bool = False) -> str | None:
         """Why reading the file ``path`` is refused, or None; a secret by name whose reason is in
-        ``skip_names`` does not count (journalctl reads :data:`JOURNAL_NAMES`)."""
+        ``skip_names`` does not count (journalctl reads :data:`JOURNAL_NAMES`).  ``scan_secrets``
+        (a command that prints what it reads): on the local host, a file that holds one of the
+        daemon's own secrets (:func:`file_holds_secret`: a chat token, the model key, a bridge
+        secret, as it is or in another letter case or encoding) is refused too, so no rewritten
+        or piecemeal copy of it can reach the model; a file over
+        :data:`~ongridd.secretset.FILE_SCAN_BYTES` is not checked (what it prints is redacted as
+        every tool result is)."""
         problem, forms = self.forms(path)
         if problem:
             return problem
@@ -391,6 +399,11 @@ class PathPolicy:
             problem = _content_problem(path, forms[-1], skip_names)
             if problem is None and os.geteuid() == 0:  # as another user the kernel refuses such a read itself
                 problem = _private_file_problem(path, forms[-1])
+            if problem is None and scan_secrets and file_holds_secret(forms[-1]):
+                shown = f"'{path}'" if forms[-1] == path else f"'{path}' (resolves to {forms[-1]})"
+                problem = (f"path {shown} holds a secret Ongrid itself is configured with (a chat token, the "
+                           "model's key or a bridge secret), so it is not read; a copy of one there is worth "
+                           "removing")
             return problem
         return None
 
@@ -440,7 +453,11 @@ class PathPolicy:
             if home_like:
                 return f"recursive read of '{path}' would include a home folder's .ssh keys"
         if self.resolve and os.geteuid() == 0:  # root reads root's files as their owner: look at each
-            return _private_file_inside(path, forms[-1])
+            problem = _private_file_inside(path, forms[-1])
+            if problem:
+                return problem
+        if self.resolve:
+            return _secret_file_inside(path, forms[-1])
         return None
 
     def _copy_inside(self, folder: str) -> str | None:
@@ -494,6 +511,48 @@ def _private_file_inside(path: str, real: str) -> str | None:
                 elif entry.is_file(follow_symlinks=False) and _private_file_problem(entry.path, entry.path, log_gids):
                     return (f"recursive read of '{path}' would include the private file '{entry.path}' (only its "
                             "owner, or owner and group, may read it; the daemon runs as root); name the files to read")
+            except OSError:
+                continue
+    return None
+
+
+#: how many bytes of a recursive read's files are searched for the daemon's own secrets at most;
+#: past that the rest is not checked (what the command prints is redacted as every tool result is)
+SECRET_WALK_BYTES = 256 << 20
+
+
+def _secret_file_inside(path: str, real: str) -> str | None:
+    """Why a recursive read of the local folder ``real`` (``path`` resolved) is refused, or None:
+    a file under it holds one of the daemon's own secrets (:func:`file_holds_secret`; symbolic
+    links not followed, as grep -r meets them).  At most :data:`PRIVATE_WALK_MAX` entries and
+    :data:`SECRET_WALK_BYTES` of files are looked at; a file over
+    :data:`~ongridd.secretset.FILE_SCAN_BYTES`, or one that cannot be read, is skipped."""
+    if not os.path.isdir(real):
+        return None
+    seen, budget = 0, SECRET_WALK_BYTES
+    stack = [real]
+    while stack and budget > 0:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > PRIVATE_WALK_MAX or budget <= 0:
+                return None
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    size = entry.stat(follow_symlinks=False).st_size
+                    if size > budget:
+                        continue
+                    budget -= size
+                    if file_holds_secret(entry.path):
+                        return (f"recursive read of '{path}' would include '{entry.path}', which holds a secret "
+                                "Ongrid itself is configured with (a chat token, the model's key or a bridge "
+                                "secret); name the files to read")
             except OSError:
                 continue
     return None

@@ -342,3 +342,51 @@ def test_a_recursive_read_of_a_folder_holding_a_copy_of_an_area_is_refused(tmp_p
 ])
 def test_listing_container_storage_and_plain_files_are_still_read(cmd):
     assert analyze(cmd).kind == "read", cmd
+
+
+# ---- files that hold the daemon's own secrets ----------------------------------------------
+
+
+HELD = "ALICEtoken0123456789abcd"
+
+
+def test_a_file_holding_a_held_secret_is_not_read_by_any_command_that_prints_it(tmp_path):
+    """Whatever a read does to the text — a case change, a few characters at a time, single
+    characters with their offsets — no copy of a secret the daemon holds leaves the file: the file
+    is not read.  Metadata reads, and the same file once the secret is gone, still are."""
+    import gzip
+
+    from ongridd.secretset import REGISTRY
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text(f"alice ops login\n{HELD.upper()}\n")  # even a copy in another letter case
+    (tmp_path / "old.gz").write_bytes(gzip.compress(f"token={HELD}\n".encode()))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deep.conf").write_text(f"key: {HELD}\n")
+    (tmp_path / "plain.log").write_text("nothing secret\n")
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        for cmd in ("cat notes.txt", "head -c 14 notes.txt", "grep -ob '[a-m]' notes.txt", "sed -n 2p notes.txt",
+                    "sort notes.txt", "tail -n 1 notes.txt", "zcat old.gz", "zgrep token old.gz",
+                    "grep -r login .", "grep -r key sub"):
+            verdict = analyze(cmd, policy)
+            assert verdict.kind == "refused", (cmd, verdict)
+            assert "holds a secret Ongrid itself is configured with" in verdict.reason, (cmd, verdict.reason)
+        for cmd in ("stat notes.txt", "ls -l notes.txt", "cat plain.log", "grep -r nothing plain.log"):
+            assert analyze(cmd, policy).kind == "read", cmd
+        notes.write_text("alice ops login\n(rotated)\n")
+        assert analyze("cat notes.txt", policy).kind == "read"  # the verdict follows the file
+    assert analyze("cat sub/deep.conf", policy).kind == "read"  # not a secret of this daemon's any more
+
+
+async def test_the_reads_that_rebuilt_a_token_are_refused_through_the_tool(call, tmp_path):
+    from ongridd.secretset import REGISTRY
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text(f"alice ops login\n{HELD}\n")
+    with REGISTRY.hold([HELD]):
+        for cmd in (f"sed -n p {notes}", f"grep -ob '[A-Za-z0-9]' {notes}"):
+            with pytest.raises(ToolError) as info:
+                await call("host_bash", {"cmd": cmd, "timeout_s": 5}, read_only=True)
+            assert "holds a secret Ongrid itself is configured with" in str(info.value)
+            assert HELD not in str(info.value)

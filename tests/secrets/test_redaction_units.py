@@ -719,3 +719,36 @@ def test_a_copy_in_another_letter_case_or_percent_encoded_is_found_in_a_tool_res
     assert r.redact_pieces("TOKEN0123456789ABCD and ALICE") == f"{REDACTED} and ALICE"  # a piece, in another case
     for plain in ("Alice tokens are rotated", "ALICE TOKEN", "abcdefxyz", "0123456789", "tgbot"):
         assert r.redact_pieces(plain) == plain
+
+
+def test_a_file_is_searched_for_held_secrets_within_its_bound(tmp_path):
+    import gzip
+    import os
+
+    from ongridd.secretset import _SCAN_CHUNK
+
+    token = "123456789:TGbotTOKENabcdefXYZ"
+    r = Redactor([token])
+
+    def file(name: str, data: bytes) -> str:
+        (tmp_path / name).write_bytes(data)
+        return str(tmp_path / name)
+
+    assert r.file_holds(file("plain", b"x " + token.encode() + b"\n")) is True
+    assert r.file_holds(file("upper", token.upper().encode())) is True
+    assert r.file_holds(file("escaped", json.dumps({"t": token}).encode())) is True
+    assert r.file_holds(file("url", b"?t=123456789%3atgbottokenabcdefxyz")) is True
+    assert r.file_holds(file("across", b"y" * (_SCAN_CHUNK - 7) + token.encode())) is True  # over a chunk's end
+    assert r.file_holds(file("members", gzip.compress(b"a" * 10) + gzip.compress(token.encode()))) is True
+    assert r.file_holds(file("none", b"nothing to see " * 100)) is False
+    assert r.file_holds(file("big", b"q" * 1000 + token.encode()), max_bytes=500) is None  # not checked
+    bomb = file("bomb", gzip.compress(b"\0" * (4 << 20)))
+    assert r.file_holds(bomb, max_bytes=1 << 20) is None  # read decompressed up to the bound only
+    os.mkfifo(tmp_path / "fifo")
+    assert r.file_holds(str(tmp_path / "fifo")) is None and r.file_holds(str(tmp_path)) is None
+    assert r.file_holds(str(tmp_path / "missing")) is None
+    assert Redactor().file_holds(str(tmp_path / "plain")) is False  # no secret held
+    changed = file("changed", b"clean")
+    assert r.file_holds(changed) is False
+    file("changed", b"now " + token.encode())  # another size: the kept verdict no longer applies
+    assert r.file_holds(changed) is True
