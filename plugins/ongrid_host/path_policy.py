@@ -51,7 +51,7 @@ import posixpath
 import pwd
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -491,6 +491,21 @@ def _private_file_inside(path: str, real: str) -> str | None:
     from ongrid_host.runner import log_group_ids
 
     log_gids = log_group_ids()
+    for entry in _files_under(real, skip=lambda folder: any(_under(folder, f) for f in PRIVATE_FILES_READABLE_UNDER)):
+        if entry is None:
+            return (f"recursive read of '{path}': more than {PRIVATE_WALK_MAX:,} entries to check for private "
+                    "files (the daemon runs as root); name a smaller folder or the files to read")
+        if _private_file_problem(entry.path, entry.path, log_gids):
+            return (f"recursive read of '{path}' would include the private file '{entry.path}' (only its "
+                    "owner, or owner and group, may read it; the daemon runs as root); name the files to read")
+    return None
+
+
+def _files_under(real: str, skip: Callable[[str], bool] = lambda folder: False) -> Iterator[os.DirEntry[str] | None]:
+    """Every regular file under the folder ``real``, as grep -r meets them (symbolic links not
+    followed), but in the folders ``skip`` says to leave out; then None, and nothing more, once
+    more than :data:`PRIVATE_WALK_MAX` entries were seen.  A folder that cannot be read is
+    skipped (the command reports its own error)."""
     seen = 0
     stack = [real]
     while stack:
@@ -502,18 +517,16 @@ def _private_file_inside(path: str, real: str) -> str | None:
         for entry in entries:
             seen += 1
             if seen > PRIVATE_WALK_MAX:
-                return (f"recursive read of '{path}': more than {PRIVATE_WALK_MAX:,} entries to check for private "
-                        "files (the daemon runs as root); name a smaller folder or the files to read")
+                yield None
+                return
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if not any(_under(entry.path, f) for f in PRIVATE_FILES_READABLE_UNDER):
+                    if not skip(entry.path):
                         stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False) and _private_file_problem(entry.path, entry.path, log_gids):
-                    return (f"recursive read of '{path}' would include the private file '{entry.path}' (only its "
-                            "owner, or owner and group, may read it; the daemon runs as root); name the files to read")
+                elif entry.is_file(follow_symlinks=False):
+                    yield entry
             except OSError:
                 continue
-    return None
 
 
 #: how many bytes of a recursive read's files are searched for the daemon's own secrets at most;
@@ -529,32 +542,20 @@ def _secret_file_inside(path: str, real: str) -> str | None:
     :data:`~ongridd.secretset.FILE_SCAN_BYTES`, or one that cannot be read, is skipped."""
     if not os.path.isdir(real):
         return None
-    seen, budget = 0, SECRET_WALK_BYTES
-    stack = [real]
-    while stack and budget > 0:
-        folder = stack.pop()
+    budget = SECRET_WALK_BYTES
+    for entry in _files_under(real):
+        if entry is None or budget <= 0:
+            return None
         try:
-            entries = list(os.scandir(folder))
+            size = entry.stat(follow_symlinks=False).st_size
         except OSError:
             continue
-        for entry in entries:
-            seen += 1
-            if seen > PRIVATE_WALK_MAX or budget <= 0:
-                return None
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    size = entry.stat(follow_symlinks=False).st_size
-                    if size > budget:
-                        continue
-                    budget -= size
-                    if file_holds_secret(entry.path):
-                        return (f"recursive read of '{path}' would include '{entry.path}', which holds a secret "
-                                "Ongrid itself is configured with (a chat token, the model's key or a bridge "
-                                "secret); name the files to read")
-            except OSError:
-                continue
+        if size > budget:
+            continue
+        budget -= size
+        if file_holds_secret(entry.path):
+            return (f"recursive read of '{path}' would include '{entry.path}', which holds a secret Ongrid itself "
+                    "is configured with (a chat token, the model's key or a bridge secret); name the files to read")
     return None
 
 
