@@ -165,14 +165,20 @@ def _varied_folded(piece: str) -> bool:
     return len(kinds) >= 2
 
 
-def _url_form(value: str) -> str:
-    """``value`` percent-encoded as a URL's query or path would carry it (``:`` as ``%3A``)."""
+def _url_form(value: str, safe: str = "") -> str:
+    """``value`` percent-encoded as a URL's query or path would carry it (``:`` as ``%3A``; the
+    characters in ``safe`` left as they are: a path keeps its ``/``)."""
     from urllib.parse import quote
 
     try:
-        return quote(value, safe="")
+        return quote(value, safe=safe)
     except UnicodeEncodeError:  # a lone surrogate: no URL carries it
         return value
+
+
+def _re2_bytes_literal(data: bytes) -> str:
+    """``data`` as an RE2 pattern (Latin-1 mode) matching those bytes literally."""
+    return "".join(chr(b) if chr(b).isascii() and chr(b).isalnum() else f"\\x{{{b:x}}}" for b in data)
 
 
 #: the most bytes of a file (a gzip file's, decompressed) :func:`file_holds_secret` reads; a
@@ -180,18 +186,24 @@ def _url_form(value: str) -> str:
 FILE_SCAN_BYTES = 64 << 20
 #: bytes read (and searched) at a time
 _SCAN_CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
 #: the file verdicts a redactor keeps (by path, device, inode, size and modification time)
 _FILE_VERDICTS = 512
 
 
 def _forms(value: str) -> set[str]:
     """The literal and the JSON-escaped forms (one and two levels deep, with
-    and without ``ensure_ascii``) under which ``value`` can appear in text."""
+    and without ``ensure_ascii``, and with ``/`` written ``\\/`` as PHP and some Java
+    libraries write it) under which ``value`` can appear in text."""
     out = {value}
     for ascii_only in (False, True):
         once = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
         out.add(once)
         out.add(json.dumps(once, ensure_ascii=ascii_only)[1:-1])
+        if "/" in value:
+            slashed = once.replace("/", "\\/")
+            out.add(slashed)
+            out.add(json.dumps(slashed, ensure_ascii=ascii_only)[1:-1])
     return out
 
 
@@ -382,7 +394,7 @@ class Redactor:
         if self._pieces is None:
             kept = _kept_class(self.values, _GAP_PUNCTUATION + _PIECE_GAP_PUNCTUATION)
             gaps = re.compile(f"(?:{_JSON_ESCAPE}|[^{kept}])+")
-            keys = {k for v in self.values for form in {v, _url_form(v)}
+            keys = {k for v in self.values for form in {v, _url_form(v), _url_form(v, "/")}
                     if len(k := gaps.sub("", form)) >= MIN_SPREAD_CHARS and not _STRUCTURE.intersection(k)}
             runs = {k[i:i + MIN_PIECE_CHARS] for k in keys for i in range(len(k) - MIN_PIECE_CHARS + 1)}
             pieces = frozenset(g for g in runs if _varied(g))
@@ -391,25 +403,34 @@ class Redactor:
         return self._pieces
 
     def _bytes_pattern(self) -> tuple[Any, int]:
-        """``(pattern, longest)``: an RE2 bytes pattern matching each secret's forms (literal,
-        JSON-escaped, percent-encoded) in any letter case, as UTF-8 (None when there is none), and
-        the longest match in bytes.  Built on first use."""
+        """``(pattern, longest)``: an RE2 pattern over bytes (Latin-1 mode: one byte, one
+        character) matching each secret's forms (literal, JSON-escaped, percent-encoded) as UTF-8,
+        the secret itself as UTF-16 (either byte order) and as Latin-1, each in any ASCII letter
+        case (None when there is none); and the longest match in bytes.  Built on first use."""
         if self._bytes is None:
             import re2
 
-            forms = sorted({f for v in self.values for f in (*_forms(v), _url_form(v))
-                            if _SURROGATE.search(f) is None}, key=lambda f: (-len(f), f))
+            encoded: set[bytes] = set()
+            for value in self.values:
+                if _SURROGATE.search(value) is not None:
+                    continue
+                encoded.update(f.encode("utf-8") for f in (*_forms(value), _url_form(value), _url_form(value, "/")))
+                encoded.update(value.encode(codec) for codec in ("utf-16-le", "utf-16-be"))
+                with contextlib.suppress(UnicodeEncodeError):
+                    encoded.add(value.encode("latin-1"))
+            ordered = sorted(encoded, key=lambda b: (-len(b), b))
             pattern = None
-            if forms:
+            if ordered:
                 options = re2.Options()
                 options.log_errors = False
                 options.max_mem = _PIECES_MAX_MEM
-                source = ("(?i:" + "|".join(map(_re2_literal, forms)) + ")").encode("utf-8")
+                options.encoding = re2.Options.Encoding.LATIN1
+                source = "(?i:" + "|".join(map(_re2_bytes_literal, ordered)) + ")"
                 try:
-                    pattern = re2.compile(source, options)
+                    pattern = re2.compile(source.encode("latin-1"), options)
                 except re2.error:
                     pattern = None
-            self._bytes = (pattern, max((len(f.encode("utf-8")) for f in forms), default=0))
+            self._bytes = (pattern, max(map(len, ordered), default=0))
         return self._bytes
 
     def holds_in(self, data: bytes) -> bool:
@@ -502,10 +523,12 @@ class Redactor:
 
 
 def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, zlib: Any) -> bool | None:
-    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start."""
+    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start.  A gzip file is
+    read as ``gzip -dc`` reads it: member after member; bytes after the last member that do not
+    start another one are ignored, and what came before a corrupt part is still searched."""
     head = fh.read(2)
     fh.seek(0)
-    gzipped = head == b"\x1f\x8b"
+    gzipped = head == _GZIP_MAGIC
     if not gzipped and size > max_bytes:
         return None
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
@@ -513,18 +536,22 @@ def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, z
     seen = 0
     while True:
         raw = fh.read(_SCAN_CHUNK)
+        ended = broken = False
         if inflate is not None:
-            pieces = []
+            pieces: list[bytes] = []
             data = raw
-            while data:
-                pieces.append(inflate.decompress(data, max(1, max_bytes + 1 - seen)))
-                seen += len(pieces[-1])
-                if seen > max_bytes:
-                    break
-                data = inflate.unconsumed_tail
-                if inflate.eof and inflate.unused_data:  # the next member of a multi-member file
-                    data = inflate.unused_data
-                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                while data and seen <= max_bytes:
+                    if inflate.eof:  # a member ended: another one, or what gzip ignores
+                        if not data.startswith(_GZIP_MAGIC[:len(data)]):
+                            ended = True
+                            break
+                        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    pieces.append(inflate.decompress(data, max(1, max_bytes + 1 - seen)))
+                    seen += len(pieces[-1])
+                    data = inflate.unconsumed_tail or (inflate.unused_data if inflate.eof else b"")
+            except zlib.error:
+                broken = True
             chunk = b"".join(pieces)
         else:
             chunk = raw
@@ -532,11 +559,41 @@ def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, z
         window = tail + chunk
         if pattern.search(window) is not None:
             return True
+        if broken:  # gzip -dc prints what it unpacked before the fault: unpack it without the checks
+            fh.seek(0)
+            return _scan_unchecked_gzip(fh.read(max_bytes + 1), pattern, max_bytes, zlib)
         if seen > max_bytes:
             return None
-        if not raw:
+        if not raw or ended:
             return False
         tail = window[-longest:] if longest > 1 else b""
+
+
+def _scan_unchecked_gzip(data: bytes, pattern: Any, max_bytes: int, zlib: Any) -> bool | None:
+    """A gzip file ``data`` that does not unpack cleanly (a wrong CRC or length, a cut-off or
+    corrupt member), unpacked as far as it goes with no check of its trailers (raw deflate after
+    each member's header, RFC 1952) and searched; None when nothing was found (not checked whole)."""
+    out: list[bytes] = []
+    pos, size = 0, 0
+    try:
+        while data.startswith(_GZIP_MAGIC, pos) and size <= max_bytes:
+            flags, pos = data[pos + 3], pos + 10
+            if flags & 4:  # FEXTRA: a length, then that many bytes
+                pos += 2 + int.from_bytes(data[pos:pos + 2], "little")
+            for bit in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+                if flags & bit:
+                    pos = data.index(b"\0", pos) + 1
+            if flags & 2:  # FHCRC
+                pos += 2
+            inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+            out.append(inflate.decompress(data[pos:], max_bytes + 1 - size))
+            size += len(out[-1])
+            if not inflate.eof:
+                break
+            pos = len(data) - len(inflate.unused_data) + 8  # past the member's CRC and length
+    except (zlib.error, ValueError, IndexError):
+        pass
+    return True if pattern.search(b"".join(out)) is not None else None
 
 
 class SecretRegistry:

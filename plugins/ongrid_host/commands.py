@@ -147,8 +147,31 @@ _GREP_REFUSED = ((("R", "dereference-recursive"),
                   "follows every symlink it meets; use -r and name the folder", REFUSED),)
 
 
+def _grep_check(parsed: Parsed) -> None:
+    """What grep prints must keep a file's text in one piece: a held secret cut into single
+    characters, each with a prefix of letters or digits, would pass the redaction of tool results
+    (``grep -o -b .`` prints every character with its offset).  So ``--color=always`` (escapes
+    around every match) is refused, and so is ``-o`` with a prefix: ``-b``, ``-n``, ``-T``,
+    ``--label``, a file name (``-H``, or ``-r`` or several files without ``-h``)."""
+    if "always" in parsed.values("color", "colour"):
+        raise Refusal(REFUSED, f"{parsed.name}: --color=always puts terminal escapes around every match; the "
+                               "output goes to a model, not a terminal")
+    if not parsed.has("o", "only-matching"):
+        return
+    prefixes = [f"-{p}" for p in ("b", "n", "T") if parsed.has(p)] + (["--label"] if parsed.has("label") else [])
+    texts = sum(1 for role in _grep_roles(parsed) if role != "text")
+    named = parsed.has("H", "with-filename") or (
+        not parsed.has("h", "no-filename") and (grep_recursive(parsed) or texts > 1))
+    if named:
+        prefixes.append("a file name (-H, -r or several files: add -h)")
+    if prefixes:
+        raise Refusal(REFUSED, f"{parsed.name}: -o prints each match on a line of its own; with "
+                               f"{', '.join(prefixes)} in front of each, a match of a few characters would cut "
+                               "a file's text into labelled pieces; use -o alone, or drop -o")
+
+
 def grep_spec(name: str) -> CommandSpec:
-    return CommandSpec(name, _GREP_OPTIONS, refused=_GREP_REFUSED, operands=_grep_roles)
+    return CommandSpec(name, _GREP_OPTIONS, refused=_GREP_REFUSED, operands=_grep_roles, check=_grep_check)
 
 
 #: zgrep is a shell script with its own idea of which options take a value
@@ -160,7 +183,7 @@ ZGREP = CommandSpec("zgrep", tuple(o for o in _GREP_OPTIONS if o.short not in ("
                                    and o.long not in _ZGREP_NO),
                     refused=((("r", "recursive", "R", "dereference-recursive", "d", "directories"),
                               "is not supported by zgrep", REFUSED),),
-                    operands=_grep_roles)
+                    operands=_grep_roles, check=_grep_check)
 ZCAT = CommandSpec("zcat", flags("f|force q|quiet v|verbose"), operands="read")
 SORT = CommandSpec("sort", (
     *flags("b|ignore-leading-blanks d|dictionary-order f|ignore-case g|general-numeric-sort i|ignore-nonprinting "

@@ -426,7 +426,7 @@ class PathPolicy:
     def recursive_problem(self, path: str) -> str | None:
         """Why reading everything under ``path`` is refused, or None: it is
         itself forbidden, or it contains a forbidden area."""
-        problem = self.read_problem(path)
+        problem = self.read_problem(path, scan_secrets=True)  # a file named to grep -r is read as it is
         if problem:
             return problem
         if self.cwd is None and not path.startswith("/"):
@@ -564,6 +564,9 @@ def _secret_file_inside(path: str, real: str) -> str | None:
 #: checks never saw (``/etc/shadow`` packed by an approved backup)
 _JOURNAL_MAGIC = b"LPKSHHRH"
 _TAR_MAGIC_AT, _TAR_MAGIC = 257, b"ustar"
+#: the other formats gzip's zcat unpacks (by their first two bytes): the checks read only gzip's own
+_OTHER_COMPRESSED = {b"\x1f\x9e": "old gzip", b"\x1f\x9d": "compress .Z", b"\x1f\x1e": "pack .z",
+                     b"\x1f\xa0": "SCO LZH"}
 #: how much of a file (and of a gzip stream's start) is looked at
 _SNIFF_BYTES = 520
 
@@ -596,6 +599,9 @@ def _content_problem(path: str, real: str, skip_names: frozenset[str] = frozense
     journal = SECRET_SUFFIXES[".journal"]
     if head.startswith(_JOURNAL_MAGIC) and journal not in skip_names:
         return f"path {shown} is {journal}"
+    if head[:2] in _OTHER_COMPRESSED:
+        return (f"path {shown} is compressed in a format ({_OTHER_COMPRESSED[head[:2]]}) whose contents the checks "
+                "do not read, and zcat would print them; unpack it with a reviewed command")
     if head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + len(_TAR_MAGIC)] == _TAR_MAGIC or head.startswith(b"PK\x03\x04"):
         return (f"path {shown} is an archive: the files packed in it were never checked (a backup may hold "
                 "keys or password files); list or unpack it with a reviewed command")

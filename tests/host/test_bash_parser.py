@@ -366,12 +366,18 @@ def test_a_file_holding_a_held_secret_is_not_read_by_any_command_that_prints_it(
     (tmp_path / "plain.log").write_text("nothing secret\n")
     policy = PathPolicy.local(cwd=str(tmp_path))
     with REGISTRY.hold([HELD]):
-        for cmd in ("cat notes.txt", "head -c 14 notes.txt", "grep -ob '[a-m]' notes.txt", "sed -n 2p notes.txt",
+        for cmd in ("cat notes.txt", "head -c 14 notes.txt", "grep -o '[a-m]' notes.txt", "sed -n 2p notes.txt",
                     "sort notes.txt", "tail -n 1 notes.txt", "zcat old.gz", "zgrep token old.gz",
-                    "grep -r login .", "grep -r key sub"):
+                    "grep -r login .", "grep -r key sub", "grep -r alice notes.txt", "grep -d recurse x notes.txt"):
             verdict = analyze(cmd, policy)
             assert verdict.kind == "refused", (cmd, verdict)
             assert "holds a secret Ongrid itself is configured with" in verdict.reason, (cmd, verdict.reason)
+        # gzip's zcat also unpacks formats the check does not read: refused whatever they hold
+        (tmp_path / "old.Z").write_bytes(b"\x1f\x9d\x90" + b"x" * 20)
+        (tmp_path / "oldgz.gz").write_bytes(b"\x1f\x9e" + b"x" * 20)
+        for cmd, what in (("zcat old.Z", "compress .Z"), ("zgrep x oldgz.gz", "old gzip"), ("cat old.Z", "compress")):
+            verdict = analyze(cmd, policy)
+            assert verdict.kind == "refused" and f"compressed in a format ({what}" in verdict.reason, (cmd, verdict)
         for cmd in ("stat notes.txt", "ls -l notes.txt", "cat plain.log", "grep -r nothing plain.log"):
             assert analyze(cmd, policy).kind == "read", cmd
         notes.write_text("alice ops login\n(rotated)\n")
@@ -385,8 +391,30 @@ async def test_the_reads_that_rebuilt_a_token_are_refused_through_the_tool(call,
     notes = tmp_path / "notes.txt"
     notes.write_text(f"alice ops login\n{HELD}\n")
     with REGISTRY.hold([HELD]):
-        for cmd in (f"sed -n p {notes}", f"grep -ob '[A-Za-z0-9]' {notes}"):
+        for cmd in (f"sed -n p {notes}", f"grep -o '[A-Za-z0-9]' {notes}", f"grep -r -h -o . {notes}"):
             with pytest.raises(ToolError) as info:
                 await call("host_bash", {"cmd": cmd, "timeout_s": 5}, read_only=True)
             assert "holds a secret Ongrid itself is configured with" in str(info.value)
             assert HELD not in str(info.value)
+
+
+@pytest.mark.parametrize(("cmd", "why"), [
+    ("grep -o -b . /etc/hostname", "with -b in front of each"), ("grep -on x /etc/hostname", "with -n"),
+    ("grep -oT x /etc/hostname", "with -T"), ("grep -o --label=L x /etc/hostname", "with --label"),
+    ("grep -o x /etc/hostname /etc/hosts", "a file name"), ("grep -r -o x /etc/hostname", "a file name"),
+    ("grep -oH x /etc/hostname", "a file name"), ("zgrep -ob . /etc/hostname", "with -b"),
+    ("grep --color=always x /etc/hostname", "terminal escapes around every match"),
+    ("grep --colour=always x /etc/hostname", "terminal escapes"),
+])
+def test_grep_output_that_would_label_single_characters_is_refused(cmd, why):
+    """``grep -o -b .`` prints every character of a file with its offset: a held secret in a file
+    too large to be checked would pass the output's redaction cut into labelled pieces."""
+    verdict = analyze(cmd)
+    assert verdict.kind == "refused" and why in verdict.reason, verdict
+
+
+@pytest.mark.parametrize("cmd", ["grep -o x /etc/hostname", "grep -oh x /etc/hostname /etc/hosts",
+                                 "grep -rho x /etc/hostname", "grep -n x /etc/hostname", "grep --color x /etc/hostname",
+                                 "grep -c x /etc/hostname /etc/hosts", "grep --color=never -o x /etc/hostname"])
+def test_grep_output_that_keeps_lines_whole_or_matches_unlabelled_is_read(cmd):
+    assert analyze(cmd).kind == "read", cmd

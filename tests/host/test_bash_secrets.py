@@ -434,7 +434,7 @@ def test_a_file_is_judged_by_what_it_begins_with_whatever_its_name(tmp_path):
 async def test_a_recursive_grep_skips_the_binary_files_it_comes_across(tmp_path):
     (tmp_path / "notes.txt").write_bytes(b"LPKSHHRH\0\0COREDUMP_ENVIRON=DB_PASSWORD=TopSecretEnv99\n")
     (tmp_path / "app.log").write_text("error: DB_PASSWORD rejected\n")
-    verdict = analyze(f"grep -r -a -o DB_PASSWORD.......... {tmp_path}")
+    verdict = analyze(f"grep -r -h -a -o DB_PASSWORD.......... {tmp_path}")
     assert verdict.kind == "read" and "--binary-files=without-match" in verdict.argv
     result = await Caller(make_tools())("host_bash", {"cmd": f"grep -r -a DB_PASSWORD {tmp_path}",
                                                       "reason": "probe"}, read_only=True)

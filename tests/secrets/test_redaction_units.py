@@ -752,3 +752,34 @@ def test_a_file_is_searched_for_held_secrets_within_its_bound(tmp_path):
     assert r.file_holds(changed) is False
     file("changed", b"now " + token.encode())  # another size: the kept verdict no longer applies
     assert r.file_holds(changed) is True
+
+
+def test_a_file_is_searched_as_gzip_unpacks_it_and_in_other_encodings(tmp_path):
+    """``gzip -dc`` prints what comes before a bad CRC, a cut-off member or trailing garbage: so is
+    it searched; a copy in UTF-16, Latin-1, JSON with ``\\/`` or percent-encoded with ``/`` kept
+    is found too."""
+    import gzip
+    from urllib.parse import quote
+
+    token, slashed, accented = "ALICEtoken0123456789abcd", "AKIAq7/Zx+Kp9/Wm2+Lr4/Tt", "Pässwörd-Tökén-12345678"
+    r = Redactor([token, slashed, accented])
+
+    def holds(name: str, data: bytes) -> bool | None:
+        (tmp_path / name).write_bytes(data)
+        return r.file_holds(str(tmp_path / name))
+
+    member = gzip.compress(b"token=" + token.encode() + b"\n")
+    bad_crc = bytearray(member)
+    bad_crc[-8] ^= 0xFF
+    assert holds("garbage", member + b"JUNKJUNK") is True
+    assert holds("zeros", member + b"\0" * 16) is True
+    assert holds("crc", bytes(bad_crc)) is True
+    assert holds("crc2", gzip.compress(b"first") + bytes(bad_crc)) is True
+    assert holds("cut", member[:-4]) is True
+    assert holds("clean", gzip.compress(b"nothing") + b"JUNK") is False
+    assert holds("utf16", ("token=" + token).encode("utf-16")) is True
+    assert holds("utf16be", token.upper().encode("utf-16-be")) is True
+    assert holds("latin1", accented.encode("latin-1")) is True
+    assert holds("php", json.dumps({"k": slashed}).replace("/", "\\/").encode()) is True
+    assert holds("path", quote(slashed).encode()) is True
+    assert r.redact(json.dumps({"k": slashed}).replace("/", "\\/")) == json.dumps({"k": REDACTED})
