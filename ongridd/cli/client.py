@@ -252,9 +252,14 @@ class _ChatUI:
         #: lines of this client whose turn ended without an answer: an error frame, or the daemon gone
         #: while it ran (piped input: exit status 1)
         self.errors = 0
-        #: how this client's last line ended: None (answered), an error frame's code, or "unsent"
-        #: (the daemon went away before the line could be sent)
+        #: how this client's last line ended: None (answered), an error frame's code, "unsent" (the
+        #: daemon went away before the line could be sent, or before it read it), or "unsure" (it went
+        #: away after the line was sent, before a frame of its turn came: whether it was read is
+        #: settled by the thread's last exchange once re-attached, :meth:`settle`)
         self.last_end: str | None = None
+        #: the last line sent, and whether a frame of its turn has come since
+        self.last_text: str | None = None
+        self.heard = True
         #: the answer the re-attach's last exchange printed: the same turn's ``final``, replayed to a
         #: client that was away when it ended, is not printed a second time
         self.shown_answer: str | None = None
@@ -275,6 +280,8 @@ class _ChatUI:
         closed) — e.g. the daemon went away; the running turn is over."""
         if self.ended < self.sent:  # a line of ours gets no answer
             self.errors += 1
+            if not self.heard and self.last_end is None:  # sent, but maybe never read: see settle()
+                self.last_end = "unsure"
         self.board.close()
         self.pending_text = ""
         self.turn_running = False
@@ -314,6 +321,7 @@ class _ChatUI:
         self.turn_running = True
         self.sent += 1
         self.last_end = None  # this line's own outcome from here on (a retry's earlier busy is over)
+        self.last_text, self.heard = text, False
         self._moved()
 
     def _flush_text(self) -> None:
@@ -329,6 +337,22 @@ class _ChatUI:
         self.ended = self.sent
         self._moved()
         self.prompt()
+
+    def settle(self, messages: list[dict]) -> None:
+        """Re-attached (``messages``: the thread's last messages, none for a new thread): a line
+        sent just before the daemon went away, with no frame of its turn since ("unsure"), was
+        read when the thread's last user message is that line — its turn ran, and it is not sent
+        again — and otherwise never reached the daemon ("unsent": piped input sends it again)."""
+        if self.last_end != "unsure":
+            return
+        last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        if last is not None and last.get("content") == self.last_text:
+            self.last_end = None
+        else:
+            self.last_end = "unsent"
+            self._line("[your last line did not reach the daemon before it went away; " + (
+                "type it again]" if self.show_prompt else "it is sent again]"))
+        self._moved()
 
     def last_exchange(self, info: dict | None, messages: list[dict]) -> None:
         """Print the thread's last user message and answer (re-attach), and
@@ -363,6 +387,8 @@ class _ChatUI:
         from ongridd.cli.termui import print_markdown, tool_line
 
         kind = frame.get("type")
+        if kind != "session":
+            self.heard = True
         if kind == "session":
             state = "re-attached to" if frame.get("resumed") else "new"
             self._line(f"[{state} thread {frame.get('thread')} — session {frame.get('session_id')}]")
@@ -469,6 +495,7 @@ async def _chat(args: argparse.Namespace) -> int:
                     return
                 ui.render(frame)
                 if frame.get("type") == "session":
+                    messages: list[dict] = []
                     if frame.get("resumed"):
                         try:
                             info, messages = await trio.to_thread.run_sync(
@@ -476,6 +503,8 @@ async def _chat(args: argparse.Namespace) -> int:
                             ui.last_exchange(info, messages)
                         except (ClientError, RuntimeError) as exc:
                             ui._line(f"[could not read the thread's last exchange: {exc}]")
+                            messages = [{"role": "user", "content": ui.last_text}]  # unknown: never sent twice
+                    ui.settle(messages)
                     ui.prompt()
                     greeted.set()
                     ui.greeted.set()
@@ -594,6 +623,8 @@ async def _chat(args: argparse.Namespace) -> int:
             while ui.sent == sent:  # the writer has taken it; then wait for its turn to end
                 await ui.changed.wait()
             await answered()
+            while ui.last_end == "unsure":  # the daemon went away just after it was sent: settled on re-attach
+                await ui.changed.wait()
             if ui.last_end not in ("busy", "unsent") or trio.current_time() + delay > deadline:
                 return
             ui.errors -= 1  # the line is sent again: its outcome is the retry's

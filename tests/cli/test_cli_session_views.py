@@ -87,8 +87,33 @@ def test_piped_chat_retries_only_a_line_whose_own_last_attempt_was_refused():
     assert ui.last_end == "busy"  # sent again by the script loop
     ui.user_sent("the piped line")
     assert ui.last_end is None
+    ui.render({"type": "token", "text": "Looking"})
     ui.notice("[the daemon went away; reconnecting…]")  # while its turn ran
     assert ui.last_end is None and ui.errors == 2
+
+
+def test_a_line_the_daemon_went_away_just_after_is_settled_by_the_thread_once_re_attached():
+    """Sent, then the daemon stopped before a frame of its turn came: was it read?  The thread's
+    last user message says — that line: its turn ran (not sent twice); anything else, or a new
+    thread: it never arrived (a piped script sends it again)."""
+    import io
+
+    from ongridd.cli.client import _ChatUI
+
+    for messages, settled in (([{"role": "user", "content": "second line"}], None),
+                              ([{"role": "user", "content": "first line"}, {"role": "assistant", "content": "a"}],
+                               "unsent"),
+                              ([], "unsent")):
+        out = io.StringIO()
+        ui = _ChatUI(out, prompt=False)
+        ui.user_sent("second line")
+        ui.notice("[the daemon went away; reconnecting…]")
+        assert ui.last_end == "unsure" and ui.ended == ui.sent
+        ui.settle(messages)
+        assert ui.last_end == settled, messages
+        assert ("did not reach the daemon" in out.getvalue()) == (settled == "unsent")
+        ui.settle(messages)  # only once
+        assert out.getvalue().count("did not reach") <= 1
 
 
 def test_a_reviewer_shows_the_gates_decision_in_the_tree_and_its_tile_line():
