@@ -7,7 +7,10 @@ another host.
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import trio
@@ -39,6 +42,53 @@ from ongridd.plugins.api import (
 )
 
 BASH_MAX_STDOUT = 12 * 1024
+#: where an entry of journalctl's JSON output modes begins: a ``{`` at the start of a line, after
+#: json-seq's record separator or json-sse's ``data:`` (inside an entry, a string's line breaks are
+#: escaped, so no ``{`` of a message can be one of them)
+_ENTRY_START = re.compile(r"^(?:\x1e|data: ?)?\{", re.MULTILINE)
+
+
+def journal_json(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` (as rebuilt, ``-o MODE``) is a journalctl printing one of its JSON modes."""
+    return bool(argv) and argv[0] == "journalctl" and any(
+        a == "-o" and b.startswith("json") for a, b in zip(argv, argv[1:], strict=False))
+
+
+def _as_text(value: Any) -> Any:
+    """A field's value with an array of byte values as the string of those bytes (UTF-8,
+    undecodable bytes as U+FFFD); a repeated field's list, each of its values so."""
+    if isinstance(value, list) and value and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256
+                                                 for b in value):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [_as_text(v) for v in value]
+    return value
+
+
+def journal_bytes_as_text(text: str) -> str:
+    """``text`` (journalctl's JSON output: one entry per line, or pretty, json-seq, json-sse) with
+    every field written as an array of byte values — how journalctl writes one that is not
+    printable UTF-8, a message with a colour escape in it — written as the string of those bytes,
+    so that what they hold is read, and redacted, as text: ``[27,91,…,116,111,107,…]`` would carry
+    a secret past every filter.  An entry that does not parse is left as it is."""
+    decoder = json.JSONDecoder()
+    out: list[str] = []
+    pos = 0
+    for match in _ENTRY_START.finditer(text):
+        start = match.end() - 1
+        if start < pos:
+            continue
+        try:
+            entry, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict):
+            shown = {key: _as_text(value) for key, value in entry.items()}
+            if shown != entry:
+                out += [text[pos:start], json.dumps(shown, ensure_ascii=False)]
+                pos = end
+    out.append(text[pos:])
+    return "".join(out)
 BASH_MAX_STDERR = 3 * 1024
 BASH_MAX_TIMEOUT_S = 60
 BASH_TOOL = "host_bash"
@@ -347,6 +397,8 @@ class HostTools:
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")
+            if journal_json(verdict.argv):
+                stdout = journal_bytes_as_text(stdout)
             # in a thread: a hostile output can take the filter a good part of a second (it finishes
             # before a cancellation lands; the output is bounded)
             shown_out, shown_err = await trio.to_thread.run_sync(

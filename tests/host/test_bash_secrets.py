@@ -447,3 +447,41 @@ def test_looking_at_what_a_file_begins_with_never_waits_on_a_fifo(tmp_path):
     fifo = tmp_path / "app.log"
     os.mkfifo(fifo)
     assert analyze(f"cat {fifo}").kind == "read"
+
+
+async def test_a_journal_field_written_as_byte_values_is_read_and_redacted_as_text(tmp_path):
+    """journalctl's JSON modes write a field that is not printable UTF-8 (a coloured message) as an
+    array of byte values: ``[116,111,107,…]`` carries a held secret past every filter unless it is
+    read back as text first."""
+    import json
+    import struct
+
+    import trio
+
+    from ongridd.secretset import REGISTRY
+    from tests.host.conftest import run_through_runner
+
+    remote = next((p for p in ("/lib/systemd/systemd-journal-remote", "/usr/lib/systemd/systemd-journal-remote")
+                   if os.path.exists(p)), None)
+    need(remote is not None, "Debian's systemd-journal-remote (package systemd-journal-remote) is not installed")
+    secret = "ALICEtoken0123456789abcd"
+    message = f"\x1b[31mlogin with token={secret}\x1b[0m".encode()
+    export = (b"__REALTIME_TIMESTAMP=1700000000000000\n__MONOTONIC_TIMESTAMP=1\n"
+              b"_BOOT_ID=0123456789abcdef0123456789abcdef\nMESSAGE\n" + struct.pack("<Q", len(message)) + message
+              + b"\nSYSLOG_IDENTIFIER=app\n\n")
+    (tmp_path / "entry.export").write_bytes(export)
+    journal = tmp_path / "app.journal"
+    await trio.run_process([remote, "-o", str(journal), str(tmp_path / "entry.export")], capture_stdout=True,
+                           capture_stderr=True)
+    journal.chmod(0o644)  # made 0640: a private file, which a root daemon's reads leave alone
+    raw = (await trio.run_process(["journalctl", "--file", str(journal), "-o", "json", "--output-fields=MESSAGE"],
+                                  capture_stdout=True)).stdout.decode()
+    assert isinstance(json.loads(raw)["MESSAGE"], list)  # what journalctl itself writes
+    for mode in ("json", "json-pretty", "json-seq"):
+        args = {"cmd": f"journalctl --file {journal} -o {mode} --output-fields=MESSAGE -n 5", "timeout_s": 10}
+        with REGISTRY.hold([secret]):
+            result, _ = await run_through_runner(make_tools(), "host_bash", args, read_only=True)
+        assert result.status == "ok", result.content
+        stdout = json.loads(result.content)["stdout"]
+        assert "login with token=" in stdout and "[redacted]" in stdout, (mode, stdout)
+        assert secret not in stdout and "116, 111, 107" not in stdout and "116,111,107" not in stdout, (mode, stdout)
