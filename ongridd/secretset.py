@@ -176,11 +176,6 @@ def _url_form(value: str, safe: str = "") -> str:
         return value
 
 
-def _re2_bytes_literal(data: bytes) -> str:
-    """``data`` as an RE2 pattern (Latin-1 mode) matching those bytes literally."""
-    return "".join(chr(b) if chr(b).isascii() and chr(b).isalnum() else f"\\x{{{b:x}}}" for b in data)
-
-
 #: the most bytes of a file (a gzip file's, decompressed) :func:`file_holds_secret` reads; a
 #: larger file is not checked
 FILE_SCAN_BYTES = 64 << 20
@@ -425,7 +420,8 @@ class Redactor:
                 options.log_errors = False
                 options.max_mem = _PIECES_MAX_MEM
                 options.encoding = re2.Options.Encoding.LATIN1
-                source = "(?i:" + "|".join(map(_re2_bytes_literal, ordered)) + ")"
+                # Latin-1 mode: each byte is the character of that code point, so the str literal fits
+                source = "(?i:" + "|".join(_re2_literal(b.decode("latin-1")) for b in ordered) + ")"
                 try:
                     pattern = re2.compile(source.encode("latin-1"), options)
                 except re2.error:
