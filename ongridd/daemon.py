@@ -192,6 +192,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     from ongridd.server.app import AppServices, serve_app
     from ongridd.server.auth import Authenticator
     from ongridd.server.connections import close_stalled_connections, harden_http_server
+    from ongridd.server.directws import install as serve_chat_socket_directly
     from ongridd.server.ws import MAX_MESSAGE_BYTES, close_chat_sockets
     from ongridd.store import Store
 
@@ -224,6 +225,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
                                no_model=model is None and not config.llm.base_url)
         app = serve_app(services)
         harden_http_server()  # before the first connection: one crafted packet must not end the daemon
+        serve_chat_socket_directly()  # the chat socket's handshakes skip hypercorn's HTTP and ASGI layers
         hconf = HyperConfig()
         hconf.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
         hconf.graceful_timeout = HTTP_GRACEFUL_S

@@ -36,6 +36,7 @@ close 1009 is sent, instead of being read and buffered on for ever.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from socket import AF_INET, AF_INET6
 from typing import Any
 
@@ -98,23 +99,42 @@ def _contain_connection_errors() -> None:
         return
 
     async def run(self: Any) -> None:
-        _LIVE.add(self)
-        set_keepalive(_socket_of(self))
-        try:
-            await original(self)
-        except Exception as exc:  # noqa: BLE001 - one connection's protocol error must not end the server
-            leaf = leaf_exceptions(exc)[0]
-            log.warning("http_connection_failed", error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
-                        detail=(str(leaf).splitlines() or [""])[0][:200])
-        finally:
-            _LIVE.discard(self)
-            if _ENDED:
-                for ended in list(_ENDED):
-                    ended.set()
+        with live_connection(self):
+            set_keepalive(_socket_of(self))
+            try:
+                await original(self)
+            except Exception as exc:  # noqa: BLE001 - one connection's protocol error must not end the server
+                leaf = leaf_exceptions(exc)[0]
+                log.warning("http_connection_failed", error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
+                            detail=(str(leaf).splitlines() or [""])[0][:200])
 
     run._ongrid_contained = True  # type: ignore[attr-defined]
     run.__doc__ = original.__doc__
     TCPServer.run = run  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def live_connection(handler: Any) -> Iterator[None]:
+    """Count ``handler`` among the connections in progress while the block
+    runs (:func:`open_connections`, :func:`close_stalled_connections`,
+    :func:`abort_connection`).  ``handler``: hypercorn's ``TCPServer``, or
+    one with the same ``app`` and ``stream`` and its peer's addresses as
+    ``client`` and ``server``."""
+    _LIVE.add(handler)
+    try:
+        yield
+    finally:
+        _LIVE.discard(handler)
+        if _ENDED:
+            for ended in list(_ENDED):
+                ended.set()
+
+
+def _addresses(handler: Any) -> tuple[Any, Any]:
+    """The client and server addresses a connection handler read when its connection began
+    (hypercorn's are on its protocol object; a socket the peer has reset no longer tells them)."""
+    holder = getattr(handler, "protocol", handler)
+    return getattr(holder, "client", None), getattr(holder, "server", None)
 
 
 def _drop_events_for_finished_apps() -> None:
@@ -422,10 +442,7 @@ def abort_connection(scope: Any) -> bool:
     if not client or not server:
         return False
     for live in list(_LIVE):
-        # the addresses hypercorn read when the connection began (a socket the peer has reset no
-        # longer tells them), the same it put in the scope
-        protocol = getattr(live, "protocol", None)
-        if getattr(protocol, "client", None) != client or getattr(protocol, "server", None) != server:
+        if _addresses(live) != (client, server):  # the same addresses the scope was given
             continue
         if _close_socket(live):
             return True
@@ -465,8 +482,7 @@ async def close_stalled_connections(app: Any, grace_s: float) -> int:
             if not _close_socket(server):
                 continue
             closed += 1
-            # the peer as hypercorn recorded it when the connection began (the scope's ``client``)
-            peer = peer_text(getattr(getattr(server, "protocol", None), "client", None))
+            peer = peer_text(_addresses(server)[0])  # as recorded when the connection began
             log.warning("connection_closed_at_stop", peer=peer,
                         reason=f"still open {grace_s:g} s after the stop began (a client that stopped reading)")
     return closed

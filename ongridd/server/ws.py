@@ -278,7 +278,7 @@ class _Conn:
         client that does not read): its TCP socket is closed."""
         with self.watchdog:
             await trio.sleep_until(hello_by + HELLO_ABORT_AFTER_S)
-        if self.session_id is None and abort_connection(self.ws.scope):
+        if self.session_id is None and self.ws.abort():
             log.warning("connection_closed", peer=_peer(self.ws.scope), reason="no hello, and not reading")
 
     async def run(self) -> None:
@@ -392,7 +392,8 @@ class AsgiSocket:
     its bytes), None once the client has gone; :meth:`send` sends one text
     message (``trio.ClosedResourceError`` once the socket is closed);
     :meth:`close` closes it (refuses the handshake, HTTP 403, when not yet
-    accepted), at most once."""
+    accepted), at most once; :meth:`abort` closes its TCP socket.
+    (:class:`~ongridd.server.directws.DirectSocket` has the same interface.)"""
 
     def __init__(self, scope: Any, receive: Any, send: Any):
         self.scope = scope
@@ -427,6 +428,12 @@ class AsgiSocket:
             self.closed = True
             await self._send({"type": "websocket.close", "code": code, "reason": reason})
 
+    def abort(self) -> bool:
+        """Close the TCP socket of this connection (a send or receive waiting
+        on it fails); False when none was found open (see
+        :func:`~ongridd.server.connections.abort_connection`)."""
+        return abort_connection(self.scope)
+
 
 def _headers(scope: Any, name: bytes) -> list[str]:
     """Every value of a request header (``name`` lower-case), in order; empty when absent."""
@@ -460,13 +467,19 @@ class ChatSocketFront:
             return
         if connect.get("type") != "websocket.connect":
             return
-        problem = origin_problem(_headers(scope, b"host"), _headers(scope, b"origin"),
-                                 open_mode=self.services.auth.open_mode)
+        problem = handshake_problem(scope, self.services)
         if problem:
             log.warning("websocket_refused", peer=_peer(scope), reason=problem)
             await _refuse(scope, send, 403, "forbidden", problem)
             return
         await serve_chat_socket(AsgiSocket(scope, receive, send), self.services)
+
+
+def handshake_problem(scope: Any, services: Any) -> str | None:
+    """Why a chat socket handshake (its ASGI-shaped ``scope``) must be refused
+    (:func:`~ongridd.server.auth.origin_problem`: a browser on another site,
+    or a non-loopback ``Host`` while no tokens are set), None when it may go on."""
+    return origin_problem(_headers(scope, b"host"), _headers(scope, b"origin"), open_mode=services.auth.open_mode)
 
 
 async def _refuse(scope: Any, send: Any, status: int, code: str, message: str) -> None:

@@ -49,21 +49,32 @@ async def test_cross_origin_and_rebinding_requests_are_refused(tmp_path):
                 pass
 
 
-async def test_a_crafted_upgrade_request_ends_only_its_own_connection(tmp_path):
-    # a websocket upgrade with a byte pipelined behind it: the HTTP server answers 400, then its
-    # protocol state machine raises; that must end the one connection, not the daemon
+@pytest.mark.parametrize("path,answer", [
+    # the chat socket takes the byte for the start of a frame (it is one, with reserved bits set)
+    ("/ws", b"HTTP/1.1 101 "),
+    ("/w%73", b"HTTP/1.1 400"),  # the chat socket's path too, but read by hypercorn: its answer
+    ("/elsewhere", b"HTTP/1.1 400"),
+])
+async def test_a_crafted_upgrade_request_ends_only_its_own_connection(tmp_path, path, answer):
+    # a websocket upgrade with a byte pipelined behind it: hypercorn answers 400, then its protocol
+    # state machine raises; that must end the one connection, not the daemon
     async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}) as d:
         host = d.base_url.removeprefix("http://")
         name, port = host.rsplit(":", 1)
-        for path in ("/ws", "/elsewhere"):
-            stream = await trio.open_tcp_stream(name, int(port))
-            await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
-                                  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                                  "Sec-WebSocket-Version: 13\r\n\r\nx".encode())
+        stream = await trio.open_tcp_stream(name, int(port))
+        await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                              "Sec-WebSocket-Version: 13\r\n\r\nx".encode())
+        with trio.fail_after(10):
+            got = await stream.receive_some(4096)
+        assert got.startswith(answer)
+        if path == "/ws":  # the frame's second byte: RFC 6455 7.1.7, failed with a close frame (1002)
+            await stream.send_all(b"\x80")
             with trio.fail_after(10):
-                answer = await stream.receive_some(4096)
-            assert answer.startswith(b"HTTP/1.1 400")
-            await stream.aclose()
+                while data := await stream.receive_some(4096):
+                    got += data
+            assert got.partition(b"\r\n\r\n")[2].startswith(b"\x88") and b"\x03\xea" in got  # 1002
+        await stream.aclose()
         await trio.sleep(0.2)
         async with httpx2.AsyncClient() as http:
             assert (await http.get(d.base_url + "/healthz")).status_code == 200

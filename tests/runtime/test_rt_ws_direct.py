@@ -1,0 +1,154 @@
+"""The chat socket is served straight off its TCP connection (``ongridd.server.directws``):
+its handshake is read and answered by the daemon's front door, every other
+request goes to hypercorn with the bytes already read put back.  What a client
+sees is the same either way: these tests speak raw TCP to a real daemon."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+import pytest
+import trio
+from rt_helpers import open_daemon, raw_chat_socket
+
+from ongridd.server import connections, directws
+
+HANDSHAKE = (b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+SCRIPT = {"default": [{"content": "hi"}]}
+
+
+def _masked_text(text: str) -> bytes:
+    """A client text frame (mask key 0: the payload as it is)."""
+    payload = text.encode()
+    assert len(payload) < 126
+    return bytes([0x81, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
+
+
+def _with(head: bytes, old: bytes, new: bytes) -> bytes:
+    assert old in head
+    return head.replace(old, new)
+
+
+@pytest.mark.parametrize("head,taken", [
+    pytest.param(HANDSHAKE, True, id="plain"),
+    pytest.param(_with(HANDSHAKE, b"GET /ws ", b"GET /ws?x=1 "), True, id="query-string"),
+    pytest.param(_with(HANDSHAKE, b"Connection: Upgrade", b"Connection: keep-alive, Upgrade"), True,
+                 id="connection-tokens"),
+    pytest.param(_with(HANDSHAKE, b"GET /ws ", b"GET /wsx "), False, id="other-path"),
+    pytest.param(_with(HANDSHAKE, b"GET /ws ", b"GET /w%73 "), False, id="escaped-path"),
+    pytest.param(_with(HANDSHAKE, b"GET /ws ", b"POST /ws "), False, id="post"),
+    pytest.param(_with(HANDSHAKE, b"HTTP/1.1", b"HTTP/1.0"), False, id="http-1.0"),
+    pytest.param(_with(HANDSHAKE, b"Host: 127.0.0.1\r\n", b""), False, id="no-host"),
+    pytest.param(_with(HANDSHAKE, b"Host: 127.0.0.1\r\n", b"Host: a\r\nHost: b\r\n"), False, id="two-hosts"),
+    pytest.param(_with(HANDSHAKE, b"\r\n\r\n", b"\r\nContent-Length: 3\r\n\r\n"), False, id="a-body"),
+    pytest.param(_with(HANDSHAKE, b"\r\n\r\n", b"\r\nTransfer-Encoding: chunked\r\n\r\n"), False, id="chunked"),
+    pytest.param(_with(HANDSHAKE, b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", b""), False, id="no-key"),
+    pytest.param(_with(HANDSHAKE, b"Version: 13", b"Version: 8"), False, id="old-version"),
+    pytest.param(_with(HANDSHAKE, b"Upgrade: websocket", b"Upgrade: h2c"), False, id="other-upgrade"),
+    pytest.param(_with(HANDSHAKE, b"Connection: Upgrade", b"Connection: keep-alive"), False, id="no-upgrade-token"),
+    pytest.param(_with(HANDSHAKE, b"Host: 127.0.0.1", b"Host: 127.0.0.1\x01"), False, id="control-in-a-value"),
+    pytest.param(HANDSHAKE[:-2], False, id="head-not-ended"),
+])
+def test_only_a_plain_handshake_for_the_chat_socket_is_taken(head, taken):
+    request = directws._chat_handshake(head + b"behind")
+    assert (request is not None) is taken
+    if taken:
+        assert request.key == b"dGhlIHNhbXBsZSBub25jZQ==" and request.rest == b"behind"
+        assert (b"host", b"127.0.0.1") in request.headers
+
+
+async def _exchange(port: int, pieces: list[bytes], *, until: bytes | None = None, pause_s: float = 0.0) -> bytes:
+    """Send ``pieces`` one by one on a new TCP connection (``pause_s`` apart), then read until
+    ``until`` has come (or the daemon ended the connection); returns what was read."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    got = b""
+    async with stream:
+        for piece in pieces:
+            await stream.send_all(piece)
+            await trio.sleep(pause_s)
+        with trio.fail_after(10):
+            while until is None or until not in got:
+                data = await stream.receive_some(65536)
+                if not data:
+                    break
+                got += data
+    return got
+
+
+def _port(d) -> int:
+    return int(d.base_url.rsplit(":", 1)[1])
+
+
+async def test_a_handshake_in_pieces_with_a_frame_behind_it_is_served(tmp_path):
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        # a byte at a time, then the head's end and a hello in one send
+        pieces = [bytes([b]) for b in HANDSHAKE[:-4]] + [HANDSHAKE[-4:] + _masked_text('{"type":"hello"}')]
+        got = await _exchange(_port(d), pieces, until=b'"resumed"', pause_s=0.002)
+        assert got.startswith(b"HTTP/1.1 101 ")
+        assert b"sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n" in got  # RFC 6455 1.3's example
+        assert b'"type": "session"' in got or b'"type":"session"' in got
+
+
+async def test_other_requests_go_to_the_http_server_with_what_was_read(tmp_path):
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        port = _port(d)
+        health = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        got = await _exchange(port, [health[:2], health[2:]], pause_s=0.05)  # "GE" first: could be /ws
+        assert got.startswith(b"HTTP/1.1 200 ")
+        got = await _exchange(port, [b"GET /wsx HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"], until=b"\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 404 ")
+        got = await _exchange(port, [_with(HANDSHAKE, b"GET /ws ", b"GET /wsx ")], until=b"\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 400 ")  # the app's answer to a websocket it does not serve
+        # an escaped path is still the chat socket, served through hypercorn as before
+        got = await _exchange(port, [_with(HANDSHAKE, b"GET /ws ", b"GET /w%73 ")], until=b"\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 101 ")
+        # a head larger than the server takes: hypercorn's answer, and the daemon serves on
+        huge = HANDSHAKE[:-2] + b"X-Pad: " + b"p" * (64 * 1024) + b"\r\n\r\n"
+        got = await _exchange(port, [huge])
+        assert not got.startswith(b"HTTP/1.1 101 ")
+        async with httpx2.AsyncClient() as http:
+            assert (await http.get(d.base_url + "/healthz")).status_code == 200
+
+
+async def test_ping_close_and_refusal_on_the_direct_socket(tmp_path):
+    from wsproto.events import CloseConnection, Ping, Pong
+
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        stream, client = await raw_chat_socket(d.base_url)
+        async with stream:
+            # while it is open the connection is the front door's, counted among the live ones
+            assert any(isinstance(live, directws.FrontDoor) for live in connections._LIVE)
+            await stream.send_all(client.send(Ping(payload=b"are you there")))
+            await stream.send_all(client.send(CloseConnection(code=1000, reason="bye")))
+            events: list = []
+            with trio.fail_after(10):
+                while True:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        break
+                    client.receive_data(data)
+                    events.extend(client.events())
+        assert [e.payload for e in events if isinstance(e, Pong)] == [b"are you there"]
+        assert [e.code for e in events if isinstance(e, CloseConnection)] == [1000]
+
+        # a browser page of another site is refused before the handshake is answered
+        got = await _exchange(_port(d), [_with(HANDSHAKE, b"\r\n\r\n", b"\r\nOrigin: https://evil.example\r\n\r\n")])
+        status, _, body = got.partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 403 ")
+        assert json.loads(body)["error"]["code"] == "forbidden"
+        async with d.ws("after") as c:
+            assert (await c.ask("still there?"))["text"] == "hi"
+
+
+def test_install_is_idempotent_and_fails_loudly_without_its_hook(monkeypatch):
+    from hypercorn.trio import run
+
+    directws.install()
+    directws.install()
+    assert run.TCPServer is directws.FrontDoor
+    assert directws.FrontDoor.hypercorn_handler is not directws.FrontDoor
+    monkeypatch.delattr(run, "TCPServer")
+    with pytest.raises(RuntimeError, match="TCPServer is gone"):
+        directws.install()
