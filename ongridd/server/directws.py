@@ -31,7 +31,9 @@ waits for and may close (:func:`~ongridd.server.connections.close_stalled_connec
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import re
 import math
 from http import HTTPStatus
 from typing import Any
@@ -53,6 +55,8 @@ log = get_logger(__name__)
 MAX_RECV = 2**16
 #: the request line of a chat socket handshake starts so (a query string may follow the path)
 _CHAT_LINE = b"GET /ws"
+#: the request line the front door serves: exactly ``GET /ws[?query] HTTP/1.1``, nothing before it
+_CHAT_REQUEST_LINE = re.compile(rb"GET /ws(?:\?[!-~]*)? HTTP/1\.1\r\n")
 #: RFC 6455's protocol version, the only one spoken
 _VERSION = b"13"
 #: close code of a message over the size limit (RFC 6455 "message too big")
@@ -92,6 +96,8 @@ class FrontDoor:
         self.app, self.config, self.context, self.state, self.stream = app, config, context, state, stream
         self.client: Any = None
         self.server: Any = None
+        #: when the first request head must be whole (trio time), as hypercorn's idle close of a new connection
+        self.head_deadline = trio.current_time() + (config.keep_alive_timeout or math.inf)
 
     def __await__(self) -> Any:
         return self.run().__await__()
@@ -128,7 +134,7 @@ class FrontDoor:
                     await _close(self.stream)
         if head is not None:
             await self.hypercorn_handler(self.app, self.config, self.context, self.state,
-                                         _Replayed(self.stream, head))
+                                         _Replayed(self.stream, head, self.head_deadline))
 
     async def _read_head(self) -> bytes | None:
         """What the client sent first: the whole request head (and what came
@@ -137,7 +143,7 @@ class FrontDoor:
         keep-alive timeout passed before anything could be decided."""
         limit = self.config.h11_max_incomplete_size
         data = b""
-        with trio.move_on_after(self.config.keep_alive_timeout or math.inf):
+        with trio.move_on_at(self.head_deadline):
             while True:
                 try:
                     chunk = await self.stream.receive_some(MAX_RECV)
@@ -150,7 +156,7 @@ class FrontDoor:
                 if not _CHAT_LINE.startswith(start[:len(_CHAT_LINE)]) or (
                         len(start) > len(_CHAT_LINE) and start[-1:] not in (b" ", b"?")):
                     return data  # not the chat socket
-                if b"\r\n\r\n" in data or len(data) > limit:
+                if _head_ended(data) or len(data) > limit:
                     return data
         return None
 
@@ -219,12 +225,16 @@ def _chat_handshake(data: bytes) -> _Handshake | None:
     ``Upgrade: websocket``, a key, version 13); None for anything else
     (hypercorn's handler then answers it as it always did)."""
     end = data.find(b"\r\n\r\n")
-    if end < 0:
+    if end < 0 or not _CHAT_REQUEST_LINE.match(data):
         return None
+    head = data[:end + 4]
+    crlf = head.count(b"\r\n")
+    if head.count(b"\n") != crlf or head.count(b"\r") != crlf:
+        return None  # a bare LF or CR: hypercorn's parser decides what such a head is
     reader = _HeadReader()
     parser = httptools.HttpRequestParser(reader)
     try:
-        parser.feed_data(data[:end + 4])
+        parser.feed_data(head)
     except httptools.HttpParserUpgrade:
         pass
     except httptools.HttpParserError:
@@ -249,14 +259,25 @@ def _chat_handshake(data: bytes) -> _Handshake | None:
     return _Handshake(reader.headers, query, key, data[end + 4:])
 
 
+def _head_ended(data: bytes) -> bool:
+    """Whether ``data`` holds the end of a request head (an empty line; after a bare LF too)."""
+    return b"\n\r\n" in data or b"\n\n" in data
+
+
 class _Replayed:
     """A stream whose first reads return ``head`` (bytes already read from
     ``stream``), then what ``stream`` receives; everything else is the
-    stream's.  It has no ``do_handshake``: hypercorn takes it for plain TCP."""
+    stream's.  It has no ``do_handshake``: hypercorn takes it for plain TCP.
+    Until the first request head has ended, the connection is closed at
+    ``deadline`` (trio time; the read returns end of stream), as hypercorn
+    closes a connection idle that long: the time the front door spent
+    reading is not given again."""
 
-    def __init__(self, stream: Any, head: bytes) -> None:
+    def __init__(self, stream: Any, head: bytes, deadline: float) -> None:
         self._stream = stream
         self._head = head
+        self._deadline: float | None = None if _head_ended(head) else deadline
+        self._tail = head[-2:]  # the end of what was read, for an empty line split across reads
         self.socket = stream.socket
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
@@ -265,7 +286,19 @@ class _Replayed:
             out, self._head = self._head[:size], self._head[size:]
             await trio.lowlevel.checkpoint()
             return out
-        return await self._stream.receive_some(max_bytes)
+        if self._deadline is None:
+            return await self._stream.receive_some(max_bytes)
+        data: bytes | bytearray = b""
+        with trio.move_on_at(self._deadline) as waited:
+            data = await self._stream.receive_some(max_bytes)
+        if waited.cancelled_caught:  # no whole head in time: closed, as an idle connection
+            await self._stream.aclose()
+            return b""
+        seen = self._tail + bytes(data)
+        if not data or _head_ended(seen):
+            self._deadline = None
+        self._tail = seen[-2:]
+        return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self._stream.send_all(data)
@@ -330,7 +363,9 @@ class DirectSocket:
                           f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
 
     async def receive(self) -> str | bytes | None:
-        parts: list[Any] = []
+        # the message so far: its size is what the limit counts, and nothing is kept per piece (a
+        # message sent as endless empty fragments holds no more memory than its payload)
+        message: Any = None
         size = 0
         while not self.closed:
             for event in self._ws.events():
@@ -339,13 +374,17 @@ class DirectSocket:
                     if size > self._limit():
                         await self._too_big()
                         return None
-                    parts.append(event.data)
+                    if message is None:
+                        message = io.StringIO() if isinstance(event, TextMessage) else io.BytesIO()
+                    message.write(event.data)
                     if event.message_finished:
-                        if isinstance(event, TextMessage):
-                            return "".join(parts)
-                        return b"".join(parts)
+                        return message.getvalue()
                 elif isinstance(event, Ping):
-                    await self._send_event(event.response())
+                    try:
+                        await self._send_event(event.response())
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
+                        self.closed = True  # the client has gone (or the socket is closing)
+                        return None
                 elif isinstance(event, CloseConnection):
                     await self._closed_by_peer(event)
                     return None

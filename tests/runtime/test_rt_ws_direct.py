@@ -5,6 +5,7 @@ sees is the same either way: these tests speak raw TCP to a real daemon."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import httpx2
@@ -50,6 +51,11 @@ def _with(head: bytes, old: bytes, new: bytes) -> bytes:
     pytest.param(_with(HANDSHAKE, b"Connection: Upgrade", b"Connection: keep-alive"), False, id="no-upgrade-token"),
     pytest.param(_with(HANDSHAKE, b"Host: 127.0.0.1", b"Host: 127.0.0.1\x01"), False, id="control-in-a-value"),
     pytest.param(HANDSHAKE[:-2], False, id="head-not-ended"),
+    pytest.param(HANDSHAKE.replace(b"\r\n", b"\n"), False, id="bare-lf"),
+    pytest.param(_with(HANDSHAKE, b"Host: 127.0.0.1\r\n", b"Host: 127.0.0.1\n"), False, id="one-bare-lf"),
+    pytest.param(_with(HANDSHAKE, b"Host: 127.0.0.1\r\n", b"Host: 127.0.0.1\r\r\n"), False, id="bare-cr"),
+    pytest.param(_with(HANDSHAKE, b"GET /ws ", b"GET /ws  "), False, id="two-spaces"),
+    pytest.param(b"\r\n" + HANDSHAKE, False, id="leading-empty-line"),
 ])
 def test_only_a_plain_handshake_for_the_chat_socket_is_taken(head, taken):
     request = directws._chat_handshake(head + b"behind")
@@ -152,3 +158,32 @@ def test_install_is_idempotent_and_fails_loudly_without_its_hook(monkeypatch):
     monkeypatch.delattr(run, "TCPServer")
     with pytest.raises(RuntimeError, match="TCPServer is gone"):
         directws.install()
+
+
+async def test_a_bare_lf_head_is_answered_by_the_http_server_at_once(tmp_path):
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        got = await _exchange(_port(d), [HANDSHAKE.replace(b"\r\n", b"\n")], until=b"\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 101 ")  # hypercorn's parser takes bare LF, as before
+
+
+async def test_a_slow_head_gets_one_keep_alive_timeout_in_all(tmp_path, monkeypatch):
+    # "GET /w" could be the chat socket's head: the front door waits; once it turns out to be
+    # something else the HTTP server gets what is left of the time, not a fresh timeout
+    from ongridd import daemon
+
+    monkeypatch.setattr(daemon, "HTTP_KEEP_ALIVE_S", 2.0)
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        stream = await trio.open_tcp_stream("127.0.0.1", _port(d))
+        began = trio.current_time()
+        async with stream:
+            await stream.send_all(b"GET /w")
+            await trio.sleep(1.5)
+            await stream.send_all(b"sx HTTP/1.1\r\n")  # not the chat socket: to hypercorn at 1.5 s
+            with trio.fail_after(10):
+                with contextlib.suppress(trio.BrokenResourceError):  # closed, or reset
+                    while True:
+                        await stream.send_all(b"X")  # a header trickled, never ended
+                        with trio.move_on_after(0.1):
+                            if not await stream.receive_some(4096):
+                                break
+        assert trio.current_time() - began < 3.2  # 2 s in all (a fresh 2 s would end it at 3.5 s)

@@ -1,0 +1,68 @@
+"""The chat socket's frame layer (``ongridd.server.directws.DirectSocket``) over an in-memory
+stream: what it keeps of a message, and a client that goes away while it answers."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import trio
+import trio.testing
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import BytesMessage, Ping, TextMessage
+
+from ongridd.server.directws import DirectSocket, _Handshake
+
+
+def _socket(stream) -> DirectSocket:
+    return DirectSocket(stream, {"client": ("127.0.0.1", 1)}, _Handshake([], b"", b"key", b""), 256 * 1024)
+
+
+async def test_a_message_in_many_small_pieces_holds_no_more_than_its_payload():
+    server_end, client_end = trio.testing.memory_stream_pair()
+    client = Connection(ConnectionType.CLIENT)
+    pieces = 16 * 1024 - 1  # just under the limit before a hello: 16 KiB
+    wire = b"".join(client.send(BytesMessage(data=b"x", message_finished=False)) for _ in range(pieces))
+    wire += client.send(BytesMessage(data=b"y", message_finished=True))
+    socket = _socket(server_end)
+    await socket.accept()
+    await client_end.send_all(wire)
+    tracemalloc.start()
+    try:
+        message = await socket.receive()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert message == b"x" * pieces + b"y"
+    # the payload (16 KiB) and one read of the stream (at most 64 KiB, the wire being 112 KiB) with
+    # its parse; a list of the pieces alone was over 600 KiB
+    assert peak < 400 * 1024, peak
+
+
+async def test_empty_fragments_do_not_add_up():
+    server_end, client_end = trio.testing.memory_stream_pair()
+    client = Connection(ConnectionType.CLIENT)
+    wire = client.send(TextMessage(data='{"type":', message_finished=False))
+    wire += b"".join(client.send(TextMessage(data="", message_finished=False)) for _ in range(50_000))
+    wire += client.send(TextMessage(data='"hello"}', message_finished=True))
+    socket = _socket(server_end)
+    await socket.accept()
+    await client_end.send_all(wire)
+    tracemalloc.start()
+    try:
+        message = await socket.receive()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert message == '{"type":"hello"}'
+    assert peak < 300 * 1024, peak
+
+
+async def test_a_client_gone_while_its_ping_is_answered_is_a_client_gone():
+    server_end, client_end = trio.testing.memory_stream_pair()
+    client = Connection(ConnectionType.CLIENT)
+    socket = _socket(server_end)
+    await socket.accept()
+    await client_end.send_all(client.send(Ping(payload=b"still there?")))
+    await client_end.aclose()  # gone: the pong cannot be sent
+    assert await socket.receive() is None
+    assert socket.closed
