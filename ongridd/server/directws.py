@@ -320,7 +320,8 @@ class DirectSocket:
     ``scope``: what a chat socket reads of its connection, shaped as an ASGI
     websocket scope (``client``, ``server``, ``headers``; the
     ``AUTHENTICATED`` mark raises the message size limit).
-    :meth:`accept` answers the handshake (101); :meth:`receive` returns a
+    :meth:`accept` answers the handshake (101; a client that has left by
+    then is found gone by the next receive); :meth:`receive` returns a
     message's text (or its bytes), None once the client has gone or the
     connection has failed; :meth:`send` sends one text message
     (``trio.ClosedResourceError`` once the socket is closed,
@@ -346,8 +347,11 @@ class DirectSocket:
         if self.accepted or self._answered:
             return
         self.accepted = self._answered = True
-        await self._write(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-                          b"sec-websocket-accept: " + generate_accept_token(self._request.key) + b"\r\n\r\n")
+        try:
+            await self._write(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                              b"sec-websocket-accept: " + generate_accept_token(self._request.key) + b"\r\n\r\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return  # the client left before its answer: receive() says it has gone
         rest, self._request.rest = self._request.rest, b""
         if rest:
             self._ws.receive_data(rest)
@@ -359,8 +363,9 @@ class DirectSocket:
             return
         self._answered = self.closed = True
         body = json.dumps({"error": {"code": code, "message": message}}).encode()
-        await self._write(f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
-                          f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):  # the client left already
+            await self._write(f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json"
+                              f"\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
 
     async def receive(self) -> str | bytes | None:
         # the message so far: its size is what the limit counts, and nothing is kept per piece (a

@@ -66,3 +66,16 @@ async def test_a_client_gone_while_its_ping_is_answered_is_a_client_gone():
     await client_end.aclose()  # gone: the pong cannot be sent
     assert await socket.receive() is None
     assert socket.closed
+
+
+async def test_a_client_gone_before_its_handshake_is_answered_is_a_client_gone():
+    server_end, client_end = trio.testing.memory_stream_pair()
+    await client_end.aclose()
+    socket = _socket(server_end)
+    await socket.accept()  # the 101 cannot be sent: no error, the connection is over
+    assert await socket.receive() is None
+    server_end, client_end = trio.testing.memory_stream_pair()
+    await client_end.aclose()
+    refused = _socket(server_end)
+    await refused.refuse(403, "forbidden", "another site")
+    assert refused.closed

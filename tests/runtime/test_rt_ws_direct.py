@@ -187,3 +187,22 @@ async def test_a_slow_head_gets_one_keep_alive_timeout_in_all(tmp_path, monkeypa
                             if not await stream.receive_some(4096):
                                 break
         assert trio.current_time() - began < 3.2  # 2 s in all (a fresh 2 s would end it at 3.5 s)
+
+
+@pytest.mark.parametrize("extra", [b"", b"Origin: https://evil.example\r\n"], ids=["accepted", "refused"])
+async def test_a_client_that_resets_right_after_its_handshake_leaves_no_error(tmp_path, caplog, extra):
+    import socket
+    import struct
+
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        for _ in range(5):
+            sock = trio.socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = reset
+            await sock.connect(("127.0.0.1", _port(d)))
+            await sock.send(_with(HANDSHAKE, b"\r\n\r\n", b"\r\n" + extra + b"\r\n"))
+            sock.close()
+        await trio.sleep(0.5)
+        async with d.ws("after") as c:
+            assert (await c.ask("still there?"))["text"] == "hi"
+    failed = [r.getMessage() for r in caplog.records if r.getMessage().endswith("_connection_failed")]
+    assert failed == []
