@@ -1,9 +1,13 @@
 """The chat socket (docs/architecture.md §15.5).
 
-Served straight from ASGI (:class:`ChatSocketFront`, in front of the HTTP
-app): the handshake's origin check, then :func:`serve_chat_socket` over an
-:class:`AsgiSocket`.  (Through quart's websocket layer each connection cost
-a request context, signals and a task relaying every received message.)
+A plain handshake is read off its TCP connection by the daemon's front door
+(:mod:`ongridd.server.directws`), which serves the socket over a
+:class:`~ongridd.server.directws.DirectSocket`; any other (an escaped path,
+an unusual head) reaches :class:`ChatSocketFront`, in front of the HTTP app,
+over an :class:`AsgiSocket`.  Either way: the handshake's origin check
+(:func:`handshake_problem`), then :func:`serve_chat_socket`.  (Through
+quart's websocket layer each connection cost a request context, signals and
+a task relaying every received message.)
 
 One coroutine per connection: a reader that validates client frames and a
 writer that forwards the session's event frames.  The connection never
@@ -333,12 +337,12 @@ CLOSE_TRY_AGAIN_LATER = 1013
 CLOSE_GOING_AWAY = 1001
 GOING_AWAY_SEND_S = 1.0
 #: the chat sockets this process serves (:func:`close_chat_sockets`)
-_OPEN: set[AsgiSocket] = set()
+_OPEN: set[Any] = set()  # AsgiSocket or DirectSocket
 
 
 async def serve_chat_socket(ws: Any, services: Any) -> None:
-    """Serve one websocket connection (an :class:`AsgiSocket`, not yet
-    accepted) until the client goes away, then close it (1000; 1008 when
+    """Serve one websocket connection (an :class:`AsgiSocket` or a
+    ``DirectSocket``, not yet accepted) until the client goes away, then close it (1000; 1008 when
     :class:`_Conn` ended it for a policy reason: hellos refused
     ``MAX_REFUSED_HELLOS`` times, or none accepted within ``HELLO_TIMEOUT_S``).
 
@@ -374,7 +378,7 @@ async def close_chat_sockets(timeout_s: float = GOING_AWAY_SEND_S) -> int:
     client that does not read).  Returns how many were closed.  Never raises but Cancelled."""
     sockets = [s for s in list(_OPEN) if s.accepted and not s.closed]
 
-    async def going_away(socket: AsgiSocket) -> None:
+    async def going_away(socket: Any) -> None:
         with contextlib.suppress(Exception):  # the peer may be gone already: nothing to tell it
             await socket.close(CLOSE_GOING_AWAY, "the daemon is stopping")
 
