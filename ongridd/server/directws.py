@@ -55,6 +55,7 @@ log = get_logger(__name__)
 MAX_RECV = 2**16
 #: the request line of a chat socket handshake starts so (a query string may follow the path)
 _CHAT_LINE = b"GET /ws"
+_CHAT_LINE_STARTS = (_CHAT_LINE + b" ", _CHAT_LINE + b"?")
 #: the request line the front door serves: exactly ``GET /ws[?query] HTTP/1.1``, nothing before it
 _CHAT_REQUEST_LINE = re.compile(rb"GET /ws(?:\?[!-~]*)? HTTP/1\.1\r\n")
 #: RFC 6455's protocol version, the only one spoken
@@ -114,15 +115,15 @@ class FrontDoor:
         head: bytes | None = None  # set when the connection goes to hypercorn's handler
         try:
             with live_connection(self):
-                set_keepalive(sock)
                 self.client, self.server = _address(sock, "getpeername"), _address(sock, "getsockname")
                 read = await self._read_head()
                 if read is None:  # nothing came, or not a whole head in time: as hypercorn's idle close
                     return
                 request = _chat_handshake(read)
                 if request is None:
-                    head = read
+                    head = read  # hypercorn's handler (wrapped: it sets keepalive itself)
                 else:
+                    set_keepalive(sock)
                     await self._serve_chat(front, request)
         except Exception as exc:  # noqa: BLE001 - one connection's trouble must not end the server
             leaf = leaf_exceptions(exc)[0]
@@ -153,8 +154,7 @@ class FrontDoor:
                     return data or None  # hypercorn answers a cut request as it does
                 data += chunk
                 start = data[:len(_CHAT_LINE) + 1]
-                if not _CHAT_LINE.startswith(start[:len(_CHAT_LINE)]) or (
-                        len(start) > len(_CHAT_LINE) and start[-1:] not in (b" ", b"?")):
+                if not any(line.startswith(start) for line in _CHAT_LINE_STARTS):
                     return data  # not the chat socket
                 if _head_ended(data) or len(data) > limit:
                     return data

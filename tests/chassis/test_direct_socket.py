@@ -17,12 +17,10 @@ def _socket(stream) -> DirectSocket:
     return DirectSocket(stream, {"client": ("127.0.0.1", 1)}, _Handshake([], b"", b"key", b""), 256 * 1024)
 
 
-async def test_a_message_in_many_small_pieces_holds_no_more_than_its_payload():
+async def _received_with_peak(wire: bytes) -> tuple[str | bytes | None, int]:
+    """The first message a socket receives from ``wire`` (client frames), and the peak of the
+    memory allocated while it did (bytes, tracemalloc)."""
     server_end, client_end = trio.testing.memory_stream_pair()
-    client = Connection(ConnectionType.CLIENT)
-    pieces = 16 * 1024 - 1  # just under the limit before a hello: 16 KiB
-    wire = b"".join(client.send(BytesMessage(data=b"x", message_finished=False)) for _ in range(pieces))
-    wire += client.send(BytesMessage(data=b"y", message_finished=True))
     socket = _socket(server_end)
     await socket.accept()
     await client_end.send_all(wire)
@@ -32,6 +30,15 @@ async def test_a_message_in_many_small_pieces_holds_no_more_than_its_payload():
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    return message, peak
+
+
+async def test_a_message_in_many_small_pieces_holds_no_more_than_its_payload():
+    client = Connection(ConnectionType.CLIENT)
+    pieces = 16 * 1024 - 1  # just under the limit before a hello: 16 KiB
+    wire = b"".join(client.send(BytesMessage(data=b"x", message_finished=False)) for _ in range(pieces))
+    wire += client.send(BytesMessage(data=b"y", message_finished=True))
+    message, peak = await _received_with_peak(wire)
     assert message == b"x" * pieces + b"y"
     # the payload (16 KiB) and one read of the stream (at most 64 KiB, the wire being 112 KiB) with
     # its parse; a list of the pieces alone was over 600 KiB
@@ -39,20 +46,11 @@ async def test_a_message_in_many_small_pieces_holds_no_more_than_its_payload():
 
 
 async def test_empty_fragments_do_not_add_up():
-    server_end, client_end = trio.testing.memory_stream_pair()
     client = Connection(ConnectionType.CLIENT)
     wire = client.send(TextMessage(data='{"type":', message_finished=False))
     wire += b"".join(client.send(TextMessage(data="", message_finished=False)) for _ in range(50_000))
     wire += client.send(TextMessage(data='"hello"}', message_finished=True))
-    socket = _socket(server_end)
-    await socket.accept()
-    await client_end.send_all(wire)
-    tracemalloc.start()
-    try:
-        message = await socket.receive()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    message, peak = await _received_with_peak(wire)
     assert message == '{"type":"hello"}'
     assert peak < 300 * 1024, peak
 
