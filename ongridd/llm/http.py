@@ -79,6 +79,8 @@ from urllib.parse import unquote, urlsplit
 import httptools
 import trio
 
+from ongridd.netsend import send_all_now
+
 #: a read asks for at most this many bytes
 READ_CHUNK = 65536
 #: the largest response head (status line and headers, informational heads included) accepted, bytes
@@ -570,7 +572,7 @@ class HTTPClient:
     async def _send(self, conn: _Connection, data: bytes) -> None:
         """Send ``data`` (the caller bounds the time).  Raises HTTPConnectionError."""
         try:
-            await conn.stream.send_all(data)
+            await send_all_now(conn.stream, data)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
 

@@ -36,6 +36,7 @@ import json
 import re
 import math
 from http import HTTPStatus
+from collections.abc import Iterable
 from typing import Any
 
 import httptools
@@ -46,6 +47,7 @@ from wsproto.utilities import LocalProtocolError, generate_accept_token
 
 from ongridd.errors import leaf_exceptions
 from ongridd.logs import get_logger
+from ongridd.netsend import write_now
 from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, live_connection, peer_text,
                                         set_keepalive)
 
@@ -429,10 +431,14 @@ class DirectSocket:
                 await self._send_event(CloseConnection(code=event.code, reason=reason))
 
     async def send(self, text: str) -> None:
+        await self.send_many((text,))
+
+    async def send_many(self, texts: Iterable[str]) -> None:
+        """Send each of ``texts`` as one text message, in order, in one write."""
         if self.closed:
             raise trio.ClosedResourceError("the chat socket is closed")
         try:
-            data = self._ws.send(TextMessage(data=text))
+            data = b"".join([self._ws.send(TextMessage(data=text)) for text in texts])
         except LocalProtocolError:
             self.closed = True
             raise trio.ClosedResourceError("the chat socket is closed") from None
@@ -463,15 +469,17 @@ class DirectSocket:
 
     async def _write(self, data: bytes) -> None:
         try:
-            self._lock.acquire_nowait()  # the send checkpoints; an uncontended lock need not
+            self._lock.acquire_nowait()  # an uncontended lock need not checkpoint
         except trio.WouldBlock:
             await self._lock.acquire()
         try:
-            # as hypercorn's sends: never cut a frame short.  A client that does not read holds
-            # the send until its socket is closed (the hello watchdog, the stop's
-            # close_stalled_connections, TCP_USER_TIMEOUT)
-            with trio.CancelScope(shield=True):
-                await self._stream.send_all(data)
+            # as hypercorn's sends: never cut a frame short (what the socket does not take at once
+            # is sent shielded).  A client that does not read holds the send until its socket is
+            # closed (the hello watchdog, the stop's close_stalled_connections, TCP_USER_TIMEOUT)
+            rest = write_now(self._stream, data)
+            if rest:
+                with trio.CancelScope(shield=True):
+                    await self._stream.send_all(rest)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.closed = True
             raise

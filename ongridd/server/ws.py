@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import trio
@@ -169,15 +170,21 @@ class _Conn:
 
     async def send(self, frame: dict) -> bool:
         """Send one frame; False when the socket is gone (never raises)."""
-        text = dump_frame(frame)
+        return await self.send_many((frame,))
+
+    async def send_many(self, frames: Iterable[dict]) -> bool:
+        """Send ``frames`` in order, in one write where the socket allows it (a
+        :class:`~ongridd.server.directws.DirectSocket`); False when the socket is gone
+        (never raises)."""
+        texts = [dump_frame(frame) for frame in frames]
         try:
-            # the send checkpoints; an uncontended lock need not (one scheduler pass less per frame)
+            # an uncontended lock need not checkpoint (one scheduler pass less per write)
             try:
                 self.send_lock.acquire_nowait()
             except trio.WouldBlock:
                 await self.send_lock.acquire()
             try:
-                await self.ws.send(text)
+                await self.ws.send_many(texts)
             finally:
                 self.send_lock.release()
             return True
@@ -227,8 +234,8 @@ class _Conn:
         with self.runtime.subscribe(self.session_id) as (initial, channel):
             await self.send(session_frame)
             task_status.started()
-            for frame in initial:
-                if not await self.send(frame):
+            for start in range(0, len(initial), MAX_BATCH):
+                if not await self.send_many(initial[start:start + MAX_BATCH]):
                     return
             while (frame := await _next(channel)) is not None:
                 batch = [frame]
@@ -237,9 +244,8 @@ class _Conn:
                         batch.append(channel.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                for out in merge_tokens(batch):
-                    if not await self.send(out):
-                        return
+                if not await self.send_many(merge_tokens(batch)):
+                    return
         # The hub dropped this subscriber: the client fell SUBSCRIBER_BUFFER
         # frames behind.  Say so and close, so the client re-attaches rather
         # than waiting on a connection that will never get another frame.
@@ -426,6 +432,11 @@ class AsgiSocket:
         if self.closed:
             raise trio.ClosedResourceError("the chat socket is closed")
         await self._send({"type": "websocket.send", "text": text})
+
+    async def send_many(self, texts: Iterable[str]) -> None:
+        """Send each of ``texts`` as one text message, in order (one ASGI event each)."""
+        for text in texts:
+            await self.send(text)
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         if not self.closed:

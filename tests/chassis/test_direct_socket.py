@@ -77,3 +77,25 @@ async def test_a_client_gone_before_its_handshake_is_answered_is_a_client_gone()
     refused = _socket(server_end)
     await refused.refuse(403, "forbidden", "another site")
     assert refused.closed
+
+
+async def test_several_messages_go_in_one_write_and_arrive_in_order():
+    server_end, client_end = trio.testing.memory_stream_pair()
+    socket = _socket(server_end)
+    await socket.accept()
+    await client_end.receive_some()  # the 101
+    writes = 0
+    original = server_end.send_stream.send_all_hook
+
+    async def count() -> None:
+        nonlocal writes
+        writes += 1
+        if original is not None:
+            await original()
+
+    server_end.send_stream.send_all_hook = count
+    await socket.send_many(["one", "two", '{"type": "final"}'])
+    assert writes == 1
+    client = Connection(ConnectionType.CLIENT)
+    client.receive_data(await client_end.receive_some())
+    assert [event.data for event in client.events()] == ["one", "two", '{"type": "final"}']
