@@ -142,3 +142,93 @@ def test_importing_the_logs_module_does_not_import_rich_and_rich_still_imports_a
     assert done.returncode == 0, done.stderr
     assert "rich ok Console" in done.stdout
     assert "failed_here" in done.stderr and "ValueError: boom" in done.stderr
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque<1>"
+
+
+def _lines_both_ways(out: io.StringIO, log: logs.StructuredLogger, *calls: dict) -> list[tuple[dict, dict]]:
+    """Each call logged twice: written directly, then through ``logging`` (a pass-all filter
+    on the logger makes the direct path stand aside); the two lines parsed, ``ts`` dropped."""
+    probe = logging.getLogger("ongridd.test.direct")
+    pairs = []
+    for fields in calls:
+        before = len(out.getvalue().split("\n")) - 1
+        assert logs._direct_handler(probe, logging.INFO) is not None
+        log.info("direct_or_not", **fields)
+        passing = logging.Filter()
+        probe.addFilter(passing)
+        try:
+            log.info("direct_or_not", **fields)
+        finally:
+            probe.removeFilter(passing)
+        # (split at newlines only: U+2028 is written as itself, ensure_ascii=False)
+        direct, through_logging = (json.loads(line) for line in out.getvalue().split("\n")[before:-1])
+        assert list(direct) == list(through_logging)  # the same keys in the same order
+        pairs.append((direct, through_logging))
+    return pairs
+
+
+def _only_ongrid_handler() -> None:
+    """The root logger's handlers without pytest's capturing ones (``own_logging`` puts them back)."""
+    root = logging.getLogger()
+    root.handlers[:] = [h for h in root.handlers if getattr(h, "_ongrid", False)]
+
+
+def test_lines_written_directly_are_the_lines_logging_writes(own_logging) -> None:
+    from ongridd.secretset import REGISTRY
+
+    out = io.StringIO()
+    logs.configure("INFO", out, json_lines=True)
+    _only_ongrid_handler()
+    log = logs.get_logger("ongridd.test.direct")
+    with REGISTRY.hold(["hunter2-direct-path-secret"]), logs.bound_context(session_id="S-1", user="bound"):
+        pairs = _lines_both_ways(
+            out, log,
+            {},
+            {"user": "own field wins", "count": 3, "ratio": 0.5, "flag": True, "none": None},
+            {"opaque": _Opaque(), "nested": {"a": [1, "two"]}, "text": "naïve 中文 \u2028 \x1b[2J"},
+            {"leak": "token=hunter2-direct-path-secret"},
+        )
+    for direct, through_logging in pairs:
+        assert direct.pop("ts").endswith("Z") and through_logging.pop("ts").endswith("Z")
+        assert direct == through_logging
+    assert [pair[0]["user"] for pair in pairs] == ["bound", "own field wins", "bound", "bound"]
+    assert pairs[2][0]["opaque"] == "opaque<1>"
+    assert "hunter2" not in out.getvalue()
+
+
+def test_a_capturing_handler_or_an_exception_takes_the_logging_path(own_logging) -> None:
+    out = io.StringIO()
+    logs.configure("INFO", out, json_lines=True)
+    _only_ongrid_handler()
+    log = logs.get_logger("ongridd.test.direct")
+    captured: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            captured.append(record)
+
+    capture = Capture()
+    logging.getLogger().addHandler(capture)
+    try:
+        log.info("seen_by_both", n=1)
+    finally:
+        logging.getLogger().removeHandler(capture)
+    assert [r.getMessage() for r in captured] == ["seen_by_both"]
+    assert logs._direct_handler(logging.getLogger("ongridd.test.direct"), logging.INFO) is not None
+    log.info("direct_only", n=2)
+    assert len(captured) == 1
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        log.exception("with_traceback")
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["seen_by_both", "direct_only", "with_traceback"]
+    assert "RuntimeError: boom" in lines[-1]["exc"]
+    logs.configure("WARNING", out, json_lines=True)
+    _only_ongrid_handler()
+    log.info("below_the_level")
+    assert "below_the_level" not in out.getvalue()
