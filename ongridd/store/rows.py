@@ -83,15 +83,30 @@ def iso(value: datetime | None) -> str | None:
     return to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: the last second :func:`utc_text` wrote: ``((year, month, day, hour, minute, second, sep),
+#: its text up to the seconds)`` (rows written close together share it; one tuple, swapped whole,
+#: so threads may share it)
+_last_second: tuple[tuple[int, int, int, int, int, int, str], str] = ((0, 0, 0, 0, 0, 0, ""), "")
+
+
 def utc_text(value: datetime, sep: str) -> str:
     """``value`` in UTC as ``2026-01-02{sep}03:04:05.000006`` (no offset; a naive datetime is
-    taken to be UTC already), by ``datetime.isoformat``."""
+    taken to be UTC already), as ``datetime.isoformat`` writes it.  The text up to the
+    seconds is reused from the previous call in the same second (``isoformat`` is slow:
+    it formats through ``PyUnicode_FromFormat``)."""
+    global _last_second
     zone = value.tzinfo
-    if zone is UTC:  # the usual case: the text without its "+00:00"
-        return value.isoformat(sep, "microseconds")[:26]
-    if zone is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value.isoformat(sep, "microseconds")
+    if zone is not UTC:
+        if zone is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        if value.year < 1000:  # isoformat pads the year, as the text here does
+            return value.isoformat(sep, "microseconds")
+    key = (value.year, value.month, value.day, value.hour, value.minute, value.second, sep)
+    last_key, head = _last_second
+    if key != last_key:
+        head = value.replace(microsecond=0, tzinfo=None).isoformat(sep, "seconds")
+        _last_second = (key, head)
+    return f"{head}.{value.microsecond:06d}"
 
 
 def parse_time(value: str | datetime | None, field: str) -> datetime | None:

@@ -56,3 +56,14 @@ def test_iso_text_is_the_strftime_text_for_every_time(moment, zone):
     value = moment.replace(tzinfo=zone) if zone is not None else moment
     assert iso(value) == to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert iso(None) is None
+
+
+def test_times_in_the_same_second_and_across_one_store_what_sqlalchemy_would():
+    # the shortcut reuses the text up to the seconds from the call before in the same second
+    fast, general = UTCDateTime().fast_bind_processor(SQLITE), _general(SQLITE)
+    start = datetime(2026, 12, 7, 23, 59, 58, 999_998, tzinfo=timezone.utc)
+    moments = [start + timedelta(microseconds=step) for step in (0, 1, 2, 3, 1_000_001, 1_000_002)]
+    moments += [start.astimezone(timezone(timedelta(hours=-5))), start.replace(tzinfo=None),
+                datetime(999, 1, 1, tzinfo=timezone.utc), start]
+    for moment in moments:
+        assert fast(moment) == general(moment), moment
