@@ -37,6 +37,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Self
 from urllib.parse import quote
 
+import orjson
 import trio
 
 from ongridd.errors import ProviderError
@@ -80,6 +81,10 @@ _ENCODER = json.JSONEncoder(default=str)
 #: a JSON escape of a UTF-16 surrogate (``\ud800``–``\udfff``): JSON allows one alone, UTF-8 cannot carry it
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+#: a run of digits that may be an integer past 64 bits, which orjson would decode as a float,
+#: found as ``_LONG_NUMBER`` in the text with every digit made ``0``
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 19
 
 
 def _is_text(value: Any) -> bool:
@@ -584,7 +589,27 @@ class OpenAIProvider:
 
 def _json(raw: bytes | str) -> Any:
     """The server's JSON, decoded; a surrogate it escaped alone (valid JSON, not text that UTF-8,
-    the store or a client could carry) becomes U+FFFD."""
+    the store or a client could carry) becomes U+FFFD.
+
+    Decoded by orjson (a streamed chunk in about half the time, the check below included) where it gives
+    what ``json.loads`` gives: text it accepts with no run of 19 or more digits (orjson turns
+    an integer past 64 bits into a float).  Anything else — what orjson refuses (``NaN``,
+    ``1e400``, a surrogate escaped alone, a byte-order mark, nesting past 1,024), or a long
+    number — is decoded by ``json.loads`` as before, errors included."""
+    try:
+        data = raw.encode() if isinstance(raw, str) else raw
+    except UnicodeEncodeError:  # a surrogate in the text itself
+        return _json_stdlib(raw)
+    if data.translate(_DIGITS_AS_ZERO).find(_LONG_NUMBER) < 0:  # (bytes: translate is fast)
+        try:
+            return orjson.loads(data)  # (refuses surrogates escaped alone: nothing to replace)
+        except orjson.JSONDecodeError:
+            pass
+    return _json_stdlib(raw)
+
+
+def _json_stdlib(raw: bytes | str) -> Any:
+    """:func:`_json` by ``json.loads`` (what orjson refuses or may decode otherwise)."""
     try:
         value = json.loads(raw)
     except ValueError as exc:
