@@ -46,3 +46,19 @@ def test_tool_arguments_with_an_overflowing_number_are_refused():
         parse_arguments("disk_usage", '{"limit": 1e999}')
     with pytest.raises(ToolArgumentsError, match="NaN is not a JSON value"):
         parse_arguments("disk_usage", '{"limit": NaN}')
+
+
+def test_a_dumper_writes_what_dumps_writes_with_the_same_arguments():
+    dump = jsontext.dumper(ensure_ascii=False, default=str)
+    values = [{"type": "final", "text": "é \u2028 ü", "n": 3, "f": 0.1},
+              {"a": [1.5, math.nan, {"b": math.inf}], "c": (-math.inf, "x")}, {"when": object.__new__(object)}, "x", None]
+    for value in values:
+        assert dump(value) == jsontext.dumps(value, ensure_ascii=False, default=str)
+    strict = jsontext.dumper(sort_keys=True, separators=(",", ":"))
+    assert strict({"b": 1, "a": math.nan}) == '{"a":null,"b":1}'
+    with pytest.raises(TypeError):
+        strict({"a": object()})
+    circular: list = []
+    circular.append(circular)
+    with pytest.raises((ValueError, RecursionError)):
+        strict(circular)

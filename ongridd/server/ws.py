@@ -139,10 +139,13 @@ def merge_tokens(frames: list[dict]) -> list[dict]:
     return out
 
 
+_dump_json = jsontext.dumper(ensure_ascii=False, default=str)
+
+
 def dump_frame(frame: dict) -> str:
     """JSON text of a frame; unpaired surrogates are replaced by U+FFFD so the
     frame can always be sent as UTF-8, a non-finite number by ``null`` so a browser can parse it."""
-    return valid_text(jsontext.dumps(frame, ensure_ascii=False, default=str))
+    return valid_text(_dump_json(frame))
 
 
 def _peer(scope: Any) -> str | None:

@@ -445,6 +445,11 @@ def validate_arguments(tool_name: str, schema: Mapping[str, Any], args: Mapping[
     return cleaned
 
 
+#: what ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``
+#: makes on every call, made once
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> str:
     """Canonical JSON (sorted keys, no spaces, UTF-8 kept) — the read-cache key."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)

@@ -54,8 +54,12 @@ def error_text(message: str, status: str = "error", extra: Mapping[str, Any] | N
     return redact_pieces(_json_text({**(extra or {}), "status": status, "error": message}))
 
 
+#: what ``json.dumps(value, ensure_ascii=False, default=str)`` makes on every call, made once
+_JSON_TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def _json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _JSON_TEXT.encode(value)
 
 
 #: a tool result longer than this (characters) is searched for secrets in a worker thread, so a
