@@ -133,6 +133,45 @@ KernelEvent = (
 EventSink = Callable[[KernelEvent], Awaitable[None]]
 
 
+class _SinkLock:
+    """A strict-FIFO lock for one emitter's deliveries: who waits gets it in arrival order, a
+    release handing it straight to the first waiter.  :class:`trio.StrictFIFOLock` does the
+    same and also tracks its owner task (a parking-lot breaker registered and removed on
+    every acquire, most of its cost); a delivery always releases in ``finally``, so nothing
+    here needs that.  Not re-entrant."""
+
+    __slots__ = ("_held", "_waiters")
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiters = trio.lowlevel.ParkingLot()
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free (no checkpoint); False when it is held."""
+        if self._held:
+            return False
+        self._held = True
+        return True
+
+    async def acquire(self) -> None:
+        """Take the lock, waiting in line behind earlier waiters (a checkpoint; cancelled while
+        waiting, the caller does not get the lock and leaves the line)."""
+        if not self._held and not self._waiters:  # as trio.Lock: a cancel point, then a schedule point
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if not self._held:
+                self._held = True
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return
+        await self._waiters.park()  # woken by release(), the lock already ours
+
+    def release(self) -> None:
+        """Give the lock to the first waiter, or free it when nobody waits."""
+        if self._waiters:
+            self._waiters.unpark()
+        else:
+            self._held = False
+
+
 class Emitter:
     """Delivers events to a sink one at a time (FIFO), tolerating a broken sink.
 
@@ -145,7 +184,7 @@ class Emitter:
 
     def __init__(self, sink: EventSink | None, *, session_id: str = "", agent: str = ""):
         self._sink = sink
-        self._lock = trio.StrictFIFOLock()
+        self._lock = _SinkLock()
         self._session_id = session_id
         self._agent = agent
         self._reached: dict[int, KernelEvent] = {}  # id → event, for the kinds recovery needs
@@ -169,9 +208,7 @@ class Emitter:
         # a score of events per model call; each trip through the scheduler
         # costs more than the sink): a cancelled caller still stops here.
         await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
+        if not self._lock.try_acquire():
             await self._lock.acquire()
         try:
             self._mark(event)

@@ -1,0 +1,89 @@
+"""The emitter's delivery lock (``ongridd.kernel.events._SinkLock``): strict FIFO, a
+release hands the lock to the first waiter, a waiter cancelled leaves the line."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from ongridd.kernel.events import _SinkLock
+
+
+async def test_waiters_get_the_lock_in_arrival_order_and_one_at_a_time():
+    lock = _SinkLock()
+    order: list[int] = []
+    inside = 0
+
+    async def deliver(i: int) -> None:
+        nonlocal inside
+        if not lock.try_acquire():
+            await lock.acquire()
+        try:
+            inside += 1
+            assert inside == 1
+            order.append(i)
+            await trio.sleep(0.001 * (5 - i % 5))  # later arrivals would overtake a sleeper
+            inside -= 1
+        finally:
+            lock.release()
+
+    assert lock.try_acquire()
+    async with trio.open_nursery() as nursery:
+        for i in range(20):
+            nursery.start_soon(deliver, i)
+            await trio.testing.wait_all_tasks_blocked()  # each one in line before the next starts
+        lock.release()
+    assert order == list(range(20))
+    assert lock.try_acquire()  # free again once the line is empty
+
+
+async def test_a_waiter_cancelled_leaves_the_line_and_the_lock_goes_to_the_next():
+    lock = _SinkLock()
+    assert lock.try_acquire()
+    got: list[str] = []
+
+    async def wait_for_it(name: str, scope: trio.CancelScope | None = None) -> None:
+        with scope or trio.CancelScope():
+            await lock.acquire()
+            got.append(name)
+            lock.release()
+
+    cancelled = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait_for_it, "first", cancelled)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(wait_for_it, "second")
+        await trio.testing.wait_all_tasks_blocked()
+        cancelled.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == []  # still held
+        lock.release()
+    assert got == ["second"]
+    assert lock.try_acquire() and not lock.try_acquire()
+
+
+async def test_acquire_of_a_free_lock_is_a_checkpoint_that_takes_it():
+    lock = _SinkLock()
+    with trio.testing.assert_checkpoints():
+        await lock.acquire()
+    assert not lock.try_acquire()
+    lock.release()
+    assert lock.try_acquire()
+
+
+async def test_a_release_hands_the_lock_over_before_anyone_can_barge_in():
+    lock = _SinkLock()
+    assert lock.try_acquire()
+    got: list[str] = []
+
+    async def waiter() -> None:
+        await lock.acquire()
+        got.append("waiter")
+        lock.release()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        lock.release()
+        assert not lock.try_acquire()  # the waiter owns it already, though it has not run yet
+    assert got == ["waiter"]
