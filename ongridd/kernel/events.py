@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
+from ongridd.fifolock import FIFOLock
 from ongridd.llm.types import Message, Usage
 from ongridd.logs import get_logger
 from ongridd.tools.spec import ToolResult
@@ -133,45 +134,6 @@ KernelEvent = (
 EventSink = Callable[[KernelEvent], Awaitable[None]]
 
 
-class _SinkLock:
-    """A strict-FIFO lock for one emitter's deliveries: who waits gets it in arrival order, a
-    release handing it straight to the first waiter.  :class:`trio.StrictFIFOLock` does the
-    same and also tracks its owner task (a parking-lot breaker registered and removed on
-    every acquire, most of its cost); a delivery always releases in ``finally``, so nothing
-    here needs that.  Not re-entrant."""
-
-    __slots__ = ("_held", "_waiters")
-
-    def __init__(self) -> None:
-        self._held = False
-        self._waiters = trio.lowlevel.ParkingLot()
-
-    def try_acquire(self) -> bool:
-        """Take the lock if it is free (no checkpoint); False when it is held."""
-        if self._held:
-            return False
-        self._held = True
-        return True
-
-    async def acquire(self) -> None:
-        """Take the lock, waiting in line behind earlier waiters (a checkpoint; cancelled while
-        waiting, the caller does not get the lock and leaves the line)."""
-        if not self._held and not self._waiters:  # as trio.Lock: a cancel point, then a schedule point
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if not self._held:
-                self._held = True
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return
-        await self._waiters.park()  # woken by release(), the lock already ours
-
-    def release(self) -> None:
-        """Give the lock to the first waiter, or free it when nobody waits."""
-        if self._waiters:
-            self._waiters.unpark()
-        else:
-            self._held = False
-
-
 class Emitter:
     """Delivers events to a sink one at a time (FIFO), tolerating a broken sink.
 
@@ -184,7 +146,7 @@ class Emitter:
 
     def __init__(self, sink: EventSink | None, *, session_id: str = "", agent: str = ""):
         self._sink = sink
-        self._lock = _SinkLock()
+        self._lock = FIFOLock()
         self._session_id = session_id
         self._agent = agent
         self._reached: dict[int, KernelEvent] = {}  # id → event, for the kinds recovery needs

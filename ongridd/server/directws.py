@@ -46,6 +46,7 @@ from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 from wsproto.utilities import LocalProtocolError, generate_accept_token
 
 from ongridd.errors import leaf_exceptions
+from ongridd.fifolock import FIFOLock
 from ongridd.logs import get_logger
 from ongridd.netsend import write_now
 from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, live_connection, peer_text,
@@ -342,7 +343,7 @@ class DirectSocket:
         self._request = request
         self._max_message = max_message
         self._ws = Connection(ConnectionType.SERVER)  # no extensions: nothing is negotiated
-        self._lock = trio.Lock()
+        self._lock = FIFOLock()
         self._answered = False  # the handshake has had its answer (101, or a refusal)
 
     async def accept(self) -> None:
@@ -468,9 +469,7 @@ class DirectSocket:
         await self._write(self._ws.send(event))
 
     async def _write(self, data: bytes) -> None:
-        try:
-            self._lock.acquire_nowait()  # an uncontended lock need not checkpoint
-        except trio.WouldBlock:
+        if not self._lock.try_acquire():  # an uncontended lock need not checkpoint
             await self._lock.acquire()
         try:
             # as hypercorn's sends: never cut a frame short (what the socket does not take at once

@@ -29,6 +29,7 @@ import trio
 
 from ongridd import jsontext
 from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateError
+from ongridd.fifolock import FIFOLock
 from ongridd.logs import get_logger
 from ongridd.metrics import WS_CLIENTS
 from ongridd.server.auth import is_loopback, origin_problem
@@ -162,7 +163,7 @@ class _Conn:
         self.created = False  # this connection's hello created the thread's row
         self.user: str | None = None
         self.locale: str | None = services.config.server.default_locale
-        self.send_lock = trio.Lock()
+        self.send_lock = FIFOLock()
         self.nursery: trio.Nursery | None = None
         self.writer_scope: trio.CancelScope | None = None
         self.refused_hellos = 0
@@ -182,9 +183,7 @@ class _Conn:
         texts = [dump_frame(frame) for frame in frames]
         try:
             # an uncontended lock need not checkpoint (one scheduler pass less per write)
-            try:
-                self.send_lock.acquire_nowait()
-            except trio.WouldBlock:
+            if not self.send_lock.try_acquire():
                 await self.send_lock.acquire()
             try:
                 await self.ws.send_many(texts)

@@ -1,4 +1,4 @@
-"""The emitter's delivery lock (``ongridd.kernel.events._SinkLock``): strict FIFO, a
+"""The strict-FIFO lock (``ongridd.fifolock.FIFOLock``): strict FIFO, a
 release hands the lock to the first waiter, a waiter cancelled leaves the line."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from ongridd.kernel.events import _SinkLock
+from ongridd.fifolock import FIFOLock
 
 
 async def test_waiters_get_the_lock_in_arrival_order_and_one_at_a_time():
-    lock = _SinkLock()
+    lock = FIFOLock()
     order: list[int] = []
     inside = 0
 
@@ -38,7 +38,7 @@ async def test_waiters_get_the_lock_in_arrival_order_and_one_at_a_time():
 
 
 async def test_a_waiter_cancelled_leaves_the_line_and_the_lock_goes_to_the_next():
-    lock = _SinkLock()
+    lock = FIFOLock()
     assert lock.try_acquire()
     got: list[str] = []
 
@@ -63,7 +63,7 @@ async def test_a_waiter_cancelled_leaves_the_line_and_the_lock_goes_to_the_next(
 
 
 async def test_acquire_of_a_free_lock_is_a_checkpoint_that_takes_it():
-    lock = _SinkLock()
+    lock = FIFOLock()
     with trio.testing.assert_checkpoints():
         await lock.acquire()
     assert not lock.try_acquire()
@@ -72,7 +72,7 @@ async def test_acquire_of_a_free_lock_is_a_checkpoint_that_takes_it():
 
 
 async def test_a_release_hands_the_lock_over_before_anyone_can_barge_in():
-    lock = _SinkLock()
+    lock = FIFOLock()
     assert lock.try_acquire()
     got: list[str] = []
 
