@@ -375,6 +375,7 @@ class DirectSocket:
         # message sent as endless empty fragments holds no more memory than its payload)
         message: Any = None
         size = 0
+        read = False  # a receive_some since the last yield to other tasks
         while not self.closed:
             for event in self._ws.events():
                 if isinstance(event, (TextMessage, BytesMessage)):
@@ -386,6 +387,11 @@ class DirectSocket:
                         message = io.StringIO() if isinstance(event, TextMessage) else io.BytesIO()
                     message.write(event.data)
                     if event.message_finished:
+                        if not read:
+                            # a message that arrived with earlier ones: let the other tasks run first,
+                            # or one read of small frames (each answered by a write that need not
+                            # yield) would hold the event loop; shielded: the message is taken
+                            await trio.lowlevel.cancel_shielded_checkpoint()
                         return message.getvalue()
                 elif isinstance(event, Ping):
                     try:
@@ -393,16 +399,18 @@ class DirectSocket:
                     except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
                         self.closed = True  # the client has gone (or the socket is closing)
                         return None
+                    await trio.lowlevel.cancel_shielded_checkpoint()  # a read full of pings, as above
                 elif isinstance(event, CloseConnection):
                     await self._closed_by_peer(event)
                     return None
             try:
-                data = await self._stream.receive_some(MAX_RECV)
+                data = await self._stream.receive_some(MAX_RECV)  # (always a yield)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             if not data:
                 self.closed = True
                 return None
+            read = True
             self._ws.receive_data(data)
         return None
 

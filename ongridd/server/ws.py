@@ -115,7 +115,9 @@ MAX_BATCH = 512
 
 async def _next(channel: Any) -> dict | None:
     """The channel's next frame, None once it is closed.  A frame already
-    waiting is taken without a checkpoint (the send that follows is one)."""
+    waiting is taken without a checkpoint: the frames waiting are finite (the
+    publishers cannot add to them while the writer runs), and the writer
+    yields once they are sent, waiting here for the next."""
     try:
         return channel.receive_nowait()
     except trio.WouldBlock:

@@ -99,3 +99,61 @@ async def test_several_messages_go_in_one_write_and_arrive_in_order():
     client = Connection(ConnectionType.CLIENT)
     client.receive_data(await client_end.receive_some())
     assert [event.data for event in client.events()] == ["one", "two", '{"type": "final"}']
+
+
+async def _turns_of_another_task_while(work) -> int:
+    """How many times another runnable task got to run while ``work()`` ran."""
+    ran = 0
+    done = False
+
+    async def other() -> None:
+        nonlocal ran
+        while not done:
+            ran += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        await trio.lowlevel.checkpoint()  # it has started
+        before = ran
+        await work()
+        done = True
+    return ran - before
+
+
+def _socket_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    """Two ends of a real socket pair (a DirectSocket writes to a real socket without yielding)."""
+    import socket as stdlib_socket
+
+    a, b = stdlib_socket.socketpair()
+    return (trio.SocketStream(trio.socket.from_stdlib_socket(a)), trio.SocketStream(trio.socket.from_stdlib_socket(b)))
+
+
+async def test_messages_read_together_each_let_other_tasks_run():
+    # a client's frames arriving in one read are answered one by one by writes that need not
+    # yield: without a yield per message one read of small frames would hold the event loop
+    server_end, client_end = _socket_pair()
+    socket = _socket(server_end)
+    await socket.accept()
+    client = Connection(ConnectionType.CLIENT)
+    await client_end.send_all(b"".join(client.send(TextMessage(data=f"m{i}")) for i in range(200)))
+
+    async def receive_all() -> None:
+        for i in range(200):
+            assert await socket.receive() == f"m{i}"
+
+    assert await _turns_of_another_task_while(receive_all) >= 190
+
+
+async def test_pings_read_together_each_let_other_tasks_run():
+    server_end, client_end = _socket_pair()
+    socket = _socket(server_end)
+    await socket.accept()
+    client = Connection(ConnectionType.CLIENT)
+    wire = b"".join(client.send(Ping(payload=b"%d" % i)) for i in range(200))
+    await client_end.send_all(wire + client.send(TextMessage(data="after the pings")))
+
+    async def receive_one() -> None:
+        assert await socket.receive() == "after the pings"
+
+    assert await _turns_of_another_task_while(receive_one) >= 190
