@@ -136,11 +136,20 @@ def formatter(json_lines: bool) -> logging.Formatter:
     )
 
 
-def json_line(logger_name: str, level: int, event: str, fields: dict[str, Any]) -> str:
+#: keys the formatter's processors act on (an exception to format, ``exc``, the record's own):
+#: a line with one of them goes through ``logging``
+_PROCESSED_KEYS = frozenset({"exc_info", "exception", "_record", "_from_structlog", "ongrid_fields"})
+
+
+def json_line(logger_name: str, level: int, event: str, fields: dict[str, Any]) -> str | None:
     """The line :func:`formatter` (``json_lines=True``) writes for ``log.<level>(event,
     **fields)`` on the logger ``logger_name`` without an exception, made without a
     ``LogRecord``: the same processors, keys in the same order (``event``, the bound
-    context variables, ``level``, ``logger``, ``ts``, the call's fields), redacted."""
+    context variables, ``level``, ``logger``, ``ts``, the call's fields), redacted.  None
+    when only the formatter makes that line: an event that is not a string, or a field or
+    bound variable that one of its processors acts on (``exc_info``, ``exception``, …)."""
+    if type(event) is not str:
+        return None
     event_dict: dict[str, Any] = {"event": event}
     structlog.contextvars.merge_contextvars(None, "", event_dict)
     event_dict["level"] = logging.getLevelName(level).lower()
@@ -148,6 +157,8 @@ def json_line(logger_name: str, level: int, event: str, fields: dict[str, Any]) 
     _TIMESTAMP(None, "", event_dict)
     if fields:  # a call's own field wins over a bound context variable of the same name
         event_dict.update(fields)
+    if not _PROCESSED_KEYS.isdisjoint(event_dict):
+        return None
     return redact(_JSON(None, "", event_dict))
 
 
@@ -270,7 +281,7 @@ class StructuredLogger:
         handler = None if exc_info else _direct_handler(log, level)
         if handler is not None:  # the same line as through logging, at a third of the cost
             try:
-                line: str | None = json_line(log.name, level, event, fields)
+                line = json_line(log.name, level, event, fields)
             except Exception:  # noqa: BLE001 - a value that cannot be written: logging reports it
                 line = None
             if line is not None:

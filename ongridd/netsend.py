@@ -49,13 +49,15 @@ def write_now(stream: trio.abc.SendStream, data: bytes) -> bytes | memoryview:
 
 async def send_all_now(stream: trio.abc.SendStream, data: bytes) -> None:
     """Send every byte of ``data`` on ``stream``: what the socket takes at
-    once by :func:`write_now` (no checkpoint, no cancellation point), the
-    rest with ``stream.send_all`` (a checkpoint; cancelled there, the data
-    may be left partly sent, as with ``send_all`` itself).
+    once by :func:`write_now` (no scheduler pass), the rest with
+    ``stream.send_all`` (a checkpoint; cancelled there, the data may be left
+    partly sent, as with ``send_all`` itself).  Already cancelled, it sends
+    nothing and raises ``trio.Cancelled``, as ``send_all`` does.
 
     Raises ``trio.BrokenResourceError`` when the peer is gone and
     ``trio.ClosedResourceError`` when ``stream`` was closed, as
     ``send_all`` does."""
+    await trio.lowlevel.checkpoint_if_cancelled()  # (no yield unless cancelled)
     rest = write_now(stream, data)
     if rest:
         await stream.send_all(rest)

@@ -85,6 +85,9 @@ _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 #: found as ``_LONG_NUMBER`` in the text with every digit made ``0``
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * 19
+#: text with this many brackets may nest deeper than ``json.loads`` goes (about 990 levels, fewer
+#: the deeper the caller's stack; orjson goes to 1,024): it is left to ``json.loads``
+_DEEP_BRACKETS = 512
 
 
 def _is_text(value: Any) -> bool:
@@ -593,14 +596,16 @@ def _json(raw: bytes | str) -> Any:
 
     Decoded by orjson (a streamed chunk in about half the time, the check below included) where it gives
     what ``json.loads`` gives: text it accepts with no run of 19 or more digits (orjson turns
-    an integer past 64 bits into a float).  Anything else — what orjson refuses (``NaN``,
-    ``1e400``, a surrogate escaped alone, a byte-order mark, nesting past 1,024), or a long
-    number — is decoded by ``json.loads`` as before, errors included."""
+    an integer past 64 bits into a float) and fewer than 512 brackets (it nests deeper than
+    ``json.loads``, which would refuse).  Anything else — what orjson refuses (``NaN``,
+    ``1e400``, a surrogate escaped alone, a byte-order mark), a long number, many brackets —
+    is decoded by ``json.loads`` as before, errors included."""
     try:
         data = raw.encode() if isinstance(raw, str) else raw
     except UnicodeEncodeError:  # a surrogate in the text itself
         return _json_stdlib(raw)
-    if data.translate(_DIGITS_AS_ZERO).find(_LONG_NUMBER) < 0:  # (bytes: translate is fast)
+    if (data.count(b"[") + data.count(b"{") < _DEEP_BRACKETS
+            and data.translate(_DIGITS_AS_ZERO).find(_LONG_NUMBER) < 0):  # (bytes: translate is fast)
         try:
             return orjson.loads(data)  # (refuses surrogates escaped alone: nothing to replace)
         except orjson.JSONDecodeError:

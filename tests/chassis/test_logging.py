@@ -191,12 +191,18 @@ def test_lines_written_directly_are_the_lines_logging_writes(own_logging) -> Non
             {"user": "own field wins", "count": 3, "ratio": 0.5, "flag": True, "none": None},
             {"opaque": _Opaque(), "nested": {"a": [1, "two"]}, "text": "naïve 中文 \u2028 \x1b[2J"},
             {"leak": "token=hunter2-direct-path-secret"},
+            # keys the formatter's processors act on: the direct path stands aside
+            {"exception": "ValueError('x')"}, {"exc_info": True}, {"_record": 1, "_from_structlog": 2},
+            {"ongrid_fields": {"a": 1}}, {"stack_info": "kept as it is"},
         )
+        with logs.bound_context(exception="bound"):
+            pairs += _lines_both_ways(out, log, {})
     for direct, through_logging in pairs:
         assert direct.pop("ts").endswith("Z") and through_logging.pop("ts").endswith("Z")
         assert direct == through_logging
-    assert [pair[0]["user"] for pair in pairs] == ["bound", "own field wins", "bound", "bound"]
+    assert [pair[0]["user"] for pair in pairs] == ["bound", "own field wins", *["bound"] * 8]
     assert pairs[2][0]["opaque"] == "opaque<1>"
+    assert logs.json_line("ongridd.test.direct", logging.INFO, 1234, {}) is None  # type: ignore[arg-type]
     assert "hunter2" not in out.getvalue()
 
 

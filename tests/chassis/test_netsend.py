@@ -24,7 +24,16 @@ async def test_what_the_socket_takes_at_once_goes_without_a_checkpoint():
         with peer:
             with trio.testing.assert_no_checkpoints():
                 assert write_now(stream, b"frame one") == b""
-                await send_all_now(stream, b" and two")
+            others_ran = False
+
+            async def other() -> None:
+                nonlocal others_ran
+                others_ran = True
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(other)
+                await send_all_now(stream, b" and two")  # a cancel point, but no schedule point
+                assert not others_ran
             assert peer.recv(100) == b"frame one and two"
 
 
@@ -78,3 +87,17 @@ async def test_other_streams_go_through_their_own_send_all():
     assert write_now(ours, b"tls or a test") == b"tls or a test"
     await send_all_now(ours, b"tls or a test")
     assert await theirs.receive_some() == b"tls or a test"
+
+
+async def test_a_cancelled_caller_sends_nothing():
+    stream, peer = _pair()
+    async with stream:
+        with peer:
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await send_all_now(stream, b"POST /v1/chat/completions")
+                raise AssertionError("not cancelled")
+            assert scope.cancelled_caught
+            peer.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                peer.recv(100)

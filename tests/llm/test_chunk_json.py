@@ -50,9 +50,22 @@ def test_any_text_decodes_or_fails_as_json_loads_does(text, as_bytes):
     '{"a": 1, "a": 2}', '"\\ud800"', '"\\udc00 and \\ud83d\\ude00"', '1e400', '-1e400', '5e-324',
     "NaN", '{"x": -Infinity}', "123456789012345678901234567890", "-9223372036854775809",
     "18446744073709551616", '"\\u0000"', '"a\tb"', "\ufeff{}", b"\xef\xbb\xbf{}", b'"\xff"',
-    "[" * 2000 + "]" * 2000, '{"id": "call_12345678901234567890"}', "-0", "-0.0", ""])
+    "[" * 2000 + "]" * 2000, '{"id": "call_12345678901234567890"}', "-0", "-0.0", "",
+    *("[" * depth + "]" * depth for depth in (511, 512, 990, 994, 1000, 1024, 1025)),
+    '{"error": ' + "[" * 1000 + "]" * 1000 + "}"])
 def test_the_edges_decode_as_json_loads_decodes_them(raw):
     assert _outcome(_json, raw) == _outcome(_json_stdlib, raw)
+
+
+def test_deep_text_decodes_as_json_loads_decodes_it_from_a_deep_stack_too():
+    # json.loads nests as deep as the stack leaves room for; orjson always to 1,024
+    def at_depth(frames: int, raw: str):
+        return at_depth(frames - 1, raw) if frames else (_outcome(_json, raw), _outcome(_json_stdlib, raw))
+
+    for depth in (400, 511, 700, 1000):
+        raw = "[" * depth + "]" * depth
+        fast, stdlib = at_depth(300, raw)
+        assert fast == stdlib, depth
 
 
 def test_a_usual_chunk_is_decoded_by_orjson(monkeypatch):
