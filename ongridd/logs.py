@@ -58,7 +58,8 @@ from ongridd.secretset import is_password_param, redact, url_query_passwords  # 
 _CONFIGURED = False
 
 
-_QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "hypercorn.access", "alembic", "openai")
+_QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2", "hypercorn.access", "alembic", "openai",
+                    "markdown_it")  # (markdown_it: a debug line per parser rule of every answer rendered)
 
 
 def _ongrid_fields(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:

@@ -238,3 +238,15 @@ def test_a_capturing_handler_or_an_exception_takes_the_logging_path(own_logging)
     _only_ongrid_handler()
     log.info("below_the_level")
     assert "below_the_level" not in out.getvalue()
+
+
+def test_debug_level_keeps_chatty_libraries_quiet(own_logging) -> None:
+    out = io.StringIO()
+    logs.configure("DEBUG", out, json_lines=True)
+    _only_ongrid_handler()
+    from ongridd.render import markdown_html
+
+    markdown_html("# a title, not seen before by this process\n\n```\ncode\n```\n")
+    logs.get_logger("ongridd.test").debug("ours_still_shows")
+    events = [json.loads(line)["event"] for line in out.getvalue().split("\n") if line]
+    assert events == ["ours_still_shows"], events[:5]
