@@ -208,6 +208,11 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     warn_short_tokens(auth.tokens)
     check_state_dir(config.state_path)
     check_listen_free(host, port)
+    if os.environ.get("ONGRID_LLM_API_KEY") and config.llm.api_key_env != "ONGRID_LLM_API_KEY":
+        # the name a user may guess from ONGRID_LLM_BASE_URL / ONGRID_LLM_MODEL: say it is not read
+        log.warning("api_key_variable_not_read", variable="ONGRID_LLM_API_KEY",
+                    hint=f"the model's API key is read from ${config.llm.api_key_env} (llm.api_key_env); "
+                         "ONGRID_LLM_API_KEY is neither sent to the model nor redacted as a secret")
     if model is None and not config.llm.base_url:
         log.warning("no_model_configured", hint="set llm.base_url or ONGRID_LLM_BASE_URL (llm.model / "
                     "ONGRID_LLM_MODEL too, unless the server's first listed model will do); chat turns will fail "

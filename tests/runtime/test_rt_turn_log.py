@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import trio
 from rt_helpers import open_daemon
@@ -49,3 +50,15 @@ async def test_connections_and_turns_are_logged_with_user_thread_and_outcome(tmp
     assert [(e["user"], e["thread"], e["session_id"]) for e in starts] == [("local", "ops", session_id)] * 2
     assert [(e["status"], e["tool_calls"], e["workers"]) for e in ends] == [("completed", 1, 0), ("stopped", 1, 0)]
     assert all(e["user"] == "local" and e["thread"] == "ops" and e["duration_ms"] >= 0 for e in ends)
+
+
+async def test_an_api_key_in_a_variable_ongrid_does_not_read_is_warned_about(tmp_path, caplog, monkeypatch):
+    # ONGRID_LLM_API_KEY looks like ONGRID_LLM_BASE_URL's sibling, but the key is read from llm.api_key_env
+    monkeypatch.setenv("ONGRID_LLM_API_KEY", "sk-guessed-variable-0123456789")
+    caplog.set_level(logging.WARNING, logger="ongridd")
+    async with open_daemon(tmp_path, {"default": [{"content": "hi"}]}):
+        pass
+    [warning] = [r for r in caplog.records if r.msg == "api_key_variable_not_read"]
+    fields = warning.ongrid_fields  # type: ignore[attr-defined]
+    assert fields["variable"] == "ONGRID_LLM_API_KEY" and "$OPENAI_API_KEY" in fields["hint"]
+    assert "sk-guessed" not in caplog.text
