@@ -316,6 +316,11 @@ class _Replayed:
         await self._stream.aclose()
 
 
+#: frames of one read a socket handles before it lets the other tasks run (a 64 KiB read holds
+#: some 10,000 frames of 6 bytes: pongs or empty fragments, which need no answer)
+_EVENTS_PER_YIELD = 64
+
+
 class DirectSocket:
     """The chat socket's side of one websocket connection, on its TCP stream
     (the interface of :class:`~ongridd.server.ws.AsgiSocket`).
@@ -376,8 +381,13 @@ class DirectSocket:
         message: Any = None
         size = 0
         read = False  # a receive_some since the last yield to other tasks
+        events = 0  # events handled since then
         while not self.closed:
             for event in self._ws.events():
+                events += 1
+                if events >= _EVENTS_PER_YIELD:  # a read full of pongs or empty fragments, as below
+                    events = 0
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 if isinstance(event, (TextMessage, BytesMessage)):
                     size += len(event.data)
                     if size > self._limit():
@@ -410,7 +420,7 @@ class DirectSocket:
             if not data:
                 self.closed = True
                 return None
-            read = True
+            read, events = True, 0
             self._ws.receive_data(data)
         return None
 

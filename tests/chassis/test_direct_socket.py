@@ -157,3 +157,24 @@ async def test_pings_read_together_each_let_other_tasks_run():
         assert await socket.receive() == "after the pings"
 
     assert await _turns_of_another_task_while(receive_one) >= 190
+
+
+async def test_pongs_and_empty_fragments_read_together_let_other_tasks_run():
+    from wsproto.events import Pong
+
+    server_end, client_end = _socket_pair()
+    socket = _socket(server_end)
+    await socket.accept()
+    client = Connection(ConnectionType.CLIENT)
+    wire = b"".join(client.send(Pong(payload=b"")) for _ in range(6400))
+    wire += client.send(TextMessage(data="", message_finished=False))
+    wire += b"".join(client.send(TextMessage(data="", message_finished=False)) for _ in range(6400))
+    wire += client.send(TextMessage(data="end", message_finished=True))
+
+    async def send_and_receive() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client_end.send_all, wire)
+            assert await socket.receive() == "end"
+
+    # one yield per 64 frames at least: 12,800 frames
+    assert await _turns_of_another_task_while(send_and_receive) >= 150

@@ -9,6 +9,21 @@ import trio.testing
 from ongridd.fifolock import FIFOLock
 
 
+async def _free_for_another_task(lock: FIFOLock) -> bool:
+    """Whether another task could take ``lock`` now (it gives it back at once)."""
+    got = False
+
+    async def other() -> None:
+        nonlocal got
+        got = lock.try_acquire()
+        if got:
+            lock.release()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+    return got
+
+
 async def test_waiters_get_the_lock_in_arrival_order_and_one_at_a_time():
     lock = FIFOLock()
     order: list[int] = []
@@ -59,16 +74,16 @@ async def test_a_waiter_cancelled_leaves_the_line_and_the_lock_goes_to_the_next(
         assert got == []  # still held
         lock.release()
     assert got == ["second"]
-    assert lock.try_acquire() and not lock.try_acquire()
+    assert await _free_for_another_task(lock)
 
 
 async def test_acquire_of_a_free_lock_is_a_checkpoint_that_takes_it():
     lock = FIFOLock()
     with trio.testing.assert_checkpoints():
         await lock.acquire()
-    assert not lock.try_acquire()
+    assert not await _free_for_another_task(lock)
     lock.release()
-    assert lock.try_acquire()
+    assert await _free_for_another_task(lock)
 
 
 async def test_a_release_hands_the_lock_over_before_anyone_can_barge_in():
@@ -87,3 +102,25 @@ async def test_a_release_hands_the_lock_over_before_anyone_can_barge_in():
         lock.release()
         assert not lock.try_acquire()  # the waiter owns it already, though it has not run yet
     assert got == ["waiter"]
+
+
+async def test_misuse_raises_as_with_trio_locks():
+    import pytest
+
+    lock = FIFOLock()
+    assert lock.try_acquire()
+    with pytest.raises(RuntimeError, match="not re-entrant"):
+        lock.try_acquire()
+    with pytest.raises(RuntimeError, match="not re-entrant"):
+        await lock.acquire()
+    lock.release()
+    with pytest.raises(RuntimeError, match="does not hold"):
+        lock.release()  # a second release
+
+    async def take_and_keep() -> None:
+        assert lock.try_acquire()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(take_and_keep)
+    with pytest.raises(RuntimeError, match="does not hold"):
+        lock.release()  # another task's lock
