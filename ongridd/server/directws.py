@@ -35,8 +35,8 @@ import io
 import json
 import re
 import math
-from http import HTTPStatus
 from collections.abc import Iterable
+from http import HTTPStatus
 from typing import Any
 
 import httptools
