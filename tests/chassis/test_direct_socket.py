@@ -129,13 +129,18 @@ def _socket_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
     return (trio.SocketStream(trio.socket.from_stdlib_socket(a)), trio.SocketStream(trio.socket.from_stdlib_socket(b)))
 
 
-async def test_messages_read_together_each_let_other_tasks_run():
-    # a client's frames arriving in one read are answered one by one by writes that need not
-    # yield: without a yield per message one read of small frames would hold the event loop
+async def _accepted_over_a_socket_pair() -> tuple[DirectSocket, trio.SocketStream, Connection]:
+    """A socket accepted on one end of a real socket pair; the other end and a client's frame layer."""
     server_end, client_end = _socket_pair()
     socket = _socket(server_end)
     await socket.accept()
-    client = Connection(ConnectionType.CLIENT)
+    return socket, client_end, Connection(ConnectionType.CLIENT)
+
+
+async def test_messages_read_together_each_let_other_tasks_run():
+    # a client's frames arriving in one read are answered one by one by writes that need not
+    # yield: without a yield per message one read of small frames would hold the event loop
+    socket, client_end, client = await _accepted_over_a_socket_pair()
     await client_end.send_all(b"".join(client.send(TextMessage(data=f"m{i}")) for i in range(200)))
 
     async def receive_all() -> None:
@@ -146,10 +151,7 @@ async def test_messages_read_together_each_let_other_tasks_run():
 
 
 async def test_pings_read_together_each_let_other_tasks_run():
-    server_end, client_end = _socket_pair()
-    socket = _socket(server_end)
-    await socket.accept()
-    client = Connection(ConnectionType.CLIENT)
+    socket, client_end, client = await _accepted_over_a_socket_pair()
     wire = b"".join(client.send(Ping(payload=b"%d" % i)) for i in range(200))
     await client_end.send_all(wire + client.send(TextMessage(data="after the pings")))
 
@@ -162,10 +164,7 @@ async def test_pings_read_together_each_let_other_tasks_run():
 async def test_pongs_and_empty_fragments_read_together_let_other_tasks_run():
     from wsproto.events import Pong
 
-    server_end, client_end = _socket_pair()
-    socket = _socket(server_end)
-    await socket.accept()
-    client = Connection(ConnectionType.CLIENT)
+    socket, client_end, client = await _accepted_over_a_socket_pair()
     wire = b"".join(client.send(Pong(payload=b"")) for _ in range(6400))
     wire += client.send(TextMessage(data="", message_finished=False))
     wire += b"".join(client.send(TextMessage(data="", message_finished=False)) for _ in range(6400))
