@@ -604,7 +604,7 @@ def _json(raw: bytes | str) -> Any:
         data = raw.encode() if isinstance(raw, str) else raw
     except UnicodeEncodeError:  # a surrogate in the text itself
         return _json_stdlib(raw)
-    if (data.count(b"[") + data.count(b"{") < _DEEP_BRACKETS
+    if ((len(data) < _DEEP_BRACKETS or data.count(b"[") + data.count(b"{") < _DEEP_BRACKETS)
             and data.translate(_DIGITS_AS_ZERO).find(_LONG_NUMBER) < 0):  # (bytes: translate is fast)
         try:
             return orjson.loads(data)  # (refuses surrogates escaped alone: nothing to replace)

@@ -17,13 +17,14 @@ import attrs
 from ongridd.errors import AuthError, ConfigError, Forbidden
 
 LOCAL_USER = "local"
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
 def is_loopback(host: str | None) -> bool:
     """True for 127.0.0.0/8, ::1 and ``localhost``."""
     if not host:
         return False
-    if host == "localhost":
+    if host in _LOOPBACK_NAMES:  # the usual spellings, without parsing an address each connection
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
