@@ -16,7 +16,7 @@ the rest still run; the exit status is 1 when anything failed):
    the Ongrid / peer ratios of mean ms and CPU ms per flow are printed from this run.
 3. ``serve`` — the serve path (``serve_bench.py``): real ``ongridd serve``, real
    websockets, ``ongrid fake-llm`` with six calls of 0.1 s a turn, at 1, 200 and 1,000
-   sessions.
+   sessions (N = 1 three times, on fresh daemons, with the medians).
 4. ``model-client`` — the model-client path alone (``model_client_bench.py``): Ongrid's
    provider against the official openai SDK, CPU per streamed call, with the server
    answering after 0.1 s and at once.
@@ -219,7 +219,8 @@ def main() -> None:
     if chosen("flow") or chosen("peers"):
         guarded("ratios", print_ratios, ongrid_flow, peer_figures)
     if chosen("serve"):
-        counts = ["--sessions", "1", "200", "1000", "--single-turns", "10" if q else "30"]
+        counts = ["--sessions", "1", "200", "1000", "--single-turns", "10" if q else "30",
+                  "--single-rounds", "1" if q else "3"]
         if shutil.which("valgrind"):  # instructions per turn: the one serve figure a busy host does not move
             counts += ["--instructions", "5" if q else "10"]
         relay("serve", [PY, str(HERE / "serve_bench.py"), *counts], 3600)

@@ -1,6 +1,6 @@
 """The serve path under load (prints measured numbers; asserts nothing about time).
 
-    python benchmarks/serve_bench.py [--sessions 1 200 1000] [--single-turns 20] [--burst]
+    python benchmarks/serve_bench.py [--sessions 1 200 1000] [--single-turns 20] [--single-rounds 1] [--burst]
                                      [--rate 200=50 1000=100] [--delay-s 0.1] [--no-instant]
                                      [--instructions TURNS]
 
@@ -12,7 +12,9 @@ dispatches ``bench-worker`` with ``AgentTool``, the worker makes three ``query_k
 calls one step at a time and answers, the coordinator answers.
 
 N = 1: ``--single-turns`` turns one after another, each on a fresh thread (the overhead
-of one turn with nothing else running), then the same turns against a second fake-llm that
+of one turn with nothing else running; ``--single-rounds R`` runs them R times, each on a fresh
+daemon, and prints the medians: of all the figures, this one moves most with what the host does
+meanwhile), then the same turns against a second fake-llm that
 answers at once (``--no-instant`` skips it): the same work without the daemon going idle between
 calls, so the difference is the cost of those idle gaps.  N > 1: N sessions connect first
 (hello → session), then each sends one turn; the arrivals are spread evenly at
@@ -414,6 +416,17 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     return out
 
 
+def print_rounds(rounds: list[dict]) -> None:
+    """The N = 1 figures of several rounds side by side, and their medians."""
+    def line(key: str) -> str:
+        values = [r[key] for r in rounds]
+        return " / ".join(f"{v:.1f}" for v in values) + f" ms, median {statistics.median(values):.1f} ms"
+    print(f"N=1     {len(rounds)} rounds (the same turns, each on a fresh daemon, one after another):")
+    print(f"  daemon CPU per turn   {line('cpu_ms_per_turn')}")
+    print(f"  inside the turns      {line('cpu_ms_per_turn_in_turns')}")
+    print(f"  mean overhead         {line('overhead_mean_ms')}")
+
+
 @contextlib.contextmanager
 def scripted_model(work: Path, delay_s: float) -> Iterator[tuple[str, int]]:
     """``ongrid fake-llm`` serving :func:`script` with ``delay_s`` per call: ``(base URL, pid)``."""
@@ -438,6 +451,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 200, 1000])
     parser.add_argument("--single-turns", type=int, default=20, help="turns of the N=1 run")
+    parser.add_argument("--single-rounds", type=int, default=1, metavar="R",
+                        help="run the N=1 shape R times, each on a fresh daemon, and print the median "
+                             "(the N=1 figure moves most with what the host does meanwhile)")
     parser.add_argument("--rate", nargs="*", default=["200=50", "1000=100"],
                         help="N=TURNS_PER_S arrival rates (default 200=50 1000=100; a session count not named: N/4 per second); 0 = burst")
     parser.add_argument("--burst", action="store_true", help="also run every N > 1 with all turns at once")
@@ -463,7 +479,12 @@ def main() -> None:
               "(compare it between runs before comparing their CPU figures)")
         for n in args.sessions:
             if n == 1:
-                results.append(run_one(work, llm_url, args.single_turns, 0, True, model_s, fake_pid))
+                rounds = [run_one(work, llm_url, args.single_turns, 0, True, model_s, fake_pid,
+                                  label=f"round {r + 1}" if args.single_rounds > 1 else "")
+                          for r in range(args.single_rounds)]
+                results.extend(rounds)
+                if len(rounds) > 1:
+                    print_rounds(rounds)
                 if args.delay_s > 0 and not args.no_instant:
                     # the same turns with a model that answers at once: what the daemon spends going idle
                     # between calls (a wake-up on cold caches, each call) shows as the difference
