@@ -209,15 +209,51 @@ def format_threads(rows: list[dict]) -> list[str]:
     return out
 
 
+#: the longest tool result :func:`format_messages` reads as JSON to lay it out (longer ones are shown as stored)
+TOOL_JSON_MAX_CHARS = 1_000_000
+
+
+def _tool_body(content: str) -> str:
+    """A tool result that is a JSON object (as AgentTool's report and most tools' results are)
+    laid out one field a line, ``name: value``: a text value as its own lines (a worker's report
+    reads as it was written, not as an escaped string), a list or object as compact JSON.  Anything
+    else is the content as stored."""
+    if not content.startswith("{") or len(content) > TOOL_JSON_MAX_CHARS:
+        return content
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        return content
+    if not isinstance(value, dict) or not value:
+        return content
+    lines = [""]
+    for key, item in value.items():
+        name = _one_line(key)
+        if isinstance(item, str) and "\n" in item:
+            lines.append(f"{name}:")
+            lines.extend("  " + line for line in item.split("\n"))
+        elif isinstance(item, str):
+            lines.append(f"{name}: {item}")
+        else:
+            lines.append(f"{name}: {json.dumps(item, ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
 def format_messages(rows: list[dict]) -> list[str]:
-    """``#seq role: content`` per message (tool calls by name); a content's
-    further lines are indented, so no text can pose as a message of its own."""
+    """``#seq role: content`` per message (tool calls by name; a tool result that is a JSON
+    object one field a line, see :func:`_tool_body`); a content's further lines are indented,
+    so no text can pose as a message of its own."""
     out = []
     for m in rows:
         calls = ", ".join(_one_line(c.get("name", "?")) for c in m.get("tool_calls") or [])
-        body = "\n    ".join((m.get("content") or "").split("\n"))
+        content, role = m.get("content") or "", m["role"]
+        if role == "tool":
+            content = _tool_body(content)
+            if m.get("name"):
+                role = f"tool {_one_line(m['name'])}"
+        body = "\n    ".join(content.split("\n"))
         place = f"#{m['seq']}" if m.get("seq") is not None else "(held: not read by the running turn yet)"
-        out.append(f"{place} {m['role']}: {body}{' [calls ' + calls + ']' if calls else ''}")
+        out.append(f"{place} {role}: {body}{' [calls ' + calls + ']' if calls else ''}")
     return out
 
 
