@@ -257,7 +257,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     finally:
+        where = sys.stderr if args.json else sys.stdout
         if args.keep:
-            print(f"(kept {work})", file=sys.stderr if args.json else sys.stdout)
+            print(f"(kept {work})", file=where)
         else:
             shutil.rmtree(work, ignore_errors=True)
+            print(f"(removed {work}: the demo's files, state and log; --keep keeps them)", file=where)

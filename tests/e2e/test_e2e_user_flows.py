@@ -5,6 +5,7 @@ Prometheus; ``ongrid chat``; systemd readiness and watchdog."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -36,6 +37,8 @@ def test_ongrid_demo_names_the_real_largest_files():
     audit = out.split("=== Audit (every tool call) ===")[1]
     for tool in ("host_du_summary", "host_find_large_files", "AgentTool"):
         assert re.search(rf"{tool}\s+ok", audit), audit
+    removed = re.search(r"^\(removed (\S+): the demo's files, state and log; --keep keeps them\)$", out, re.MULTILINE)
+    assert removed and not os.path.exists(removed.group(1)), out[-500:]
 
 
 def test_ongrid_demo_json_prints_the_frames_alone_on_stdout():
