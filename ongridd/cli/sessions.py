@@ -244,16 +244,26 @@ def format_messages(rows: list[dict]) -> list[str]:
     object one field a line, see :func:`_tool_body`); a content's further lines are indented,
     so no text can pose as a message of its own."""
     out = []
+    called: dict[Any, Any] = {}  # tool_call_id → the tool's name, from the calls asked for so far
     for m in rows:
+        for c in m.get("tool_calls") or []:
+            if isinstance(c, dict) and c.get("id") is not None:
+                called[c["id"]] = c.get("name")
         calls = ", ".join(_one_line(c.get("name", "?")) for c in m.get("tool_calls") or [])
         content, role = m.get("content") or "", m["role"]
         if role == "tool":
             content = _tool_body(content)
-            if m.get("name"):
-                role = f"tool {_one_line(m['name'])}"
+            name = m.get("name") or (called.get(m.get("tool_call_id")) if isinstance(m.get("tool_call_id"), str) else None)
+            if name:
+                role = f"tool {_one_line(name)}"
         body = "\n    ".join(content.split("\n"))
         place = f"#{m['seq']}" if m.get("seq") is not None else "(held: not read by the running turn yet)"
-        out.append(f"{place} {role}: {body}{' [calls ' + calls + ']' if calls else ''}")
+        line = f"{place} {role}:"
+        if body:  # (a laid-out tool result starts on the next line)
+            line += body if body.startswith("\n") else " " + body
+        if calls:
+            line += f" [calls {calls}]"
+        out.append(line)
     return out
 
 

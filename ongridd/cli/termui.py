@@ -48,7 +48,13 @@ def json_line(frame: Any) -> str:
     controls raw)."""
     import json
 
-    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(frame, ensure_ascii=False))
+    return escape_controls(json.dumps(frame, ensure_ascii=False))
+
+
+def escape_controls(json_text: str) -> str:
+    """JSON text with every control character :func:`safe_text` removes written as a ``\\uXXXX``
+    escape instead (the same JSON value: outside strings, JSON text holds none of them)."""
+    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
 
 
 STATUS_MARK = {"pending": "○", "running": "▶", "completed": "✓", "failed": "✗", "killed": "■"}

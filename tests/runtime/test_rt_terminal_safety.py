@@ -15,6 +15,7 @@ import trio
 from rt_helpers import ongrid_cmd, prepare, subprocess_env
 from test_rt_process import serve, write_config
 
+from ongridd.cli.common import print_json
 from ongridd.cli.termui import json_line, print_markdown, safe_text, tile_line
 from ongridd.fakellm import open_fake_llm
 
@@ -34,6 +35,14 @@ def test_safe_text_and_non_tty_markdown_strip_controls():
     assert "\n" not in line and "\x1b" not in line
     dumped = json_line({"text": HOSTILE})
     assert not [c for c in UNSAFE if c in dumped] and json.loads(dumped)["text"] == HOSTILE
+
+
+def test_cli_json_output_escapes_controls(capsys):
+    # what the --json views print (sessions messages, audit, …): the same JSON, nothing a terminal acts on
+    print_json([{"content": HOSTILE, HOSTILE: 1}])
+    printed = capsys.readouterr().out
+    assert not [c for c in UNSAFE if c in printed], repr(printed)
+    assert json.loads(printed) == [{"content": HOSTILE, HOSTILE: 1}]
 
 
 def test_terminal_markdown_keeps_a_line_break_in_a_paragraph():
