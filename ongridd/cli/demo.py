@@ -262,4 +262,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"(kept {work})", file=where)
         else:
             shutil.rmtree(work, ignore_errors=True)
-            print(f"(removed {work}: the demo's files, state and log; --keep keeps them)", file=where)
+            if work.exists():
+                print(f"(could not remove all of {work}: remove it by hand)", file=where)
+            else:
+                print(f"(removed {work}: the demo's files, state and log; --keep keeps them)", file=where)

@@ -16,18 +16,26 @@ import re
 import sys
 from typing import Any
 
+from ongridd.unicodetext import valid_text
+
 # C0 controls but tab and newline, DEL, C1 controls (U+0080..U+009F: 8-bit
-# CSI/OSC), and the Unicode bidirectional overrides/isolates: text from the
-# model or the daemon never moves the cursor, sets the clipboard (OSC 52),
-# hides a link (OSC 8) or reorders what the reader sees.
-_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# CSI/OSC), the Unicode bidirectional overrides, isolates and marks, and the
+# line and paragraph separators: text from the model or the daemon never moves
+# the cursor, sets the clipboard (OSC 52), hides a link (OSC 8), reorders what
+# the reader sees or starts a line (of its own) where a viewer breaks on U+2028.
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+#: what JSON text written for a terminal escapes: those, and surrogates left unpaired (which no
+#: UTF-8 output can carry)
+_ESCAPED_IN_JSON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+                              "\ud800-\udfff]")
 
 
 def safe_text(value: Any) -> str:
     """``value`` as a ``str`` fit for a terminal: every control character
     but newline and tab removed (an escape sequence is shown as the plain
-    characters that follow ESC).  Never raises."""
-    return _UNSAFE_CHARS.sub("", value if isinstance(value, str) else str(value))
+    characters that follow ESC), an unpaired surrogate (which a UTF-8 terminal
+    cannot be sent) shown as U+FFFD.  Never raises."""
+    return valid_text(_UNSAFE_CHARS.sub("", value if isinstance(value, str) else str(value)))
 
 
 def safe_frame(value: Any) -> Any:
@@ -52,9 +60,10 @@ def json_line(frame: Any) -> str:
 
 
 def escape_controls(json_text: str) -> str:
-    """JSON text with every control character :func:`safe_text` removes written as a ``\\uXXXX``
-    escape instead (the same JSON value: outside strings, JSON text holds none of them)."""
-    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+    """JSON text with every character :func:`safe_text` removes, and every unpaired surrogate,
+    written as a ``\\uXXXX`` escape instead: the same JSON value (outside strings, JSON text
+    holds none of them), printable on any UTF-8 terminal."""
+    return _ESCAPED_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
 
 
 STATUS_MARK = {"pending": "○", "running": "▶", "completed": "✓", "failed": "✗", "killed": "■"}

@@ -43,6 +43,10 @@ def test_cli_json_output_escapes_controls(capsys):
     printed = capsys.readouterr().out
     assert not [c for c in UNSAFE if c in printed], repr(printed)
     assert json.loads(printed) == [{"content": HOSTILE, HOSTILE: 1}]
+    # an unpaired surrogate goes out escaped: printable as UTF-8, the same value read back
+    for dumped in (json_line({"name": "app-\udcff.log\u2028"}),):
+        dumped.encode("utf-8")
+        assert json.loads(dumped) == {"name": "app-\udcff.log\u2028"} and "\\udcff" in dumped
 
 
 def test_terminal_markdown_keeps_a_line_break_in_a_paragraph():
