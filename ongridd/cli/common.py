@@ -137,9 +137,9 @@ def http_json(method: str, args: argparse.Namespace, path: str, body: Any = None
 
 
 def print_json(value: Any) -> None:
-    """``value`` as indented JSON on stdout, with the C1 and bidi control characters that
-    ``ensure_ascii=False`` leaves raw escaped (``\\u009b``), as :func:`~ongridd.cli.termui.json_line`
-    does: the same JSON, nothing a terminal acts on."""
+    """``value`` as indented JSON on stdout, with what ``ensure_ascii=False`` leaves raw and a
+    terminal acts on or cannot take (C1 and bidi controls, line separators, unpaired surrogates)
+    escaped (``\\u009b``), as :func:`~ongridd.cli.termui.json_line` does: the same JSON."""
     from ongridd.cli.termui import escape_controls
 
     sys.stdout.write(escape_controls(json.dumps(value, ensure_ascii=False, indent=2, default=str)) + "\n")

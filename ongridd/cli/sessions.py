@@ -244,16 +244,17 @@ def format_messages(rows: list[dict]) -> list[str]:
     object one field a line, see :func:`_tool_body`); a content's further lines are indented,
     so no text can pose as a message of its own."""
     out = []
-    called: dict[Any, Any] = {}  # tool_call_id → the tool's name, from the calls asked for so far
+    called: dict[str, Any] = {}  # tool_call_id → the tool's name, from the calls asked for so far
     for m in rows:
         for c in m.get("tool_calls") or []:
-            if isinstance(c, dict) and c.get("id") is not None:
+            if isinstance(c, dict) and isinstance(c.get("id"), str):
                 called[c["id"]] = c.get("name")
         calls = ", ".join(_one_line(c.get("name", "?")) for c in m.get("tool_calls") or [])
         content, role = m.get("content") or "", m["role"]
         if role == "tool":
             content = _tool_body(content)
-            name = m.get("name") or (called.get(m.get("tool_call_id")) if isinstance(m.get("tool_call_id"), str) else None)
+            answered = m.get("tool_call_id")
+            name = m.get("name") or (called.get(answered) if isinstance(answered, str) else None)
             if name:
                 role = f"tool {_one_line(name)}"
         body = "\n    ".join(content.split("\n"))

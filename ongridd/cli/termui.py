@@ -23,11 +23,11 @@ from ongridd.unicodetext import valid_text
 # line and paragraph separators: text from the model or the daemon never moves
 # the cursor, sets the clipboard (OSC 52), hides a link (OSC 8), reorders what
 # the reader sees or starts a line (of its own) where a viewer breaks on U+2028.
-_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_UNSAFE_CHARS = re.compile(f"[{_UNSAFE}]")
 #: what JSON text written for a terminal escapes: those, and surrogates left unpaired (which no
 #: UTF-8 output can carry)
-_ESCAPED_IN_JSON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
-                              "\ud800-\udfff]")
+_ESCAPED_IN_JSON = re.compile(f"[{_UNSAFE}\ud800-\udfff]")
 
 
 def safe_text(value: Any) -> str:
