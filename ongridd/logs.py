@@ -168,7 +168,7 @@ class _OngridHandler(logging.StreamHandler):
     formatter writes JSON lines, so :class:`StructuredLogger` may write its own
     lines through :meth:`write_line` (:func:`json_line`) instead of a ``LogRecord``."""
 
-    _ongrid = True  # configure() replaces the handler it finds marked so
+    _ongrid = True  # the mark code outside this module looks for (configure() tests the class)
 
     def __init__(self, stream: Any, json_lines: bool):
         super().__init__(stream)
