@@ -532,7 +532,13 @@ def _add_plugin_routes(app: QuartTrio, services: AppServices, current_user: Call
             raw = await request.get_data()
             if len(raw) > PLUGIN_OPEN_BODY_MAX:  # chunked bodies carry no length up front
                 return _error(413, "too_large", f"body over {PLUGIN_OPEN_BODY_MAX:,} bytes")
-            body = parse_body(raw)
+            try:
+                body = parse_body(raw)
+            except OngridError:
+                # NaN, Infinity, 1e999: such a route authenticates the raw body itself (a signature,
+                # a secret header), so an unauthenticated sender gets that refusal (401), never a 400
+                # naming what the body holds; a verified one sees no JSON body and answers 400
+                body = None
         else:
             user = current_user()
             raw = await request.get_data()

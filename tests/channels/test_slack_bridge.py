@@ -165,6 +165,12 @@ def test_challenge_signed_turn_progress_final_split_retry_and_forgeries(slack):
                                    (b"X-Slack-Request-Timestamp", str(int(time.time())).encode()),
                                    (b"X-Slack-Signature", b"v0=" + "\u00e9".encode("latin-1") * 64)], timeout=10)
     assert bad_sig.status_code == 401, bad_sig.text
+    # a number JSON does not have: an unsigned sender is refused as unsigned (401), not told what the
+    # body holds; a signed one gets 400 from the bridge, which sees no JSON object
+    nan = b'{"type": "event_callback", "x": NaN}'
+    assert post(url, nan, sign(nan, secret="wrong-secret-wrong-secret")).status_code == 401
+    signed_nan = post(url, nan, sign(nan))
+    assert signed_nan.status_code == 400 and signed_nan.json()["error"]["message"] == "expected a JSON object"
     assert "plugin_route_failed" not in (tmp / "daemon.log").read_text()
     time.sleep(1.5)
     assert len(double.calls) == n_calls
