@@ -645,7 +645,8 @@ def read_yaml_file(path: str | os.PathLike[str], *, what: str = "config file", e
     ``script file``, ``marketplace index``); ``not_found_hint`` is appended
     to the not-found message.
 
-    Raises ``error`` with one of: ``<what> not found: <path><hint>``,
+    Raises ``error`` with one of: ``<what> not found: <path>[ (looked for <absolute path>)]<hint>``
+    (the absolute path when ``path`` is relative),
     ``<what> <path> is not a regular file``, ``<what> <path> is too large
     (<n> bytes; limit <max>)``, ``cannot read <what> <path>: <reason>``, or
     :func:`parse_yaml`'s invalid-YAML message.
@@ -655,7 +656,10 @@ def read_yaml_file(path: str | os.PathLike[str], *, what: str = "config file", e
     try:
         fd = os.open(p, flags)
     except FileNotFoundError:
-        raise error(f"{what} not found: {p}{not_found_hint}") from None
+        # a relative path is looked up from the current folder: say which, so "run it from the
+        # repository root" is plain from the message
+        where = "" if p.is_absolute() else f" (looked for {Path.cwd() / p})"
+        raise error(f"{what} not found: {p}{where}{not_found_hint}") from None
     except OSError as exc:
         raise error(f"cannot read {what} {p}: {exc.strerror or exc}") from None
     try:

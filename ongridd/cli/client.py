@@ -156,6 +156,8 @@ async def _ask(args: argparse.Namespace) -> int:
                             if session_id is not None and sent:  # where the failed turn's transcript is
                                 print(_where(thread, session_id, f"; `ongrid chat --thread {thread}` goes on there"),
                                       file=sys.stderr)
+                        if frame.get("code") == "unauthorized" and session_id is None:
+                            return 2  # the hello was refused (a missing or wrong token): as chat and the HTTP commands
                         return 1  # bad_frame included: our one message was refused, nothing will follow
             if timer.cancelled_caught:
                 print(f"ongrid: no final answer within {args.timeout:g} s; the turn goes on in the daemon "
@@ -210,7 +212,7 @@ def _check_daemon(args: argparse.Namespace) -> None:
 
 def run_ask(args: argparse.Namespace) -> int:
     """``ongrid ask``: exit 0 on a final answer, 1 on an error frame (or no
-    answer within ``--timeout``), 2 on usage or connection errors."""
+    answer within ``--timeout``), 2 on usage or connection errors or a refused token."""
     if not " ".join(args.text).strip():
         print(f"ongrid: bad_frame: {EMPTY_MESSAGE}", file=sys.stderr)  # what the daemon would answer
         return 1

@@ -35,7 +35,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Self
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import orjson
 import trio
@@ -504,7 +504,7 @@ class OpenAIProvider:
                 raise
             raise ProviderError(self._scrub(
                 f"no model name configured (set llm.model or the persona's model) and listing the models of "
-                f"{self._where()} failed: {failure.what}"),
+                f"{self._where()} failed: {failure.what}{self._not_found_hint(failure.status)}"),
                 status=failure.status,
             ) from None
         if not ids:
@@ -554,6 +554,16 @@ class OpenAIProvider:
     def _where(self) -> str:
         return redact_url(self.base_url) or "the default OpenAI endpoint"
 
+    def _not_found_hint(self, status: int | None) -> str:
+        """For a 404 from a base URL whose path does not end in ``/v1``: the likely cause
+        (``http://host:8000`` given for ``http://host:8000/v1``), else ``""``."""
+        if status != 404 or not self.base_url:
+            return ""
+        if urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
+            return ""
+        return ("; OpenAI-compatible servers usually serve the API under /v1: does llm.base_url "
+                "(ONGRID_LLM_BASE_URL) lack it, as in http://HOST:PORT/v1?")
+
     def _give_up(
         self, failure: _Failure, *, attempt: int, model: str, request: ModelRequest, emitted: bool
     ) -> ProviderError:
@@ -565,7 +575,7 @@ class OpenAIProvider:
             why = f"gave up after {attempt} attempt(s) (max_retries={self.max_retries})"
         message = (
             f"model call failed: {failure.what} — chat completion for persona {request.agent!r}, "
-            f"model {model!r} at {self._where()}; {attempt} attempt(s), {why}"
+            f"model {model!r} at {self._where()}; {attempt} attempt(s), {why}{self._not_found_hint(failure.status)}"
         )
         log.error(
             "model_call_failed",

@@ -85,6 +85,9 @@ def test_secrets_never_in_repr_or_errors(tmp_path):
     with pytest.raises(ConfigError) as info:
         parse_tokens(f"alice:{secret},broken-entry")
     assert secret not in str(info.value) and "#2" in str(info.value)
+    assert str(info.value).startswith("ONGRID_TOKENS: token entry #2 is not of the form user:token")
+    with pytest.raises(ConfigError, match=r"^TEAM_TOKENS: token entry #1 is not of the form"):
+        parse_tokens("no-colon-here", "TEAM_TOKENS")  # named as server.tokens_env names the variable
     assert parse_tokens("alice:tok1-of-alice, bob:tok2-of-bob") == {"tok1-of-alice": "alice", "tok2-of-bob": "bob"}
     # a short token is refused, naming the entry and its user, never the token
     with pytest.raises(ConfigError, match=r"token entry #2 \(user 'bob'\) is 4 characters long; a token needs at "

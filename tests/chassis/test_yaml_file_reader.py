@@ -5,6 +5,7 @@ with a message naming the file, never read."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -39,8 +40,16 @@ def test_an_oversized_file_is_refused(tmp_path, read, error, what):
 
 @pytest.mark.parametrize(("read", "error", "what"), READERS)
 def test_a_missing_file_names_what_was_missing(tmp_path, read, error, what):
-    with pytest.raises(error, match=f"^{what} not found: .*nope.yaml"):
+    with pytest.raises(error, match=f"^{what} not found: .*nope.yaml") as info:
         read(tmp_path / "nope.yaml")
+    assert "looked for" not in str(info.value)  # an absolute path says where it is itself
+
+
+def test_a_missing_file_given_relative_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^config file not found: etc/ongrid.yaml \(looked for "
+                                          + re.escape(str(tmp_path / "etc" / "ongrid.yaml")) + r"\)$"):
+        read_yaml_file("etc/ongrid.yaml")
 
 
 def test_invalid_yaml_and_bad_utf8_name_the_file(tmp_path):

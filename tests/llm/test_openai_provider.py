@@ -216,6 +216,24 @@ async def test_client_errors_are_not_retried(status):
     assert f"HTTP {status}" in str(info.value) and "1 attempt(s)" in str(info.value) and "not retried" in str(info.value)
 
 
+@pytest.mark.parametrize("model", [None, "test-model"])
+async def test_a_404_from_a_base_url_without_v1_says_it_may_lack_v1(model):
+    # the scripted model serves /v1/…: a base URL without /v1 meets its 404, as a real server's
+    hint = "does llm.base_url (ONGRID_LLM_BASE_URL) lack it"
+    async with open_fake_llm({"default": [{"http_status": 404}]}) as fake:
+        bare = fake.base_url.removesuffix("/v1")
+        async with provider(bare, model=model) as p:
+            with pytest.raises(ProviderError) as info:
+                await run(p)
+        assert info.value.status == 404 and hint in str(info.value), str(info.value)
+        assert ("no model name configured" in str(info.value)) == (model is None)
+        # a 404 from a base URL that has /v1 is about something else: no such hint
+        async with provider(fake.base_url, model=model) as p:
+            with pytest.raises(ProviderError) as info:
+                await run(p)
+        assert info.value.status == 404 and hint not in str(info.value), str(info.value)
+
+
 async def test_unknown_persona_is_a_400_naming_it():
     async with open_fake_llm({"default": [{"content": "x"}]}) as fake, provider(fake.base_url) as p:
         with pytest.raises(ProviderError, match="specialist-ghost") as info:

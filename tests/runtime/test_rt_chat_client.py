@@ -309,6 +309,25 @@ async def test_chat_with_a_refused_token_says_how_to_give_one_and_exits(tmp_path
     assert "reconnecting" not in out, out
 
 
+async def test_ask_with_a_missing_or_refused_token_exits_2_saying_how_to_give_one(tmp_path, monkeypatch):
+    # a refusal, as chat and the HTTP commands exit on it, not a turn that failed (1)
+    monkeypatch.setenv("RT_ASK_TOKENS", "alice:tok-alice-ask-0123456789")
+    mapping = prepare(tmp_path)
+    mapping["server"] = {**mapping.get("server", {}), "tokens_env": "RT_ASK_TOKENS"}
+    async with serve(write_config(tmp_path, mapping)) as daemon:
+        for given, says in ((None, "(pass --token-file FILE or set $ONGRID_TOKEN)"),
+                            ("tok-wrong-wrong-0123456789", "(check the token given by --token, --token-file or "
+                                                          "$ONGRID_TOKEN)")):
+            env = {k: v for k, v in subprocess_env().items() if k != "ONGRID_TOKEN"}
+            if given:
+                env["ONGRID_TOKEN"] = given
+            with trio.fail_after(30):
+                done = await trio.run_process(ongrid_cmd("ask", "--url", daemon.url, "hello?"), capture_stdout=True,
+                                              capture_stderr=True, check=False, env=env)
+            err = done.stderr.decode()
+            assert done.returncode == 2 and says in err and "unauthorized" in err, (done.returncode, err)
+
+
 async def test_reattach_says_why_the_last_turn_failed(tmp_path):
     # the error a turn ended with is stored with the thread: the thread list and a re-attaching
     # ``ongrid chat`` give it after the frame that said it is gone (and a daemon restart), until a
