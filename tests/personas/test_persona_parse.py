@@ -121,6 +121,24 @@ def test_invalid_names(name):
     assert warnings[0].startswith("p.md:2: 'name'")
 
 
+@pytest.mark.parametrize(("file", "name", "warned"), [
+    ("specialist-mail.md", "specialist-mial", True),   # a typo in one of them
+    ("specialist-disk.md", "specialist-dsk", True),
+    ("agents/specialist-disk.md", "specialist-disk", False),  # the same
+    ("specialist-disk.local.md", "specialist-disk", False),  # a name chosen unlike its file
+    ("cjk.md", "磁盘专家", False),
+    ("sre-1.md", "sre-2", True),
+    ("ops.md", "opz", False),  # too short to tell a typo from a choice
+])
+def test_a_name_nearly_the_file_name_is_warned_about(file, name, warned):
+    persona, warnings = parse_persona_text(f"---\nname: {name}\ndescription: d\n---\nb\n", file)
+    assert persona is not None and persona.name == name  # kept, under its name: a warning, not a refusal
+    stem = file.rsplit("/", 1)[-1].removesuffix(".md")
+    expected = [f"{file}:2: 'name' '{name}' is nearly the file's name '{stem}': is one of them misspelt? "
+                f"The persona is known by its 'name', '{name}'"]
+    assert warnings == (expected if warned else []), warnings
+
+
 def test_unknown_keys_warn_and_go_to_metadata(corpus):
     path = corpus / "good" / "unknown-keys.md"
     persona, warnings = parse_persona_file(path)
