@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import sys
+import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -232,12 +233,48 @@ class RedactingFilter(logging.Filter):
 _REDACTING_FILTER = RedactingFilter()
 
 
+class AtMostEvery(logging.Filter):
+    """Lets a logger's records through at most once per ``every_s`` seconds
+    (monotonic clock); the first after a quiet spell says how many were held
+    back (``… (N more like it in the last S s, not logged)``).  For a library
+    that logs the same trouble in a tight loop: trio's listener logs an
+    ERROR with a traceback every 0.1 s while ``accept`` fails for want of
+    file descriptors (EMFILE), which filled the journal while it lasted."""
+
+    def __init__(self, every_s: float) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self._last: float | None = None
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if self._last is not None and now - self._last < self.every_s:
+            self._held += 1
+            return False
+        if self._held and self._last is not None:
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a bad format string must not lose the record
+                message = str(record.msg)
+            record.msg = f"{message} ({self._held} more like it in the last {now - self._last:.0f} s, not logged)"
+            record.args, self._held = None, 0
+        self._last = now
+        return True
+
+
+#: library loggers that repeat one line in a tight loop while a condition lasts: (name, seconds)
+_THROTTLED_LIBRARIES = (("trio.serve_listeners", 5.0),)
+
+
 def configure(level: str | int = "INFO", stream: Any = None, *, json_lines: bool | None = None) -> None:
     """Configure logging once for the whole process: the root logger gets
     one stderr handler with :func:`formatter`, so a plugin's or library's
     ``logging.getLogger(name).info(...)`` line looks like Ongrid's own.
     ``json_lines``: None → :func:`wants_json`.  Chatty HTTP/migration
-    libraries are held at WARNING.  Idempotent (a second call replaces the
+    libraries are held at WARNING; a library that repeats a line in a tight
+    loop (trio's listener on EMFILE) at one line per few seconds
+    (:class:`AtMostEvery`).  Idempotent (a second call replaces the
     handler); any other handler on the root logger, and
     ``logging.lastResort``, gets a :class:`RedactingFilter`."""
     global _CONFIGURED, _HANDLER
@@ -259,6 +296,10 @@ def configure(level: str | int = "INFO", stream: Any = None, *, json_lines: bool
         lg.setLevel(logging.NOTSET)
     for name in _QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    for name, every_s in _THROTTLED_LIBRARIES:
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, AtMostEvery) for f in lg.filters):
+            lg.addFilter(AtMostEvery(every_s))
     _CONFIGURED = True
 
 

@@ -251,25 +251,29 @@ def _bounded_request_class(base: type[TrioRequest], services: AppServices) -> ty
     """``base`` (the framework's request class) with a body limit and time limit chosen per request,
     before a byte of the body is read: the framework buffers every body as it arrives, before
     routing, so without this any client could make each of its connections hold
-    ``MAX_CONTENT_LENGTH`` for ``BODY_TIMEOUT``.  An authenticated request (loopback mode: every
-    loopback one) gets :data:`BODY_MAX` / :data:`BODY_TIMEOUT_S`; one to an open plugin route
-    (a platform webhook, checked by its own signature) :data:`PLUGIN_OPEN_BODY_MAX` /
-    :data:`ANONYMOUS_BODY_TIMEOUT_S`; any other :data:`ANONYMOUS_BODY_MAX` /
+    ``MAX_CONTENT_LENGTH`` for ``BODY_TIMEOUT``.  A request to an open plugin route (a
+    platform webhook, checked by its own signature, whoever sends it: behind a reverse proxy
+    every sender is a loopback client) gets :data:`PLUGIN_OPEN_BODY_MAX` /
+    :data:`ANONYMOUS_BODY_TIMEOUT_S`; an authenticated one (loopback mode: every loopback one)
+    :data:`BODY_MAX` / :data:`BODY_TIMEOUT_S`; any other :data:`ANONYMOUS_BODY_MAX` /
     :data:`ANONYMOUS_BODY_TIMEOUT_S`.  Over the limit → 413, too slow → 408."""
 
     class BoundedRequest(base):  # type: ignore[valid-type, misc]
         def __init__(self, method: str, scheme: str, path: str, *args: Any, **kwargs: Any) -> None:
             limit, timeout = ANONYMOUS_BODY_MAX, ANONYMOUS_BODY_TIMEOUT_S
             try:
-                _request_user(services, args[1] if len(args) > 1 else kwargs.get("headers"), kwargs.get("scope") or {})
-                limit, timeout = BODY_MAX, BODY_TIMEOUT_S
-            except AuthError:
+                route = _plugin_route_of(services, method, path)
+            except Exception:  # noqa: BLE001 - no registry yet: no open route
+                route = None
+            if route is not None and getattr(route, "auth", "token") == "none":
+                limit = PLUGIN_OPEN_BODY_MAX
+            else:
                 try:
-                    route = _plugin_route_of(services, method, path)
-                except Exception:  # noqa: BLE001 - no registry yet: the small limit
-                    route = None
-                if route is not None and getattr(route, "auth", "token") == "none":
-                    limit = PLUGIN_OPEN_BODY_MAX
+                    _request_user(services, args[1] if len(args) > 1 else kwargs.get("headers"),
+                                  kwargs.get("scope") or {})
+                    limit, timeout = BODY_MAX, BODY_TIMEOUT_S
+                except AuthError:
+                    pass
             kwargs["max_content_length"], kwargs["body_timeout"] = limit, timeout
             super().__init__(method, scheme, path, *args, **kwargs)
 

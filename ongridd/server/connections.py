@@ -75,8 +75,9 @@ def harden_http_server() -> None:
     first connection): :func:`_contain_connection_errors`,
     :func:`_drop_events_for_finished_apps`, :func:`_no_websocket_compression`,
     :func:`_connection_upkeep_not_cancelled_with_the_app`,
-    :func:`_end_websocket_on_oversized_message` and
-    :func:`_close_code_on_a_frame_that_does_not_parse`.  Raises RuntimeError when hypercorn
+    :func:`_end_websocket_on_oversized_message`,
+    :func:`_close_code_on_a_frame_that_does_not_parse` and
+    :func:`_end_a_refused_websocket_handshake`.  Raises RuntimeError when hypercorn
     no longer has what one of them wraps, so a hypercorn upgrade cannot
     silently drop a protection."""
     _contain_connection_errors()
@@ -85,6 +86,60 @@ def harden_http_server() -> None:
     _connection_upkeep_not_cancelled_with_the_app()
     _end_websocket_on_oversized_message()
     _close_code_on_a_frame_that_does_not_parse()
+    _end_a_refused_websocket_handshake()
+
+
+def _end_a_refused_websocket_handshake() -> None:
+    """Wrap hypercorn's ``WSStream.handle`` (idempotent) so that a websocket
+    handshake it answers with an error (400: no ``Sec-WebSocket-Key``, a version
+    other than 13, HTTP/1.0; 404: an unknown server name) ends the connection.
+    hypercorn sends the response, with ``connection: close``, and marks the
+    stream closed, but never ends the stream, so nothing closed the TCP
+    connection: no idle timeout applies to it, and a client sending such a
+    96-byte head on many connections held a file descriptor each for ever (at
+    the process's limit, ``/healthz`` went unanswered).  The stream is now
+    ended (``StreamClosed``) as hypercorn ends an HTTP stream after its
+    response, and hypercorn closes the connection.
+
+    A handshake with a body (``Content-Length``, ``Transfer-Encoding``) is
+    refused the same way (400) before any app sees it: hypercorn accepted it
+    and h11, which takes such a request for no upgrade, then refused the 101
+    (an ERROR traceback, a close frame written onto the HTTP stream).
+    Raises RuntimeError when hypercorn no longer has what this relies on."""
+    from hypercorn.protocol import events, ws_stream
+
+    stream_cls = getattr(ws_stream, "WSStream", None)
+    original = getattr(stream_cls, "handle", None)
+    closed_event: Any = getattr(events, "StreamClosed", None)
+    request_event: Any = getattr(events, "Request", None)
+    response_event: Any = getattr(events, "Response", None)
+    end_body_event: Any = getattr(events, "EndBody", None)
+    if original is None or None in (closed_event, request_event, response_event, end_body_event):
+        raise RuntimeError("hypercorn.protocol.ws_stream.WSStream.handle is gone; ending a refused websocket "
+                           "handshake needs updating for this hypercorn")
+    if getattr(original, "_ongrid_ends_refusals", False):
+        return
+
+    async def handle(self: Any, event: Any) -> None:
+        was_closed = self.closed
+        if (not was_closed and isinstance(event, request_event)
+                and any(name.lower() in (b"content-length", b"transfer-encoding") for name, _ in event.headers)):
+            # the answer hypercorn gives a handshake it finds invalid, then the end of the stream
+            log.warning("websocket_refused", peer=peer_text(self.client), reason="a handshake with a body")
+            self.closed = True
+            await self.send(response_event(stream_id=self.stream_id, status_code=400,
+                                           headers=[(b"content-length", b"0"), (b"connection", b"close")]))
+            await self.send(end_body_event(stream_id=self.stream_id))
+            await self.send(closed_event(stream_id=self.stream_id))
+            return
+        await original(self, event)
+        if self.closed and not was_closed and not isinstance(event, closed_event):
+            # refused with an error response (the only way handle() closes on another event)
+            await self.send(closed_event(stream_id=self.stream_id))
+
+    handle._ongrid_ends_refusals = True  # type: ignore[attr-defined]
+    handle.__doc__ = original.__doc__
+    stream_cls.handle = handle  # type: ignore[union-attr]
 
 
 def _contain_connection_errors() -> None:

@@ -123,7 +123,13 @@ class FrontDoor:
                 if read is None:  # nothing came, or not a whole head in time: as hypercorn's idle close
                     return
                 request = _chat_handshake(read)
-                if request is None:
+                if request is None and _bodied_upgrade(read):
+                    # hypercorn would accept this upgrade, then h11 refuse the 101 it sent (a traceback,
+                    # a close frame written onto the HTTP stream): refused here, and the connection ends
+                    log.warning("websocket_refused", peer=peer_text(self.client), reason="a handshake with a body")
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await self.stream.send_all(_refusal(400, "bad_request", "a websocket handshake has no body"))
+                elif request is None:
                     head = read  # hypercorn's handler (wrapped: it sets keepalive itself)
                 else:
                     set_keepalive(sock)
@@ -222,11 +228,17 @@ class _HeadReader:
         self.complete = True
 
 
-def _chat_handshake(data: bytes) -> _Handshake | None:
-    """``data`` as a websocket handshake for ``/ws`` that hypercorn would accept
-    (HTTP/1.1 ``GET``, one ``Host``, no body, ``Connection: upgrade``,
-    ``Upgrade: websocket``, a key, version 13); None for anything else
-    (hypercorn's handler then answers it as it always did)."""
+def _refusal(status: int, code: str, message: str) -> bytes:
+    """An HTTP response ending the connection: ``status`` and the JSON body ``{"error": {"code", "message"}}``."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    return (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+
+
+def _chat_head(data: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, int] | None:
+    """The head at the start of ``data`` when it is a whole ``GET /ws[?query] HTTP/1.1``
+    request head that httptools parses, with CRLF line ends only: ``(headers (name
+    lower-cased, value), query, end of the head)``; else None."""
     end = data.find(b"\r\n\r\n")
     if end < 0 or not _CHAT_REQUEST_LINE.match(data):
         return None
@@ -247,9 +259,34 @@ def _chat_handshake(data: bytes) -> _Handshake | None:
     path, _, query = reader.url.partition(b"?")
     if path != b"/ws":
         return None
+    return reader.headers, query, end + 4
+
+
+def _bodied_upgrade(data: bytes) -> bool:
+    """Whether ``data`` is a ``GET /ws`` head (as :func:`_chat_head` reads one) asking for a
+    websocket upgrade with a body (``Content-Length`` or ``Transfer-Encoding``)."""
+    parsed = _chat_head(data)
+    if parsed is None:
+        return False
+    names = {name for name, _ in parsed[0]}
+    upgrade = [value for name, value in parsed[0] if name == b"upgrade"]
+    return (bool(upgrade) and upgrade[-1].strip().lower() == b"websocket"
+            and (b"content-length" in names or b"transfer-encoding" in names))
+
+
+def _chat_handshake(data: bytes) -> _Handshake | None:
+    """``data`` as a websocket handshake for ``/ws`` that hypercorn would accept
+    (HTTP/1.1 ``GET``, one ``Host``, no body, ``Connection: upgrade``,
+    ``Upgrade: websocket``, a key, version 13); None for anything else
+    (hypercorn's handler then answers it as it always did, but a handshake with
+    a body: :func:`_bodied_upgrade`)."""
+    parsed = _chat_head(data)
+    if parsed is None:
+        return None
+    headers, query, end = parsed
     last: dict[bytes, bytes] = {}
     hosts = 0
-    for name, value in reader.headers:
+    for name, value in headers:
         last[name] = value
         hosts += name == b"host"
     if hosts != 1 or b"content-length" in last or b"transfer-encoding" in last:
@@ -259,7 +296,7 @@ def _chat_handshake(data: bytes) -> _Handshake | None:
     if (b"upgrade" not in tokens or last.get(b"upgrade", b"").strip().lower() != b"websocket"
             or not key or last.get(b"sec-websocket-version") != _VERSION):
         return None
-    return _Handshake(reader.headers, query, key, data[end + 4:])
+    return _Handshake(headers, query, key, data[end:])
 
 
 def _head_ended(data: bytes) -> bool:
@@ -370,10 +407,8 @@ class DirectSocket:
         if self._answered:
             return
         self._answered = self.closed = True
-        body = json.dumps({"error": {"code": code, "message": message}}).encode()
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):  # the client left already
-            await self._write(f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json"
-                              f"\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+            await self._write(_refusal(status, code, message))
 
     async def receive(self) -> str | bytes | None:
         # the message so far: its size is what the limit counts, and nothing is kept per piece (a

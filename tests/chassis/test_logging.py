@@ -250,3 +250,35 @@ def test_debug_level_keeps_chatty_libraries_quiet(own_logging) -> None:
     logs.get_logger("ongridd.test").debug("ours_still_shows")
     events = [json.loads(line)["event"] for line in out.getvalue().split("\n") if line]
     assert events == ["ours_still_shows"], events[:5]
+
+
+def test_a_library_repeating_a_line_in_a_tight_loop_is_logged_once_per_few_seconds(own_logging, monkeypatch) -> None:
+    # trio's listener logs an ERROR with a traceback every 0.1 s while accept fails with EMFILE
+    out = io.StringIO()
+    logs.configure("INFO", out, json_lines=True)
+    logs.configure("INFO", out, json_lines=True)  # idempotent: one filter, not two
+    listener = logging.getLogger("trio.serve_listeners")
+    assert sum(isinstance(f, logs.AtMostEvery) for f in listener.filters) == 1
+    clock = [1000.0]
+    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
+    listener.filters[:] = [f for f in listener.filters if not isinstance(f, logs.AtMostEvery)]
+    listener.addFilter(logs.AtMostEvery(5.0))
+    try:
+        for _ in range(120):  # 12 s of a 0.1 s loop
+            try:
+                raise OSError(24, "Too many open files")
+            except OSError:
+                listener.error("accept returned %s (%s); retrying in %s seconds", "EMFILE", "Too many open files",
+                               0.1, exc_info=True)
+            clock[0] += 0.1
+    finally:
+        listener.filters[:] = [f for f in listener.filters if not isinstance(f, logs.AtMostEvery)]
+        listener.addFilter(logs.AtMostEvery(5.0))
+    lines = [json.loads(line) for line in out.getvalue().splitlines() if line]
+    assert [line["event"] for line in lines] == [
+        "accept returned EMFILE (Too many open files); retrying in 0.1 seconds",
+        "accept returned EMFILE (Too many open files); retrying in 0.1 seconds (49 more like it in the last 5 s, "
+        "not logged)",
+        "accept returned EMFILE (Too many open files); retrying in 0.1 seconds (49 more like it in the last 5 s, "
+        "not logged)"], [line["event"] for line in lines]
+    assert all("OSError: [Errno 24]" in line["exc"] for line in lines)  # the traceback kept, once per line

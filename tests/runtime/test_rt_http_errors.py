@@ -68,6 +68,15 @@ def test_a_request_without_a_valid_token_may_bring_only_a_small_body():
     req = loopback("POST", "http", "/api/changes", b"", Headers(), "", "1.1", max_content_length=None,
                    body_timeout=None, send_push_promise=None, scope={"client": ("127.0.0.1", 40000)})
     assert req.body._max_content_length == server_app.BODY_MAX  # loopback mode: every loopback client is "local"
+    # an open route (a webhook) has its small limits whoever sends: a token or loopback changes nothing (behind
+    # a reverse proxy every sender is a loopback client)
+    small = (server_app.PLUGIN_OPEN_BODY_MAX, server_app.ANONYMOUS_BODY_TIMEOUT_S)
+    assert limits("/api/channels/x/events", "tok-alice-0123456789") == small
+    proxied = server_app._bounded_request_class(TrioRequest, server_app.AppServices(
+        config=Config(), auth=Authenticator({}), plugin_routes=lambda: {("POST", "/api/channels/x/events"): webhook}))
+    req = proxied("POST", "http", "/api/channels/x/events", b"", Headers(), "", "1.1", max_content_length=None,
+                  body_timeout=None, send_push_promise=None, scope={"client": ("127.0.0.1", 40000)})
+    assert (req.body._max_content_length, req.body_timeout) == small
 
 
 async def test_an_anonymous_client_learns_no_route_from_a_404_or_405(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 
 import httpx2
 import pytest
@@ -206,3 +207,48 @@ async def test_a_client_that_resets_right_after_its_handshake_leaves_no_error(tm
             assert (await c.ask("still there?"))["text"] == "hi"
     failed = [r.getMessage() for r in caplog.records if r.getMessage().endswith("_connection_failed")]
     assert failed == []
+
+
+async def _answer_then_end(port: int, request: bytes) -> tuple[bytes, float]:
+    """Send ``request`` and read until the daemon ends the connection: (all it sent, seconds it took)."""
+    began = trio.current_time()
+    got = await _exchange(port, [request])  # fails after 10 s when the connection stays open
+    return got, trio.current_time() - began
+
+
+@pytest.mark.parametrize("head", [
+    pytest.param(_with(HANDSHAKE, b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", b""), id="no-key"),
+    pytest.param(_with(HANDSHAKE, b"Version: 13", b"Version: 8"), id="old-version"),
+    pytest.param(_with(HANDSHAKE, b"HTTP/1.1", b"HTTP/1.0"), id="http-1.0"),
+    pytest.param(_with(_with(HANDSHAKE, b"GET /ws ", b"GET /healthz "), b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+                       b""), id="other-path-no-key"),
+])
+async def test_a_handshake_the_http_server_refuses_ends_its_connection(tmp_path, head):
+    # hypercorn answered 400 with "connection: close" and kept the connection open for ever: a client
+    # sending such a head on many connections held a file descriptor each until /healthz went unanswered
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        got, took = await _answer_then_end(_port(d), head)
+        assert got.startswith(b"HTTP/1.1 400 ") and b"connection: close" in got.lower(), got
+        assert took < 5, took
+
+
+@pytest.mark.parametrize("path", [b"/ws", b"/w%73"], ids=["front-door", "through-the-http-server"])
+@pytest.mark.parametrize("body", [b"Content-Length: 5\r\n\r\nhello", b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"],
+                         ids=["content-length", "chunked"])
+async def test_a_handshake_with_a_body_is_refused_400_cleanly(tmp_path, caplog, path, body):
+    # hypercorn took it for an upgrade and h11 then refused our own 101: an ERROR traceback in the log
+    # and a websocket close frame written onto the HTTP stream
+    head = _with(_with(HANDSHAKE, b"GET /ws ", b"GET " + path + b" "), b"\r\n\r\n", b"\r\n" + body)
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        got, took = await _answer_then_end(_port(d), head)
+        async with d.ws("after") as c:
+            assert (await c.ask("still there?"))["text"] == "hi"
+    assert got.startswith(b"HTTP/1.1 400 ") and took < 5, got
+    answer, _, rest = got.partition(b"\r\n\r\n")
+    # the front door's refusal says why; the HTTP server's is hypercorn's own (empty); no frame bytes either way
+    assert rest == (b'{"error": {"code": "bad_request", "message": "a websocket handshake has no body"}}'
+                    if path == b"/ws" else b""), got
+    logged = [(r.levelno, r.getMessage(), getattr(r, "ongrid_fields", None)) for r in caplog.records]
+    assert not [m for level, m, _ in logged if level >= logging.ERROR or m.endswith("_connection_failed")], logged
+    assert ("websocket_refused", {"reason": "a handshake with a body"}) in [
+        (m, {"reason": (f or {}).get("reason")}) for _, m, f in logged], logged
