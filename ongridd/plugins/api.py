@@ -14,6 +14,7 @@ import attrs
 from ongridd.auditargs import AuditCommand, audit_records
 from ongridd.config import Config, HostConfig, read_secret, read_yaml_file
 from ongridd.credfilter import REDACTED_NOTE, redact_credentials
+from ongridd import jsontext
 from ongridd.errors import ConfigError, OngridError, StoreError, ToolError, ToolTimeout
 from ongridd.logs import StructuredLogger, get_logger
 from ongridd.plugins.bridgekit import (
@@ -254,20 +255,47 @@ class PluginContext:
         raise ToolError(f"unknown host {name!r}; known hosts: {known}")
 
 
+#: ``PluginRequest(json=...)`` not given: the body is parsed when ``json`` is first read
+_UNPARSED: Any = object()
+
+
+def _body_json(raw: bytes) -> Any:
+    """``raw`` as JSON, or None when it is empty or not JSON (not UTF-8, not JSON, absurd
+    nesting, a number JSON does not have such as ``NaN``)."""
+    if not raw:
+        return None
+    try:
+        return jsontext.loads(raw)
+    except (ValueError, RecursionError):  # NonFiniteNumber, UnicodeDecodeError, JSONDecodeError are ValueErrors
+        return None
+
+
 @attrs.frozen(kw_only=True)
 class PluginRequest:
     """An HTTP request to a plugin route. ``json``: the parsed body or None.
     ``body``: the raw body bytes (what a route with ``auth="none"`` verifies
     a signature over).  ``user``: the authenticated user, ``""`` on an
-    ``auth="none"`` route.  ``headers``: a case-insensitive mapping."""
+    ``auth="none"`` route.  ``headers``: a case-insensitive mapping.
+
+    On an ``auth="none"`` route the body is parsed only when ``json`` is first
+    read, so a route that verifies its sender first never spends time on an
+    unverified body (a 1 MiB array of numbers takes about 0.1 s); such a body
+    that is not JSON, or holds ``NaN``, ``Infinity`` or ``1e999``, reads as None."""
 
     method: str
     path: str
     headers: Mapping[str, str]
     query: Mapping[str, str]
-    json: Any
     user: str
     body: bytes = b""
+    _json: Any = attrs.field(default=_UNPARSED, alias="json")
+
+    @property
+    def json(self) -> Any:
+        """The parsed body or None (parsed here, once, when not given at construction)."""
+        if self._json is _UNPARSED:
+            object.__setattr__(self, "_json", _body_json(self.body))  # a cache: the request stays as it came
+        return self._json
 
 
 @attrs.frozen(kw_only=True)

@@ -536,23 +536,21 @@ def _add_plugin_routes(app: QuartTrio, services: AppServices, current_user: Call
             raw = await request.get_data()
             if len(raw) > PLUGIN_OPEN_BODY_MAX:  # chunked bodies carry no length up front
                 return _error(413, "too_large", f"body over {PLUGIN_OPEN_BODY_MAX:,} bytes")
-            try:
-                body = parse_body(raw)
-            except OngridError:
-                # NaN, Infinity, 1e999: such a route authenticates the raw body itself (a signature,
-                # a secret header), so an unauthenticated sender gets that refusal (401), never a 400
-                # naming what the body holds; a verified one sees no JSON body and answers 400
-                body = None
+            # such a route verifies its sender from the raw body (a signature, a secret header) before
+            # it reads the JSON: parsed then, on first read of request.json, so an unverified body costs
+            # no parse, and one holding NaN gets the route's 401, never a 400 naming what it holds
+            # (a verified one reads as None)
+            extra: dict[str, Any] = {}
         else:
             user = current_user()
             raw = await request.get_data()
-            body = parse_body(raw)
+            extra = {"json": parse_body(raw)}
         # werkzeug's Headers is a case-insensitive str → str mapping (not a registered Mapping);
         # get_data() without as_text returns bytes
         preq = PluginRequest(method=request.method, path="/" + path,
                              headers=request.headers,  # type: ignore[arg-type]
-                             query=dict(request.args), json=body, user=user,
-                             body=raw)  # type: ignore[arg-type]
+                             query=dict(request.args), user=user,
+                             body=raw, **extra)  # type: ignore[arg-type]
         try:
             resp = await handler(preq)
         except OngridError as exc:

@@ -81,3 +81,18 @@ def test_first_party_plugins_import_only_the_plugin_api() -> None:
                  for path in files
                  for line, module in ongridd_imports(ast.parse(path.read_text(), str(path)))]
     assert offenders == [], "plugins must import only ongridd.plugins.api:\n" + "\n".join(offenders)
+
+
+def test_a_request_body_is_parsed_once_when_first_read(monkeypatch) -> None:
+    # an open route verifies its sender from the raw bytes first: a forged body costs no parse
+    calls = []
+    real = api.jsontext.loads
+    monkeypatch.setattr(api.jsontext, "loads", lambda raw: calls.append(raw) or real(raw))
+    req = api.PluginRequest(method="POST", path="/x", headers={}, query={}, user="", body=b'{"a": [1.5, 2]}')
+    assert calls == []
+    assert req.json == {"a": [1.5, 2]} and req.json is req.json and calls == [b'{"a": [1.5, 2]}']
+    for raw in (b"", b"{", b'{"a": NaN}', b"[1e999]", b"\xff", b"[" * 100_000):
+        assert api.PluginRequest(method="POST", path="/x", headers={}, query={}, user="", body=raw).json is None
+    given = api.PluginRequest(method="POST", path="/x", headers={}, query={}, user="u", body=b"[1]", json={"k": 1})
+    assert given.json == {"k": 1}  # given at construction: never parsed
+    assert len(calls) == 1 + 5  # the five non-empty bodies above, each once
