@@ -515,8 +515,9 @@ _BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 def parse_tokens(raw: str | None, source: str = "ONGRID_TOKENS") -> dict[str, str]:
     """``"alice:token-of-alice,bob:token-of-bob"`` → ``{token: user}``.
 
-    Raises ConfigError naming ``source`` (the variable it came from), the bad
-    entry's position and user (never its value): not of the form ``user:token``, a token shorter than
+    Raises ConfigError naming ``source`` (the variable it came from), the
+    bad entry's position and user (never its value): not of the form
+    ``user:token``, a token shorter than
     :data:`ongridd.secretset.MIN_SECRET_CHARS` characters, one with a
     character outside RFC 6750's ``b64token`` (spaces, invisible or
     non-ASCII characters), or one given to two users.
@@ -536,16 +537,16 @@ def parse_tokens(raw: str | None, source: str = "ONGRID_TOKENS") -> dict[str, st
                               "comma-separated user:token pairs)")
         if len(token.strip()) < MIN_SECRET_CHARS:
             raise ConfigError(
-                f"{source}: token entry #{i + 1} (user {user.strip()!r}) is {len(token.strip())} characters long; a token needs "
-                f"at least {MIN_SECRET_CHARS} ({MIN_TOKEN_CHARS} or more random ones: python3 -c 'import secrets; "
-                "print(secrets.token_urlsafe(24))'): a short one is easy to guess, and every text that holds it "
-                "is redacted")
+                f"{source}: token entry #{i + 1} (user {user.strip()!r}) is {len(token.strip())} characters long; "
+                f"a token needs at least {MIN_SECRET_CHARS} ({MIN_TOKEN_CHARS} or more random ones: python3 -c "
+                "'import secrets; print(secrets.token_urlsafe(24))'): a short one is easy to guess, and every text "
+                "that holds it is redacted")
         token, user = token.strip(), user.strip()
         if not _BEARER_TOKEN.fullmatch(token):
-            raise ConfigError(f"{source}: token entry #{i + 1} (user {user!r}) holds a character a bearer token cannot: use "
-                              "letters, digits and - . _ ~ + / (and = at the end)")
+            raise ConfigError(f"{source}: token entry #{i + 1} (user {user!r}) holds a character a bearer token "
+                              "cannot: use letters, digits and - . _ ~ + / (and = at the end)")
         if token in out:
-            raise ConfigError(f"{source}: token entry #{i + 1} (user {user!r}) repeats the token of user {out[token]!r}: "
-                              "each user needs a token of their own")
+            raise ConfigError(f"{source}: token entry #{i + 1} (user {user!r}) repeats the token of user "
+                              f"{out[token]!r}: each user needs a token of their own")
         out[token] = user
     return out

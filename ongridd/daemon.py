@@ -198,7 +198,8 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
 
     host, port = parse_listen(config.server.listen)
     admins = config.server.admins
-    auth = Authenticator(parse_tokens(secrets.tokens_raw, config.server.tokens_env), admins=None if admins is None else frozenset(admins))
+    auth = Authenticator(parse_tokens(secrets.tokens_raw, config.server.tokens_env),
+                         admins=None if admins is None else frozenset(admins))
     auth.check_listen(host, config.server.tokens_env)
     auth.check_admins()
     if admins is not None and auth.open_mode:

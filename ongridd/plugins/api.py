@@ -11,10 +11,10 @@ from typing import Any, Protocol
 
 import attrs
 
+from ongridd import jsontext
 from ongridd.auditargs import AuditCommand, audit_records
 from ongridd.config import Config, HostConfig, read_secret, read_yaml_file
 from ongridd.credfilter import REDACTED_NOTE, redact_credentials
-from ongridd import jsontext
 from ongridd.errors import ConfigError, OngridError, StoreError, ToolError, ToolTimeout
 from ongridd.logs import StructuredLogger, get_logger
 from ongridd.plugins.bridgekit import (

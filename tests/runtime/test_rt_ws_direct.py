@@ -220,8 +220,8 @@ async def _answer_then_end(port: int, request: bytes) -> tuple[bytes, float]:
     pytest.param(_with(HANDSHAKE, b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", b""), id="no-key"),
     pytest.param(_with(HANDSHAKE, b"Version: 13", b"Version: 8"), id="old-version"),
     pytest.param(_with(HANDSHAKE, b"HTTP/1.1", b"HTTP/1.0"), id="http-1.0"),
-    pytest.param(_with(_with(HANDSHAKE, b"GET /ws ", b"GET /healthz "), b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
-                       b""), id="other-path-no-key"),
+    pytest.param(_with(_with(HANDSHAKE, b"GET /ws ", b"GET /healthz "),
+                       b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", b""), id="other-path-no-key"),
 ])
 async def test_a_handshake_the_http_server_refuses_ends_its_connection(tmp_path, head):
     # hypercorn answered 400 with "connection: close" and kept the connection open for ever: a client
