@@ -35,6 +35,7 @@ from ongridd.plugins import daemon_path
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
+from ongridd.unicodetext import valid_text
 
 if TYPE_CHECKING:  # the types only (the daemon wires the instances in)
     from ongridd.config import Config
@@ -106,7 +107,9 @@ NO_MODEL_HINT = ("no model is configured: every chat turn fails until llm.base_u
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(jsontext.dumps(body, ensure_ascii=False, default=str), status=status,
+    """``body`` as a JSON response; an unpaired surrogate in it (a request's ``"\\ud800"``
+    echoed back, say) is written as U+FFFD, so the answer is always UTF-8."""
+    return Response(valid_text(jsontext.dumps(body, ensure_ascii=False, default=str)), status=status,
                     content_type="application/json; charset=utf-8")
 
 

@@ -76,8 +76,8 @@ def harden_http_server() -> None:
     :func:`_drop_events_for_finished_apps`, :func:`_no_websocket_compression`,
     :func:`_connection_upkeep_not_cancelled_with_the_app`,
     :func:`_end_websocket_on_oversized_message`,
-    :func:`_close_code_on_a_frame_that_does_not_parse` and
-    :func:`_end_a_refused_websocket_handshake`.  Raises RuntimeError when hypercorn
+    :func:`_close_code_on_a_frame_that_does_not_parse`,
+    :func:`_end_a_refused_websocket_handshake` and :func:`_http_1_only`.  Raises RuntimeError when hypercorn
     no longer has what one of them wraps, so a hypercorn upgrade cannot
     silently drop a protection."""
     _contain_connection_errors()
@@ -87,6 +87,46 @@ def harden_http_server() -> None:
     _end_websocket_on_oversized_message()
     _close_code_on_a_frame_that_does_not_parse()
     _end_a_refused_websocket_handshake()
+    _http_1_only()
+
+
+def has_body(headers: Any) -> bool:
+    """Whether a request with ``headers`` (``(name, value)`` byte pairs) carries a body:
+    a ``Transfer-Encoding``, or a ``Content-Length`` other than ``0``."""
+    for name, value in headers:
+        name = name.lower()
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
+
+
+def _http_1_only() -> None:
+    """Wrap hypercorn's ``H11Protocol._check_protocol`` (idempotent) so that a
+    connection stays HTTP/1.1: an ``Upgrade: h2c`` request is answered in
+    HTTP/1.1 (a server may ignore an upgrade), and HTTP/2's prior-knowledge
+    preface (``PRI * HTTP/2.0``) is a request like any other (it gets an error
+    answer, then the connection's idle timeout applies).  The daemon serves
+    plain HTTP (browsers, the CLI and a reverse proxy all speak HTTP/1.1 to
+    it), and hypercorn's switch to HTTP/2 on the preface had stopped the idle
+    timer for good: a client sending those 24 bytes on many connections held a
+    file descriptor each for ever, until ``/healthz`` went unanswered.  Raises
+    RuntimeError when hypercorn no longer has what this relies on."""
+    from hypercorn.protocol import h11 as h11_protocol
+
+    protocol_cls = getattr(h11_protocol, "H11Protocol", None)
+    original = getattr(protocol_cls, "_check_protocol", None)
+    if original is None:
+        raise RuntimeError("hypercorn.protocol.h11.H11Protocol._check_protocol is gone; keeping connections "
+                           "HTTP/1.1 needs updating for this hypercorn")
+    if getattr(original, "_ongrid_http_1_only", False):
+        return
+
+    async def _check_protocol(self: Any, event: Any) -> None:
+        return None  # no switch to HTTP/2, by upgrade or by preface
+
+    _check_protocol._ongrid_http_1_only = True  # type: ignore[attr-defined]
+    _check_protocol.__doc__ = original.__doc__
+    protocol_cls._check_protocol = _check_protocol  # type: ignore[union-attr]
 
 
 def _end_a_refused_websocket_handshake() -> None:
@@ -101,10 +141,11 @@ def _end_a_refused_websocket_handshake() -> None:
     ended (``StreamClosed``) as hypercorn ends an HTTP stream after its
     response, and hypercorn closes the connection.
 
-    A handshake with a body (``Content-Length``, ``Transfer-Encoding``) is
-    refused the same way (400) before any app sees it: hypercorn accepted it
-    and h11, which takes such a request for no upgrade, then refused the 101
-    (an ERROR traceback, a close frame written onto the HTTP stream).
+    A handshake with a body (:func:`has_body`), or with bytes sent behind it
+    before it was accepted (RFC 6455 has the client wait for the answer), is
+    refused the same way (400) before any app can accept it: hypercorn
+    answered 400 but let the app's accept through, which h11 refused (an
+    ERROR traceback, a close frame written onto the HTTP stream).
     Raises RuntimeError when hypercorn no longer has what this relies on."""
     from hypercorn.protocol import events, ws_stream
 
@@ -114,7 +155,10 @@ def _end_a_refused_websocket_handshake() -> None:
     request_event: Any = getattr(events, "Request", None)
     response_event: Any = getattr(events, "Response", None)
     end_body_event: Any = getattr(events, "EndBody", None)
-    if original is None or None in (closed_event, request_event, response_event, end_body_event):
+    data_events: Any = (getattr(events, "Body", None), getattr(events, "Data", None))
+    handshake_state = getattr(getattr(ws_stream, "ASGIWebsocketState", None), "HANDSHAKE", None)
+    if original is None or None in (closed_event, request_event, response_event, end_body_event, handshake_state,
+                                    *data_events):
         raise RuntimeError("hypercorn.protocol.ws_stream.WSStream.handle is gone; ending a refused websocket "
                            "handshake needs updating for this hypercorn")
     if getattr(original, "_ongrid_ends_refusals", False):
@@ -122,10 +166,18 @@ def _end_a_refused_websocket_handshake() -> None:
 
     async def handle(self: Any, event: Any) -> None:
         was_closed = self.closed
-        if (not was_closed and isinstance(event, request_event)
-                and any(name.lower() in (b"content-length", b"transfer-encoding") for name, _ in event.headers)):
-            # the answer hypercorn gives a handshake it finds invalid, then the end of the stream
-            log.warning("websocket_refused", peer=peer_text(self.client), reason="a handshake with a body")
+        refused = None
+        if not was_closed and isinstance(event, request_event) and has_body(event.headers):
+            refused = "a handshake with a body"
+        elif (not was_closed and isinstance(event, data_events)
+              and not getattr(getattr(self, "handshake", None), "accepted", True)):
+            if self.state is not handshake_state:
+                return  # answered already (the app's refusal is on its way): the bytes are dropped
+            refused = "data sent before the handshake was answered"
+        if refused is not None:
+            # the answer hypercorn gives a handshake it finds invalid, then the end of the stream; closed
+            # first, so an accept the app sends meanwhile is dropped
+            log.warning("websocket_refused", peer=peer_text(self.client), reason=refused)
             self.closed = True
             await self.send(response_event(stream_id=self.stream_id, status_code=400,
                                            headers=[(b"content-length", b"0"), (b"connection", b"close")]))

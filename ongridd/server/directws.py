@@ -49,8 +49,8 @@ from ongridd.errors import leaf_exceptions
 from ongridd.fifolock import FIFOLock
 from ongridd.logs import get_logger
 from ongridd.netsend import write_now
-from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, live_connection, peer_text,
-                                        set_keepalive)
+from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, has_body, live_connection,
+                                        peer_text, set_keepalive)
 
 log = get_logger(__name__)
 
@@ -264,19 +264,17 @@ def _chat_head(data: bytes) -> tuple[list[tuple[bytes, bytes]], bytes, int] | No
 
 def _bodied_upgrade(data: bytes) -> bool:
     """Whether ``data`` is a ``GET /ws`` head (as :func:`_chat_head` reads one) asking for a
-    websocket upgrade with a body (``Content-Length`` or ``Transfer-Encoding``)."""
+    websocket upgrade with a body (:func:`~ongridd.server.connections.has_body`)."""
     parsed = _chat_head(data)
     if parsed is None:
         return False
-    names = {name for name, _ in parsed[0]}
     upgrade = [value for name, value in parsed[0] if name == b"upgrade"]
-    return (bool(upgrade) and upgrade[-1].strip().lower() == b"websocket"
-            and (b"content-length" in names or b"transfer-encoding" in names))
+    return bool(upgrade) and upgrade[-1].strip().lower() == b"websocket" and has_body(parsed[0])
 
 
 def _chat_handshake(data: bytes) -> _Handshake | None:
     """``data`` as a websocket handshake for ``/ws`` that hypercorn would accept
-    (HTTP/1.1 ``GET``, one ``Host``, no body, ``Connection: upgrade``,
+    (HTTP/1.1 ``GET``, one ``Host``, no body (``Content-Length: 0`` allowed), ``Connection: upgrade``,
     ``Upgrade: websocket``, a key, version 13); None for anything else
     (hypercorn's handler then answers it as it always did, but a handshake with
     a body: :func:`_bodied_upgrade`)."""
@@ -289,7 +287,7 @@ def _chat_handshake(data: bytes) -> _Handshake | None:
     for name, value in headers:
         last[name] = value
         hosts += name == b"host"
-    if hosts != 1 or b"content-length" in last or b"transfer-encoding" in last:
+    if hosts != 1 or has_body(headers):  # "Content-Length: 0" is no body
         return None
     tokens = [token.strip().lower() for token in last.get(b"connection", b"").split(b",")]
     key = last.get(b"sec-websocket-key")

@@ -84,6 +84,10 @@ def test_challenge_signed_turn_progress_final_split_retry_and_forgeries(slack):
     challenge = json.dumps({"type": "url_verification", "token": "x", "challenge": "c-123"}).encode()
     res = post(url, challenge, sign(challenge))
     assert res.status_code == 200 and res.json() == {"challenge": "c-123"}
+    # an unpaired surrogate echoed back is written as U+FFFD (the answer failed to encode: a 500)
+    odd = b'{"type": "url_verification", "token": "x", "challenge": "c-\\ud800"}'
+    res = post(url, odd, sign(odd))
+    assert res.status_code == 200 and res.json() == {"challenge": "c-\ufffd"}, res.text
 
     # a platform 429 (Retry-After 1) on the first edit and a 500 on the first post: both retried
     double.inject("/chat.update", 429, {"Retry-After": "1"})

@@ -252,3 +252,44 @@ async def test_a_handshake_with_a_body_is_refused_400_cleanly(tmp_path, caplog, 
     assert not [m for level, m, _ in logged if level >= logging.ERROR or m.endswith("_connection_failed")], logged
     assert ("websocket_refused", {"reason": "a handshake with a body"}) in [
         (m, {"reason": (f or {}).get("reason")}) for _, m, f in logged], logged
+
+
+@pytest.mark.parametrize("path", [b"/ws", b"/w%73"], ids=["front-door", "through-the-http-server"])
+async def test_content_length_0_is_no_body_and_the_handshake_is_served(tmp_path, path):
+    head = _with(_with(HANDSHAKE, b"GET /ws ", b"GET " + path + b" "), b"\r\n\r\n", b"\r\nContent-Length: 0\r\n\r\n")
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        got = await _exchange(_port(d), [head], until=b"\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 101 "), got
+
+
+async def test_data_sent_before_the_answer_through_the_http_server_is_refused_400_cleanly(tmp_path, caplog):
+    # RFC 6455 has a client wait for the server's answer; hypercorn answered 400 to such data but let the
+    # app's accept through (an ERROR traceback, a close frame written onto the HTTP stream)
+    head = _with(HANDSHAKE, b"GET /ws ", b"GET /w%73 ") + _masked_text('{"type":"hello"}')
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        for _ in range(5):
+            got, took = await _answer_then_end(_port(d), head)
+            assert took < 5, took
+            # either the app accepted first (then the frame is read: a session frame) or the data came
+            # first: then a plain 400, and nothing after it
+            if not got.startswith(b"HTTP/1.1 101 "):
+                assert got.startswith(b"HTTP/1.1 400 ") and got.endswith(b"\r\n\r\n"), got
+    logged = [(r.levelno, r.getMessage(), getattr(r, "ongrid_fields", None)) for r in caplog.records]
+    assert not [m for level, m, _ in logged if level >= logging.ERROR or m.endswith("_connection_failed")], logged
+
+
+async def test_the_daemon_speaks_http_1_1_only(tmp_path, monkeypatch):
+    # hypercorn switched to HTTP/2 on the prior-knowledge preface and stopped the idle timer for good:
+    # 24 bytes held a connection (a file descriptor) for ever
+    from ongridd import daemon
+
+    monkeypatch.setattr(daemon, "HTTP_KEEP_ALIVE_S", 2.0)
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        port = _port(d)
+        for preface in (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"PRI * HTTP/2.0\r\n\r\n"):
+            got, took = await _answer_then_end(port, preface)
+            assert got.startswith(b"HTTP/1.1 4") and took < 4, (got, took)  # an HTTP/1.1 refusal, then closed
+        h2c = (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+               b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+        got, took = await _answer_then_end(port, h2c)  # the upgrade ignored: answered in HTTP/1.1
+        assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b'{"status": "ok"}') and took < 4, (got, took)
