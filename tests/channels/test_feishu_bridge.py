@@ -184,3 +184,35 @@ def test_encrypted_signed_event_turn_edits_final_split_retry_forgeries(tmp_path)
         stop(daemon)
         stop(llm)
         double.stop()
+
+
+def test_a_signed_request_is_verified_before_its_body_is_parsed(monkeypatch):
+    # the signature covers the raw body: a forged one is refused without a parse (a 1 MiB array of
+    # numbers took 65-80 ms of the event loop to parse before its 401)
+    import types
+
+    from ongrid_feishu.bridge import FeishuBridge, Refused
+
+    from ongridd.plugins import api
+
+    parsed = []
+    real = api.jsontext.loads
+    monkeypatch.setattr(api.jsontext, "loads", lambda raw: parsed.append(len(raw)) or real(raw))
+    context = types.SimpleNamespace(http=None)
+    monkeypatch.setattr("ongrid_feishu.bridge.PlatformHTTP", lambda *a: None)
+    bridge = FeishuBridge(context=context, settings=None, app_id="a", app_secret="s", verification_token="vt-0123456789",
+                          encrypt_key="ek-0123456789abcdef")
+    body = b"[" + b",".join([b"1.0"] * 1000) + b"]"
+    ts = str(int(time.time()))
+    headers = {"X-Lark-Signature": "0" * 64, "X-Lark-Request-Timestamp": ts, "X-Lark-Request-Nonce": "n"}
+    forged = api.PluginRequest(method="POST", path="/api/channels/feishu/events", headers=headers, query={}, user="",
+                               body=body)
+    with pytest.raises(Refused, match="bad signature"):
+        bridge.open_body(forged)
+    assert parsed == []
+    headers["X-Lark-Signature"] = signature(ts, "n", "ek-0123456789abcdef", body)
+    signed = api.PluginRequest(method="POST", path="/api/channels/feishu/events", headers=headers, query={}, user="",
+                               body=body)
+    with pytest.raises(Refused, match="not a JSON object"):  # verified, then parsed: a list, not an event
+        bridge.open_body(signed)
+    assert parsed == [len(body)]
