@@ -263,6 +263,42 @@ class AtMostEvery(logging.Filter):
         return True
 
 
+class Throttle:
+    """At most one line per ``every_s`` seconds (monotonic clock) of one kind
+    that a sender may make the daemon write at will: a refused webhook, a
+    refused websocket handshake.  A flood of forged requests then writes one
+    line a second, not one per request (journald's own rate limit would
+    otherwise drop the daemon's other lines with them).  Typical use::
+
+        REFUSALS = Throttle(1.0)
+        if (fields := REFUSALS.fields(reason="bad signature")) is not None:
+            log.warning("slack_request_refused", **fields)
+
+    Not thread-safe (one event loop); :meth:`reset` forgets the last line."""
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s = every_s
+        self._last: float | None = None
+        self._held = 0
+
+    def fields(self, **fields: Any) -> dict[str, Any] | None:
+        """``fields`` when this line is to be written — with ``not_logged``, the number of
+        lines of this kind held back since the last one written, when there were any —
+        or None when it is to be dropped (and counted)."""
+        now = time.monotonic()
+        if self._last is not None and now - self._last < self.every_s:
+            self._held += 1
+            return None
+        self._last = now
+        if self._held:
+            fields["not_logged"], self._held = self._held, 0
+        return fields
+
+    def reset(self) -> None:
+        """Forget the last line written: the next one is written at once."""
+        self._last, self._held = None, 0
+
+
 #: library loggers that repeat one line in a tight loop while a condition lasts: (name, seconds)
 _THROTTLED_LIBRARIES = (("trio.serve_listeners", 5.0),)
 

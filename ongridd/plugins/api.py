@@ -16,7 +16,7 @@ from ongridd.auditargs import AuditCommand, audit_records
 from ongridd.config import Config, HostConfig, read_secret, read_yaml_file
 from ongridd.credfilter import REDACTED_NOTE, redact_credentials
 from ongridd.errors import ConfigError, OngridError, StoreError, ToolError, ToolTimeout
-from ongridd.logs import StructuredLogger, get_logger
+from ongridd.logs import StructuredLogger, Throttle, get_logger
 from ongridd.plugins.bridgekit import (
     REFUSAL,
     BotIdentity,
@@ -84,6 +84,7 @@ __all__ = [
     "ChatTurn",
     "Origin",
     "get_logger",
+    "Throttle",
     "PlatformError",
     "PlatformHTTP",
     "BotIdentity",

@@ -43,9 +43,12 @@ from typing import Any
 import trio
 
 from ongridd.errors import leaf_exceptions
-from ongridd.logs import get_logger
+from ongridd.logs import Throttle, get_logger
 
 log = get_logger(__name__)
+#: the ``websocket_refused`` lines (here, the front door and the chat socket): at most one a second, as
+#: whoever connects can make them
+REFUSALS = Throttle(1.0)
 
 #: the ASGI scope key a chat socket sets once its client is known (an accepted hello, or a loopback
 #: client when no tokens are configured: :func:`mark_authenticated`); until then a message may be at
@@ -177,7 +180,8 @@ def _end_a_refused_websocket_handshake() -> None:
         if refused is not None:
             # the answer hypercorn gives a handshake it finds invalid, then the end of the stream; closed
             # first, so an accept the app sends meanwhile is dropped
-            log.warning("websocket_refused", peer=peer_text(self.client), reason=refused)
+            if (fields := REFUSALS.fields(peer=peer_text(self.client), reason=refused)) is not None:
+                log.warning("websocket_refused", **fields)
             self.closed = True
             await self.send(response_event(stream_id=self.stream_id, status_code=400,
                                            headers=[(b"content-length", b"0"), (b"connection", b"close")]))

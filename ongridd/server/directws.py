@@ -49,8 +49,8 @@ from ongridd.errors import leaf_exceptions
 from ongridd.fifolock import FIFOLock
 from ongridd.logs import get_logger
 from ongridd.netsend import write_now
-from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, has_body, live_connection,
-                                        peer_text, set_keepalive)
+from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, REFUSALS, has_body,
+                                        live_connection, peer_text, set_keepalive)
 
 log = get_logger(__name__)
 
@@ -126,7 +126,9 @@ class FrontDoor:
                 if request is None and _bodied_upgrade(read):
                     # hypercorn would accept this upgrade, then h11 refuse the 101 it sent (a traceback,
                     # a close frame written onto the HTTP stream): refused here, and the connection ends
-                    log.warning("websocket_refused", peer=peer_text(self.client), reason="a handshake with a body")
+                    if (fields := REFUSALS.fields(peer=peer_text(self.client),
+                                                  reason="a handshake with a body")) is not None:
+                        log.warning("websocket_refused", **fields)
                     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                         await self.stream.send_all(_refusal(400, "bad_request", "a websocket handshake has no body"))
                 elif request is None:
@@ -178,7 +180,8 @@ class FrontDoor:
         socket = DirectSocket(self.stream, scope, request, self.config.websocket_max_message_size)
         problem = handshake_problem(scope, front.services)
         if problem:
-            log.warning("websocket_refused", peer=peer_text(self.client), reason=problem)
+            if (fields := REFUSALS.fields(peer=peer_text(self.client), reason=problem)) is not None:
+                log.warning("websocket_refused", **fields)
             await socket.refuse(403, "forbidden", problem)
         else:
             await serve_chat_socket(socket, front.services)

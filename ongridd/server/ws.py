@@ -30,14 +30,16 @@ import trio
 from ongridd import jsontext
 from ongridd.errors import AuthError, Busy, NotFound, OngridError, TaskStateError
 from ongridd.fifolock import FIFOLock
-from ongridd.logs import get_logger
+from ongridd.logs import Throttle, get_logger
 from ongridd.metrics import WS_CLIENTS
 from ongridd.server.auth import is_loopback, origin_problem
-from ongridd.server.connections import abort_connection, mark_authenticated, peer_text
+from ongridd.server.connections import REFUSALS, abort_connection, mark_authenticated, peer_text
 from ongridd.typenames import type_name
 from ongridd.unicodetext import valid_text
 
 log = get_logger(__name__)
+#: the ``connection_refused`` lines (a hello with a missing or wrong token): at most one a second
+HELLO_REFUSALS = Throttle(1.0)
 
 MAX_FRAME_CHARS = 64 * 1024
 MAX_TEXT_CHARS = 32 * 1024
@@ -212,7 +214,9 @@ class _Conn:
         try:
             user = self.services.auth.authenticate(frame.get("token"), self.client_host())
         except AuthError as exc:
-            log.warning("connection_refused", peer=_peer(self.ws.scope), thread=thread, reason=str(exc))
+            if (fields := HELLO_REFUSALS.fields(peer=_peer(self.ws.scope), thread=thread,
+                                                reason=str(exc))) is not None:
+                log.warning("connection_refused", **fields)
             raise
         if frame.get("locale"):
             from ongridd.personas.prompt import normalize_locale
@@ -488,7 +492,8 @@ class ChatSocketFront:
             return
         problem = handshake_problem(scope, self.services)
         if problem:
-            log.warning("websocket_refused", peer=_peer(scope), reason=problem)
+            if (fields := REFUSALS.fields(peer=_peer(scope), reason=problem)) is not None:
+                log.warning("websocket_refused", **fields)
             await _refuse(scope, send, 403, "forbidden", problem)
             return
         await serve_chat_socket(AsgiSocket(scope, receive, send), self.services)
@@ -524,7 +529,8 @@ async def _ready_or_refused(ws: Any, services: Any) -> bool:
     await ws.accept()  # the client's handshake must not hang on a long start-up
     if await services.wait_ready():
         return True
-    log.warning("websocket_refused", peer=_peer(ws.scope), reason="the daemon is still starting")
+    if (fields := REFUSALS.fields(peer=_peer(ws.scope), reason="the daemon is still starting")) is not None:
+        log.warning("websocket_refused", **fields)
     try:
         await ws.send(dump_frame({"type": "error", "code": "starting",
                                   "message": "the daemon is still starting; reconnect in a moment"}))

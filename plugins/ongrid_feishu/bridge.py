@@ -46,6 +46,7 @@ from ongridd.plugins.api import (
     PluginContext,
     PluginRequest,
     PluginResponse,
+    Throttle,
     get_logger,
     is_stop,
     run_bridge_turn,
@@ -54,6 +55,8 @@ from ongridd.plugins.api import (
 )
 
 log = get_logger("ongrid_feishu")
+#: the refused-request lines: at most one a second (any sender can make them)
+REFUSALS = Throttle(1.0)
 
 PLATFORM = "feishu"
 ROUTE = "/api/channels/feishu/events"
@@ -175,7 +178,8 @@ class FeishuBridge:
         try:
             body = self.open_body(req)
         except Refused as exc:
-            log.warning("feishu_request_refused", reason=str(exc))
+            if (fields := REFUSALS.fields(reason=str(exc))) is not None:
+                log.warning("feishu_request_refused", **fields)
             return PluginResponse.error(401, "unauthorized", "verification failed")
         if body.get("type") == "url_verification":
             challenge = body.get("challenge")

@@ -41,6 +41,7 @@ from ongridd.plugins.api import (
     PluginContext,
     PluginRequest,
     PluginResponse,
+    Throttle,
     get_logger,
     is_stop,
     run_bridge_turn,
@@ -49,6 +50,8 @@ from ongridd.plugins.api import (
 )
 
 log = get_logger("ongrid_slack")
+#: the refused-request lines: at most one a second (any sender can make them)
+REFUSALS = Throttle(1.0)
 
 PLATFORM = "slack"
 ROUTE = "/api/channels/slack/events"
@@ -144,7 +147,8 @@ class SlackBridge:
 
     async def handle(self, req: PluginRequest) -> PluginResponse:
         if not self.verified(req):
-            log.warning("slack_request_refused", reason="bad or stale signature")
+            if (fields := REFUSALS.fields(reason="bad or stale signature")) is not None:
+                log.warning("slack_request_refused", **fields)
             return PluginResponse.error(401, "unauthorized", "invalid signature")
         body = req.json
         if not isinstance(body, dict):

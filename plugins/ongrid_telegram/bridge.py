@@ -47,6 +47,7 @@ from ongridd.plugins.api import (
     PluginContext,
     PluginRequest,
     PluginResponse,
+    Throttle,
     get_logger,
     is_stop,
     run_bridge_turn,
@@ -55,6 +56,8 @@ from ongridd.plugins.api import (
 )
 
 log = get_logger("ongrid_telegram")
+#: the refused-request lines: at most one a second (any sender can make them)
+REFUSALS = Throttle(1.0)
 
 PLATFORM = "telegram"
 ROUTE = "/api/channels/telegram/webhook"
@@ -188,7 +191,8 @@ class TelegramBridge:
     async def handle_webhook(self, req: PluginRequest) -> PluginResponse:
         given = req.headers.get("X-Telegram-Bot-Api-Secret-Token") or ""
         if not self._secret or not hmac.compare_digest(given.encode(), self._secret.encode()):
-            log.warning("telegram_request_refused", reason="bad secret token")
+            if (fields := REFUSALS.fields(reason="bad secret token")) is not None:
+                log.warning("telegram_request_refused", **fields)
             return PluginResponse.error(401, "unauthorized", "invalid secret token")
         update = req.json
         if not _update_id(update):

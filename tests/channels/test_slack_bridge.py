@@ -176,6 +176,16 @@ def test_challenge_signed_turn_progress_final_split_retry_and_forgeries(slack):
     signed_nan = post(url, nan, sign(nan))
     assert signed_nan.status_code == 400 and signed_nan.json()["error"]["message"] == "expected a JSON object"
     assert "plugin_route_failed" not in (tmp / "daemon.log").read_text()
+    # a flood of forged requests writes about one refused line a second, the next saying how many were not
+    seen = len((tmp / "daemon.log").read_text().splitlines())
+    for _ in range(20):
+        assert post(url, other, sign(other, secret="wrong-secret-wrong-secret")).status_code == 401
+    time.sleep(1.1)
+    assert post(url, other, sign(other, secret="wrong-secret-wrong-secret")).status_code == 401
+    time.sleep(0.3)
+    refused = [json.loads(line) for line in (tmp / "daemon.log").read_text().splitlines()[seen:]
+               if '"slack_request_refused"' in line]
+    assert 1 <= len(refused) <= 10 and refused[-1].get("not_logged", 0) >= 1, refused
     time.sleep(1.5)
     assert len(double.calls) == n_calls
     assert len(rows(db, "select id from chat_sessions where parent_session_id is null")) == 1

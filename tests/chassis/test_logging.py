@@ -282,3 +282,21 @@ def test_a_library_repeating_a_line_in_a_tight_loop_is_logged_once_per_few_secon
         "accept returned EMFILE (Too many open files); retrying in 0.1 seconds (49 more like it in the last 5 s, "
         "not logged)"], [line["event"] for line in lines]
     assert all("OSError: [Errno 24]" in line["exc"] for line in lines)  # the traceback kept, once per line
+
+
+def test_a_throttle_writes_one_line_a_second_and_counts_the_rest(monkeypatch) -> None:
+    clock = [50.0]
+    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
+    refusals = logs.Throttle(1.0)
+    written = []
+    for _ in range(25):  # 2.5 s of a flood, a request every 0.1 s
+        fields = refusals.fields(reason="bad signature")
+        if fields is not None:
+            written.append(fields)
+        clock[0] += 0.1
+    assert written == [{"reason": "bad signature"}, {"reason": "bad signature", "not_logged": 9},
+                       {"reason": "bad signature", "not_logged": 9}], written
+    clock[0] += 60  # quiet; then the four held back since are told with the next line
+    assert refusals.fields(reason="x") == {"reason": "x", "not_logged": 4}
+    refusals.reset()
+    assert refusals.fields(reason="y") == {"reason": "y"}  # reset: written at once, nothing carried over
