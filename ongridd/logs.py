@@ -233,36 +233,6 @@ class RedactingFilter(logging.Filter):
 _REDACTING_FILTER = RedactingFilter()
 
 
-class AtMostEvery(logging.Filter):
-    """Lets a logger's records through at most once per ``every_s`` seconds
-    (monotonic clock); the first after a quiet spell says how many were held
-    back (``… (N more like it in the last S s, not logged)``).  For a library
-    that logs the same trouble in a tight loop: trio's listener logs an
-    ERROR with a traceback every 0.1 s while ``accept`` fails for want of
-    file descriptors (EMFILE), which filled the journal while it lasted."""
-
-    def __init__(self, every_s: float) -> None:
-        super().__init__()
-        self.every_s = every_s
-        self._last: float | None = None
-        self._held = 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        now = time.monotonic()
-        if self._last is not None and now - self._last < self.every_s:
-            self._held += 1
-            return False
-        if self._held and self._last is not None:
-            try:
-                message = record.getMessage()
-            except Exception:  # noqa: BLE001 - a bad format string must not lose the record
-                message = str(record.msg)
-            record.msg = f"{message} ({self._held} more like it in the last {now - self._last:.0f} s, not logged)"
-            record.args, self._held = None, 0
-        self._last = now
-        return True
-
-
 class Throttle:
     """At most one line per ``every_s`` seconds (monotonic clock) of one kind
     that a sender may make the daemon write at will: a refused webhook, a
@@ -297,6 +267,31 @@ class Throttle:
     def reset(self) -> None:
         """Forget the last line written: the next one is written at once."""
         self._last, self._held = None, 0
+
+
+class AtMostEvery(logging.Filter):
+    """Lets a logger's records through at most once per ``every_s`` seconds
+    (a :class:`Throttle`); the first after a quiet spell says how many were held
+    back (``… (N more like it since, not logged)``).  For a library that logs
+    the same trouble in a tight loop: trio's listener logs an ERROR with a
+    traceback every 0.1 s while ``accept`` fails for want of file descriptors
+    (EMFILE), which filled the journal while it lasted."""
+
+    def __init__(self, every_s: float) -> None:
+        super().__init__()
+        self.throttle = Throttle(every_s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = self.throttle.fields()
+        if fields is None:
+            return False
+        if fields.get("not_logged"):
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a bad format string must not lose the record
+                message = str(record.msg)
+            record.msg, record.args = f"{message} ({fields['not_logged']} more like it since, not logged)", None
+        return True
 
 
 #: library loggers that repeat one line in a tight loop while a condition lasts: (name, seconds)
