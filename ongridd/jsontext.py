@@ -46,6 +46,19 @@ def loads(text: str | bytes) -> Any:
     return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
 
 
+def loads_or_none(raw: str | bytes) -> Any:
+    """A request body as JSON (:func:`loads`), or None when it is empty or not JSON (invalid
+    UTF-8 or JSON, absurd nesting).  Raises :class:`NonFiniteNumber` as :func:`loads` does."""
+    if not raw:
+        return None
+    try:
+        return loads(raw)
+    except NonFiniteNumber:
+        raise
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None
+
+
 def _finite(value: Any) -> Any:
     """``value`` with every non-finite float (in dicts, lists and tuples) replaced by None."""
     if isinstance(value, float):

@@ -300,22 +300,21 @@ def _name(data: Mapping[str, Any], out: _Collector) -> str | None:
     problem = name_problem(name)
     if problem:
         out.error(f"'name' {quote(name)} {problem}", key="name")
-    elif _looks_misspelt(name, out.path):
-        stem = os.path.splitext(os.path.basename(out.path))[0]
+    elif (stem := _misspelt_stem(name, out.path)) is not None:
         out.warn(f"'name' {quote(name)} is nearly the file's name {quote(stem)}: is one of them misspelt? The "
                  f"persona is known by its 'name', {quote(name)}", key="name")
     return name
 
 
-def _looks_misspelt(name: str, path: str) -> bool:
-    """True when ``name`` differs from ``path``'s file name (without ``.md``) by what a typo
-    makes: both at least 5 characters, lengths within one, 80 % alike (difflib).  A name
-    chosen unlike its file (``磁盘专家`` in ``cjk.md``, ``specialist-disk`` in
+def _misspelt_stem(name: str, path: str) -> str | None:
+    """``path``'s file name (without ``.md``) when ``name`` differs from it by what a typo
+    makes: both at least 5 characters, lengths within one, 80 % alike (difflib); else None.
+    A name chosen unlike its file (``磁盘专家`` in ``cjk.md``, ``specialist-disk`` in
     ``specialist-disk.local.md``) is not flagged."""
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == name or min(len(stem), len(name)) < 5 or abs(len(stem) - len(name)) > 1:
-        return False
-    return difflib.SequenceMatcher(None, name, stem).ratio() >= 0.8
+        return None
+    return stem if difflib.SequenceMatcher(None, name, stem).ratio() >= 0.8 else None
 
 
 def _description(data: Mapping[str, Any], out: _Collector) -> str | None:

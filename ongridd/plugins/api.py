@@ -263,11 +263,9 @@ _UNPARSED: Any = object()
 def _body_json(raw: bytes) -> Any:
     """``raw`` as JSON, or None when it is empty or not JSON (not UTF-8, not JSON, absurd
     nesting, a number JSON does not have such as ``NaN``)."""
-    if not raw:
-        return None
     try:
-        return jsontext.loads(raw)
-    except (ValueError, RecursionError):  # NonFiniteNumber, UnicodeDecodeError, JSONDecodeError are ValueErrors
+        return jsontext.loads_or_none(raw)
+    except jsontext.NonFiniteNumber:
         return None
 
 

@@ -132,14 +132,10 @@ def parse_body(raw: str | bytes) -> Any:
     Raises OngridError (400) for JSON that holds a number JSON does not have (``NaN``,
     ``Infinity``, ``1e999``), naming it: Python would read it, then write JSON no browser
     or PostgreSQL reads."""
-    if not raw:
-        return None
     try:
-        return jsontext.loads(raw)
+        return jsontext.loads_or_none(raw)
     except jsontext.NonFiniteNumber as exc:
         raise OngridError(f"request body: {exc}") from None
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return None
 
 
 #: a decimal integer as a query parameter carries it (ASCII digits: ``str.isdigit`` also takes "²")
