@@ -30,9 +30,10 @@ from werkzeug.exceptions import HTTPException
 
 from ongridd import jsontext
 from ongridd.errors import AuthError, Forbidden, NotFound, OngridError, PersonaError, TaskStateError
-from ongridd.logs import get_logger
+from ongridd.logs import Throttle, get_logger
 from ongridd.plugins import daemon_path
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
+from ongridd.server.connections import peer_text
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
 from ongridd.unicodetext import valid_text
@@ -44,6 +45,12 @@ if TYPE_CHECKING:  # the types only (the daemon wires the instances in)
     from ongridd.runtime.ports import RuntimeStore
 
 log = get_logger(__name__)
+
+#: a refused token (401) is logged — who, what path, why; never the token — at most once a second:
+#: any sender can cause one, and a guessing client would otherwise write a line per guess
+UNAUTHORIZED = Throttle(1.0)
+#: characters of a refused request's path that its log line keeps (the sender chose it)
+LOGGED_PATH_MAX = 200
 
 #: body limit of a plugin route with ``auth="none"`` (platform webhooks; bytes)
 PLUGIN_OPEN_BODY_MAX = 1024 * 1024
@@ -351,6 +358,9 @@ def _add_error_handlers(app: QuartTrio) -> None:
 
     @app.errorhandler(AuthError)
     async def _auth_error(exc: AuthError):
+        if (fields := UNAUTHORIZED.fields(peer=peer_text(request.scope.get("client")), method=request.method,
+                                          path=request.path[:LOGGED_PATH_MAX], reason=str(exc))) is not None:
+            log.warning("request_unauthorized", **fields)
         return _error(401, "unauthorized", str(exc))
 
     @app.errorhandler(Forbidden)

@@ -133,16 +133,33 @@ def test_non_loopback_without_tokens_refuses_to_start(tmp_path):
 
 
 def test_tokens_are_not_logged(tmp_path):
+    import json
+
     import httpx2
 
-    secret = "tok-very-secret-123"
+    secret, guess = "tok-very-secret-123", "tok-guessed-wrong-456"
     with serving(tmp_path, tmp_path / "s", ONGRID_TOKENS=f"alice:{secret}") as d:
         assert httpx2.get(d.url + "/api/agents", timeout=5).status_code == 401
         ok = httpx2.get(d.url + "/api/agents", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
         assert ok.status_code == 200
+        # a refused token is on record (who, where, why; not the token), about once a second in a flood
+        time.sleep(1.1)
+        with httpx2.Client(headers={"Authorization": f"Bearer {guess}"}, timeout=5) as guesser:
+            for _ in range(20):
+                assert guesser.get(d.url + "/api/sessions").status_code == 401
+            time.sleep(1.1)
+            assert guesser.get(d.url + "/metrics").status_code == 401
         d.proc.send_signal(signal.SIGTERM)
         assert d.proc.wait(timeout=10) == 0
-    assert secret not in d.proc.stderr.read()
+    err = d.proc.stderr.read()
+    assert secret not in err and guess not in err
+    refused = [json.loads(line) for line in err.splitlines() if '"request_unauthorized"' in line]
+    assert refused[0]["path"] == "/api/agents" and refused[0]["reason"] == "a token is required", refused
+    assert refused[0]["peer"].startswith("127.0.0.1:") and refused[0]["level"] == "warning"
+    guesses = refused[1:]
+    assert 1 <= len(guesses) <= 10 and guesses[0]["reason"] == "invalid token", refused
+    assert guesses[-1]["path"] == "/metrics" and guesses[-1].get("not_logged", 0) >= 1, refused
+    assert sum(g.get("not_logged", 0) for g in guesses) + len(guesses) == 21, refused
 
 
 def test_bad_config_exits_2_naming_the_field(tmp_path):
