@@ -102,6 +102,8 @@ async def run(args: argparse.Namespace, work: Path) -> None:
               f"last 10% mean {statistics.mean(totals[-n:]):.1f} ms")
         print(f"  largest request messages (JSON chars): first 10% {max(sizes[:n])}, last 10% {max(sizes[-n:])}")
         print(f"  summary calls made: {summaries}")
+        if args.json:
+            print(json.dumps({"first_ms": first, "last_ms": last, "ratio": last / first, "summary_calls": summaries}))
         handle.shutdown.set()
         await handle.stopped.wait()
         nursery.cancel_scope.cancel()
@@ -112,4 +114,5 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--history-max-chars", type=int, default=200_000)
     parser.add_argument("--answer-chars", type=int, default=1500)
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line at the end")
     trio.run(main, parser.parse_args())

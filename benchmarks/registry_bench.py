@@ -12,6 +12,7 @@ nothing changes.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -84,6 +85,7 @@ def main() -> None:
     ap.add_argument("--personas", type=int, default=5000)
     ap.add_argument("--idle-s", type=float, default=10.0)
     ap.add_argument("--pure", action="store_true", help="YAML on the pure-Python path only (for comparison)")
+    ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line at the end")
     args = ap.parse_args()
     if args.pure:
         from ongridd import yamlbounds
@@ -94,16 +96,22 @@ def main() -> None:
         generate(root, args.personas)
         registry = AgentRegistry(None)
         report, wall, cpu = timed(lambda: registry.load([root]))
+        figures = {"personas": report.loaded, "skipped": report.skipped, "load_s": wall, "load_cpu_s": cpu}
         print(f"registry load: {report.loaded} personas ({report.skipped} skipped) in {wall:.3f} s wall, "
               f"{cpu:.3f} s CPU")
         _, wall, cpu = timed(lambda: registry.reload([root]))
+        figures["reload_s"] = wall
         print(f"registry reload, nothing changed: {wall:.3f} s wall, {cpu:.3f} s CPU")
         catalog, wall, _ = timed(lambda: agent_catalog(registry.spawnable()))
+        figures.update(catalog_chars=len(catalog), catalog_budget_chars=CATALOG_BUDGET_CHARS, catalog_ms=wall * 1e3)
         print(f"catalog: {len(catalog):,} characters (budget {CATALOG_BUDGET_CHARS:,}), built in {wall * 1e3:.1f} ms")
         per_s = trio.run(idle_watch_cpu, root, args.idle_s)
         bare = trio.run(idle_cpu, args.idle_s)
         print(f"idle agents-folder watcher: {per_s * 1e3:.1f} ms CPU per second (a bare Trio sleep in this "
               f"process, no watcher: {bare * 1e3:.1f} ms per second; the difference is the watcher's own)")
+        figures.update(watcher_ms_per_s=per_s * 1e3, bare_ms_per_s=bare * 1e3)
+    if args.json:
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

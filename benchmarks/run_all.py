@@ -27,6 +27,8 @@ the rest still run; the exit status is 1 when anything failed):
 7. ``startup`` — ``ongrid --help`` and ``ongridd serve`` → ``/healthz``
    (``startup_bench.py``).
 
+Then every target, each with this run's figure and whether it is met (``targets.py``).
+
 ``--quick``: small counts everywhere (a smoke run of the whole set, minutes not tens of
 minutes); the figures are then noisier.  The machine should be otherwise idle: compare
 figures taken in one run, as ratios.
@@ -192,6 +194,22 @@ def print_ratios(ongrid: dict | None, peers: dict[str, dict]) -> None:
                   + (f"   flows/s {ongrid['median_runs_per_s'] / conc:5.2f}×" if conc else ""))
 
 
+def print_targets(figures: dict) -> None:
+    """Every target against this run's figure (``targets.py``), with the machine's speed: CPU
+    figures scale with it, so a target missed on a slow host may be met on a faster one."""
+    from targets import check, table
+
+    speed = next((r["reference_loop_ms"] for r in figures.get("serve") or [] if isinstance(r, dict)
+                  and "reference_loop_ms" in r), None)
+    print("\n=== targets (this run" + (f"; the reference loop took {speed:.1f} ms of CPU" if speed else "") + ")")
+    rows = check(figures)
+    for line in table(rows):
+        print("  " + line)
+    missed = [r.name for r in rows if r.met is False]
+    print(f"  {len(rows) - len(missed) - sum(r.met is None for r in rows)} of {len(rows)} met"
+          + (f"; not met: {', '.join(missed)}" if missed else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="benchmarks: flow peers serve model-client long-thread registry startup")
@@ -209,13 +227,16 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f}, {'quick' if q else 'full'} counts, {time.strftime('%Y-%m-%d %H:%M:%S')}")
     started = time.monotonic()
     ongrid_flow = None
+    figures: dict[str, object] = {}  # each benchmark's JSON, for the targets at the end
     if chosen("flow"):
         counts = ["--flows", "100", "--warmup", "10", "--batches", "2"] if q else []
-        ongrid_flow = relay("flow", [PY, str(HERE / "store_flow_bench.py"), *counts, "--json"], 1800, True)
+        ongrid_flow = figures["flow"] = relay("flow", [PY, str(HERE / "store_flow_bench.py"), *counts, "--json"],
+                                              1800, True)
     peer_figures: dict[str, dict] = {}
     if chosen("peers"):
         peer_figures = guarded("peers", run_peers, args.peers.resolve() if args.peers else None,
                                args.peers_venv, q, 3600) or {}
+        figures["peers"] = peer_figures
     if chosen("flow") or chosen("peers"):
         guarded("ratios", print_ratios, ongrid_flow, peer_figures)
     if chosen("serve"):
@@ -223,17 +244,19 @@ def main() -> None:
                   "--single-rounds", "1" if q else "3"]
         if shutil.which("valgrind"):  # instructions per turn: the one serve figure a busy host does not move
             counts += ["--instructions", "5" if q else "10"]
-        relay("serve", [PY, str(HERE / "serve_bench.py"), *counts], 3600)
+        figures["serve"] = relay("serve", [PY, str(HERE / "serve_bench.py"), *counts, "--json"], 3600, True)
     if chosen("model-client"):
         relay("model-client", [PY, str(HERE / "model_client_bench.py"), *(["--calls", "20"] if q else [])], 600)
     if chosen("long-thread"):
-        relay("long-thread", [PY, str(HERE / "long_thread_bench.py"), *(["--turns", "60"] if q else [])], 3600)
+        figures["long-thread"] = relay("long-thread", [PY, str(HERE / "long_thread_bench.py"), "--json",
+                                                       *(["--turns", "60"] if q else [])], 3600, True)
     if chosen("registry"):
-        relay("registry", [PY, str(HERE / "registry_bench.py"), "--personas", "5000",
-                           "--idle-s", "2" if q else "10"], 1800)
+        figures["registry"] = relay("registry", [PY, str(HERE / "registry_bench.py"), "--personas", "5000",
+                                                 "--idle-s", "2" if q else "10", "--json"], 1800, True)
     if chosen("startup"):
-        relay("startup", [PY, str(HERE / "startup_bench.py"), *(["--runs", "5", "--serve-runs", "3"] if q else [])],
-              600)
+        figures["startup"] = relay("startup", [PY, str(HERE / "startup_bench.py"), "--json",
+                                               *(["--runs", "5", "--serve-runs", "3"] if q else [])], 600, True)
+    guarded("targets", print_targets, figures)
     print(f"\nrun_all: done in {time.monotonic() - started:.0f} s"
           + (f"; FAILED: {', '.join(FAILURES)}" if FAILURES else ""))
     if FAILURES:

@@ -475,7 +475,9 @@ def main() -> None:
         llm_url, fake_pid = fakes.enter_context(scripted_model(work, args.delay_s))
         print(f"serve bench: ongridd serve + ongrid fake-llm ({llm_url}), {MODEL_CALLS} model calls per turn "
               f"× {args.delay_s} s, SQLite; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-        print(f"machine speed now: a fixed pure-Python loop takes {reference_loop_ms():.1f} ms CPU "
+        speed = reference_loop_ms()
+        results.append({"shape": "machine", "reference_loop_ms": speed})
+        print(f"machine speed now: a fixed pure-Python loop takes {speed:.1f} ms CPU "
               "(compare it between runs before comparing their CPU figures)")
         for n in args.sessions:
             if n == 1:

@@ -21,6 +21,7 @@ recompiles every edited module would be measured slow for nothing.  Pass
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -107,12 +108,14 @@ def main() -> None:
     parser.add_argument("--serve-runs", type=int, default=5)
     parser.add_argument("--keep-env", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE in the children's environment")
+    parser.add_argument("--json", action="store_true", help="also print the medians as one JSON line at the end")
     args = parser.parse_args()
     global KEEP_ENV
     KEEP_ENV = args.keep_env
     bytecode = "as set here" if KEEP_ENV or "PYTHONDONTWRITEBYTECODE" not in os.environ else "removed"
     print(f"start-up bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}, children's PYTHONDONTWRITEBYTECODE {bytecode}")
+    medians: dict[str, float] = {}
     for label, cmd in (("python -c pass", [sys.executable, "-c", "pass"]),
                        ("ongrid --help", [*program("ongrid", "ongrid_main"), "--help"]),
                        ("ongridd --help", [*program("ongridd", "ongridd_main"), "--help"])):
@@ -120,11 +123,18 @@ def main() -> None:
         runs = [time_exit(cmd) for _ in range(args.runs)]
         print(line(f"{label} wall", [w for w, _ in runs]))
         print(line(f"{label} CPU", [c for _, c in runs]))
+        medians[label] = statistics.median(w for w, _ in runs)
     with tempfile.TemporaryDirectory(prefix="ongrid-startup-bench-") as tmp:
         time_healthz(Path(tmp), -1)  # warm-up
-        print(line("ongridd serve → /healthz", [time_healthz(Path(tmp), i) for i in range(args.serve_runs)]))
+        fresh = [time_healthz(Path(tmp), i) for i in range(args.serve_runs)]
+        print(line("ongridd serve → /healthz", fresh))
         time_healthz(Path(tmp), "restart")  # creates the database
-        print(line("  restart → /healthz", [time_healthz(Path(tmp), "restart") for _ in range(args.serve_runs)]))
+        again = [time_healthz(Path(tmp), "restart") for _ in range(args.serve_runs)]
+        print(line("  restart → /healthz", again))
+    if args.json:
+        print(json.dumps({"help_s": medians["ongrid --help"], "daemon_help_s": medians["ongridd --help"],
+                          "python_s": medians["python -c pass"], "healthz_s": statistics.median(fresh),
+                          "restart_healthz_s": statistics.median(again)}))
 
 
 if __name__ == "__main__":

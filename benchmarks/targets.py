@@ -1,0 +1,130 @@
+"""The performance targets, checked against one run's figures (``run_all.py`` prints the table).
+
+:func:`check` takes what the scripts printed as JSON — keyed by benchmark name — and returns one
+:class:`Row` per target: what was measured, the target, and whether it is met (``None`` when the
+figure is missing: that benchmark was skipped or failed).  Nothing here measures; a target is
+only as good as the figure behind it, and CPU figures move with the host (``run_all`` prints the
+machine's reference-loop time beside them).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Row:
+    """One target: ``name``, the figure as printed (``shown``), the target as printed, and met
+    (True / False; None when the figure is missing)."""
+
+    name: str
+    shown: str
+    target: str
+    met: bool | None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not math.isnan(value) else None
+
+
+def _row(name: str, value: Any, target: str, ok: Callable[[float], bool], fmt: str) -> Row:
+    number = _num(value)
+    if number is None:
+        return Row(name, "missing", target, None)
+    return Row(name, fmt.format(number), target, ok(number))
+
+
+def _serve(results: Iterable[Mapping[str, Any]], sessions: int) -> Mapping[str, Any] | None:
+    """The spread-arrivals run of ``sessions`` (not the burst)."""
+    for r in results:
+        if r.get("sessions") == sessions and r.get("shape", "").endswith("spread evenly"):
+            return r
+    return None
+
+
+def _n1_rounds(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The N = 1 rounds against the model with its delay (not the at-once run)."""
+    return [r for r in results if r.get("sessions") == 1 and r.get("shape", "").startswith("sequential")
+            and "at once" not in r.get("shape", "")]
+
+
+def _median(rows: list[Mapping[str, Any]], key: str) -> float | None:
+    values = [v for v in (_num(r.get(key)) for r in rows) if v is not None]
+    return statistics.median(values) if values else None
+
+
+def check(figures: Mapping[str, Any]) -> list[Row]:
+    """One :class:`Row` per target, from ``figures``: ``flow`` (store_flow_bench's JSON), ``peers``
+    ({system: {variant: figures}}), ``serve`` (serve_bench's list), ``long-thread``,
+    ``registry`` and ``startup`` (their scripts' JSON).  A missing benchmark gives rows with
+    ``met=None``, never an error."""
+    rows: list[Row] = []
+    flow = figures.get("flow") or {}
+    rows.append(_row("flow mean", flow.get("mean_ms"), "≤ 3 ms", lambda v: v <= 3.0, "{:.2f} ms"))
+    rows.append(_row("flow CPU", flow.get("cpu_ms_per_flow"), "≤ 3 ms", lambda v: v <= 3.0, "{:.2f} ms"))
+    peer_means = [(f"{system} {variant}", (fig.get("sequential") or {}).get("mean_ms"))
+                  for system, variants in (figures.get("peers") or {}).items() for variant, fig in variants.items()]
+    peer_means = [(name, v) for name, v in peer_means if _num(v)]
+    mean = _num(flow.get("mean_ms"))
+    if peer_means and mean is not None:
+        best, best_ms = min(peer_means, key=lambda p: p[1])
+        ratio = mean / best_ms
+        rows.append(Row("flow / best peer", f"{ratio:.2f}× ({best} {best_ms:.2f} ms)", "≤ 0.33×", ratio <= 1 / 3))
+    else:
+        rows.append(Row("flow / best peer", "missing", "≤ 0.33×", None))
+    rows.append(_row("flows/s, 100 concurrent", flow.get("median_runs_per_s"), "≥ 300",
+                     lambda v: v >= 300, "{:.1f}"))
+
+    serve = [r for r in (figures.get("serve") or []) if isinstance(r, Mapping)]
+    rounds = _n1_rounds(serve)
+    rows.append(_row("serve CPU per turn, N = 1", _median(rounds, "cpu_ms_per_turn"), "≤ 10 ms",
+                     lambda v: v <= 10.0, "{:.1f} ms" + (f" (median of {len(rounds)})" if len(rounds) > 1 else "")))
+    rows.append(_row("serve overhead, N = 1 (mean)", _median(rounds, "overhead_mean_ms"), "≤ 10 ms",
+                     lambda v: v <= 10.0, "{:.1f} ms" + (
+                         f", {_median(rounds, 'overhead_net_mean_ms'):.1f} without the double's own latency"
+                         if _median(rounds, "overhead_net_mean_ms") is not None else "")))
+    for n, p99_max in ((200, 250.0), (1000, 1000.0)):
+        run = _serve(serve, n) or {}
+        rows.append(_row(f"serve CPU per turn, N = {n:,}", run.get("cpu_ms_per_turn"), "≤ 10 ms",
+                         lambda v: v <= 10.0, "{:.1f} ms"))
+        rows.append(_row(f"serve p99 overhead, N = {n:,}", run.get("overhead_p99_ms"), f"≤ {p99_max:,.0f} ms",
+                         lambda v, m=p99_max: v <= m, "{:.1f} ms"))
+        if n == 1000:
+            stored, expected = _num(run.get("rows_stored")), _num(run.get("rows_expected"))
+            if stored is None or expected is None:
+                rows.append(Row("rows stored, N = 1,000", "missing", "all", None))
+            else:
+                rows.append(Row("rows stored, N = 1,000", f"{stored:,.0f} of {expected:,.0f}", "all",
+                                stored == expected and run.get("turns_failed") == 0))
+            rows.append(_row("daemon RSS, N = 1,000", run.get("peak_rss_mib"), "≤ 300 MiB",
+                             lambda v: v <= 300.0, "{:.1f} MiB"))
+
+    long_thread = figures.get("long-thread") or {}
+    rows.append(_row("long thread, last / first 10 %", long_thread.get("ratio"), "≤ 1.2",
+                     lambda v: v <= 1.2, "{:.2f}"))
+    registry = figures.get("registry") or {}
+    rows.append(_row("5,000 personas load", registry.get("load_s"), "≤ 1 s", lambda v: v <= 1.0, "{:.3f} s"))
+    rows.append(_row("idle folder watcher", registry.get("watcher_ms_per_s"), "≤ 1 ms/s",
+                     lambda v: v <= 1.0, "{:.1f} ms/s"))
+    chars, budget = _num(registry.get("catalog_chars")), _num(registry.get("catalog_budget_chars"))
+    rows.append(Row("catalog within its budget", f"{chars:,.0f} of {budget:,.0f} characters", "≤ budget",
+                    chars <= budget) if chars is not None and budget is not None
+                else Row("catalog within its budget", "missing", "≤ budget", None))
+    startup = figures.get("startup") or {}
+    rows.append(_row("ongridd serve → /healthz", startup.get("healthz_s"), "≤ 0.5 s", lambda v: v <= 0.5,
+                     "{:.3f} s (median)"))
+    rows.append(_row("ongrid --help", startup.get("help_s"), "≤ 0.3 s", lambda v: v <= 0.3, "{:.3f} s (median)"))
+    return rows
+
+
+def table(rows: list[Row]) -> list[str]:
+    """``rows`` as aligned lines: name, figure, target, ``met`` / ``NOT MET`` / ``no figure``."""
+    width = max((len(r.name) for r in rows), default=0)
+    shown = max((len(r.shown) for r in rows), default=0)
+    target = max((len(r.target) for r in rows), default=0)
+    verdict = {True: "met", False: "NOT MET", None: "no figure"}
+    return [f"{r.name:{width}}  {r.shown:{shown}}  target {r.target:{target}}  {verdict[r.met]}" for r in rows]
