@@ -25,7 +25,7 @@ import trio
 
 from ongridd.config import Config, parse_listen, parse_tokens, read_secret
 from ongridd.errors import ConfigError, StoreError, leaf_exceptions
-from ongridd.logs import get_logger, redact_url
+from ongridd.logs import get_logger, redact_url, take_held_back
 from ongridd.oslimits import raise_open_files_limit
 from ongridd.secretset import MIN_TOKEN_CHARS, DaemonSecrets, daemon_secrets
 from ongridd.sdnotify import notify, watchdog_interval_s, watchdog_loop
@@ -277,6 +277,8 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
         with trio.move_on_after(5, shield=True):
             await store.aclose()
         stopped.set()
+        if held := take_held_back():  # what throttled lines held back in their last window
+            log.info("lines_not_logged", **held)
         log.info("daemon_stopped")
 
 

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+import weakref
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -240,16 +241,21 @@ class Throttle:
     line a second, not one per request (journald's own rate limit would
     otherwise drop the daemon's other lines with them).  Typical use::
 
-        REFUSALS = Throttle(1.0)
+        REFUSALS = Throttle(1.0, "slack_request_refused")
         if (fields := REFUSALS.fields(reason="bad signature")) is not None:
             log.warning("slack_request_refused", **fields)
 
+    ``name`` is the event the lines are logged as: the lines still held back when the daemon
+    stops are told then, by that name (:func:`take_held_back`), not lost with the last window.
+
     Not thread-safe (one event loop); :meth:`reset` forgets the last line."""
 
-    def __init__(self, every_s: float = 1.0) -> None:
+    def __init__(self, every_s: float = 1.0, name: str | None = None) -> None:
         self.every_s = every_s
+        self.name = name
         self._last: float | None = None
         self._held = 0
+        _THROTTLES.add(self)
 
     def fields(self, **fields: Any) -> dict[str, Any] | None:
         """``fields`` when this line is to be written — with ``not_logged``, the number of
@@ -268,6 +274,29 @@ class Throttle:
         """Forget the last line written: the next one is written at once."""
         self._last, self._held = None, 0
 
+    def take_held(self) -> int:
+        """The lines held back since the last one written (not yet told by a ``not_logged``),
+        now counted as told: 0 afterwards."""
+        held, self._held = self._held, 0
+        return held
+
+
+#: every Throttle made (weakly: a throttle no longer used is forgotten)
+_THROTTLES: weakref.WeakSet[Throttle] = weakref.WeakSet()
+
+
+def take_held_back() -> dict[str, int]:
+    """The lines every :class:`Throttle` holds back and has not told yet, by name (several of
+    one name added up; an unnamed one as ``"(unnamed)"``), only those above 0; each is then
+    counted as told.  The daemon logs them as it stops (``lines_not_logged``)."""
+    held: dict[str, int] = {}
+    for throttle in list(_THROTTLES):
+        n = throttle.take_held()
+        if n:
+            key = throttle.name or "(unnamed)"
+            held[key] = held.get(key, 0) + n
+    return held
+
 
 class AtMostEvery(logging.Filter):
     """Lets a logger's records through at most once per ``every_s`` seconds
@@ -277,9 +306,9 @@ class AtMostEvery(logging.Filter):
     traceback every 0.1 s while ``accept`` fails for want of file descriptors
     (EMFILE), which filled the journal while it lasted."""
 
-    def __init__(self, every_s: float) -> None:
+    def __init__(self, every_s: float, name: str | None = None) -> None:
         super().__init__()
-        self.throttle = Throttle(every_s)
+        self.throttle = Throttle(every_s, name)
 
     def filter(self, record: logging.LogRecord) -> bool:
         fields = self.throttle.fields()
@@ -330,7 +359,7 @@ def configure(level: str | int = "INFO", stream: Any = None, *, json_lines: bool
     for name, every_s in _THROTTLED_LIBRARIES:
         lg = logging.getLogger(name)
         if not any(isinstance(f, AtMostEvery) for f in lg.filters):
-            lg.addFilter(AtMostEvery(every_s))
+            lg.addFilter(AtMostEvery(every_s, name))
     _CONFIGURED = True
 
 

@@ -48,7 +48,7 @@ log = get_logger(__name__)
 
 #: a refused token (401) is logged — who, what path, why; never the token — at most once a second:
 #: any sender can cause one, and a guessing client would otherwise write a line per guess
-UNAUTHORIZED = Throttle(1.0)
+UNAUTHORIZED = Throttle(1.0, "request_unauthorized")
 #: characters of a refused request's path that its log line keeps (the sender chose it)
 LOGGED_PATH_MAX = 200
 

@@ -48,7 +48,7 @@ from ongridd.logs import Throttle, get_logger
 log = get_logger(__name__)
 #: the ``websocket_refused`` lines (here, the front door and the chat socket): at most one a second, as
 #: whoever connects can make them
-REFUSALS = Throttle(1.0)
+REFUSALS = Throttle(1.0, "websocket_refused")
 
 #: the ASGI scope key a chat socket sets once its client is known (an accepted hello, or a loopback
 #: client when no tokens are configured: :func:`mark_authenticated`); until then a message may be at

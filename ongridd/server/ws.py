@@ -39,7 +39,7 @@ from ongridd.unicodetext import valid_text
 
 log = get_logger(__name__)
 #: the ``connection_refused`` lines (a hello with a missing or wrong token): at most one a second
-HELLO_REFUSALS = Throttle(1.0)
+HELLO_REFUSALS = Throttle(1.0, "connection_refused")
 
 MAX_FRAME_CHARS = 64 * 1024
 MAX_TEXT_CHARS = 32 * 1024

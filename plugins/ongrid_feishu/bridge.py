@@ -56,7 +56,7 @@ from ongridd.plugins.api import (
 
 log = get_logger("ongrid_feishu")
 #: the refused-request lines: at most one a second (any sender can make them)
-REFUSALS = Throttle(1.0)
+REFUSALS = Throttle(1.0, "feishu_request_refused")
 
 PLATFORM = "feishu"
 ROUTE = "/api/channels/feishu/events"

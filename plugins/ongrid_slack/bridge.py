@@ -51,7 +51,7 @@ from ongridd.plugins.api import (
 
 log = get_logger("ongrid_slack")
 #: the refused-request lines: at most one a second (any sender can make them)
-REFUSALS = Throttle(1.0)
+REFUSALS = Throttle(1.0, "slack_request_refused")
 
 PLATFORM = "slack"
 ROUTE = "/api/channels/slack/events"

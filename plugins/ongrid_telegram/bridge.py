@@ -57,7 +57,7 @@ from ongridd.plugins.api import (
 
 log = get_logger("ongrid_telegram")
 #: the refused-request lines: at most one a second (any sender can make them)
-REFUSALS = Throttle(1.0)
+REFUSALS = Throttle(1.0, "telegram_request_refused")
 
 PLATFORM = "telegram"
 ROUTE = "/api/channels/telegram/webhook"

@@ -298,3 +298,18 @@ def test_a_throttle_writes_one_line_a_second_and_counts_the_rest(monkeypatch) ->
     assert refusals.fields(reason="x") == {"reason": "x", "not_logged": 4}
     refusals.reset()
     assert refusals.fields(reason="y") == {"reason": "y"}  # reset: written at once, nothing carried over
+
+
+def test_what_throttles_still_hold_back_is_taken_by_name_once(monkeypatch) -> None:
+    clock = [50.0]
+    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(logs, "_THROTTLES", logs.weakref.WeakSet())  # this test's throttles only
+    slack, slack_too = logs.Throttle(1.0, "slack_request_refused"), logs.Throttle(1.0, "slack_request_refused")
+    hello, unnamed, quiet = logs.Throttle(1.0, "connection_refused"), logs.Throttle(1.0), logs.Throttle(1.0, "q")
+    for throttle, n in ((slack, 4), (slack_too, 2), (hello, 3), (unnamed, 2), (quiet, 1)):
+        for _ in range(n):  # the first is written, the rest held back
+            throttle.fields(reason="x")
+    assert logs.take_held_back() == {"slack_request_refused": 4, "connection_refused": 2, "(unnamed)": 1}
+    assert logs.take_held_back() == {}  # told once
+    clock[0] += 5
+    assert slack.fields(reason="x") == {"reason": "x"}  # taken: not told again with the next line
