@@ -64,6 +64,8 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e.e2e_helpers import env, free_port, ongrid, ongridd
 from tests.e2e.load_shape import concurrent_turns, hello, one_turn
 
+from machine import reference_loop_ms
+
 MODEL_CALLS = 6
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -158,25 +160,6 @@ def bare_wakeup_ms(gap_s: float, wakeups: int = 40) -> float:
         return took / wakeups * 1e3
 
     return trio.run(reader)
-
-
-def reference_loop_ms() -> float:
-    """This machine's speed now: CPU milliseconds (this thread's) of a fixed pure-Python loop
-    (dict, string and integer work; the best of three).  Compare it between runs before comparing
-    their CPU figures."""
-    def loop() -> int:
-        seen: dict[str, int] = {}
-        for i in range(200_000):
-            key = f"k{i % 1000}"
-            seen[key] = seen.get(key, 0) + i
-        return sum(seen.values())
-
-    best = float("inf")
-    for _ in range(3):
-        start = time.thread_time()
-        loop()
-        best = min(best, time.thread_time() - start)
-    return best * 1e3
 
 
 def serve_command(run: Path, n: int, port: int) -> list[str]:

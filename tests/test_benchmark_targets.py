@@ -71,3 +71,18 @@ def test_a_benchmark_that_did_not_run_is_missing_never_met():
     lines = targets.table(rows)
     assert len(lines) == len(rows) and any(line.endswith("no figure") for line in lines)
     assert any(line.endswith("met") and line.startswith("flow mean") for line in lines)
+
+
+def test_a_benchmark_left_out_is_not_run_and_not_counted():
+    rows = targets.check({"registry": FIGURES["registry"], "startup": {"healthz_s": 0.75, "help_s": 0.05}},
+                         ran=["registry", "startup"])
+    names = by_name(rows)
+    assert names["flow mean"].shown == "" and not names["flow mean"].ran
+    assert not names["flow / best peer"].ran  # needs both flow and peers
+    assert names["5,000 personas load"].met is True and names["ongridd serve → /healthz"].met is False
+    assert targets.summary(rows) == "4 of 5 met (13 not run); NOT MET: ongridd serve → /healthz"
+    assert sum(line.endswith("not run") for line in targets.table(rows)) == 13
+    # chosen but without figures (it failed): no figure, and said so
+    failed = targets.check({"registry": FIGURES["registry"]}, ran=["registry", "startup"])
+    assert targets.summary(failed) == ("3 of 5 met (13 not run); no figure: ongridd serve → /healthz, "
+                                       "ongrid --help")

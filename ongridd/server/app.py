@@ -248,9 +248,13 @@ def serve_app(services: AppServices) -> Any:
 
 
 def _request_user(services: AppServices, headers: Any, scope: Mapping[str, Any]) -> str:
-    """The user a request's ``Authorization`` header and client address authenticate; AuthError."""
-    return services.auth.authenticate(bearer_token(headers.get("Authorization") if headers else None),
-                                      _client_host(scope))
+    """The user a request's ``Authorization`` header and client address authenticate; AuthError
+    (a header of another scheme than ``Bearer``, where a token is needed, is named as such)."""
+    header = headers.get("Authorization") if headers else None
+    token = bearer_token(header)
+    if token is None and header and not services.auth.open_mode:
+        raise AuthError("the Authorization header is not 'Bearer TOKEN'")
+    return services.auth.authenticate(token, _client_host(scope))
 
 
 def _bounded_request_class(base: type[TrioRequest], services: AppServices) -> type[TrioRequest]:

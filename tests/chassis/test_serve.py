@@ -149,8 +149,12 @@ def test_tokens_are_not_logged(tmp_path):
                 assert guesser.get(d.url + "/api/sessions").status_code == 401
             time.sleep(1.1)
             assert guesser.get(d.url + "/metrics").status_code == 401
-            for _ in range(3):  # held back in the last window: told as the daemon stops
-                assert guesser.get(d.url + "/api/agents").status_code == 401
+        time.sleep(1.1)
+        basic = httpx2.get(d.url + "/api/agents", headers={"Authorization": "Basic YWxpY2U6eA=="}, timeout=5)
+        assert basic.status_code == 401  # another scheme is named as such, not taken for no credentials
+        assert basic.json()["error"]["message"] == "the Authorization header is not 'Bearer TOKEN'"
+        for _ in range(3):  # held back in the last window: told as the daemon stops
+            assert httpx2.get(d.url + "/api/agents", timeout=5).status_code == 401
         d.proc.send_signal(signal.SIGTERM)
         assert d.proc.wait(timeout=10) == 0
     err = d.proc.stderr.read()
@@ -159,10 +163,11 @@ def test_tokens_are_not_logged(tmp_path):
     refused = [line for line in lines if line["event"] == "request_unauthorized"]
     assert refused[0]["path"] == "/api/agents" and refused[0]["reason"] == "a token is required", refused
     assert refused[0]["peer"].startswith("127.0.0.1:") and refused[0]["level"] == "warning"
-    guesses = refused[1:]
+    guesses = refused[1:-1]
     assert 1 <= len(guesses) <= 10 and guesses[0]["reason"] == "invalid token", refused
     assert guesses[-1]["path"] == "/metrics" and guesses[-1].get("not_logged", 0) >= 1, refused
     assert sum(g.get("not_logged", 0) for g in guesses) + len(guesses) == 21, refused
+    assert refused[-1]["reason"] == "the Authorization header is not 'Bearer TOKEN'" and "YWxp" not in err
     (at_stop,) = [line for line in lines if line["event"] == "lines_not_logged"]
     assert at_stop["request_unauthorized"] == 3, at_stop
 
