@@ -109,6 +109,23 @@ def wants_json(stream: Any) -> bool:
 
 _TIMESTAMP = structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts")
 _JSON = structlog.processors.JSONRenderer(ensure_ascii=False, default=str)
+#: characters JSON may carry raw that some readers take for a line break (U+0085, U+2028, U+2029:
+#: Python's ``str.splitlines``, JavaScript before ES2019) or a terminal reads as a control (C1:
+#: U+009B opens an escape sequence) or a direction change (bidi embeddings, overrides, isolates
+#: and marks): written escaped (``\u2028``), so a line stays one line and prints as it is
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _escaped(line: str) -> str:
+    """A JSON line with :data:`_JSON_UNSAFE` characters escaped (they can only stand in its
+    strings, where ``\\uXXXX`` means the same character)."""
+    if _JSON_UNSAFE.search(line) is None:
+        return line
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
+
+
+def _escape_unsafe(_logger: Any, _method: str, line: Any) -> Any:
+    return _escaped(line) if isinstance(line, str) else line
 
 
 def formatter(json_lines: bool) -> logging.Formatter:
@@ -135,6 +152,7 @@ def formatter(json_lines: bool) -> logging.Formatter:
             *([structlog.processors.format_exc_info, _exc] if json_lines else [_one_line_event]),
             render,
             _redacted,
+            *([_escape_unsafe] if json_lines else []),
         ],
     )
 
@@ -162,7 +180,7 @@ def json_line(logger_name: str, level: int, event: str, fields: dict[str, Any]) 
         event_dict.update(fields)
     if not _PROCESSED_KEYS.isdisjoint(event_dict):
         return None
-    return redact(_JSON(None, "", event_dict))
+    return _escaped(redact(_JSON(None, "", event_dict)))
 
 
 class _OngridHandler(logging.StreamHandler):

@@ -94,3 +94,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  #
         finally:
             fcntl.flock(main, fcntl.LOCK_UN)
             fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _throttles_start_fresh() -> None:
+    """Every log-line throttle (``ongridd.logs.Throttle``) starts the test with no line written: a
+    line an earlier test made in this process must not hold back the one this test looks for."""
+    from ongridd import logs
+
+    for throttle in list(logs._THROTTLES):
+        throttle.reset()

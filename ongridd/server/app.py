@@ -34,6 +34,7 @@ from ongridd.logs import Throttle, get_logger
 from ongridd.plugins import daemon_path
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
 from ongridd.server.connections import peer_text
+from ongridd.secretset import redact
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
 from ongridd.unicodetext import valid_text
@@ -191,7 +192,7 @@ def create_app(services: AppServices) -> QuartTrio:
 
     _add_startup_gate(app, services)  # first: the other checks need the registries
     _add_origin_checks(app, services)
-    _add_error_handlers(app)
+    _add_error_handlers(app, current_user)
 
     @app.get("/healthz")
     async def healthz():
@@ -357,13 +358,20 @@ def _add_origin_checks(app: QuartTrio, services: AppServices) -> None:
         return None
 
 
-def _add_error_handlers(app: QuartTrio) -> None:
-    """Map the project's errors, and the framework's own (404, 405, 413, ...), to JSON error answers."""
+def _logged_path(path: str) -> str:
+    """``path`` as a log line keeps it: redacted whole first, then cut to LOGGED_PATH_MAX
+    characters (a secret cut in two would pass the log's own redaction in pieces)."""
+    return path if len(path) <= LOGGED_PATH_MAX else redact(path)[:LOGGED_PATH_MAX] + "…"
+
+
+def _add_error_handlers(app: QuartTrio, current_user: Callable[[], str]) -> None:
+    """Map the project's errors, and the framework's own (404, 405, 413, ...), to JSON error answers
+    (a framework 404 or 405 to a client ``current_user`` refuses is that refusal, a 401)."""
 
     @app.errorhandler(AuthError)
     async def _auth_error(exc: AuthError):
         if (fields := UNAUTHORIZED.fields(peer=peer_text(request.scope.get("client")), method=request.method,
-                                          path=request.path[:LOGGED_PATH_MAX], reason=str(exc))) is not None:
+                                          path=_logged_path(request.path), reason=str(exc))) is not None:
             log.warning("request_unauthorized", **fields)
         return _error(401, "unauthorized", str(exc))
 
@@ -388,6 +396,13 @@ def _add_error_handlers(app: QuartTrio) -> None:
         # the framework's own refusals (no such route, a method a route does not take, a body
         # over the size limit) answer in the same JSON shape as every other error
         status = exc.code or 500
+        if status in (404, 405):
+            # no route (one the catch-all does not take either, such as a path with a line break) or
+            # not this method: a client without a valid token learns neither, as for every other path
+            try:
+                current_user()
+            except AuthError as refused:
+                return await _auth_error(refused)
         code = _HTTP_ERROR_CODES.get(status) or "_".join((exc.name or "error").lower().split())
         resp = _error(status, code, exc.description or exc.name or "error")
         for name, value in exc.get_headers():

@@ -49,6 +49,9 @@ log = get_logger(__name__)
 #: the ``websocket_refused`` lines (here, the front door and the chat socket): at most one a second, as
 #: whoever connects can make them
 REFUSALS = Throttle(1.0, "websocket_refused")
+#: the ``websocket_message_too_big`` lines (here and the front door's sockets): a message over the
+#: limit before any hello is anyone's to send
+TOO_BIG = Throttle(1.0, "websocket_message_too_big")
 
 #: the ASGI scope key a chat socket sets once its client is known (an accepted hello, or a loopback
 #: client when no tokens are configured: :func:`mark_authenticated`); until then a message may be at
@@ -424,7 +427,8 @@ def _end_websocket_on_oversized_message() -> None:
             return
         limit = self.buffer.max_length
         self.buffer.clear()
-        log.warning("websocket_message_too_big", peer=peer_text(self.client), limit=limit)
+        if (fields := TOO_BIG.fields(peer=peer_text(self.client), limit=limit)) is not None:
+            log.warning("websocket_message_too_big", **fields)
         await self.send(closed_event(stream_id=self.stream_id))
 
     _handle_events._ongrid_bounded = True  # type: ignore[attr-defined]

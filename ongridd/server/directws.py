@@ -47,12 +47,15 @@ from wsproto.utilities import LocalProtocolError, generate_accept_token
 
 from ongridd.errors import leaf_exceptions
 from ongridd.fifolock import FIFOLock
-from ongridd.logs import get_logger
+from ongridd.logs import Throttle, get_logger
 from ongridd.netsend import write_now
-from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, REFUSALS, has_body,
+from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, REFUSALS, TOO_BIG, has_body,
                                         live_connection, peer_text, set_keepalive)
 
 log = get_logger(__name__)
+#: the ``websocket_failed`` lines (a frame that does not parse): anyone who completes a handshake can
+#: send one, so at most one a second
+FAILED = Throttle(1.0, "websocket_failed")
 
 #: the most one read takes from the socket (bytes), as hypercorn's handler
 MAX_RECV = 2**16
@@ -466,7 +469,8 @@ class DirectSocket:
 
     async def _too_big(self) -> None:
         limit = self._limit()
-        log.warning("websocket_message_too_big", peer=peer_text(self.scope.get("client")), limit=limit)
+        if (fields := TOO_BIG.fields(peer=peer_text(self.scope.get("client")), limit=limit)) is not None:
+            log.warning("websocket_message_too_big", **fields)
         self.closed = True
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
             await self._send_event(CloseConnection(code=_CLOSE_TOO_BIG))
@@ -481,8 +485,9 @@ class DirectSocket:
                 await self._send_event(event.response())
             elif self._ws.state is ConnectionState.OPEN:
                 reason = (event.reason or "")[:100]
-                log.info("websocket_failed", peer=peer_text(self.scope.get("client")), code=event.code,
-                         reason=reason)
+                if (fields := FAILED.fields(peer=peer_text(self.scope.get("client")), code=event.code,
+                                            reason=reason)) is not None:
+                    log.info("websocket_failed", **fields)
                 await self._send_event(CloseConnection(code=event.code, reason=reason))
 
     async def send(self, text: str) -> None:

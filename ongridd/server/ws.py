@@ -40,6 +40,8 @@ from ongridd.unicodetext import valid_text
 log = get_logger(__name__)
 #: the ``connection_refused`` lines (a hello with a missing or wrong token): at most one a second
 HELLO_REFUSALS = Throttle(1.0, "connection_refused")
+#: the ``connection_closed`` lines of a socket that sent no hello: anyone may open one and wait
+NO_HELLO = Throttle(1.0, "connection_closed")
 
 MAX_FRAME_CHARS = 64 * 1024
 MAX_TEXT_CHARS = 32 * 1024
@@ -285,7 +287,8 @@ class _Conn:
             return await self.ws.receive()
         with trio.move_on_at(hello_by):
             return await self.ws.receive()
-        log.warning("connection_closed", peer=_peer(self.ws.scope), reason="no hello")
+        if (fields := NO_HELLO.fields(peer=_peer(self.ws.scope), reason="no hello")) is not None:
+            log.warning("connection_closed", **fields)
         await self.error("unauthorized", f"no accepted hello within {HELLO_TIMEOUT_S:g} s; closing")
         self.close_code = CLOSE_POLICY_VIOLATION
         return None
@@ -297,7 +300,8 @@ class _Conn:
         with self.watchdog:
             await trio.sleep_until(hello_by + HELLO_ABORT_AFTER_S)
         if self.session_id is None and self.ws.abort():
-            log.warning("connection_closed", peer=_peer(self.ws.scope), reason="no hello, and not reading")
+            if (fields := NO_HELLO.fields(peer=_peer(self.ws.scope), reason="no hello, and not reading")) is not None:
+                log.warning("connection_closed", **fields)
 
     async def run(self) -> None:
         """Serve the connection until the client goes away, or until it is

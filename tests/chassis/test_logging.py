@@ -313,3 +313,18 @@ def test_what_throttles_still_hold_back_is_taken_by_name_once(monkeypatch) -> No
     assert logs.take_held_back() == {}  # told once
     clock[0] += 5
     assert slack.fields(reason="x") == {"reason": "x"}  # taken: not told again with the next line
+
+
+def test_a_json_line_holds_no_character_that_reads_as_a_line_break_or_a_control() -> None:
+    # raw, JSON may carry U+0085, U+2028, U+2029 (line breaks to str.splitlines and older JavaScript),
+    # C1 controls (U+009B opens a terminal escape) and bidi overrides: a value a client chose (a path)
+    # would cut the line in pieces that are not JSON, or act on the terminal that shows it
+    hostile = "/api/a\u2028b\u2029c\x85d\x9b31me\u202ef\u2066g\x7fh"
+    line = logs.json_line("ongridd.test", logging.WARNING, "request_unauthorized", {"path": hostile, "who": "é中"})
+    assert line is not None and len(line.splitlines()) == 1 and line.isprintable(), line
+    assert json.loads(line)["path"] == hostile and "é中" in line  # the same text; other letters stay readable
+    stream = io.StringIO()
+    handler = logs._OngridHandler(stream, json_lines=True)  # the formatter's path (a LogRecord)
+    handler.emit(logging.makeLogRecord({"name": "lib", "levelno": logging.WARNING, "msg": hostile}))
+    written = stream.getvalue()
+    assert len(written.splitlines()) == 1 and json.loads(written)["event"] == hostile, written

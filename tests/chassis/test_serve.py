@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -153,21 +154,29 @@ def test_tokens_are_not_logged(tmp_path):
         basic = httpx2.get(d.url + "/api/agents", headers={"Authorization": "Basic YWxpY2U6eA=="}, timeout=5)
         assert basic.status_code == 401  # another scheme is named as such, not taken for no credentials
         assert basic.json()["error"]["message"] == "the Authorization header is not 'Bearer TOKEN'"
+        # a path the router matches nowhere (a line break) is refused for the token as well: no 404
+        # tells an anonymous client which route names exist
+        for path in ("/api/nosuch/x%0A", "/api/agents/x%0A", "/static/../x"):
+            assert httpx2.get(d.url + path, timeout=5).status_code == 401, path
+        # a long path is redacted before it is cut: no piece of a token at the cut is written
+        time.sleep(1.1)
+        assert httpx2.get(d.url + "/" + "a" * 185 + secret, timeout=5).status_code == 401
         for _ in range(3):  # held back in the last window: told as the daemon stops
             assert httpx2.get(d.url + "/api/agents", timeout=5).status_code == 401
         d.proc.send_signal(signal.SIGTERM)
         assert d.proc.wait(timeout=10) == 0
     err = d.proc.stderr.read()
-    assert secret not in err and guess not in err
+    assert secret not in err and guess not in err and "tok-very-sec" not in err
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     refused = [line for line in lines if line["event"] == "request_unauthorized"]
     assert refused[0]["path"] == "/api/agents" and refused[0]["reason"] == "a token is required", refused
     assert refused[0]["peer"].startswith("127.0.0.1:") and refused[0]["level"] == "warning"
-    guesses = refused[1:-1]
+    guesses = refused[1:-2]
     assert 1 <= len(guesses) <= 10 and guesses[0]["reason"] == "invalid token", refused
     assert guesses[-1]["path"] == "/metrics" and guesses[-1].get("not_logged", 0) >= 1, refused
     assert sum(g.get("not_logged", 0) for g in guesses) + len(guesses) == 21, refused
-    assert refused[-1]["reason"] == "the Authorization header is not 'Bearer TOKEN'" and "YWxp" not in err
+    assert refused[-2]["reason"] == "the Authorization header is not 'Bearer TOKEN'" and "YWxp" not in err
+    assert refused[-1]["path"].startswith("/aaaa") and refused[-1]["path"].endswith("…"), refused[-1]
     (at_stop,) = [line for line in lines if line["event"] == "lines_not_logged"]
     assert at_stop["request_unauthorized"] == 3, at_stop
 
@@ -203,3 +212,45 @@ def test_a_second_sigterm_during_the_drain_is_ignored(tmp_path):
         d.proc.send_signal(signal.SIGTERM)
         assert d.proc.wait(timeout=10) == 0
     assert '"event": "daemon_stopped"' in d.proc.stderr.read()
+
+
+def _broken_socket(url: str, frame: bytes) -> None:
+    """A chat-socket handshake on ``url`` (``http://HOST:PORT``), then ``frame`` (raw bytes), read until closed."""
+    import base64
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        sock.sendall(frame)
+        with contextlib.suppress(OSError):
+            sock.recv(65536)  # the daemon's close frame: the failure was seen (and logged, or counted)
+
+
+def test_a_flood_of_broken_sockets_writes_about_a_line_a_second(tmp_path):
+    # a malformed frame or a message over the pre-hello limit is anyone's to send: the lines they make
+    # are throttled like every refusal, and what was held back is told as the daemon stops
+    import json
+
+    mask = b"abcd"
+    big = bytes(b ^ mask[i % 4] for i, b in enumerate(b"x" * 17_000))
+    frames = {"websocket_failed": b"\x83\x80" + mask,  # opcode 3: reserved
+              "websocket_message_too_big": b"\x81\xfe" + (17_000).to_bytes(2, "big") + mask + big}
+    with serving(tmp_path, tmp_path / "s", ONGRID_TOKENS="alice:tok-alice-0123456789abcdef") as d:
+        for frame in frames.values():  # (with tokens, no socket is trusted before its hello)
+            for _ in range(20):
+                _broken_socket(d.url, frame)
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(timeout=10) == 0
+    lines = [json.loads(line) for line in d.proc.stderr.read().splitlines() if line.startswith("{")]
+    (at_stop,) = [line for line in lines if line["event"] == "lines_not_logged"]
+    for event in frames:
+        written = [line for line in lines if line["event"] == event]
+        assert 1 <= len(written) <= 10, (event, len(written))
+        assert len(written) + sum(w.get("not_logged", 0) for w in written) + at_stop.get(event, 0) == 20, (
+            event, written, at_stop)
