@@ -192,6 +192,13 @@ def create_app(services: AppServices) -> QuartTrio:
 
     _add_startup_gate(app, services)  # first: the other checks need the registries
     _add_origin_checks(app, services)
+
+    @app.before_request
+    async def _options_need_a_token():
+        # the framework answers OPTIONS itself with the methods of the route a path matches: to a client
+        # without a valid token that would tell routes apart (no cross-origin client is served anyway)
+        if request.method == "OPTIONS":
+            current_user()
     _add_error_handlers(app, current_user)
 
     @app.get("/healthz")

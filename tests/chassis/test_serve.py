@@ -158,6 +158,10 @@ def test_tokens_are_not_logged(tmp_path):
         # tells an anonymous client which route names exist
         for path in ("/api/nosuch/x%0A", "/api/agents/x%0A", "/static/../x"):
             assert httpx2.get(d.url + path, timeout=5).status_code == 401, path
+        for path in ("/api/agents/x", "/api/nosuch"):  # nor OPTIONS, whose Allow differs by route
+            assert httpx2.options(d.url + path, timeout=5).status_code == 401, path
+        mine = httpx2.options(d.url + "/api/agents/x", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
+        assert mine.status_code == 200 and "PUT" in mine.headers["allow"]
         # a long path is redacted before it is cut: no piece of a token at the cut is written
         time.sleep(1.1)
         assert httpx2.get(d.url + "/" + "a" * 185 + secret, timeout=5).status_code == 401
