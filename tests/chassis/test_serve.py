@@ -218,19 +218,25 @@ def test_a_second_sigterm_during_the_drain_is_ignored(tmp_path):
     assert '"event": "daemon_stopped"' in d.proc.stderr.read()
 
 
-def _broken_socket(url: str, frame: bytes) -> None:
-    """A chat-socket handshake on ``url`` (``http://HOST:PORT``), then ``frame`` (raw bytes), read until closed."""
+def _chat_socket(url: str) -> socket.socket:
+    """A raw TCP socket to ``url`` (``http://HOST:PORT``) after a chat-socket handshake (101)."""
     import base64
 
     host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        key = base64.b64encode(os.urandom(16)).decode()
-        sock.sendall(f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                     f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            head += sock.recv(4096)
-        assert head.startswith(b"HTTP/1.1 101"), head
+    sock = socket.create_connection((host, int(port)), timeout=20)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def _broken_socket(url: str, frame: bytes) -> None:
+    """A chat socket on ``url`` that sends ``frame`` (raw bytes), then reads the daemon's answer."""
+    with _chat_socket(url) as sock:
         sock.sendall(frame)
         with contextlib.suppress(OSError):
             sock.recv(65536)  # the daemon's close frame: the failure was seen (and logged, or counted)
@@ -258,3 +264,24 @@ def test_a_flood_of_broken_sockets_writes_about_a_line_a_second(tmp_path):
         assert 1 <= len(written) <= 10, (event, len(written))
         assert len(written) + sum(w.get("not_logged", 0) for w in written) + at_stop.get(event, 0) == 20, (
             event, written, at_stop)
+
+
+def test_sockets_that_never_say_hello_are_logged_about_once_a_second(tmp_path):
+    import json
+
+    with serving(tmp_path, tmp_path / "s", ONGRID_TOKENS="alice:tok-alice-0123456789abcdef") as d:
+        idle = [_chat_socket(d.url) for _ in range(6)]
+        try:
+            for sock in idle:  # each is told, then closed, once the hello timeout (10 s) has passed
+                with contextlib.suppress(OSError):
+                    assert b"no accepted hello" in sock.recv(65536)
+        finally:
+            for sock in idle:
+                sock.close()
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(timeout=10) == 0
+    lines = [json.loads(line) for line in d.proc.stderr.read().splitlines() if line.startswith("{")]
+    closed = [line for line in lines if line["event"] == "connection_closed"]
+    (at_stop,) = [line for line in lines if line["event"] == "lines_not_logged"]
+    assert 1 <= len(closed) <= 3 and closed[0]["reason"] == "no hello", closed
+    assert len(closed) + sum(c.get("not_logged", 0) for c in closed) + at_stop.get("connection_closed", 0) == 6
