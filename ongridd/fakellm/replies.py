@@ -50,7 +50,8 @@ def make_reply(step: Step, messages: Sequence[Any], env: Mapping[str, str]) -> R
     """
     where = step.where
     if step.content_from_tool_results:
-        content: str | None = tool_results_since_previous_step(messages)
+        content: str | None = tool_results_since_previous_step(
+            messages, reports=step.content_from_tool_results == "reports")
     elif step.content is not None:
         content = substitute(step.content, env, where)
     else:
@@ -78,9 +79,12 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def tool_results_since_previous_step(messages: Sequence[Any]) -> str:
+def tool_results_since_previous_step(messages: Sequence[Any], *, reports: bool = False) -> str:
     """The tool results after the last assistant message, one line each:
-    ``<tool name>: <result>``.
+    ``<tool name>: <result>``; with ``reports``, an ``AgentTool`` result
+    whose JSON holds a ``result`` text is given as that text alone (the
+    worker's report, as a person would read it), after a line naming the
+    worker's status when it is not ``completed``.
 
     The tool name is found from the ``tool_calls`` of the assistant messages
     in the request, matched by ``tool_call_id`` (``?`` when no call matches).
@@ -102,8 +106,22 @@ def tool_results_since_previous_step(messages: Sequence[Any]) -> str:
     for msg in messages[last_assistant + 1:]:
         if isinstance(msg, Mapping) and msg.get("role") == "tool":
             name = names.get(str(msg.get("tool_call_id")), "?")
-            lines.append(f"{name}: {_text(msg.get('content'))}")
+            report = _report(_text(msg.get("content"))) if reports and name == "AgentTool" else None
+            lines.append(report if report is not None else f"{name}: {_text(msg.get('content'))}")
     return "\n".join(lines) if lines else NO_TOOL_RESULTS
+
+
+def _report(text: str) -> str | None:
+    """The worker's report in an ``AgentTool`` result (its ``result`` text, after a
+    ``(<status>)`` line unless completed); None when the result holds none."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(body, Mapping) or not isinstance(body.get("result"), str):
+        return None
+    status = body.get("status")
+    return body["result"] if status in (None, "completed") else f"({status})\n{body['result']}"
 
 
 def _chunks(text: str, size: int) -> list[str]:

@@ -12,7 +12,9 @@ mapping with these keys (at least one of ``content``, ``tool_calls``,
                                (``raw_arguments``: the exact text sent, e.g.
                                invalid JSON, or ``""``)
 ``content_from_tool_results``  ``true``: answer with the tool results received
-                               since the previous step (not with ``content``)
+                               since the previous step (not with ``content``);
+                               ``reports``: the same, with each ``AgentTool``
+                               result given as the worker's report alone
 ``finish_reason``              ``stop``, ``length``, ``tool_calls``,
                                ``content_filter`` (default: ``tool_calls``
                                when there are tool calls, else ``stop``)
@@ -90,7 +92,7 @@ class Step:
     line: int | None = None
     content: str | None = None
     tool_calls: tuple[ScriptedToolCall, ...] = ()
-    content_from_tool_results: bool = False
+    content_from_tool_results: bool | str = False  # False, True or "reports"
     finish_reason: str | None = None
     delay_s: float = 0.0
     http_status: int | None = None
@@ -244,10 +246,12 @@ def _parse_step(
         problems.append(f"{here}: content must be a string, got {_kind(content)}")
 
     from_results = raw.get("content_from_tool_results", False)
-    if not isinstance(from_results, bool):
-        problems.append(f"{here}: content_from_tool_results must be true or false, got {_kind(from_results)}")
+    if not isinstance(from_results, bool) and from_results != "reports":
+        problems.append(f"{here}: content_from_tool_results must be true, false or reports, got "
+                        f"{_kind(from_results) if not isinstance(from_results, str) else repr(from_results)}")
+        from_results = False
     elif from_results and content is not None:
-        problems.append(f"{here}: content and content_from_tool_results: true cannot be used together")
+        problems.append(f"{here}: content and content_from_tool_results cannot be used together")
 
     finish_reason = raw.get("finish_reason")
     if finish_reason is not None and finish_reason not in FINISH_REASONS:
@@ -304,9 +308,9 @@ def _parse_step(
                 if parsed is not None:
                     calls.append(parsed)
 
-    if not any(k in raw for k in ("content", "tool_calls", "http_status")) and from_results is not True:
+    if not any(k in raw for k in ("content", "tool_calls", "http_status")) and not from_results:
         problems.append(
-            f"{here}: a step needs content, tool_calls, content_from_tool_results: true or http_status"
+            f"{here}: a step needs content, tool_calls, content_from_tool_results (true or reports) or http_status"
         )
     if len(problems) != before:
         return None

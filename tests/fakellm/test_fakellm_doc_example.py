@@ -1,0 +1,49 @@
+"""The scripted model's example in docs/fake-llm.md, run as the doc says: the answer a user reads
+is the worker's report (``content_from_tool_results: reports``), naming the real files its
+tools measured."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ongridd.fakellm.replies import tool_results_since_previous_step
+from ongridd.yamlbounds import parse_yaml
+from tests.runtime.rt_helpers import open_daemon
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "fake-llm.md"
+
+
+def doc_script() -> dict:
+    block = re.search(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
+    assert block is not None, "docs/fake-llm.md has no yaml example"
+    return parse_yaml(block.group(1), "docs/fake-llm.md")
+
+
+async def test_the_doc_example_answers_with_the_workers_report(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "huge-archive.bin").write_bytes(b"\0" * 3_000_000)
+    (logs / "small.txt").write_text("x")
+    async with open_daemon(tmp_path, doc_script()) as d:
+        d.env["DIR"] = str(logs)
+        async with d.ws("doc") as c:
+            final = await c.ask(f"what is filling {logs}?")
+    assert final["type"] == "final", final
+    text = final["text"]
+    assert "huge-archive.bin" in text and "host_find_large_files" in text, text
+    assert '"status"' not in text  # the report, not the AgentTool JSON around it
+
+
+def test_reports_give_a_worker_report_alone_and_other_results_as_they_are():
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a1", "type": "function", "function": {"name": "AgentTool", "arguments": "{}"}},
+        {"id": "a2", "type": "function", "function": {"name": "AgentTool", "arguments": "{}"}},
+        {"id": "q1", "type": "function", "function": {"name": "query_knowledge", "arguments": "{}"}}]}
+    messages = [{"role": "user", "content": "hi"}, call,
+                {"role": "tool", "tool_call_id": "a1", "content": json.dumps({"status": "completed", "result": "r1"})},
+                {"role": "tool", "tool_call_id": "a2", "content": json.dumps({"status": "failed", "result": "r2"})},
+                {"role": "tool", "tool_call_id": "q1", "content": "found"}]
+    assert tool_results_since_previous_step(messages, reports=True) == "r1\n(failed)\nr2\nquery_knowledge: found"
+    assert tool_results_since_previous_step(messages).startswith('AgentTool: {"status": "completed"')
