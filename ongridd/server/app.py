@@ -32,9 +32,9 @@ from ongridd import jsontext
 from ongridd.errors import AuthError, Forbidden, NotFound, OngridError, PersonaError, TaskStateError
 from ongridd.logs import Throttle, get_logger
 from ongridd.plugins import daemon_path
+from ongridd.secretset import redact
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
 from ongridd.server.connections import peer_text
-from ongridd.secretset import redact
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
 from ongridd.store.rows import parse_time
 from ongridd.unicodetext import valid_text
@@ -199,6 +199,7 @@ def create_app(services: AppServices) -> QuartTrio:
         # without a valid token that would tell routes apart (no cross-origin client is served anyway)
         if request.method == "OPTIONS":
             current_user()
+
     _add_error_handlers(app, current_user)
 
     @app.get("/healthz")
