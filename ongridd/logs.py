@@ -110,10 +110,15 @@ def wants_json(stream: Any) -> bool:
 _TIMESTAMP = structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts")
 _JSON = structlog.processors.JSONRenderer(ensure_ascii=False, default=str)
 #: characters JSON may carry raw that some readers take for a line break (U+0085, U+2028, U+2029:
-#: Python's ``str.splitlines``, JavaScript before ES2019) or a terminal reads as a control (C1:
-#: U+009B opens an escape sequence) or a direction change (bidi embeddings, overrides, isolates
-#: and marks): written escaped (``\u2028``), so a line stays one line and prints as it is
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+#: Python's ``str.splitlines``, JavaScript before ES2019), a terminal reads as a control (C1:
+#: U+009B opens an escape sequence) or nobody sees (the format characters: bidi embeddings,
+#: overrides, isolates and marks, zero-width spaces and joiners, the byte-order mark, tags):
+#: written escaped (``\u2028``), so a line stays one line, prints as it is, and two lines
+#: that differ look different.  The set is Unicode 14's categories Cc, Cf, Zl and Zp beyond ASCII
+_JSON_UNSAFE = re.compile(
+    "[\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
 
 
 def _escaped(line: str) -> str:
@@ -121,7 +126,16 @@ def _escaped(line: str) -> str:
     strings, where ``\\uXXXX`` means the same character)."""
     if _JSON_UNSAFE.search(line) is None:
         return line
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
+    return _JSON_UNSAFE.sub(_json_escape, line)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    """One character as JSON writes it escaped (beyond the BMP: its UTF-16 surrogate pair)."""
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xd800 + (code >> 10):04x}\\u{0xdc00 + (code & 0x3ff):04x}"
 
 
 def _escape_unsafe(_logger: Any, _method: str, line: Any) -> Any:
@@ -265,37 +279,49 @@ class Throttle:
 
     ``name`` is the event the lines are logged as: the lines still held back when the daemon
     stops are told then, by that name (:func:`take_held_back`), not lost with the last window.
+    A ``key`` given to :meth:`fields` (a reason from a fixed set, never text a sender chose)
+    throttles the lines of each key apart, so a flood of one kind of refusal cannot hide
+    another (a stream of requests without a token, guesses of a token); past ``max_keys``
+    keys, further ones share the lines without a key.
 
     Not thread-safe (one event loop); :meth:`reset` forgets the last line."""
 
-    def __init__(self, every_s: float = 1.0, name: str | None = None) -> None:
+    def __init__(self, every_s: float = 1.0, name: str | None = None, *, max_keys: int = 16) -> None:
         self.every_s = every_s
         self.name = name
-        self._last: float | None = None
-        self._held = 0
+        self.max_keys = max_keys
+        self._windows: dict[Any, list[Any]] = {}  # key -> [time of the last line written, lines held since]
         _THROTTLES.add(self)
 
-    def fields(self, **fields: Any) -> dict[str, Any] | None:
+    def fields(self, key: Any = None, **fields: Any) -> dict[str, Any] | None:
         """``fields`` when this line is to be written — with ``not_logged``, the number of
-        lines of this kind held back since the last one written, when there were any —
-        or None when it is to be dropped (and counted)."""
+        lines of this kind (and ``key``) held back since the last one written, when there
+        were any — or None when it is to be dropped (and counted)."""
         now = time.monotonic()
-        if self._last is not None and now - self._last < self.every_s:
-            self._held += 1
+        window = self._windows.get(key)
+        if window is None:
+            if key is not None and len(self._windows) >= self.max_keys:
+                return self.fields(None, **fields)
+            window = self._windows[key] = [None, 0]
+        if window[0] is not None and now - window[0] < self.every_s:
+            window[1] += 1
             return None
-        self._last = now
-        if self._held:
-            fields["not_logged"], self._held = self._held, 0
+        window[0] = now
+        if window[1]:
+            fields["not_logged"], window[1] = window[1], 0
         return fields
 
     def reset(self) -> None:
         """Forget the last line written: the next one is written at once."""
-        self._last, self._held = None, 0
+        self._windows.clear()
 
-    def take_held(self) -> int:
-        """The lines held back since the last one written (not yet told by a ``not_logged``),
-        now counted as told: 0 afterwards."""
-        held, self._held = self._held, 0
+    def take_held(self) -> dict[Any, int]:
+        """The lines held back since the last one written, per key (not yet told by a
+        ``not_logged``; only keys with some), now counted as told."""
+        held = {}
+        for key, window in self._windows.items():
+            if window[1]:
+                held[key], window[1] = window[1], 0
         return held
 
 
@@ -304,15 +330,15 @@ _THROTTLES: weakref.WeakSet[Throttle] = weakref.WeakSet()
 
 
 def take_held_back() -> dict[str, int]:
-    """The lines every :class:`Throttle` holds back and has not told yet, by name (several of
-    one name added up; an unnamed one as ``"(unnamed)"``), only those above 0; each is then
+    """The lines every :class:`Throttle` holds back and has not told yet, by name and key
+    (``"request_unauthorized"``, ``"request_unauthorized: invalid token"``; several of one
+    name added up; an unnamed one as ``"(unnamed)"``), only those above 0; each is then
     counted as told.  The daemon logs them as it stops (``lines_not_logged``)."""
     held: dict[str, int] = {}
     for throttle in list(_THROTTLES):
-        n = throttle.take_held()
-        if n:
-            key = throttle.name or "(unnamed)"
-            held[key] = held.get(key, 0) + n
+        for key, n in throttle.take_held().items():
+            name = (throttle.name or "(unnamed)") + ("" if key is None else f": {key}")
+            held[name] = held.get(name, 0) + n
     return held
 
 

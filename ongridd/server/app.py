@@ -378,8 +378,10 @@ def _add_error_handlers(app: QuartTrio, current_user: Callable[[], str]) -> None
 
     @app.errorhandler(AuthError)
     async def _auth_error(exc: AuthError):
-        if (fields := UNAUTHORIZED.fields(peer=peer_text(request.scope.get("client")), method=request.method,
-                                          path=_logged_path(request.path), reason=str(exc))) is not None:
+        # throttled per reason (a fixed text): a stream without a token cannot hide guesses of one
+        if (fields := UNAUTHORIZED.fields(str(exc), peer=peer_text(request.scope.get("client")),
+                                          method=request.method, path=_logged_path(request.path),
+                                          reason=str(exc))) is not None:
             log.warning("request_unauthorized", **fields)
         return _error(401, "unauthorized", str(exc))
 

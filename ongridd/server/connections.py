@@ -52,6 +52,21 @@ REFUSALS = Throttle(1.0, "websocket_refused")
 #: the ``websocket_message_too_big`` lines (here and the front door's sockets): a message over the
 #: limit before any hello is anyone's to send
 TOO_BIG = Throttle(1.0, "websocket_message_too_big")
+#: the ``websocket_failed`` lines (a frame that does not parse, here and at the front door): anyone
+#: who completes a handshake can send one
+FAILED = Throttle(1.0, "websocket_failed")
+#: the ``http_connection_failed`` lines (a connection that ended in a protocol error): a malformed
+#: request can cause one
+CONNECTION_FAILED = Throttle(1.0, "http_connection_failed")
+
+
+def log_connection_failed(exc: BaseException) -> None:
+    """Log that one connection ended in ``exc`` (its first leaf: type and first line), at most
+    once a second (:data:`CONNECTION_FAILED`)."""
+    leaf = leaf_exceptions(exc)[0]
+    if (fields := CONNECTION_FAILED.fields(error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
+                                           detail=(str(leaf).splitlines() or [""])[0][:200])) is not None:
+        log.warning("http_connection_failed", **fields)
 
 #: the ASGI scope key a chat socket sets once its client is known (an accepted hello, or a loopback
 #: client when no tokens are configured: :func:`mark_authenticated`); until then a message may be at
@@ -218,9 +233,7 @@ def _contain_connection_errors() -> None:
             try:
                 await original(self)
             except Exception as exc:  # noqa: BLE001 - one connection's protocol error must not end the server
-                leaf = leaf_exceptions(exc)[0]
-                log.warning("http_connection_failed", error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
-                            detail=(str(leaf).splitlines() or [""])[0][:200])
+                log_connection_failed(exc)
 
     run._ongrid_contained = True  # type: ignore[attr-defined]
     run.__doc__ = original.__doc__
@@ -471,7 +484,9 @@ def _close_code_on_a_frame_that_does_not_parse() -> None:
                     reason = (event.reason or "")[:100]
                     with contextlib.suppress(LocalProtocolError):
                         failing.append(connection.send(CloseConnection(code=event.code, reason=reason)))
-                    log.info("websocket_failed", peer=peer_text(stream.client), code=event.code, reason=reason)
+                    if (fields := FAILED.fields(peer=peer_text(stream.client), code=event.code,
+                                                reason=reason)) is not None:
+                        log.info("websocket_failed", **fields)
                 yield event
 
         async def send_close_first(event: Any) -> None:

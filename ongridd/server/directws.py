@@ -45,17 +45,13 @@ from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 from wsproto.utilities import LocalProtocolError, generate_accept_token
 
-from ongridd.errors import leaf_exceptions
 from ongridd.fifolock import FIFOLock
-from ongridd.logs import Throttle, get_logger
+from ongridd.logs import get_logger
 from ongridd.netsend import write_now
-from ongridd.server.connections import (AUTHENTICATED, PRE_AUTH_MESSAGE_BYTES, REFUSALS, TOO_BIG, has_body,
-                                        live_connection, peer_text, set_keepalive)
+from ongridd.server.connections import (AUTHENTICATED, FAILED, PRE_AUTH_MESSAGE_BYTES, REFUSALS, TOO_BIG, has_body,
+                                        live_connection, log_connection_failed, peer_text, set_keepalive)
 
 log = get_logger(__name__)
-#: the ``websocket_failed`` lines (a frame that does not parse): anyone who completes a handshake can
-#: send one, so at most one a second
-FAILED = Throttle(1.0, "websocket_failed")
 
 #: the most one read takes from the socket (bytes), as hypercorn's handler
 MAX_RECV = 2**16
@@ -140,9 +136,7 @@ class FrontDoor:
                     set_keepalive(sock)
                     await self._serve_chat(front, request)
         except Exception as exc:  # noqa: BLE001 - one connection's trouble must not end the server
-            leaf = leaf_exceptions(exc)[0]
-            log.warning("http_connection_failed", error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
-                        detail=(str(leaf).splitlines() or [""])[0][:200])
+            log_connection_failed(exc)
         finally:
             if head is None:  # served here (or cancelled: the server's stop): the connection ends
                 with trio.CancelScope(shield=True), trio.move_on_after(1.0):

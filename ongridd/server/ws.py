@@ -216,8 +216,8 @@ class _Conn:
         try:
             user = self.services.auth.authenticate(frame.get("token"), self.client_host())
         except AuthError as exc:
-            if (fields := HELLO_REFUSALS.fields(peer=_peer(self.ws.scope), thread=thread,
-                                                reason=str(exc))) is not None:
+            if (fields := HELLO_REFUSALS.fields(str(exc), peer=_peer(self.ws.scope), thread=thread,
+                                                reason=str(exc))) is not None:  # per reason, as HTTP's
                 log.warning("connection_refused", **fields)
             raise
         if frame.get("locale"):

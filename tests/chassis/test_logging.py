@@ -309,17 +309,39 @@ def test_what_throttles_still_hold_back_is_taken_by_name_once(monkeypatch) -> No
     for throttle, n in ((slack, 4), (slack_too, 2), (hello, 3), (unnamed, 2), (quiet, 1)):
         for _ in range(n):  # the first is written, the rest held back
             throttle.fields(reason="x")
-    assert logs.take_held_back() == {"slack_request_refused": 4, "connection_refused": 2, "(unnamed)": 1}
+    hello.fields("invalid token", reason="invalid token")  # a key of its own: written
+    hello.fields("invalid token", reason="invalid token")  # held back, in that key
+    assert logs.take_held_back() == {"slack_request_refused": 4, "connection_refused": 2,
+                                     "connection_refused: invalid token": 1, "(unnamed)": 1}
     assert logs.take_held_back() == {}  # told once
     clock[0] += 5
     assert slack.fields(reason="x") == {"reason": "x"}  # taken: not told again with the next line
+
+
+def test_a_throttle_keyed_by_reason_lets_each_reason_through_and_bounds_its_keys(monkeypatch) -> None:
+    clock = [50.0]
+    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
+    refused = logs.Throttle(1.0, "request_unauthorized", max_keys=2)
+    written = []
+    for n in range(30):  # a stream without a token, a guess every tenth request
+        key = "invalid token" if n % 10 == 5 else "a token is required"
+        if (fields := refused.fields(key, reason=key)) is not None:
+            written.append(fields)
+        clock[0] += 0.0625  # (exact in binary: 16 steps are one second)
+    # the stream's one line a second, and each guess that is the first of its second
+    assert written == [{"reason": "a token is required"}, {"reason": "invalid token"},
+                       {"reason": "a token is required", "not_logged": 13},
+                       {"reason": "invalid token", "not_logged": 1}], written
+    # keys a sender might vary past max_keys share the lines without a key: memory stays bounded
+    assert refused.fields("k3", reason="k3") == {"reason": "k3"}
+    assert refused.fields("k4", reason="k4") is None and len(refused._windows) == 3
 
 
 def test_a_json_line_holds_no_character_that_reads_as_a_line_break_or_a_control() -> None:
     # raw, JSON may carry U+0085, U+2028, U+2029 (line breaks to str.splitlines and older JavaScript),
     # C1 controls (U+009B opens a terminal escape) and bidi overrides: a value a client chose (a path)
     # would cut the line in pieces that are not JSON, or act on the terminal that shows it
-    hostile = "/api/a\u2028b\u2029c\x85d\x9b31me\u202ef\u2066g\x7fh"
+    hostile = "/api/a\u2028b\u2029c\x85d\x9b31me\u202ef\u2066g\x7fh\ufeffi\u200bj\U000e0041k\xadl"
     line = logs.json_line("ongridd.test", logging.WARNING, "request_unauthorized", {"path": hostile, "who": "é中"})
     assert line is not None and len(line.splitlines()) == 1 and line.isprintable(), line
     assert json.loads(line)["path"] == hostile and "é中" in line  # the same text; other letters stay readable

@@ -143,25 +143,31 @@ def test_tokens_are_not_logged(tmp_path):
         assert httpx2.get(d.url + "/api/agents", timeout=5).status_code == 401
         ok = httpx2.get(d.url + "/api/agents", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
         assert ok.status_code == 200
-        # a refused token is on record (who, where, why; not the token), about once a second in a flood
+        # a refused token is on record (who, where, why; not the token), about once a second per reason
         time.sleep(1.1)
         with httpx2.Client(headers={"Authorization": f"Bearer {guess}"}, timeout=5) as guesser:
             for _ in range(20):
                 assert guesser.get(d.url + "/api/sessions").status_code == 401
             time.sleep(1.1)
             assert guesser.get(d.url + "/metrics").status_code == 401
-        time.sleep(1.1)
-        basic = httpx2.get(d.url + "/api/agents", headers={"Authorization": "Basic YWxpY2U6eA=="}, timeout=5)
-        assert basic.status_code == 401  # another scheme is named as such, not taken for no credentials
-        assert basic.json()["error"]["message"] == "the Authorization header is not 'Bearer TOKEN'"
-        # a path the router matches nowhere (a line break) is refused for the token as well: no 404
-        # tells an anonymous client which route names exist
-        for path in ("/api/nosuch/x%0A", "/api/agents/x%0A", "/static/../x"):
-            assert httpx2.get(d.url + path, timeout=5).status_code == 401, path
-        for path in ("/api/agents/x", "/api/nosuch"):  # nor OPTIONS, whose Allow differs by route
-            assert httpx2.options(d.url + path, timeout=5).status_code == 401, path
-        mine = httpx2.options(d.url + "/api/agents/x", headers={"Authorization": f"Bearer {secret}"}, timeout=5)
-        assert mine.status_code == 200 and "PUT" in mine.headers["allow"]
+            time.sleep(1.1)
+            basic = httpx2.get(d.url + "/api/agents", headers={"Authorization": "Basic YWxpY2U6eA=="}, timeout=5)
+            assert basic.status_code == 401  # another scheme is named as such, not taken for no credentials
+            assert basic.json()["error"]["message"] == "the Authorization header is not 'Bearer TOKEN'"
+            # a path the router matches nowhere (a line break) is refused for the token as well: no 404
+            # tells an anonymous client which route names exist
+            for path in ("/api/nosuch/x%0A", "/api/agents/x%0A", "/static/../x"):
+                assert httpx2.get(d.url + path, timeout=5).status_code == 401, path
+            for path in ("/api/agents/x", "/api/nosuch"):  # nor OPTIONS, whose Allow differs by route
+                assert httpx2.options(d.url + path, timeout=5).status_code == 401, path
+            mine = httpx2.options(d.url + "/api/agents/x", headers={"Authorization": f"Bearer {secret}"},
+                                  timeout=5)
+            assert mine.status_code == 200 and "PUT" in mine.headers["allow"]
+            # a stream of requests without a token does not hide a guess among them
+            for n in range(10):
+                assert httpx2.get(d.url + "/api/noise", timeout=5).status_code == 401
+                if n == 5:
+                    assert guesser.get(d.url + "/api/sessions").status_code == 401
         # a long path is redacted before it is cut: no piece of a token at the cut is written
         time.sleep(1.1)
         assert httpx2.get(d.url + "/" + "a" * 185 + secret, timeout=5).status_code == 401
@@ -170,19 +176,20 @@ def test_tokens_are_not_logged(tmp_path):
         d.proc.send_signal(signal.SIGTERM)
         assert d.proc.wait(timeout=10) == 0
     err = d.proc.stderr.read()
-    assert secret not in err and guess not in err and "tok-very-sec" not in err
+    assert secret not in err and guess not in err and "tok-very-sec" not in err and "YWxp" not in err
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     refused = [line for line in lines if line["event"] == "request_unauthorized"]
     assert refused[0]["path"] == "/api/agents" and refused[0]["reason"] == "a token is required", refused
     assert refused[0]["peer"].startswith("127.0.0.1:") and refused[0]["level"] == "warning"
-    guesses = refused[1:-2]
-    assert 1 <= len(guesses) <= 10 and guesses[0]["reason"] == "invalid token", refused
-    assert guesses[-1]["path"] == "/metrics" and guesses[-1].get("not_logged", 0) >= 1, refused
-    assert sum(g.get("not_logged", 0) for g in guesses) + len(guesses) == 21, refused
-    assert refused[-2]["reason"] == "the Authorization header is not 'Bearer TOKEN'" and "YWxp" not in err
-    assert refused[-1]["path"].startswith("/aaaa") and refused[-1]["path"].endswith("…"), refused[-1]
+    guesses = [r for r in refused if r["reason"] == "invalid token"]
+    assert [g["path"] for g in guesses] == ["/api/sessions", "/metrics", "/api/sessions"], guesses
+    assert [g.get("not_logged", 0) for g in guesses] == [0, 19, 0], guesses  # the last: amid the stream
+    (basic_line,) = [r for r in refused if r["reason"] == "the Authorization header is not 'Bearer TOKEN'"]
+    anonymous = [r for r in refused if r["reason"] == "a token is required"]
+    assert anonymous[-1]["path"].startswith("/aaaa") and anonymous[-1]["path"].endswith("…"), anonymous[-1]
     (at_stop,) = [line for line in lines if line["event"] == "lines_not_logged"]
-    assert at_stop["request_unauthorized"] == 3, at_stop
+    assert at_stop == {**at_stop, "request_unauthorized: a token is required": 3}, at_stop
+    assert len(anonymous) + sum(r.get("not_logged", 0) for r in anonymous) + 3 == 20, anonymous
 
 
 def test_bad_config_exits_2_naming_the_field(tmp_path):
@@ -218,14 +225,15 @@ def test_a_second_sigterm_during_the_drain_is_ignored(tmp_path):
     assert '"event": "daemon_stopped"' in d.proc.stderr.read()
 
 
-def _chat_socket(url: str) -> socket.socket:
-    """A raw TCP socket to ``url`` (``http://HOST:PORT``) after a chat-socket handshake (101)."""
+def _chat_socket(url: str, path: str = "/ws") -> socket.socket:
+    """A raw TCP socket to ``url`` (``http://HOST:PORT``) after a chat-socket handshake (101) on ``path``
+    (``/%77s``, an escaped ``/ws``: served by hypercorn, not by the front door)."""
     import base64
 
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=20)
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
@@ -234,9 +242,9 @@ def _chat_socket(url: str) -> socket.socket:
     return sock
 
 
-def _broken_socket(url: str, frame: bytes) -> None:
+def _broken_socket(url: str, frame: bytes, path: str = "/ws") -> None:
     """A chat socket on ``url`` that sends ``frame`` (raw bytes), then reads the daemon's answer."""
-    with _chat_socket(url) as sock:
+    with _chat_socket(url, path) as sock:
         sock.sendall(frame)
         with contextlib.suppress(OSError):
             sock.recv(65536)  # the daemon's close frame: the failure was seen (and logged, or counted)
@@ -251,10 +259,18 @@ def test_a_flood_of_broken_sockets_writes_about_a_line_a_second(tmp_path):
     big = bytes(b ^ mask[i % 4] for i, b in enumerate(b"x" * 17_000))
     frames = {"websocket_failed": b"\x83\x80" + mask,  # opcode 3: reserved
               "websocket_message_too_big": b"\x81\xfe" + (17_000).to_bytes(2, "big") + mask + big}
+    host_port = None
     with serving(tmp_path, tmp_path / "s", ONGRID_TOKENS="alice:tok-alice-0123456789abcdef") as d:
         for frame in frames.values():  # (with tokens, no socket is trusted before its hello)
-            for _ in range(20):
-                _broken_socket(d.url, frame)
+            for n in range(20):  # half through the front door, half through hypercorn
+                _broken_socket(d.url, frame, "/ws" if n % 2 else "/%77s")
+        host_port = d.url.removeprefix("http://").split(":")
+        for _ in range(20):  # a chunked body that does not parse: the connection ends in an error
+            with socket.create_connection((host_port[0], int(host_port[1])), timeout=10) as sock:
+                sock.sendall(b"POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n")
+                with contextlib.suppress(OSError):
+                    while sock.recv(65536):
+                        pass
         d.proc.send_signal(signal.SIGTERM)
         assert d.proc.wait(timeout=10) == 0
     lines = [json.loads(line) for line in d.proc.stderr.read().splitlines() if line.startswith("{")]
@@ -264,6 +280,8 @@ def test_a_flood_of_broken_sockets_writes_about_a_line_a_second(tmp_path):
         assert 1 <= len(written) <= 10, (event, len(written))
         assert len(written) + sum(w.get("not_logged", 0) for w in written) + at_stop.get(event, 0) == 20, (
             event, written, at_stop)
+    failed = [line for line in lines if line["event"] == "http_connection_failed"]
+    assert len(failed) <= 10, len(failed)  # (not every such connection fails: it is a race in the server)
 
 
 def test_sockets_that_never_say_hello_are_logged_about_once_a_second(tmp_path):
