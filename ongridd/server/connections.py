@@ -59,15 +59,6 @@ FAILED = Throttle(1.0, "websocket_failed")
 #: request can cause one
 CONNECTION_FAILED = Throttle(1.0, "http_connection_failed")
 
-
-def log_connection_failed(exc: BaseException) -> None:
-    """Log that one connection ended in ``exc`` (its first leaf: type and first line), at most
-    once a second (:data:`CONNECTION_FAILED`)."""
-    leaf = leaf_exceptions(exc)[0]
-    if (fields := CONNECTION_FAILED.fields(error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
-                                           detail=(str(leaf).splitlines() or [""])[0][:200])) is not None:
-        log.warning("http_connection_failed", **fields)
-
 #: the ASGI scope key a chat socket sets once its client is known (an accepted hello, or a loopback
 #: client when no tokens are configured: :func:`mark_authenticated`); until then a message may be at
 #: most PRE_AUTH_MESSAGE_BYTES, so a client without a token cannot make the server hold the full
@@ -89,6 +80,15 @@ KEEPALIVE_PROBES = 6
 USER_TIMEOUT_MS = 120_000
 #: events set whenever one of those ends (:func:`close_stalled_connections` waits on one)
 _ENDED: set[trio.Event] = set()
+
+
+def log_connection_failed(exc: BaseException) -> None:
+    """Log that one connection ended in ``exc`` (its first leaf: type and first line), at most
+    once a second (:data:`CONNECTION_FAILED`)."""
+    leaf = leaf_exceptions(exc)[0]
+    if (fields := CONNECTION_FAILED.fields(error=f"{type(leaf).__module__}.{type(leaf).__qualname__}",
+                                           detail=(str(leaf).splitlines() or [""])[0][:200])) is not None:
+        log.warning("http_connection_failed", **fields)
 
 
 def harden_http_server() -> None:
