@@ -49,9 +49,22 @@ def test_a_message_that_joined_the_turn_shows_after_a_reload_mid_turn(tmp_path):
         send_two(page, "M1 first", "M2 important second message")
         page.reload()  # the model is still thinking about M1
         page.locator("#conn.online").wait_for()
+        # the transcript read again when the turn ends takes the old one's place whole: the
+        # conversation never blanks meanwhile; and the second turn, ending while it is read, never
+        # shows twice (live and stored)
+        page.evaluate("""() => { window.blanked = 0; window.twice = 0; const log = document.getElementById("log");
+          new MutationObserver(() => {
+            if (!log.querySelector(".msg.user")) window.blanked += 1;
+            const finals = Array.from(log.querySelectorAll(".msg")).filter(
+              (m) => m.textContent.includes("Final answer covering both messages."));
+            if (finals.length > 1) window.twice += 1;
+          }).observe(log, {childList: true, subtree: true, characterData: true}); }""")
         page.locator(".msg", has_text="Final answer covering both messages.").wait_for(timeout=30_000)
         page.locator(".msg.user", has_text="M2 important second message").wait_for(timeout=15_000)
+        page.wait_for_timeout(1000)  # the transcript read again after the turn
         assert page.locator(".msg.user", has_text="M2 important second message").count() == 1
+        assert page.evaluate("window.blanked") == 0
+        assert page.evaluate("window.twice") == 0
         assert page.locator(".msg.noanswer").count() == 0
         assert watch.errors == []
 

@@ -30,6 +30,7 @@ const state = {
   ownTurn: false,  // this page started the running turn (else it attached to it: reload when it ends)
   refreshing: false,  // a transcript refresh runs (refreshAgain: another was asked for meanwhile)
   refreshAgain: false,
+  holdFrames: false,   // frames wait while a refreshed log is built aside
   adopted: false,      // a live tile took the place of a stored dispatch (re-attached mid-turn)
   turn: null,          // live turn: {el, stream, chips}
   tiles: new Map(),    // task_id -> {el, status, started, elapsedEl, stopBtn, resultBox}
@@ -319,7 +320,7 @@ function connect() {
     try { frame = JSON.parse(ev.data); } catch (_) { return; }
     if (!frame || typeof frame !== "object") return;
     if (frame.type === "session") { onSession(frame, gen); return; }
-    if (state.buffering) state.buffer.push(frame); else onFrame(frame);
+    if (state.buffering || state.holdFrames) state.buffer.push(frame); else onFrame(frame);
   });
   ws.addEventListener("close", () => {
     if (gen !== state.attachGen) return;
@@ -396,28 +397,55 @@ function resetLog() {
   setRunning(false);
 }
 
-// Render the log again from the database (tiles become their stored results).  One at a time: a
-// refresh asked for while one runs (two turns ending in a row) runs once that one is done, so two
-// never append to the same log.
+// Render the log again from the database (tiles become their stored results).  The new log is built
+// aside and takes the old one's place once it is whole, so the conversation never blanks while it
+// loads; live frames wait meanwhile and are shown on the new log.  One at a time: a refresh asked for
+// while one runs (two turns ending in a row) runs once that one is done, so two never build at once.
 async function refreshTranscript() {
   if (state.refreshing) { state.refreshAgain = true; return; }
   state.refreshing = true;
+  state.holdFrames = true;
   try {
     do {
       state.refreshAgain = false;
       const gen = state.attachGen;
-      $("log").replaceChildren();
-      state.tiles.clear();
-      state.pendingHistory = [];
-      state.adopted = false;
+      const fresh = el("div");
       try {
-        await loadTranscript(state.sessionId, gen);
+        await loadTranscript(state.sessionId, gen, fresh);
       } catch (e) {
         if (gen === state.attachGen) banner(`Could not reload the transcript: ${e.message}`);
+        continue;  // the log shown stays
+      }
+      if (gen !== state.attachGen) break;  // attached again meanwhile: that attach loads its own
+      // a turn sent while this one loaded is not in the rows read: it stays, after them
+      const sentMeanwhile = state.turn && !fresh.contains(state.turn.el) ? state.turn.el : null;
+      $("log").replaceChildren(...fresh.childNodes);
+      if (sentMeanwhile) $("log").append(sentMeanwhile);
+      state.tiles.clear();
+      state.adopted = false;
+      scrollLog();
+      // a turn that ended meanwhile is stored whole (its final comes after its rows): the log is read
+      // again rather than its frames replayed onto a log that may hold it already
+      const ended = state.buffering ? -1 : state.buffer.map((f) => f.type).lastIndexOf("final");
+      if (ended >= 0) {
+        state.buffer.splice(0, ended + 1);
+        state.turn = null;
+        state.sawLive = false;
+        state.ownTurn = false;
+        state.htmlLater = false;
+        setRunning(false);
+        loadThreads();
+        state.refreshAgain = true;
       }
     } while (state.refreshAgain);
   } finally {
     state.refreshing = false;
+    state.holdFrames = false;
+    if (!state.buffering) {
+      const held = state.buffer;
+      state.buffer = [];
+      for (const f of held) onFrame(f);
+    }
   }
 }
 
@@ -438,7 +466,7 @@ function scrollLog() {
   log.scrollTop = log.scrollHeight;
 }
 
-async function loadTranscript(sessionId, gen) {
+async function loadTranscript(sessionId, gen, log = $("log")) {
   let after = 0;
   const rows = [];
   for (let page = 0; page < 20; page++) {  // at most 40,000 messages
@@ -449,7 +477,6 @@ async function loadTranscript(sessionId, gen) {
     after = batch[batch.length - 1].seq;
   }
   state.lastSeq = rows.reduce((top, m) => (Number.isFinite(m.seq) ? Math.max(top, m.seq) : top), 0);
-  const log = $("log");
   const workers = new Map();  // AgentTool call id -> its history tile
   const chipOf = new Map();  // another tool call's id -> its chip, told its outcome by the call's result
   const turns = [];  // each user message's turn, and whether a final answer ended it
