@@ -69,6 +69,39 @@ def test_a_message_that_joined_the_turn_shows_after_a_reload_mid_turn(tmp_path):
         assert watch.errors == []
 
 
+def test_a_worker_that_ended_before_a_reload_mid_turn_shows_once_with_its_result(tmp_path):
+    # reloaded after the worker answered, while the coordinator still thinks: the stored tile (with its
+    # result) and the re-attach's live frame for it are one tile, whose elapsed time stays where it ended
+    need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")
+    script = {"default": [
+                  {"content": "Dispatching the disk specialist.",
+                   "tool_calls": [{"name": "AgentTool", "arguments": {
+                       "description": "Disk usage of /var/log", "subagent_type": "specialist-disk",
+                       "prompt": "Find what fills /var/log."}}]},
+                  {"delay_s": 5, "content": "Final answer: the disk is fine."}],
+              "specialist-disk": [{"delay_s": 1, "content": "Worker report: /var/log is small."}]}
+    with daemon(tmp_path, script, tokens=f"carol:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "ended-worker-room")
+        send(page, "What fills /var/log?")
+        page.locator(".tile .status.completed").wait_for(timeout=15_000)
+        page.reload()  # the coordinator's last call is still pending
+        page.locator("#conn.online").wait_for()
+        tile = page.locator(".tile", has_text="Disk usage of /var/log")
+        tile.locator(".status.completed").wait_for(timeout=5_000)
+        page.wait_for_timeout(1500)  # the re-attach's frames have come
+        assert page.locator(".tile").count() == 1
+        assert "Worker report: /var/log is small." in tile.locator(".result-box").text_content()
+        took = tile.locator(".elapsed").inner_text()
+        page.wait_for_timeout(1500)
+        assert tile.locator(".elapsed").inner_text() == took  # it ended: its time does not run on
+        assert page.locator(".msg", has_text="Final answer: the disk is fine.").count() == 0  # still running
+        page.locator(".msg.final", has_text="Final answer: the disk is fine.").wait_for(timeout=15_000)
+        page.wait_for_timeout(1000)  # the transcript read again after the turn
+        assert page.locator(".tile").count() == 1
+        assert "Worker report: /var/log is small." in tile.locator(".result-box").text_content()
+        assert watch.errors == []
+
+
 def test_a_turn_that_fails_says_so_under_its_message_live(tmp_path):
     # as a reload shows it: the failed turn's note stands under its message, not only in the banner
     need(have_browser(), "Debian's chromium (/usr/bin/chromium) and the playwright package")

@@ -615,6 +615,7 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
         if (tile) {
           const took = storedElapsed(child);
           if (took) tile.statusEl.after(took);
+          markEnded(tile.el, child);
           const notMade = notMadeBadge(child.changes_not_made);
           if (notMade) tile.statusEl.after(notMade);
           walk(child, tile.el, 1);
@@ -633,6 +634,7 @@ async function nestedHistoryTiles(sessionId, tiles, gen) {
           storedElapsed(child),
           el("a", { href: `#/s/${encodeURIComponent(String(child.id || ""))}`, class: "small", text: "audit" })));
       nested.dataset.depth = String(Math.min(depth, 4));
+      markEnded(nested, child);
       if (typeof child.decision_reason === "string" && child.decision_reason) {
         // the reviewer's reasons, as its result showed them live (as text)
         nested.append(el("details", { class: "result-box" }, el("summary", { text: `result (${status})` }),
@@ -653,6 +655,13 @@ function storedElapsed(node) {
   const to = Date.parse(String(node.closed_at || ""));
   if (!Number.isFinite(from) || !Number.isFinite(to)) return null;
   return el("span", { class: "elapsed", "aria-label": "elapsed time", text: fmtElapsed(to - from) });
+}
+
+// A stored tile's worker end (ms since the epoch, from its tree node's closed_at), for the live tile
+// that takes its place after a re-attach: its elapsed time stops there, not when the frame came.
+function markEnded(tileEl, node) {
+  const to = Date.parse(String(node.closed_at || ""));
+  if (Number.isFinite(to)) tileEl.dataset.ended = String(to);
 }
 
 function fillHistoryTile(tile, content) {
@@ -676,6 +685,7 @@ function fillHistoryTile(tile, content) {
   tile.statusEl.className = `status ${status.replace(/[^a-z]/g, "")}`;
   if (r.task_id) {
     tile.taskId = String(r.task_id);
+    tile.el.dataset.task = tile.taskId;  // a re-attach's live frame for it takes this tile's place
     tile.link.replaceWith(el("a", { href: `#/s/${encodeURIComponent(String(r.task_id))}`, class: "small", text: "audit" }));
   }
   tile.el.append(el("details", { class: "result-box" }, el("summary", { text: `result (${status})` }),
@@ -865,6 +875,11 @@ function onTile(f) {
     else if (drawn) {
       tile.el.className = drawn.className.replace("history", "").trim();
       if (drawn.dataset.depth) tile.el.dataset.depth = drawn.dataset.depth;
+      // a worker that ended before the reload: its stored result and end stay (no agent_result comes again)
+      const ended = Number(drawn.dataset.ended);
+      if (Number.isFinite(ended) && ended > 0) tile.ended = ended;
+      const box = drawn.querySelector(":scope > .result-box");
+      if (box) { tile.resultBox = box; tile.el.append(box); }
       drawn.replaceWith(tile.el);
     } else if (parentEl) {
       // started by a worker (the reviewer its change waits for): under that worker's tile, after what
