@@ -81,6 +81,21 @@ def open_thread_signed_in(page: Any, url: str, thread: str, token: str) -> None:
     page.locator("#conn.online").wait_for()
 
 
+def signed_in_page(b: Any, url: str, thread: str, token: str) -> tuple[Any, PageWatch]:
+    """A new 1280×900 page of browser ``b`` on ``thread``, signed in with ``token`` and attached;
+    ``(page, its PageWatch)``."""
+    page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    watch = PageWatch(page)
+    open_thread_signed_in(page, url, thread, token)
+    return page, watch
+
+
+def send_text(page: Any, text: str) -> None:
+    """Type ``text`` into the composer and press Enter."""
+    page.locator("#text").fill(text)
+    page.locator("#text").press("Enter")
+
+
 class PageWatch:
     """Console messages and page errors of a page (CSP violations show up here)."""
 

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from tests.conftest import need
-from tests.console.console_helpers import PageWatch, browser, daemon, have_browser, open_thread_signed_in
+from tests.console.console_helpers import PageWatch, browser, daemon, have_browser, open_thread_signed_in, send_text
 
 ALICE = "alice-console-token-0123456789"
 
@@ -43,10 +43,7 @@ def wait_running(url: str, thread: str) -> None:
     raise AssertionError(f"thread {thread} never ran")
 
 
-def send(page, text: str) -> None:
-    box = page.locator("#text")
-    box.fill(text)
-    box.press("Enter")
+send = send_text
 
 
 def test_queued_turn_shows_its_position_and_a_full_queue_says_busy(queued_console):

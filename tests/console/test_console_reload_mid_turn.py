@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import need
-from tests.console.console_helpers import PageWatch, browser, daemon, have_browser, open_thread_signed_in
+from tests.console.console_helpers import browser, daemon, have_browser, send_text, signed_in_page
 
 pytestmark = pytest.mark.slow
 
@@ -21,16 +21,10 @@ SCRIPT = {"default": [
 
 def signed_in(b, url: str, thread: str):
     """A page of the console on ``thread``, signed in with TOKEN and attached; ``(page, watch)``."""
-    page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    watch = PageWatch(page)
-    open_thread_signed_in(page, url, thread, TOKEN)
-    return page, watch
+    return signed_in_page(b, url, thread, TOKEN)
 
 
-def send(page, text: str) -> None:
-    """Type ``text`` into the composer and press Enter."""
-    page.locator("#text").fill(text)
-    page.locator("#text").press("Enter")
+send = send_text
 
 
 def send_two(page, first: str, second: str) -> None:

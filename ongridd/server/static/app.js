@@ -31,6 +31,9 @@ const state = {
   refreshing: false,  // a transcript refresh runs (refreshAgain: another was asked for meanwhile)
   refreshAgain: false,
   holdFrames: false,   // frames wait while a refreshed log is built aside
+  sendWhenLoaded: false,  // Enter was pressed while the log was read again: sent once it is shown
+  turnEnds: 0,         // turns this page saw end (a thread list read before the last one is stale)
+  threadsRead: 0,      // thread list reads asked for (only the last one's answer is shown)
   adopted: false,      // a live tile took the place of a stored dispatch (re-attached mid-turn)
   turn: null,          // live turn: {el, stream, chips}
   tiles: new Map(),    // task_id -> {el, status, started, elapsedEl, stopBtn, resultBox}
@@ -224,8 +227,12 @@ function route() {
 
 // ---------------------------------------------------------------- threads
 async function loadThreads() {
+  const read = ++state.threadsRead;
+  const ends = state.turnEnds;
+  const gen = state.attachGen;
   let rows;
   try { rows = await api("GET", "/api/sessions?limit=50"); } catch (e) { return; }
+  if (read !== state.threadsRead) return;  // a later read was asked for: its answer is the one shown
   const list = $("threads");
   list.replaceChildren();
   const names = new Set(rows.map((r) => r.thread));
@@ -241,7 +248,9 @@ async function loadThreads() {
         : el("span", { class: "last muted", text: "no messages yet" }));
     a.addEventListener("click", () => toggleSidebar(false));
     list.append(el("li", {}, a));
-    if (r.thread === state.thread && r.running && !state.running) setRunning(true);
+    // running as of the read: not when a turn ended (or the page attached again) since it was asked for
+    if (r.thread === state.thread && r.running && !state.running && ends === state.turnEnds
+        && gen === state.attachGen) setRunning(true);
   }
 }
 
@@ -305,6 +314,12 @@ function connect() {
   const gen = ++state.attachGen;
   state.buffering = true;
   state.buffer = [];
+  // a refresh of the last attach is stale now: its frames and its hold go (the text of a message
+  // waiting for it stays in the composer)
+  state.refreshing = false;
+  state.refreshAgain = false;
+  state.holdFrames = false;
+  state.sendWhenLoaded = false;
   const proto = location.protocol === "https:" ? "wss://" : "ws://";
   const ws = new WebSocket(`${proto}${location.host}/ws`);
   state.ws = ws;
@@ -351,16 +366,25 @@ async function onSession(frame, gen) {
   state.backoff = 500;
   setConn(false, "loading…");  // online once the transcript is shown: a message sent before would be shown twice
   clearBanner();
-  if (state.staleLog) resetLog();  // the dimmed copy kept while reconnecting gives way to the stored one
+  // the dimmed copy kept while reconnecting stays until the stored one, built aside, takes its place
+  if (state.staleLog) resetLog(true);
   const link = $("thread-session");
   link.href = `#/s/${encodeURIComponent(frame.session_id)}`;
   link.hidden = false;
+  const fresh = el("div");
+  let loaded = false;
   try {
-    await loadTranscript(frame.session_id, gen);
+    await loadTranscript(frame.session_id, gen, fresh);
+    loaded = true;
   } catch (e) {
     if (gen === state.attachGen) banner(`Could not load the transcript: ${e.message}`);
   }
   if (gen !== state.attachGen) return;
+  if (loaded) {
+    $("log").replaceChildren(...fresh.childNodes);
+    $("log").classList.remove("stale");
+    scrollLog();
+  }
   state.buffering = false;
   setConn(true);
   const pending = state.buffer;
@@ -383,9 +407,12 @@ function send(frame) {
 }
 
 // ---------------------------------------------------------------- transcript
-function resetLog() {
-  $("log").replaceChildren();
-  $("log").classList.remove("stale");
+// keepShown: the log on screen stays (dimmed) until a transcript read aside takes its place
+function resetLog(keepShown = false) {
+  if (!keepShown) {
+    $("log").replaceChildren();
+    $("log").classList.remove("stale");
+  }
   state.staleLog = false;
   state.turn = null;
   state.tiles.clear();
@@ -399,16 +426,17 @@ function resetLog() {
 
 // Render the log again from the database (tiles become their stored results).  The new log is built
 // aside and takes the old one's place once it is whole, so the conversation never blanks while it
-// loads; live frames wait meanwhile and are shown on the new log.  One at a time: a refresh asked for
-// while one runs (two turns ending in a row) runs once that one is done, so two never build at once.
+// loads; live frames wait meanwhile and are shown on the new log, and a message sent meanwhile goes
+// once it is shown (so the rows read cannot hold it yet).  One at a time: a refresh asked for while
+// one runs (two turns ending in a row) runs once that one is done.  A re-attach (connect) ends it.
 async function refreshTranscript() {
   if (state.refreshing) { state.refreshAgain = true; return; }
+  const gen = state.attachGen;
   state.refreshing = true;
   state.holdFrames = true;
   try {
     do {
       state.refreshAgain = false;
-      const gen = state.attachGen;
       const fresh = el("div");
       try {
         await loadTranscript(state.sessionId, gen, fresh);
@@ -416,11 +444,8 @@ async function refreshTranscript() {
         if (gen === state.attachGen) banner(`Could not reload the transcript: ${e.message}`);
         continue;  // the log shown stays
       }
-      if (gen !== state.attachGen) break;  // attached again meanwhile: that attach loads its own
-      // a turn sent while this one loaded is not in the rows read: it stays, after them
-      const sentMeanwhile = state.turn && !fresh.contains(state.turn.el) ? state.turn.el : null;
+      if (gen !== state.attachGen) return;  // attached again meanwhile: that attach loads its own
       $("log").replaceChildren(...fresh.childNodes);
-      if (sentMeanwhile) $("log").append(sentMeanwhile);
       state.tiles.clear();
       state.adopted = false;
       scrollLog();
@@ -433,18 +458,22 @@ async function refreshTranscript() {
         state.sawLive = false;
         state.ownTurn = false;
         state.htmlLater = false;
+        state.turnEnds += 1;
         setRunning(false);
         loadThreads();
         state.refreshAgain = true;
       }
-    } while (state.refreshAgain);
+    } while (state.refreshAgain && gen === state.attachGen);
   } finally {
-    state.refreshing = false;
-    state.holdFrames = false;
-    if (!state.buffering) {
-      const held = state.buffer;
-      state.buffer = [];
-      for (const f of held) onFrame(f);
+    if (gen === state.attachGen) {
+      state.refreshing = false;
+      state.holdFrames = false;
+      if (!state.buffering) {
+        const held = state.buffer;
+        state.buffer = [];
+        for (const f of held) onFrame(f);
+      }
+      if (state.sendWhenLoaded) { state.sendWhenLoaded = false; onSend(); }
     }
   }
 }
@@ -1039,6 +1068,7 @@ function onError(f) {
 }
 
 function endTurn() {
+  state.turnEnds += 1;
   dropWorking();
   setRunning(false);
   // re-attached mid-turn: stored dispatches whose live tiles never came are stale now (or adopted:
@@ -1070,6 +1100,9 @@ function onSend(ev) {
   const box = $("text");
   const text = box.value;
   if (!text.trim()) return;
+  // the log is being read again: sent once it is shown (the frames of a turn that started meanwhile
+  // are shown first, so it joins that turn as it will on the daemon)
+  if (state.refreshing) { state.sendWhenLoaded = true; return; }
   if (!send({ type: "user_message", text })) return;
   clearBanner();
   if (!state.running) {
