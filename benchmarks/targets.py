@@ -40,6 +40,20 @@ def _row(name: str, value: Any, target: str, ok: Callable[[float], bool], fmt: s
     return Row(name, fmt.format(number), target, ok(number))
 
 
+def _watcher_row(registry: Mapping[str, Any]) -> Row:
+    """The idle folder watcher's own CPU: the process's CPU per second with it, less the same window
+    with no watcher at all (a bare sleep; on a VM its one wake can be charged milliseconds), which is
+    not the watcher's; the gross figure alone when the bare one is missing."""
+    name, target = "idle folder watcher", "≤ 1 ms/s"
+    gross, bare = _num(registry.get("watcher_ms_per_s")), _num(registry.get("bare_ms_per_s"))
+    if gross is None:
+        return Row(name, "missing", target, None)
+    if bare is None:
+        return Row(name, f"{gross:.1f} ms/s", target, gross <= 1.0)
+    own = max(0.0, gross - bare)
+    return Row(name, f"{own:.1f} ms/s its own ({gross:.1f} with it, {bare:.1f} without)", target, own <= 1.0)
+
+
 def _serve(results: Iterable[Mapping[str, Any]], sessions: int) -> Mapping[str, Any] | None:
     """The spread-arrivals run of ``sessions`` (not the burst)."""
     for r in results:
@@ -122,7 +136,7 @@ def _check(figures: Mapping[str, Any]) -> list[tuple[tuple[str, ...], Row]]:
     chars, budget = _num(registry.get("catalog_chars")), _num(registry.get("catalog_budget_chars"))
     registry_rows = [
         _row("5,000 personas load", registry.get("load_s"), "≤ 1 s", lambda v: v <= 1.0, "{:.3f} s"),
-        _row("idle folder watcher", registry.get("watcher_ms_per_s"), "≤ 1 ms/s", lambda v: v <= 1.0, "{:.1f} ms/s"),
+        _watcher_row(registry),
         Row("catalog within its budget", "missing", "≤ budget", None) if chars is None or budget is None
         else Row("catalog within its budget", f"{chars:,.0f} of {budget:,.0f} characters", "≤ budget", chars <= budget),
     ]

@@ -34,7 +34,7 @@ FIGURES = {
               spread(200, 6.0, 40.0), spread(1000, 7.0, 140.0, 17017, 17017),
               {"sessions": 1000, "shape": "burst (all at once)", "cpu_ms_per_turn": 50.0, "overhead_p99_ms": 9e3}],
     "long-thread": {"ratio": 0.9},
-    "registry": {"load_s": 0.65, "watcher_ms_per_s": 0.1, "catalog_chars": 16000, "catalog_budget_chars": 16000},
+    "registry": {"load_s": 0.65, "watcher_ms_per_s": 1.2, "bare_ms_per_s": 0.8, "catalog_chars": 16000, "catalog_budget_chars": 16000},
     "startup": {"healthz_s": 0.44, "help_s": 0.04},
 }
 
@@ -51,6 +51,15 @@ def test_every_target_met_reads_met_with_the_n1_medians_and_the_best_peer():
     assert rows["flow / best peer"].shown == "0.26× (openai-agents none 7.20 ms)"
     # the spread-arrivals run, not the burst
     assert rows["serve p99 overhead, N = 1,000"].shown == "140.0 ms"
+    # the watcher's own CPU: less what the same idle window costs with no watcher at all
+    assert rows["idle folder watcher"].shown == "0.4 ms/s its own (1.2 with it, 0.8 without)"
+
+
+def test_an_idle_watcher_over_its_budget_of_its_own_is_not_met():
+    rows = by_name(targets.check({"registry": {"watcher_ms_per_s": 2.5, "bare_ms_per_s": 0.8}}))
+    assert rows["idle folder watcher"].met is False
+    rows = by_name(targets.check({"registry": {"watcher_ms_per_s": 1.2}}))  # no baseline: the gross figure
+    assert rows["idle folder watcher"].met is False and rows["idle folder watcher"].shown == "1.2 ms/s"
 
 
 def test_a_missed_target_and_a_lost_row_read_not_met():
