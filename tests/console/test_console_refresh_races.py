@@ -37,17 +37,24 @@ def slow_transcript_reads(page, delay_ms: int, *, times: int = 1_000) -> None:
     page.route("**/api/sessions/*/messages*", handler)
 
 
+def reading_again_slowly(page, question: str, delay_ms: int, *, wait_ms: int = 500) -> None:
+    """Send ``question``, reload ``wait_ms`` later while its turn runs (the page now watches a turn it
+    did not start, so the turn's end reads the log again), slow the next transcript read by
+    ``delay_ms``, and return once that read has begun."""
+    send(page, question)
+    page.wait_for_timeout(wait_ms)
+    page.reload()
+    page.locator("#conn.online").wait_for()
+    slow_transcript_reads(page, delay_ms, times=1)
+    page.wait_for_function("() => state.refreshing", timeout=15_000, polling=10)
+
+
 def test_a_message_sent_while_the_log_is_read_again_shows_once(tmp_path):
     need(have_browser(), NEED)
     script = {"default": [{"delay_s": 3, "content": "Answer one."}, {"delay_s": 1, "content": "Answer to M."}]}
     with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
         page, watch = signed_in(b, d["url"], "race-room")
-        send(page, "T1")
-        page.wait_for_timeout(500)
-        page.reload()  # attached to a turn it did not start: its end reads the log again
-        page.locator("#conn.online").wait_for()
-        slow_transcript_reads(page, 1500)
-        page.wait_for_function("() => state.refreshing", timeout=15_000, polling=10)
+        reading_again_slowly(page, "T1", 1500)
         send(page, "M sent while the log is read")  # the daemon would store it before the slowed read
         page.locator(".msg.final", has_text="Answer to M.").wait_for(timeout=15_000)
         page.wait_for_timeout(1000)
@@ -105,3 +112,103 @@ def test_a_thread_list_read_before_the_turn_ended_does_not_mark_it_running(tmp_p
         assert page.locator("#stopturn").is_disabled()
         assert page.evaluate("state.running") is False
         assert watch.errors == []
+
+
+def test_a_message_sent_while_the_log_is_read_goes_as_it_was_and_comes_back_if_the_socket_drops(tmp_path):
+    need(have_browser(), NEED)
+    script = {"default": [{"delay_s": 2, "content": "Answer one."}, {"content": "Answer to the first."},
+                          {"delay_s": 2, "content": "Answer three."}]}
+    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "waiting-room")
+        reading_again_slowly(page, "T1", 1500)
+        send(page, "the first, as it was")
+        page.locator("#text").press("Enter")  # again: nothing more goes
+        page.locator("#text").fill("typed after")  # typing on does not change what was sent
+        page.locator(".msg.final", has_text="Answer to the first.").wait_for(timeout=15_000)
+        assert page.locator(".msg.user", has_text="the first, as it was").count() == 1
+        assert page.locator(".msg.user", has_text="typed after").count() == 0
+        assert page.locator("#text").input_value() == "typed after"
+        # sent while a read is pending and the socket drops: back in the box, said so
+        page.locator("#text").fill("")
+        reading_again_slowly(page, "T3", 3000, wait_ms=300)
+        send(page, "lost in the drop?")
+        page.evaluate("state.ws.close()")
+        page.locator("#banner", has_text="Not sent").wait_for(timeout=5_000)
+        assert page.locator("#text").input_value() == "lost in the drop?"
+        assert watch.errors == []
+
+
+def test_workers_of_one_persona_and_description_keep_their_own_tiles_after_a_reload(tmp_path):
+    need(have_browser(), NEED)
+    dispatch = lambda prompt: {"name": "AgentTool", "arguments": {  # noqa: E731
+        "description": "Disk usage", "subagent_type": "specialist-disk", "prompt": prompt}}
+    script = {"default": [{"content": "first", "tool_calls": [dispatch("look")]},
+                          {"content": "second", "tool_calls": [dispatch("look again, other host")]},
+                          {"content": "Both done."}],
+              "specialist-disk": [{"delay_s": 2.5, "content": "report one"},
+                                  {"delay_s": 2.5, "content": "report two"}]}
+    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "twin-room")
+        send(page, "go")
+        page.locator(".tile .status.completed").first.wait_for(timeout=15_000)
+        page.wait_for_timeout(700)  # the second worker runs
+        page.reload()
+        page.locator("#conn.online").wait_for()
+        page.wait_for_timeout(700)
+        tiles = page.locator(".tile")
+        assert tiles.count() == 2
+        assert "report one" in tiles.nth(0).locator(".result-box").text_content()
+        assert tiles.nth(0).locator(".status.completed").count() == 1
+        assert tiles.nth(1).locator(".status.running").count() == 1
+        page.locator(".msg.final", has_text="Both done.").wait_for(timeout=15_000)
+        page.wait_for_timeout(1000)
+        assert tiles.count() == 2
+        assert watch.errors == []
+
+
+def test_the_next_turn_shows_live_when_an_attach_ends_on_a_turn_that_ended(tmp_path):
+    # frames waiting for an attach's read: a turn's final among them starts another read, and the next
+    # turn's frames after it wait for that one — they are shown live, not lost in a log swapped out
+    need(have_browser(), NEED)
+    interim = lambda text: {"name": "SendMessage", "arguments": {"text": text}}  # noqa: E731
+    script = {"default": [{"delay_s": 2, "content": "Answer one."},
+                          {"content": "Looking.", "tool_calls": [interim("interim one")]},
+                          {"delay_s": 3, "tool_calls": [interim("interim two, later")]},
+                          {"delay_s": 4, "content": "Answer two."}]}
+    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
+        watcher, watch = signed_in(b, d["url"], "relay-room")
+        sender, _ = signed_in(b, d["url"], "relay-room")
+        send(sender, "T1")
+        watcher.wait_for_timeout(500)
+        slow_transcript_reads(watcher, 3500, times=1)
+        watcher.reload()
+        sender.locator(".msg.final", has_text="Answer one.").wait_for(timeout=15_000)
+        send(sender, "T2")
+        watcher.locator("#conn.online").wait_for(timeout=15_000)
+        sender.locator(".msg.interim", has_text="interim two, later").wait_for(timeout=15_000)
+        watcher.locator(".msg.interim", has_text="interim two, later").wait_for(timeout=2_000)
+        assert watcher.evaluate("!state.turn || state.turn.el.isConnected")
+        assert watch.errors == []
+
+
+def test_a_re_attach_whose_read_fails_keeps_the_log_dimmed_then_reads_it_again(tmp_path):
+    need(have_browser(), NEED)
+    with daemon(tmp_path, {"default": [{"content": "Answer one."}]}, tokens=f"dave:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "retry-room")
+        send(page, "T1")
+        page.locator(".msg.final", has_text="Answer one.").wait_for(timeout=15_000)
+        failed = [1]
+
+        def abort_once(route) -> None:
+            if failed[0]:
+                failed[0] = 0
+                route.abort()
+            else:
+                route.continue_()
+        page.route("**/api/sessions/*/messages*", abort_once)
+        page.evaluate("state.ws.close()")
+        page.locator("#banner", has_text="Could not load the transcript").wait_for(timeout=10_000)
+        assert page.locator("#log.stale .msg.final", has_text="Answer one.").count() == 1  # the last copy, dimmed
+        page.wait_for_function("() => !document.getElementById('log').classList.contains('stale')", timeout=10_000)
+        assert page.locator(".msg.final", has_text="Answer one.").count() == 1
+        assert page.locator(".msg.user", has_text="T1").count() == 1

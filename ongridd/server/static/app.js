@@ -8,6 +8,9 @@ const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "ongrid.token";
 const TERMINAL = new Set(["completed", "failed", "killed"]);
 
+const COMPOSER_PLACEHOLDER = document.getElementById("text").placeholder;
+const UNSENT_NOTE = "Not sent — the connection changed while the conversation loaded; your message is back in the box.";
+
 const state = {
   view: "",            // the view shown (showView)
   token: sessionStorage.getItem(TOKEN_KEY) || "",
@@ -31,7 +34,8 @@ const state = {
   refreshing: false,  // a transcript refresh runs (refreshAgain: another was asked for meanwhile)
   refreshAgain: false,
   holdFrames: false,   // frames wait while a refreshed log is built aside
-  sendWhenLoaded: false,  // Enter was pressed while the log was read again: sent once it is shown
+  sendLater: [],       // messages sent (Enter) while the log was read again: they go once it is shown
+  unsentNote: false,   // some came back to the composer unsent: the next attach says so again
   turnEnds: 0,         // turns this page saw end (a thread list read before the last one is stale)
   threadsRead: 0,      // thread list reads asked for (only the last one's answer is shown)
   adopted: false,      // a live tile took the place of a stored dispatch (re-attached mid-turn)
@@ -314,12 +318,12 @@ function connect() {
   const gen = ++state.attachGen;
   state.buffering = true;
   state.buffer = [];
-  // a refresh of the last attach is stale now: its frames and its hold go (the text of a message
-  // waiting for it stays in the composer)
+  // a refresh of the last attach is stale now: its frames and its hold go (a message waiting for it
+  // comes back to the composer)
   state.refreshing = false;
   state.refreshAgain = false;
   state.holdFrames = false;
-  state.sendWhenLoaded = false;
+  if (state.sendLater.length) sendWaiting();  // not connected now: back to the composer, said so
   const proto = location.protocol === "https:" ? "wss://" : "ws://";
   const ws = new WebSocket(`${proto}${location.host}/ws`);
   state.ws = ws;
@@ -366,6 +370,7 @@ async function onSession(frame, gen) {
   state.backoff = 500;
   setConn(false, "loading…");  // online once the transcript is shown: a message sent before would be shown twice
   clearBanner();
+  if (state.unsentNote) { state.unsentNote = false; banner(UNSENT_NOTE); }
   // the dimmed copy kept while reconnecting stays until the stored one, built aside, takes its place
   if (state.staleLog) resetLog(true);
   const link = $("thread-session");
@@ -384,12 +389,15 @@ async function onSession(frame, gen) {
     $("log").replaceChildren(...fresh.childNodes);
     $("log").classList.remove("stale");
     scrollLog();
+  } else {
+    // the last copy stays, dimmed; read again in a moment (a refresh replaces it whole)
+    setTimeout(() => { if (gen === state.attachGen) refreshTranscript(); }, 2000);
   }
   state.buffering = false;
   setConn(true);
   const pending = state.buffer;
   state.buffer = [];
-  for (const f of pending) onFrame(f);
+  replayFrames(pending);
   loadThreads();
 }
 
@@ -404,6 +412,15 @@ function send(frame) {
   }
   state.ws.send(JSON.stringify(frame));
   return true;
+}
+
+// Frames that waited (a transcript read): shown in order, until one of them starts another read (a
+// turn that ended): the rest wait again, for that one.
+function replayFrames(frames) {
+  for (let i = 0; i < frames.length; i++) {
+    if (state.buffering || state.holdFrames) { state.buffer.push(...frames.slice(i)); return; }
+    onFrame(frames[i]);
+  }
 }
 
 // ---------------------------------------------------------------- transcript
@@ -422,6 +439,11 @@ function resetLog(keepShown = false) {
   state.ownTurn = false;
   state.lastAssistant = "";
   setRunning(false);
+}
+
+// A frame that ends a turn that ran (a final answer; a failure or a stop, whose note the stored log has).
+function endsTurn(f) {
+  return f.type === "final" || (f.type === "error" && ["stopped", "provider_error", "internal"].includes(f.code));
 }
 
 // Render the log again from the database (tiles become their stored results).  The new log is built
@@ -446,12 +468,15 @@ async function refreshTranscript() {
       }
       if (gen !== state.attachGen) return;  // attached again meanwhile: that attach loads its own
       $("log").replaceChildren(...fresh.childNodes);
+      $("log").classList.remove("stale");  // a re-attach whose own read failed left it dimmed
+      if (state.turn && !state.turn.el.isConnected) state.turn = null;
       state.tiles.clear();
       state.adopted = false;
       scrollLog();
-      // a turn that ended meanwhile is stored whole (its final comes after its rows): the log is read
-      // again rather than its frames replayed onto a log that may hold it already
-      const ended = state.buffering ? -1 : state.buffer.map((f) => f.type).lastIndexOf("final");
+      // a turn that ended meanwhile is stored whole (its final comes after its rows; a failed or stopped
+      // one has its note): the log is read again rather than its frames replayed onto a log that may
+      // hold it already
+      const ended = state.buffering ? -1 : state.buffer.map(endsTurn).lastIndexOf(true);
       if (ended >= 0) {
         state.buffer.splice(0, ended + 1);
         state.turn = null;
@@ -471,9 +496,10 @@ async function refreshTranscript() {
       if (!state.buffering) {
         const held = state.buffer;
         state.buffer = [];
-        for (const f of held) onFrame(f);
+        replayFrames(held);
       }
-      if (state.sendWhenLoaded) { state.sendWhenLoaded = false; onSend(); }
+      // a held frame that began another read: the waiting messages wait for that one
+      if (state.sendLater.length && !state.refreshing) sendWaiting();
     }
   }
 }
@@ -883,7 +909,10 @@ function onTile(f) {
   const id = String(f.task_id || "");
   let tile = state.tiles.get(id);
   if (!tile) {
-    const stored = adoptStoredDispatch(String(f.subagent_type || "?"), String(f.description || ""));
+    // re-attached: the stored tile the reload drew for this worker (by its task id: one that ended), else a
+    // stored dispatch of the same persona and description still waiting for its live tile
+    const drawn = tileElOf(id);
+    const stored = drawn ? null : adoptStoredDispatch(String(f.subagent_type || "?"), String(f.description || ""));
     const t = breakStream();
     t.chips = null;
     tile = { status: "", started: startedAt(f), ended: null };
@@ -898,7 +927,6 @@ function onTile(f) {
         el("span", { class: "desc", text: String(f.description || "") }),
         tile.statusEl, tile.elapsedEl, tile.stopBtn,
         el("a", { href: `#/s/${encodeURIComponent(id)}`, class: "small", text: "audit" })));
-    const drawn = stored ? null : tileElOf(id);  // re-attached: the stored tile the reload drew for it
     const parentEl = tileElOf(String(f.parent_task_id || ""));
     if (stored) stored.el.replaceWith(tile.el);
     else if (drawn) {
@@ -1100,10 +1128,35 @@ function onSend(ev) {
   const box = $("text");
   const text = box.value;
   if (!text.trim()) return;
-  // the log is being read again: sent once it is shown (the frames of a turn that started meanwhile
-  // are shown first, so it joins that turn as it will on the daemon)
-  if (state.refreshing) { state.sendWhenLoaded = true; return; }
-  if (!send({ type: "user_message", text })) return;
+  if (state.refreshing) {
+    // the log is being read again: the text as it is now goes once the log is shown (the frames of a
+    // turn that started meanwhile are shown first, so it joins that turn as it will on the daemon)
+    state.sendLater.push(text);
+    box.value = "";
+    box.placeholder = "Sending once the conversation has loaded…";
+    return;
+  }
+  if (sendText(text)) box.value = "";
+}
+
+// The messages sent while the log was read again, now that it is shown: each goes, or comes back to
+// the composer (before what is typed there) with a banner saying it was not sent.
+function sendWaiting() {
+  const waiting = state.sendLater;
+  state.sendLater = [];
+  $("text").placeholder = COMPOSER_PLACEHOLDER;
+  const unsent = waiting.filter((text) => !sendText(text));
+  if (!unsent.length) return;
+  const box = $("text");
+  box.value = [...unsent, ...(box.value ? [box.value] : [])].join("\n");
+  state.unsentNote = true;  // said again once attached (attaching clears the banner)
+  banner(UNSENT_NOTE);
+}
+
+// Send ``text`` as the user's message and show it (a new turn, or a message joining the running one);
+// false when it could not be sent (not connected, still loading: the banner says so).
+function sendText(text) {
+  if (!send({ type: "user_message", text })) return false;
   clearBanner();
   if (!state.running) {
     state.turn = newTurnEl(text);
@@ -1119,9 +1172,9 @@ function onSend(ev) {
   }
   state.sawLive = true;
   setRunning(true);
-  box.value = "";
   scrollLog();
   setTimeout(loadThreads, 500);  // the running marker and the new last message
+  return true;
 }
 
 function onKey(ev) {
