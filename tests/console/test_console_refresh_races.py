@@ -37,6 +37,11 @@ def slow_transcript_reads(page, delay_ms: int, *, times: int = 1_000) -> None:
     page.route("**/api/sessions/*/messages*", handler)
 
 
+def shown(page) -> list[str]:
+    """The text of every message on ``page``, in order."""
+    return page.locator(".msg").evaluate_all("els => els.map(e => e.textContent.trim())")
+
+
 def reading_again_slowly(page, question: str, delay_ms: int, *, wait_ms: int = 500) -> None:
     """Send ``question``, reload ``wait_ms`` later while its turn runs (the page now watches a turn it
     did not start, so the turn's end reads the log again), slow the next transcript read by
@@ -64,7 +69,6 @@ def test_a_message_sent_while_the_log_is_read_again_shows_once(tmp_path):
         page.unroute("**/api/sessions/*/messages*")
         fresh, _ = signed_in(b, d["url"], "race-room")
         fresh.locator(".msg.final", has_text="Answer to M.").wait_for(timeout=15_000)
-        shown = lambda p: p.locator(".msg").evaluate_all("els => els.map(e => e.textContent.trim())")
         assert shown(page) == shown(fresh)
         assert watch.errors == []
 
@@ -197,18 +201,54 @@ def test_a_re_attach_whose_read_fails_keeps_the_log_dimmed_then_reads_it_again(t
         page, watch = signed_in(b, d["url"], "retry-room")
         send(page, "T1")
         page.locator(".msg.final", has_text="Answer one.").wait_for(timeout=15_000)
-        failed = [1]
+        failed = [2]  # the attach's read and its first retry fail: it is tried again, later
 
-        def abort_once(route) -> None:
+        def abort_twice(route) -> None:
             if failed[0]:
-                failed[0] = 0
+                failed[0] -= 1
                 route.abort()
             else:
                 route.continue_()
-        page.route("**/api/sessions/*/messages*", abort_once)
+        page.route("**/api/sessions/*/messages*", abort_twice)
         page.evaluate("state.ws.close()")
         page.locator("#banner", has_text="Could not load the transcript").wait_for(timeout=10_000)
         assert page.locator("#log.stale .msg.final", has_text="Answer one.").count() == 1  # the last copy, dimmed
-        page.wait_for_function("() => !document.getElementById('log').classList.contains('stale')", timeout=10_000)
+        page.wait_for_function("() => !document.getElementById('log').classList.contains('stale')", timeout=15_000)
         assert page.locator(".msg.final", has_text="Answer one.").count() == 1
+        assert page.locator("#banner").is_hidden()  # the read that failed is not said any more
         assert page.locator(".msg.user", has_text="T1").count() == 1
+
+
+def test_a_message_another_tab_sent_into_this_pages_turn_shows_when_it_ends(tmp_path):
+    need(have_browser(), NEED)
+    dispatch = {"name": "AgentTool", "arguments": {"description": "Measure", "subagent_type": "specialist-disk",
+                                                   "prompt": "Measure"}}
+    script = {"default": [{"content": "Dispatching.", "tool_calls": [dispatch]}, {"content": "Answer with M."},
+                          {"content": "Answer three."}],
+              "specialist-disk": [{"delay_s": 3, "content": "disk: fine"}]}
+    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
+        owner, watch = signed_in(b, d["url"], "joined-room")
+        other, _ = signed_in(b, d["url"], "joined-room")
+        send(owner, "QA")
+        owner.wait_for_timeout(1000)
+        send(other, "M from the other tab")  # joins the owner's turn
+        owner.locator(".msg.user", has_text="M from the other tab").wait_for(timeout=20_000)
+        owner.locator(".msg.final").first.wait_for(timeout=5_000)
+        owner.wait_for_timeout(1000)
+        fresh, _ = signed_in(b, d["url"], "joined-room")
+        fresh.locator(".msg.final").first.wait_for(timeout=15_000)
+        assert shown(owner) == shown(fresh)
+        assert watch.errors == []
+
+
+def test_a_waiting_message_that_comes_back_on_another_thread_names_its_thread(tmp_path):
+    need(have_browser(), NEED)
+    with daemon(tmp_path, {"default": [{"delay_s": 2, "content": "Answer one."}]},
+                tokens=f"dave:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], "first-room")
+        reading_again_slowly(page, "T1", 3000)
+        send(page, "meant for first-room")
+        page.evaluate("location.hash = '#/t/second-room'")
+        page.locator("#banner", has_text="Not sent to “first-room”").wait_for(timeout=10_000)
+        assert page.locator("#text").input_value() == "meant for first-room"
+        assert watch.errors == []

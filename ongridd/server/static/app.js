@@ -9,7 +9,6 @@ const TOKEN_KEY = "ongrid.token";
 const TERMINAL = new Set(["completed", "failed", "killed"]);
 
 const COMPOSER_PLACEHOLDER = document.getElementById("text").placeholder;
-const UNSENT_NOTE = "Not sent — the connection changed while the conversation loaded; your message is back in the box.";
 
 const state = {
   view: "",            // the view shown (showView)
@@ -35,7 +34,10 @@ const state = {
   refreshAgain: false,
   holdFrames: false,   // frames wait while a refreshed log is built aside
   sendLater: [],       // messages sent (Enter) while the log was read again: they go once it is shown
-  unsentNote: false,   // some came back to the composer unsent: the next attach says so again
+  sendLaterThread: null,  // the thread they were sent on
+  unsentNote: "",      // some came back to the composer unsent: the next attach says so again
+  sentTexts: [],       // what this page sent during its running turn (a message from elsewhere is not)
+  retryMs: 0,          // the wait before reading a log again whose read failed after an attach
   turnEnds: 0,         // turns this page saw end (a thread list read before the last one is stale)
   threadsRead: 0,      // thread list reads asked for (only the last one's answer is shown)
   adopted: false,      // a live tile took the place of a stored dispatch (re-attached mid-turn)
@@ -370,7 +372,7 @@ async function onSession(frame, gen) {
   state.backoff = 500;
   setConn(false, "loading…");  // online once the transcript is shown: a message sent before would be shown twice
   clearBanner();
-  if (state.unsentNote) { state.unsentNote = false; banner(UNSENT_NOTE); }
+  if (state.unsentNote) { banner(state.unsentNote); state.unsentNote = ""; }
   // the dimmed copy kept while reconnecting stays until the stored one, built aside, takes its place
   if (state.staleLog) resetLog(true);
   const link = $("thread-session");
@@ -390,8 +392,10 @@ async function onSession(frame, gen) {
     $("log").classList.remove("stale");
     scrollLog();
   } else {
-    // the last copy stays, dimmed; read again in a moment (a refresh replaces it whole)
-    setTimeout(() => { if (gen === state.attachGen) refreshTranscript(); }, 2000);
+    // the last copy stays, dimmed; read again in a moment (a refresh replaces it whole), and again
+    // while that fails, waiting twice as long each time (at most 15 s)
+    state.retryMs = 2000;
+    setTimeout(() => { if (gen === state.attachGen) refreshTranscript(); }, state.retryMs);
   }
   state.buffering = false;
   setConn(true);
@@ -464,14 +468,33 @@ async function refreshTranscript() {
         await loadTranscript(state.sessionId, gen, fresh);
       } catch (e) {
         if (gen === state.attachGen) banner(`Could not reload the transcript: ${e.message}`);
+        if (gen === state.attachGen && $("log").classList.contains("stale")) {
+          state.retryMs = Math.min(state.retryMs * 2 || 2000, 15000);
+          setTimeout(() => { if (gen === state.attachGen) refreshTranscript(); }, state.retryMs);
+        }
         continue;  // the log shown stays
       }
       if (gen !== state.attachGen) return;  // attached again meanwhile: that attach loads its own
+      // workers still running (a read during a turn: a re-attach's read tried again) keep their live
+      // tiles, in their stored dispatches' places
+      const running = !state.running ? [] : [...state.tiles.entries()].filter(([, tile]) => !TERMINAL.has(tile.status));
       $("log").replaceChildren(...fresh.childNodes);
-      $("log").classList.remove("stale");  // a re-attach whose own read failed left it dimmed
+      if ($("log").classList.contains("stale")) {  // a re-attach whose own read failed left it dimmed
+        $("log").classList.remove("stale");
+        clearBanner();
+      }
       if (state.turn && !state.turn.el.isConnected) state.turn = null;
       state.tiles.clear();
       state.adopted = false;
+      for (const [id, tile] of running) {
+        const head = tile.el.querySelector(".tile-head");
+        const stored = tileElOf(id) ? null : adoptStoredDispatch(
+          head.querySelector(".persona").textContent, head.querySelector(".desc").textContent);
+        const place = tileElOf(id) || (stored && stored.el);
+        if (!place) continue;
+        place.replaceWith(tile.el);
+        state.tiles.set(id, tile);
+      }
       scrollLog();
       // a turn that ended meanwhile is stored whole (its final comes after its rows; a failed or stopped
       // one has its note): the log is read again rather than its frames replayed onto a log that may
@@ -818,8 +841,12 @@ function breakStream() {
 // last one this page read are read, and each streamed bubble whose text is the same as one of the
 // last of them that called tools gets that message's server-rendered html.  Nothing changes when
 // they cannot be read or do not match.
-async function renderStreamed(bubbles, sessionId, gen) {
+// This page's own turn, ended: its stored messages since the last this page read are read; a user
+// message among them that this page did not send (another tab's, which joined the turn) means the log
+// is read again; else the streamed bubbles are rendered (renderStreamed).
+async function settleOwnTurn(bubbles, sent, sessionId, gen) {
   const stored = [];
+  const users = [];
   let after = state.lastSeq || 0;
   try {
     for (let page = 0; page < 5; page++) {
@@ -828,6 +855,7 @@ async function renderStreamed(bubbles, sessionId, gen) {
       if (gen !== state.attachGen || !Array.isArray(batch)) return;
       for (const m of batch) {
         if (Number.isFinite(m.seq)) state.lastSeq = Math.max(state.lastSeq || 0, m.seq);
+        if (m.role === "user" && Number.isFinite(m.seq)) users.push(String(m.content || ""));
         if (m.role === "assistant" && m.content && typeof m.html === "string" && Array.isArray(m.tool_calls) &&
             m.tool_calls.length) stored.push(m);
       }
@@ -837,6 +865,21 @@ async function renderStreamed(bubbles, sessionId, gen) {
   } catch (e) {
     return;  // they stay as streamed
   }
+  const left = [...sent];
+  const fromElsewhere = users.some((text) => {
+    const i = left.indexOf(text);
+    if (i >= 0) left.splice(i, 1);
+    return i < 0;
+  });
+  if (fromElsewhere) { refreshTranscript(); return; }
+  renderStreamed(bubbles, stored);
+}
+
+// The turn's texts written before tool calls, rendered: each streamed bubble whose text is the same
+// as one of the last stored messages that called tools gets that message's server-rendered html.
+// Nothing changes when they do not match.
+function renderStreamed(bubbles, stored) {
+  if (!bubbles.length) return;
   const mine = stored.slice(-bubbles.length);
   if (mine.length !== bubbles.length) return;
   bubbles.forEach((bubble, i) => {
@@ -1104,7 +1147,7 @@ function endTurn() {
   // joined the turn were stored only as it went on; and a long text went out as plain text
   // (html_later), which the stored transcript has rendered: the transcript is read again
   if (state.htmlLater || state.adopted || (state.pendingHistory || []).length || !state.ownTurn) refreshTranscript();
-  else if (state.turn && state.turn.streamed) renderStreamed(state.turn.streamed, state.sessionId, state.attachGen);
+  else settleOwnTurn((state.turn && state.turn.streamed) || [], state.sentTexts, state.sessionId, state.attachGen);
   state.htmlLater = false;
   state.ownTurn = false;
   for (const tile of state.tiles.values()) {
@@ -1132,6 +1175,7 @@ function onSend(ev) {
     // the log is being read again: the text as it is now goes once the log is shown (the frames of a
     // turn that started meanwhile are shown first, so it joins that turn as it will on the daemon)
     state.sendLater.push(text);
+    state.sendLaterThread = state.thread;
     box.value = "";
     box.placeholder = "Sending once the conversation has loaded…";
     return;
@@ -1149,8 +1193,10 @@ function sendWaiting() {
   if (!unsent.length) return;
   const box = $("text");
   box.value = [...unsent, ...(box.value ? [box.value] : [])].join("\n");
-  state.unsentNote = true;  // said again once attached (attaching clears the banner)
-  banner(UNSENT_NOTE);
+  // said again once attached (attaching clears the banner); named, as the thread may be another now
+  state.unsentNote = `Not sent to “${state.sendLaterThread}” — the connection changed while the conversation ` +
+    "loaded; your message is back in the box.";
+  banner(state.unsentNote);
 }
 
 // Send ``text`` as the user's message and show it (a new turn, or a message joining the running one);
@@ -1165,9 +1211,11 @@ function sendText(text) {
     $("log").append(state.turn.el);
     state.tiles.clear();
     state.ownTurn = true;
+    state.sentTexts = [text];
   } else {
     // an interjection during a running turn
     liveTurn().el.append(el("div", { class: "msg user", text }));
+    state.sentTexts.push(text);
     breakStream();
   }
   state.sawLive = true;
