@@ -477,7 +477,8 @@ async function refreshTranscript() {
       if (gen !== state.attachGen) return;  // attached again meanwhile: that attach loads its own
       // workers still running (a read during a turn: a re-attach's read tried again) keep their live
       // tiles, in their stored dispatches' places
-      const running = !state.running ? [] : [...state.tiles.entries()].filter(([, tile]) => !TERMINAL.has(tile.status));
+      const running = !state.running ? []
+        : [...state.tiles.entries()].filter(([, tile]) => !TERMINAL.has(tile.status));
       $("log").replaceChildren(...fresh.childNodes);
       if ($("log").classList.contains("stale")) {  // a re-attach whose own read failed left it dimmed
         $("log").classList.remove("stale");
