@@ -387,15 +387,10 @@ async function onSession(frame, gen) {
     if (gen === state.attachGen) banner(`Could not load the transcript: ${e.message}`);
   }
   if (gen !== state.attachGen) return;
-  if (loaded) {
-    $("log").replaceChildren(...fresh.childNodes);
-    $("log").classList.remove("stale");
-    scrollLog();
-  } else {
-    // the last copy stays, dimmed; read again in a moment (a refresh replaces it whole), and again
-    // while that fails, waiting twice as long each time (at most 15 s)
-    state.retryMs = 2000;
-    setTimeout(() => { if (gen === state.attachGen) refreshTranscript(); }, state.retryMs);
+  if (loaded) showLog(fresh);
+  else {  // the last copy stays, dimmed, until a read succeeds (a refresh replaces it whole)
+    state.retryMs = 0;
+    readAgainLater(gen);
   }
   state.buffering = false;
   setConn(true);
@@ -468,10 +463,7 @@ async function refreshTranscript() {
         await loadTranscript(state.sessionId, gen, fresh);
       } catch (e) {
         if (gen === state.attachGen) banner(`Could not reload the transcript: ${e.message}`);
-        if (gen === state.attachGen && $("log").classList.contains("stale")) {
-          state.retryMs = Math.min(state.retryMs * 2 || 2000, 15000);
-          setTimeout(() => { if (gen === state.attachGen) refreshTranscript(); }, state.retryMs);
-        }
+        if (gen === state.attachGen && $("log").classList.contains("stale")) readAgainLater(gen);
         continue;  // the log shown stays
       }
       if (gen !== state.attachGen) return;  // attached again meanwhile: that attach loads its own
@@ -479,24 +471,19 @@ async function refreshTranscript() {
       // tiles, in their stored dispatches' places
       const running = !state.running ? []
         : [...state.tiles.entries()].filter(([, tile]) => !TERMINAL.has(tile.status));
-      $("log").replaceChildren(...fresh.childNodes);
-      if ($("log").classList.contains("stale")) {  // a re-attach whose own read failed left it dimmed
-        $("log").classList.remove("stale");
-        clearBanner();
-      }
+      if (showLog(fresh)) clearBanner();  // a re-attach whose own read failed: its banner goes too
       if (state.turn && !state.turn.el.isConnected) state.turn = null;
       state.tiles.clear();
       state.adopted = false;
       for (const [id, tile] of running) {
         const head = tile.el.querySelector(".tile-head");
-        const stored = tileElOf(id) ? null : adoptStoredDispatch(
-          head.querySelector(".persona").textContent, head.querySelector(".desc").textContent);
-        const place = tileElOf(id) || (stored && stored.el);
+        const { drawn, stored } = storedTileOf(id, head.querySelector(".persona").textContent,
+          head.querySelector(".desc").textContent);
+        const place = drawn || (stored && stored.el);
         if (!place) continue;
         place.replaceWith(tile.el);
         state.tiles.set(id, tile);
       }
-      scrollLog();
       // a turn that ended meanwhile is stored whole (its final comes after its rows; a failed or stopped
       // one has its note): the log is read again rather than its frames replayed onto a log that may
       // hold it already
@@ -526,6 +513,24 @@ async function refreshTranscript() {
       if (state.sendLater.length && !state.refreshing) sendWaiting();
     }
   }
+}
+
+// The log read aside (``fresh``) takes the shown one's place, undimmed, scrolled to its end; true
+// when the one it replaced was dimmed (kept from before a re-attach).
+function showLog(fresh) {
+  const log = $("log");
+  const wasStale = log.classList.contains("stale");
+  log.replaceChildren(...fresh.childNodes);
+  log.classList.remove("stale");
+  scrollLog();
+  return wasStale;
+}
+
+// A re-attach's read failed: the log is read again later — 2 s, then twice as long each time it
+// fails again, at most 15 s — unless the page attached again meanwhile.
+function readAgainLater(gen) {
+  state.retryMs = Math.min(state.retryMs * 2 || 2000, 15000);
+  setTimeout(() => { if (gen === state.attachGen) refreshTranscript(); }, state.retryMs);
 }
 
 async function interruptedThread(sessionId) {
@@ -953,10 +958,8 @@ function onTile(f) {
   const id = String(f.task_id || "");
   let tile = state.tiles.get(id);
   if (!tile) {
-    // re-attached: the stored tile the reload drew for this worker (by its task id: one that ended), else a
-    // stored dispatch of the same persona and description still waiting for its live tile
-    const drawn = tileElOf(id);
-    const stored = drawn ? null : adoptStoredDispatch(String(f.subagent_type || "?"), String(f.description || ""));
+    // re-attached: what the reload drew for this worker takes the live tile
+    const { drawn, stored } = storedTileOf(id, String(f.subagent_type || "?"), String(f.description || ""));
     const t = breakStream();
     t.chips = null;
     tile = { status: "", started: startedAt(f), ended: null };
@@ -1047,6 +1050,14 @@ function decisionBadge(node, decision) {
 
 // Re-attached to a running turn: the stored dispatch this live tile stands for, whose
 // turn becomes the live one (so the final answer lands after its tiles); null if none.
+// Re-attached: what a reload drew for worker ``id`` that its live tile takes over — ``drawn``, the stored
+// tile of that task id (a worker that ended, or one a worker started), else ``stored``, a stored
+// dispatch of the same persona and description still waiting for its live tile (adopted); null each.
+function storedTileOf(id, persona, desc) {
+  const drawn = tileElOf(id);
+  return { drawn, stored: drawn ? null : adoptStoredDispatch(persona, desc) };
+}
+
 function adoptStoredDispatch(persona, desc) {
   const list = state.pendingHistory || [];
   const i = list.findIndex((h) => h.persona === persona && h.desc === desc);
