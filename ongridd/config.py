@@ -12,6 +12,7 @@ them once at start-up and then removes them from its environment (see
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -21,7 +22,7 @@ from typing import Any
 
 import attrs
 import cattrs
-from cattrs.errors import IterableValidationError, IterableValidationNote
+from cattrs.errors import ForbiddenExtraKeysError, IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn
 
 from ongridd.errors import ConfigError
@@ -358,6 +359,14 @@ def _format_exception(exc: BaseException, type_: Any) -> str:
     """cattrs' message for one bad value, with JSON Schema type names (``expected integer``, not ``int``)."""
     if isinstance(exc, (TypeError, ValueError)) and type_ in _TYPE_WORDS:
         return f"invalid value for type, expected {_TYPE_WORDS[type_]}"
+    if isinstance(exc, ForbiddenExtraKeysError) and attrs.has(exc.cl):
+        # a misspelt key: name the field it was most likely meant to be, as persona files do
+        known = [f.name for f in attrs.fields(exc.cl)]
+        named = []
+        for key in sorted(exc.extra_fields):
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            named.append(f"{key}, did you mean {close[0]!r}?" if close else key)
+        return f"extra fields found ({'; '.join(named)})"
     message = cattrs.v.format_exception(exc, type_)
     return "expected an object" if message == "expected a mapping" else message
 

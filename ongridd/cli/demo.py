@@ -265,4 +265,4 @@ def run(args: argparse.Namespace) -> int:
             if work.exists():
                 print(f"(could not remove all of {work}: remove it by hand)", file=where)
             else:
-                print(f"(removed {work}: the demo's files, state and log; --keep keeps them)", file=where)
+                print(f"(removed {work}: the demo's files and state; --keep keeps them)", file=where)

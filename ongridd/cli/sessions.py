@@ -285,7 +285,8 @@ def _resolve(args: argparse.Namespace, given: str) -> str | None:
     named exactly ``given``, or the one session id among your threads' that starts with it
     (8 characters at least) — said on stderr; else ``given`` unchanged (the daemon answers
     404 for it).  None when the daemon cannot be reached (said on stderr).  Raises
-    :class:`_Ambiguous` when the prefix starts more than one of them."""
+    :class:`_Ambiguous` when the prefix starts more than one of them, or is shorter than 8
+    characters and starts one."""
     if _SESSION_ID.match(given):
         return given
     try:
@@ -299,6 +300,10 @@ def _resolve(args: argparse.Namespace, given: str) -> str | None:
     named = [r for r in rows if r.get("thread") == given]
     from ongridd.cli.termui import safe_text
 
+    if not named and 0 < len(given) < 8 and any(r["id"].startswith(given.lower()) for r in rows):
+        raise _Ambiguous(safe_text(
+            f"ongrid: {given!r} is the start of a session id, but shorter than 8 characters: give at least 8 "
+            "characters of the id, or the thread's name (`ongrid sessions list` shows them)"))
     if not named and len(given) >= 8:
         named = [r for r in rows if r["id"].startswith(given.lower())]
         if len(named) > 1:
@@ -314,19 +319,45 @@ def _resolve(args: argparse.Namespace, given: str) -> str | None:
     return named[0]["id"]
 
 
+def _last_turn_note(args: argparse.Namespace, ident: str) -> str | None:
+    """For a thread's session (a coordinator's): how its last turn ended when it left no answer
+    (failed or stopped, with the error its turn ended with, or cut off by a restart) or is still
+    running, as ``GET /api/sessions`` says; None for a worker's session, an answered turn, or when
+    the list cannot be read (the messages were shown; this line is only a note)."""
+    try:
+        threads = http_json("GET", args, "/api/sessions?limit=200")
+    except (ClientError, RuntimeError):
+        return None
+    row = next((r for r in threads if isinstance(r, dict) and r.get("id") == ident), None) \
+        if isinstance(threads, list) else None
+    if row is None:
+        return None
+    if row.get("running"):
+        return "(a turn is running: its answer is not stored yet)"
+    if row.get("last_turn") != "interrupted":
+        return None
+    why = row.get("last_turn_error")
+    if isinstance(why, str) and why:
+        mark = "stopped" if why.startswith("stopped:") else "failed"
+        return f"(no answer to the last message: the turn {mark} — {_clip(_one_line(why), 200)})"
+    return "(no answer to the last message: the turn was cut off by a daemon restart)"
+
+
 def run(args: argparse.Namespace) -> int:
     """Exit 0 on success, 1 on an HTTP error (e.g. 404), 2 when the daemon cannot be reached or
     refuses the caller (401, 403)."""
+    ident = ""
     if args.sessions_command == "list":
         path = f"/api/sessions?limit={max(1, min(args.limit, 200))}"
     else:
         try:
-            ident = _resolve(args, args.session_id)
+            resolved = _resolve(args, args.session_id)
         except _Ambiguous as exc:
             print(exc, file=sys.stderr)
             return 1
-        if ident is None:
+        if resolved is None:
             return 2
+        ident = resolved
         path = f"/api/sessions/{quote(ident, safe='')}/{args.sessions_command}"
     try:
         data = http_json("GET", args, path)
@@ -352,6 +383,8 @@ def run(args: argparse.Namespace) -> int:
         print(safe_text("\n".join(format_threads(data))) if data else "(no threads)")
     elif args.sessions_command == "messages":
         print(safe_text("\n".join(format_messages(data))) if data else "(no messages)")
+        if data and (how := _last_turn_note(args, ident)):
+            print(safe_text(how))
     else:
         print(safe_text("\n".join(format_audit(data))) if data else "(no tool calls)")
     return 0

@@ -40,6 +40,7 @@ def test_sample_config_loads(tmp_path):
         ("llm:\n  max_retries: true\n", "expected integer @ config.llm.max_retries"),
         ("limits:\n  tool_result_max_chars: 10\n", "must be >= 200 @ config.limits.tool_result_max_chars"),
         ("llm:\n  model_name: x\n", "extra fields found (model_name) @ config.llm"),
+        ("llm:\n  modle: x\n  zzz: 1\n", "extra fields found (modle, did you mean 'model'?; zzz) @ config.llm"),
         ("bogus: 1\n", "extra fields found (bogus) @ config"),
         ("server:\n  listen: nowhere\n", "@ config.server.listen"),
         ("hosts:\n  - {name: web-1}\n", "@ config.hosts[0].address"),

@@ -269,3 +269,64 @@ def test_an_id_prefix_several_threads_share_is_called_ambiguous(monkeypatch, cap
     assert sessions.run(args) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["id"] == rows[1]["id"] and f"session {rows[1]['id']}" in err
+
+
+def test_an_id_prefix_under_8_characters_asks_for_8(monkeypatch, capsys):
+    """A prefix shorter than the 8 characters the command resolves is answered with that rule, not
+    with "not a session id" (which it is the start of); a short name that is no id's start still
+    goes to the daemon, which answers 404."""
+    import argparse
+
+    from ongridd.cli import sessions
+
+    rows = [{"id": "01a24d73-8721-7000-8000-000000000000", "thread": "main"}]
+    asked: list[str] = []
+
+    def fake_http(method, args, path, *rest, **kw):
+        asked.append(path)
+        if path.startswith("/api/sessions?"):
+            return rows
+        raise RuntimeError("HTTP 404: not found")
+
+    monkeypatch.setattr(sessions, "http_json", fake_http)
+    args = argparse.Namespace(sessions_command="tree", session_id="01a24d7", json=True)
+    assert sessions.run(args) == 1
+    err = capsys.readouterr().err
+    assert "'01a24d7' is the start of a session id, but shorter than 8 characters" in err
+    assert asked == ["/api/sessions?limit=200"]
+    args.session_id = "ops"  # no thread of that name, no id's start: the daemon's 404, with the hint
+    assert sessions.run(args) == 1
+    assert "is not a session id, nor the name" in capsys.readouterr().err
+
+
+def test_messages_of_a_thread_whose_last_turn_left_no_answer_say_how_it_ended(monkeypatch, capsys):
+    """`sessions messages` ends, under the unanswered question, with how its turn ended — as
+    `sessions list` and the console say it; nothing is added for an answered turn or a worker."""
+    import argparse
+
+    from ongridd.cli import sessions
+
+    sid = "01a24d73-8721-7000-8000-000000000000"
+    row = {"id": sid, "thread": "main", "running": False, "last_turn": "interrupted",
+           "last_turn_error": "provider_error: the model answered 503"}
+    msgs = [{"seq": 1, "role": "user", "content": "why is disk full?"}]
+
+    def fake_http(method, args, path, *rest, **kw):
+        return [row] if path.startswith("/api/sessions?") else msgs
+
+    monkeypatch.setattr(sessions, "http_json", fake_http)
+    args = argparse.Namespace(sessions_command="messages", session_id=sid, json=False)
+    cases = [({}, "(no answer to the last message: the turn failed — provider_error: the model answered 503)"),
+             ({"last_turn_error": "stopped: stopped by the user"}, "the turn stopped — stopped: stopped by the user"),
+             ({"last_turn_error": None}, "(no answer to the last message: the turn was cut off by a daemon restart)"),
+             ({"running": True}, "(a turn is running: its answer is not stored yet)"),
+             ({"last_turn": "completed", "last_turn_error": None}, None),
+             ({"id": "another-session"}, None)]  # a worker's session: not among the threads
+    base = dict(row)
+    for change, said in cases:
+        row.clear()
+        row.update(base, **change)
+        assert sessions.run(args) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == "#1 user: why is disk full?"
+        assert (out[1:] == []) if said is None else (len(out) == 2 and said in out[1]), (change, out)

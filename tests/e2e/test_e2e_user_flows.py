@@ -37,7 +37,7 @@ def test_ongrid_demo_names_the_real_largest_files():
     audit = out.split("=== Audit (every tool call) ===")[1]
     for tool in ("host_du_summary", "host_find_large_files", "AgentTool"):
         assert re.search(rf"{tool}\s+ok", audit), audit
-    removed = re.search(r"^\(removed (\S+): the demo's files, state and log; --keep keeps them\)$", out, re.MULTILINE)
+    removed = re.search(r"^\(removed (\S+): the demo's files and state; --keep keeps them\)$", out, re.MULTILINE)
     assert removed and not os.path.exists(removed.group(1)), out[-500:]
 
 
