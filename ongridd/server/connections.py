@@ -55,6 +55,8 @@ TOO_BIG = Throttle(1.0, "websocket_message_too_big")
 #: the ``websocket_failed`` lines (a frame that does not parse, here and at the front door): anyone
 #: who completes a handshake can send one
 FAILED = Throttle(1.0, "websocket_failed")
+#: the ``http_request_refused`` lines (a request framed two ways): whoever connects can make them
+FRAMING_REFUSALS = Throttle(1.0, "http_request_refused")
 #: the ``http_connection_failed`` lines (a connection that ended in a protocol error): a malformed
 #: request can cause one
 CONNECTION_FAILED = Throttle(1.0, "http_connection_failed")
@@ -119,6 +121,35 @@ def has_body(headers: Any) -> bool:
         if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
             return True
     return False
+
+
+def framed_two_ways(headers: Any) -> bool:
+    """Whether a request's ``headers`` (``(name, value)`` byte pairs) carry both a
+    ``Content-Length`` and a ``Transfer-Encoding``: the body's end is then a matter of which
+    header a reader believes, which is how a request is smuggled past a proxy that believes the
+    other (RFC 9112 §6.3)."""
+    seen = set()
+    for name, _value in headers:
+        name = name.lower()
+        if name in (b"content-length", b"transfer-encoding"):
+            seen.add(name)
+    return len(seen) == 2
+
+
+async def refuse_framed_two_ways(scope: Any, send: Any) -> None:
+    """Answer an HTTP request :func:`framed_two_ways` with 400 and ``Connection: close``, its body
+    unread: RFC 9112 §6.3 has the server close the connection after answering such a request (the
+    HTTP server reads the next request on it otherwise, from wherever it took the body to end), and
+    log it (``http_request_refused``, throttled: anyone may send one)."""
+    if (fields := FRAMING_REFUSALS.fields(peer=peer_text(scope.get("client")),
+                                          reason="both Content-Length and Transfer-Encoding")) is not None:
+        log.warning("http_request_refused", **fields)
+    body = (b'{"error": {"code": "bad_request", "message": "a request with both Content-Length and '
+            b'Transfer-Encoding is refused: send one of them"}}')
+    await send({"type": "http.response.start", "status": 400,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def _http_1_only() -> None:

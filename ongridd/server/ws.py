@@ -33,7 +33,14 @@ from ongridd.fifolock import FIFOLock
 from ongridd.logs import Throttle, get_logger
 from ongridd.metrics import WS_CLIENTS
 from ongridd.server.auth import is_loopback, origin_problem
-from ongridd.server.connections import REFUSALS, abort_connection, mark_authenticated, peer_text
+from ongridd.server.connections import (
+    REFUSALS,
+    abort_connection,
+    framed_two_ways,
+    mark_authenticated,
+    peer_text,
+    refuse_framed_two_ways,
+)
 from ongridd.typenames import type_name
 from ongridd.unicodetext import valid_text
 
@@ -474,7 +481,9 @@ class ChatSocketFront:
     A handshake a browser must not make (:func:`~ongridd.server.auth.origin_problem`:
     another site's ``Origin``, or a non-loopback ``Host`` while no tokens are
     set) is refused with HTTP 403 and a ``websocket_refused`` log line; one
-    over HTTP/2 with 400 (the socket speaks HTTP/1.1 only).
+    over HTTP/2 with 400 (the socket speaks HTTP/1.1 only).  An HTTP request
+    that carries both ``Content-Length`` and ``Transfer-Encoding`` is refused
+    with 400 and its connection closed (:func:`~ongridd.server.connections.refuse_framed_two_ways`).
     Cancellation (server shutdown) ends the connection's own tasks only."""
 
     def __init__(self, app: Any, services: Any):
@@ -483,6 +492,9 @@ class ChatSocketFront:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope.get("type") != "websocket" or scope.get("path") != "/ws":
+            if scope.get("type") == "http" and framed_two_ways(scope.get("headers") or ()):
+                await refuse_framed_two_ways(scope, send)
+                return
             await self.app(scope, receive, send)
             return
         connect: dict = {}

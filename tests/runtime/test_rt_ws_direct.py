@@ -294,3 +294,35 @@ async def test_the_daemon_speaks_http_1_1_only(tmp_path, monkeypatch):
                b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
         got, took = await _answer_then_end(port, h2c)  # the upgrade ignored: answered in HTTP/1.1
         assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b'{"status": "ok"}') and took < 4, (got, took)
+
+
+@pytest.mark.parametrize("path", [b"/healthz", b"/api/changes"])
+async def test_a_request_framed_two_ways_is_refused_and_its_connection_closed(tmp_path, caplog, path):
+    # h11 went by Transfer-Encoding and kept the connection: a proxy in front that went by Content-Length
+    # would see the chunked body's bytes as the start of the next request (RFC 9112 6.3: refuse or answer,
+    # then close the connection either way)
+    request = (b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    connections.FRAMING_REFUSALS.reset()
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        got, took = await _answer_then_end(_port(d), request)
+        assert got.startswith(b"HTTP/1.1 400 ") and b"connection: close" in got.lower() and took < 5, got
+        assert b"both Content-Length and Transfer-Encoding" in got
+        # a request behind it is never answered: the connection ends (hypercorn, given data behind a
+        # request that closes, answers that request or ends the connection at once, as it does for a
+        # "Connection: close" request with one behind it)
+        for _ in range(5):
+            got, took = await _answer_then_end(_port(d), request + smuggled)
+            assert got.count(b"HTTP/1.1 ") <= 1 and b" 200 " not in got and took < 5, got
+        async with d.ws("after") as c:
+            assert (await c.ask("still there?"))["text"] == "hi"
+    assert "http_request_refused" in [r.getMessage() for r in caplog.records]
+
+
+async def test_a_chunked_request_alone_is_served(tmp_path):
+    request = (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+               b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    async with open_daemon(tmp_path, SCRIPT) as d:
+        got, _ = await _answer_then_end(_port(d), request)
+    assert got.count(b"HTTP/1.1 200 ") == 2, got
