@@ -664,6 +664,11 @@ def redact(text: Any) -> Any:
     return REGISTRY.redact(text)
 
 
+def holds_any_secret() -> bool:
+    """Whether this process holds any secret right now (with none, no file can hold one)."""
+    return bool(REGISTRY.redactor.values)
+
+
 def file_holds_secret(path: str, max_bytes: int = FILE_SCAN_BYTES) -> bool | None:
     """Whether the regular file ``path`` holds a secret this process holds right now (see
     :meth:`Redactor.file_holds`: True, False, or None when not checked).  Blocking (run it in a

@@ -170,6 +170,18 @@ def _grep_check(parsed: Parsed) -> None:
                                "a file's text into labelled pieces; use -o alone, or drop -o")
 
 
+def prints_parts(parsed: Parsed) -> bool:
+    """Whether the command prints pieces of the lines it reads rather than whole lines — ``grep
+    -o`` (each match alone), ``head -c`` / ``tail -c`` (a byte range) — so that a piece of a held
+    secret shorter than the redaction's shortest may come out whole (its files must have been
+    checked for the daemon's secrets: see ``PathPolicy.read_problem``)."""
+    if parsed.name in ("grep", "egrep", "fgrep", "zgrep"):
+        return parsed.has("o", "only-matching")
+    if parsed.name in ("head", "tail"):
+        return parsed.has("c", "bytes")
+    return False
+
+
 def grep_spec(name: str) -> CommandSpec:
     return CommandSpec(name, _GREP_OPTIONS, refused=_GREP_REFUSED, operands=_grep_roles, check=_grep_check)
 

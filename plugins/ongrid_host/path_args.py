@@ -55,6 +55,9 @@ _ROLE_CHECKS: dict[str, Callable[[PathPolicy, str], str | None]] = {
     "journal": lambda policy, path: policy.read_problem(path, JOURNAL_NAMES),
     # its contents are printed: a file holding one of the daemon's own secrets is not read
     "read": lambda policy, path: policy.read_problem(path, scan_secrets=True),
+    # pieces of its lines are printed (grep -o, head -c): a file that could not be checked is not read either
+    "read-parts": lambda policy, path: policy.read_problem(path, scan_secrets=True, parts=True),
+    "recursive-parts": lambda policy, path: policy.recursive_problem(path, parts=True),
 }
 
 
@@ -67,7 +70,7 @@ def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str |
         if problem is None:
             problem = _ROLE_CHECKS.get(role, PathPolicy.read_problem)(policy, path)
         if problem:
-            return problem if role != "recursive" else f"recursive search: {problem}"
+            return problem if not role.startswith("recursive") else f"recursive search: {problem}"
     return None
 
 

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Iterator
 import attrs
 
 from ongrid_host.realpath import resolve
-from ongridd.plugins.api import file_holds_secret
+from ongridd.plugins.api import FILE_SCAN_BYTES, MIN_PIECE_CHARS, file_holds_secret, holds_any_secret
 
 #: areas forbidden to read-only commands that a reviewed change may still name (see
 #: :meth:`PathPolicy.change_problem`)
@@ -378,7 +378,7 @@ class PathPolicy:
         return None
 
     def read_problem(self, path: str, skip_names: frozenset[str] = frozenset(), *,
-                     scan_secrets: bool = False) -> str | None:
+                     scan_secrets: bool = False, parts: bool = False) -> str | None:
         """Why reading the file ``path`` is refused, or None; a secret by name whose reason is in
         ``skip_names`` does not count (journalctl reads :data:`JOURNAL_NAMES`).  ``scan_secrets``
         (a command that prints what it reads): on the local host, a file that holds one of the
@@ -386,7 +386,10 @@ class PathPolicy:
         secret, as it is or in another letter case or encoding) is refused too, so no rewritten
         or piecemeal copy of it can reach the model; a file over
         :data:`~ongridd.secretset.FILE_SCAN_BYTES` is not checked (what it prints is redacted as
-        every tool result is)."""
+        every tool result is) — unless ``parts`` (the command prints pieces of its lines:
+        ``grep -o``, ``head -c``, ``tail -c``): a piece shorter than the redaction's shortest
+        (:data:`~ongridd.secretset.MIN_PIECE_CHARS`) would pass it, so a file that could not be
+        checked is then refused."""
         problem, forms = self.forms(path)
         if problem:
             return problem
@@ -399,11 +402,15 @@ class PathPolicy:
             problem = _content_problem(path, forms[-1], skip_names)
             if problem is None and os.geteuid() == 0:  # as another user the kernel refuses such a read itself
                 problem = _private_file_problem(path, forms[-1])
-            if problem is None and scan_secrets and file_holds_secret(forms[-1]):
+            if problem is None and scan_secrets:
+                holds = file_holds_secret(forms[-1])
                 shown = f"'{path}'" if forms[-1] == path else f"'{path}' (resolves to {forms[-1]})"
-                problem = (f"path {shown} holds a secret Ongrid itself is configured with (a chat token, the "
-                           "model's key or a bridge secret), so it is not read; a copy of one there is worth "
-                           "removing")
+                if holds:
+                    problem = (f"path {shown} holds a secret Ongrid itself is configured with (a chat token, the "
+                               "model's key or a bridge secret), so it is not read; a copy of one there is worth "
+                               "removing")
+                elif holds is None and parts and os.path.isfile(forms[-1]):
+                    problem = _unchecked_parts_problem(shown)
             return problem
         return None
 
@@ -423,10 +430,12 @@ class PathPolicy:
                 return f"path {shown} would read {area}"
         return None
 
-    def recursive_problem(self, path: str) -> str | None:
+    def recursive_problem(self, path: str, *, parts: bool = False) -> str | None:
         """Why reading everything under ``path`` is refused, or None: it is
-        itself forbidden, or it contains a forbidden area."""
-        problem = self.read_problem(path, scan_secrets=True)  # a file named to grep -r is read as it is
+        itself forbidden, or it contains a forbidden area.  ``parts``: the command
+        prints pieces of lines (``grep -r -o``), so a file under it that could not be
+        checked for the daemon's secrets is refused too (see :meth:`read_problem`)."""
+        problem = self.read_problem(path, scan_secrets=True, parts=parts)  # a file named to grep -r is read as it is
         if problem:
             return problem
         if self.cwd is None and not path.startswith("/"):
@@ -457,7 +466,7 @@ class PathPolicy:
             if problem:
                 return problem
         if self.resolve:
-            return _secret_file_inside(path, forms[-1])
+            return _secret_file_inside(path, forms[-1], parts)
         return None
 
     def _copy_inside(self, folder: str) -> str | None:
@@ -534,29 +543,46 @@ def _files_under(real: str, skip: Callable[[str], bool] = lambda folder: False) 
 SECRET_WALK_BYTES = 256 << 20
 
 
-def _secret_file_inside(path: str, real: str) -> str | None:
+def _secret_file_inside(path: str, real: str, parts: bool = False) -> str | None:
     """Why a recursive read of the local folder ``real`` (``path`` resolved) is refused, or None:
     a file under it holds one of the daemon's own secrets (:func:`file_holds_secret`; symbolic
     links not followed, as grep -r meets them).  At most :data:`PRIVATE_WALK_MAX` entries and
     :data:`SECRET_WALK_BYTES` of files are looked at; a file over
-    :data:`~ongridd.secretset.FILE_SCAN_BYTES`, or one that cannot be read, is skipped."""
+    :data:`~ongridd.secretset.FILE_SCAN_BYTES`, or one that cannot be read, is skipped — unless
+    ``parts`` (the command prints pieces of lines): then a file left unchecked, or a folder with
+    more than the walk looks at, is refused (:func:`_unchecked_parts_problem`)."""
     if not os.path.isdir(real):
         return None
     budget = SECRET_WALK_BYTES
     for entry in _files_under(real):
         if entry is None or budget <= 0:
-            return None
+            return (_unchecked_parts_problem(f"'{path}'", walk=True)
+                    if parts and holds_any_secret() else None)
         try:
             size = entry.stat(follow_symlinks=False).st_size
         except OSError:
             continue
-        if size > budget:
-            continue
-        budget -= size
-        if file_holds_secret(entry.path):
+        holds = None  # a file larger than what is left to look at is skipped, the smaller ones after it not
+        if size <= budget:
+            budget -= size
+            holds = file_holds_secret(entry.path)
+        if holds:
             return (f"recursive read of '{path}' would include '{entry.path}', which holds a secret Ongrid itself "
                     "is configured with (a chat token, the model's key or a bridge secret); name the files to read")
+        if holds is None and parts and holds_any_secret():
+            return _unchecked_parts_problem(f"'{entry.path}' (under '{path}')")
     return None
+
+
+def _unchecked_parts_problem(shown: str, *, walk: bool = False) -> str:
+    """The refusal of a command that prints pieces of lines (``grep -o``, ``head -c``, ``tail -c``)
+    from a file, or a folder's files, that could not be checked for the daemon's own secrets."""
+    what = (f"the folder {shown} holds more files than are checked for" if walk else
+            f"path {shown} could not be checked for (too large: over {FILE_SCAN_BYTES >> 20} MiB, or unreadable)")
+    return (f"{what} the secrets Ongrid itself is configured with, and this command prints pieces of lines "
+            f"(grep -o, head -c, tail -c): a piece shorter than {MIN_PIECE_CHARS} characters would pass the "
+            "redaction of what it prints; print whole lines (grep without -o, head -n, tail -n), or name "
+            "smaller files")
 
 
 #: what a file begins with that says what it is, whatever its name: a journal file (a copy, a hard link,

@@ -418,3 +418,58 @@ def test_grep_output_that_would_label_single_characters_is_refused(cmd, why):
                                  "grep -c x /etc/hostname /etc/hosts", "grep --color=never -o x /etc/hostname"])
 def test_grep_output_that_keeps_lines_whole_or_matches_unlabelled_is_read(cmd):
     assert analyze(cmd).kind == "read", cmd
+
+
+def _too_large_to_check(path, text: str) -> None:
+    """``path``: a sparse file over the secret scan's limit, ``text`` at its end (no disk used)."""
+    from ongridd.secretset import FILE_SCAN_BYTES
+
+    with open(path, "wb") as fh:
+        fh.truncate(FILE_SCAN_BYTES + 1)
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\n" + text.encode())
+
+
+def test_pieces_of_lines_from_a_file_too_large_to_check_are_refused(tmp_path):
+    """A file over the scan's limit is not checked for the daemon's secrets, and what reads it prints
+    is redacted; but a command that prints pieces of lines — ``grep -o -P '(?<=/bot).{7}'``, ``head
+    -c``, ``tail -c`` — could hand the model a held secret 7 characters at a time, each too short
+    for the redaction. So such a command is refused on a file that could not be checked; whole lines
+    still are read, and with no secret held nothing is refused."""
+    from ongridd.secretset import REGISTRY
+
+    _too_large_to_check(tmp_path / "big.log", f"POST https://api.example/bot{HELD}/getUpdates\n")
+    (tmp_path / "logs").mkdir()
+    _too_large_to_check(tmp_path / "logs" / "big.log", f"token={HELD}\n")
+    (tmp_path / "small.log").write_text("GET /healthz 200\n")
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    parts = ("grep -o -P '(?<=/bot).{7}' big.log", "grep -oE 'bot.{7}' big.log", "egrep -o x big.log",
+             "zgrep -o x big.log", "head -c 100 big.log", "tail -c +67108870 big.log", "tail --bytes=7 big.log",
+             "grep -r -h -o x logs", "grep -rho x .")
+    whole = ("grep bot big.log", "tail -n 1 big.log", "head -n 3 big.log", "grep -c bot big.log",
+             "grep -o x small.log", "head -c 10 small.log", "grep -r -h -o GET small.log", "wc -c big.log")
+    with REGISTRY.hold([HELD]):
+        for cmd in parts:
+            verdict = analyze(cmd, policy)
+            assert verdict.kind == "refused", (cmd, verdict)
+            assert "could not be checked for" in verdict.reason and "prints pieces of lines" in verdict.reason, (
+                cmd, verdict.reason)
+        for cmd in whole:
+            assert analyze(cmd, policy).kind == "read", cmd
+    for cmd in parts:  # no secret held: nothing a file could hold to protect
+        assert analyze(cmd, policy).kind == "read", cmd
+
+
+async def test_a_held_secret_is_not_read_7_characters_at_a_time_from_a_large_file(call, tmp_path):
+    from ongridd.secretset import REGISTRY, redact
+
+    _too_large_to_check(tmp_path / "big.log", f"POST https://api.example/bot{HELD}/getUpdates\n")
+    with REGISTRY.hold([HELD]):
+        for k in (0, 7, 14):
+            cmd = f"grep -o -P '(?<=/bot.{{{k}}}).{{7}}' {tmp_path / 'big.log'}"
+            with pytest.raises(ToolError) as info:
+                await call("host_bash", {"cmd": cmd, "timeout_s": 20}, read_only=True)
+            assert "prints pieces of lines" in str(info.value), cmd
+        # whole lines still come out (a tool result is redacted on its way to the model: the whole value)
+        out = await call("host_bash", {"cmd": f"tail -n 1 {tmp_path / 'big.log'}", "timeout_s": 20}, read_only=True)
+        assert out["stdout"].endswith("/getUpdates\n") and HELD not in redact(out["stdout"]), out["stdout"][-200:]
