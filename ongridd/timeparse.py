@@ -65,12 +65,25 @@ def _parse_unit_duration(text: str, *, field: str) -> float:
     return total
 
 
+#: the times a date can be written for (0001-01-01T00:00:00Z … 9999-12-31T23:59:59Z), unix seconds
+EARLIEST_S, LATEST_S = -62135596800.0, 253402300799.0
+
+
 def parse_time(value: object, *, now: float, field: str) -> float:
-    """A point in time as unix seconds.
+    """A point in time as unix seconds, between :data:`EARLIEST_S` and :data:`LATEST_S`.
 
     ``now``: the reference for ``"now"`` and relative values (unix seconds).
-    Raises ToolError naming ``field`` and the accepted forms.
+    Raises ToolError naming ``field`` and the accepted forms, or the range a time must lie in
+    (a far-off one cannot be written as a date, and was a crash where it was written back).
     """
+    seconds = _parse_time(value, now=now, field=field)
+    if not EARLIEST_S <= seconds <= LATEST_S:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        raise ToolError(f"{field}: {shown} is outside the times that can be written as a date (years 1 to 9999)")
+    return seconds
+
+
+def _parse_time(value: object, *, now: float, field: str) -> float:
     if isinstance(value, bool):
         raise ToolError(f"{field}: expected a time, got {value!r}")
     if isinstance(value, (int, float)):

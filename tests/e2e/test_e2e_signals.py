@@ -87,6 +87,12 @@ def test_changes_recorded_from_outside_come_back_from_query_change_events(tmp_pa
         huge = httpx2.post(url + "/api/changes", headers=auth, timeout=10,
                            json={"kind": "deploy", "subject": "x", "actor": "ci", "detail": {"blob": "x" * 70_000}})
         assert huge.status_code == 413
+        # a time past year 9999 (or before year 1) cannot be written as a date: 400 naming it, not a 500
+        for at in (1e12, 1e308, 99999999999999999999, "99999999999999999999", "now+999999999999h", -1e15):
+            far = httpx2.post(url + "/api/changes", headers=auth, timeout=10,
+                              json={"kind": "deploy", "subject": "x", "actor": "ci", "at": at})
+            assert far.status_code == 400 and far.json()["error"]["field"] == "at", (at, far.text)
+            assert "years 1 to 9999" in far.json()["error"]["message"], far.text
         usage = subprocess.run(ongrid("changes", "record", "--kind", "deploy", "--subject", "s", "--actor", "a",
                                       "--detail", "[1]", "--url", url), env=env(), capture_output=True, text=True,
                                timeout=60)
