@@ -7,8 +7,9 @@ no raw ``<at>`` or other tag from the model's text reaches the platform:
 in text, link text and headings every ``<`` becomes a full-width ``＜``;
 in inline code and code blocks (where a shell's ``cmd < file`` must stay
 as written) a ``<`` that starts a tag (``<at``, ``</x``, ``<!``); a code
-block's language keeps only ``[A-Za-z0-9_+#.-]``.  Split at 30,000
-characters.
+block's language keeps only ``[A-Za-z0-9_+#.-]``; nothing inside a code
+block or inline code can end it (a fence line inside, a backtick).  Split at
+30,000 characters.
 """
 
 from __future__ import annotations
@@ -34,14 +35,32 @@ def _code(s: str) -> str:
     return _TAG_START.sub("＜", s)
 
 
+#: a line inside a code block that a renderer could take for the block's closing fence
+_INNER_FENCE = re.compile(r"^( {0,3})(?=```|~~~)", re.MULTILINE)
+
+
+def _code_block(code: str, lang: str) -> str:
+    """A fenced block that nothing inside can close: a line of the code that starts like a fence
+    gets a zero-width space in front (it is no fence then, to any renderer), and the fence is
+    longer than any run of backticks inside (CommonMark's own rule, for renderers that keep it)."""
+    code = _INNER_FENCE.sub("\\1\u200b", _code(code))
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", code)), default=0))
+    return f"{fence}{_LANG_DROP.sub('', lang)[:32]}\n{code}\n{fence}"
+
+
+def _inline_code(s: str) -> str:
+    """Inline code that nothing inside can end: a backtick in it is shown as ``ˋ`` (U+02CB), as a
+    run of backticks' own fences are not rendered alike everywhere."""
+    return f"`{_code(s).replace('`', 'ˋ')}`"
+
+
 def _link(url: str, text: str) -> str:
     return f"[{_text(text.replace(']', ''))}]({url.replace('<', '%3C').replace('>', '%3E')})"
 
 
-STYLE = MarkupStyle(text=_text, code=lambda s: f"`{_code(s)}`", bold=lambda s: f"**{_text(s)}**",
+STYLE = MarkupStyle(text=_text, code=_inline_code, bold=lambda s: f"**{_text(s)}**",
                     italic=lambda s: f"*{_text(s)}*", link=_link, heading=lambda s: f"**{s}**",
-                    code_block=lambda code, lang: f"```{_LANG_DROP.sub('', lang)[:32]}\n{_code(code)}\n```",
-                    bullet="- ")
+                    code_block=_code_block, bullet="- ")
 
 
 def to_md(markdown: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ongrid_feishu.markup import post_content, to_md
 from ongrid_slack.mrkdwn import to_mrkdwn
 from ongrid_telegram.markup import to_html
@@ -49,6 +51,26 @@ def test_feishu_md_code_and_link_text_carry_no_tag():
     assert "[＜at user_id=\"all\">everyone＜/at>](https://example.com/%3Cx%3E)" in out
     assert "`＜at user_id=\"all\">＜/at>`" in out
     assert "```at_user_idallat\nsort < in.txt > out.txt; echo \"＜at id=all>＜/at>\"\n```" in out
+
+
+@pytest.mark.parametrize("outer", ["~~~", "````", "~~~~~"])
+def test_feishu_md_a_fence_inside_a_code_block_cannot_close_it(outer):
+    # the outer fence was written as ``` and the inner ``` left as it was: to Feishu the inner line closed
+    # the block, and the line after it was live markdown that no text rule had passed through
+    out = to_md(f"{outer}\n```\n[x](javascript:alert(1))\n ~~~\n```\n{outer}\nafter")
+    lines = out.split("\n")
+    fence = lines[0]
+    assert set(fence) == {"`"} and len(fence) >= 4, out
+    inner = lines[1:lines.index(fence, 1)]
+    # no line inside starts like a fence (up to 3 spaces, then ``` or ~~~), to any renderer
+    assert not [line for line in inner if line.lstrip(" ").startswith(("```", "~~~"))], out
+    assert "[x](javascript:alert(1))" in inner and "after" in lines[lines.index(fence, 1) + 1:]
+
+
+def test_feishu_md_inline_code_cannot_be_ended_by_a_backtick_inside():
+    from ongrid_feishu.markup import _inline_code
+
+    assert _inline_code("a`[y](javascript:z)") == "`aˋ[y](javascript:z)`"
 
 
 TABLE = """Disk report:
