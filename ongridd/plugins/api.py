@@ -43,7 +43,14 @@ from ongridd.plugins.chat import ChatAPI, ChatTurn, Origin
 from ongridd.plugins.hookspecs import hookimpl
 from ongridd.plugins.httpjson import HttpAnswer, get_json
 from ongridd.plugins.settings import numeric_settings
-from ongridd.secretset import FILE_SCAN_BYTES, MIN_PIECE_CHARS, file_holds_secret, holds_any_secret, redact, scrubbed_env
+from ongridd.secretset import (
+    FILE_SCAN_BYTES,
+    MIN_PIECE_CHARS,
+    file_holds_secret,
+    holds_any_secret,
+    redact,
+    scrubbed_env,
+)
 from ongridd.timeparse import format_duration, iso_utc, parse_duration, parse_time
 from ongridd.unicodetext import ascii_digits
 from ongridd.tools.classify import call_key, classify_off_thread
