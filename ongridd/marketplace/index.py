@@ -188,11 +188,6 @@ def _entry(path: Path, plugins: Any, i: int, item: Any, seen: dict[str, str], pr
         problems.append(f"{_where(path, item, 'source')}: {label}.source must be relative to the index, "
                         f"got {source!r}")
         return None
-    if ".." in PurePosixPath(source.replace("\\", "/")).parts:
-        # ``../../..`` had install hash the whole file system (holding the install lock) to find a package
-        problems.append(f"{_where(path, item, 'source')}: {label}.source must lie inside the index's folder "
-                        f"(no '..'), got {source!r}")
-        return None
     norm = normalize_dist_name(name)
     if norm in seen:
         problems.append(f"{_where(path, item, 'name')}: {label}: duplicate package name {name!r} "
@@ -212,9 +207,8 @@ def load_index(path: str | os.PathLike) -> MarketplaceIndex:
     every problem found (all of them, one per line of the message): the
     file missing, unreadable, not a regular file or over 1 MiB, invalid YAML, a top level that is not a
     mapping with a ``plugins`` list, a missing/unknown/mistyped key, an
-    invalid name, version or sha256, a source that is absolute, empty or
-    climbs out of the index's folder (``..``), or two entries with the same
-    (normalised) name.
+    invalid name, version or sha256, a source that is absolute or empty,
+    or two entries with the same (normalised) name.
     """
     path = Path(path).absolute()
     data = read_yaml_file(path, what="marketplace index", error=MarketplaceError, typ="rt",
