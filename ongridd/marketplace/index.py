@@ -258,20 +258,31 @@ def _excluded(rel_parts: tuple[str, ...], is_dir: bool) -> bool:
     return name.endswith(EXCLUDED_FILE_SUFFIXES)
 
 
+#: the most files and folders, and bytes of files, a package folder may hold: a source that names a
+#: large tree by mistake (``../../..``) is refused rather than hashed whole, holding the install lock
+FOLDER_MAX_ENTRIES = 20_000
+FOLDER_MAX_BYTES = 256 * 1024 * 1024
+
+
 def folder_files(root: str | os.PathLike) -> list[str]:
     """The relative paths (``/``-separated, sorted) the folder hash covers.
 
-    Raises MarketplaceError for a symlink or a special file (naming it) and
-    when ``root`` is not a folder; OSError when a folder cannot be listed.
+    Raises MarketplaceError for a symlink or a special file (naming it), when
+    ``root`` is not a folder, and past :data:`FOLDER_MAX_ENTRIES` entries or
+    :data:`FOLDER_MAX_BYTES` of files; OSError when a folder cannot be listed.
     """
     root = Path(root)
     if not root.is_dir() or root.is_symlink():
         raise MarketplaceError(f"{root} is not a folder")
     out: list[str] = []
+    seen = [0, 0]  # entries, bytes
 
     def walk(folder: Path, parts: tuple[str, ...]) -> Iterator[str]:
         with os.scandir(folder) as it:
             entries = sorted(it, key=lambda e: e.name)
+        seen[0] += len(entries)
+        if seen[0] > FOLDER_MAX_ENTRIES:
+            raise MarketplaceError(f"{root}: more than {FOLDER_MAX_ENTRIES:,} files and folders: not a package folder")
         for entry in entries:
             rel = parts + (entry.name,)
             st = os.lstat(entry.path)
@@ -282,6 +293,10 @@ def folder_files(root: str | os.PathLike) -> list[str]:
                     yield from walk(Path(entry.path), rel)
             elif stat.S_ISREG(st.st_mode):
                 if not _excluded(rel, False):
+                    seen[1] += st.st_size
+                    if seen[1] > FOLDER_MAX_BYTES:
+                        raise MarketplaceError(f"{root}: more than {FOLDER_MAX_BYTES >> 20} MiB of files: "
+                                               "not a package folder")
                     yield "/".join(rel)
             else:
                 raise MarketplaceError(f"{entry.path}: not a regular file or folder")

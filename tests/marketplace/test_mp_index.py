@@ -196,3 +196,23 @@ def test_update_index_build_takes_a_bumped_version(tmp_path):
     check = subprocess.run([*UPDATE, "--check", "--index", str(market / "index.yaml")], capture_output=True,
                            text=True, env=python_env(), check=False)
     assert check.returncode == 0, check.stderr
+
+
+def test_a_folder_source_naming_a_large_tree_is_refused_before_it_is_hashed(tmp_path, monkeypatch):
+    """An index may name a source next to it (``../dist/x.whl``); one that names a large tree by
+    mistake (``../../..``) is refused once it passes a package folder's bounds, not hashed whole."""
+    from ongridd.marketplace import index
+
+    tree = tmp_path / "tree"
+    for i in range(5):
+        (tree / f"d{i}").mkdir(parents=True)
+        (tree / f"d{i}" / "f.txt").write_text("x" * 100)
+    monkeypatch.setattr(index, "FOLDER_MAX_ENTRIES", 6)
+    with pytest.raises(MarketplaceError, match="more than 6 files and folders: not a package folder"):
+        index.source_sha256(tree)
+    monkeypatch.setattr(index, "FOLDER_MAX_ENTRIES", 20_000)
+    monkeypatch.setattr(index, "FOLDER_MAX_BYTES", 250)
+    with pytest.raises(MarketplaceError, match="more than 0 MiB of files"):
+        index.source_sha256(tree)
+    monkeypatch.setattr(index, "FOLDER_MAX_BYTES", 500)
+    assert len(index.source_sha256(tree)) == 64
