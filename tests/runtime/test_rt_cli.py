@@ -109,7 +109,7 @@ async def test_done_turn_with_ask_and_sessions(tmp_path):
             code, out, err = await run_cli("sessions", "tree", given, "--url", d.base_url, "--json")
             assert code == 0 and json.loads(out)["id"] == sid and f"session {sid}" in err, (given, err)
         code, out, err = await run_cli("sessions", "tree", sid[:7], "--url", d.base_url)  # too short to be a prefix
-        assert code == 1 and "HTTP 404" in err and "sessions list" in err
+        assert code == 1 and "shorter than 8 characters: give at least 8" in err and "sessions list" in err
 
 
 async def test_ask_exit_codes_and_plain_output(tmp_path):
