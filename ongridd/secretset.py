@@ -177,8 +177,12 @@ def _url_form(value: str, safe: str = "") -> str:
 
 
 #: the most bytes of a file (a gzip file's, decompressed) :func:`file_holds_secret` reads; a
-#: larger file is not checked
-FILE_SCAN_BYTES = 64 << 20
+#: larger file is not checked (a file that grew since a clean check is read from where that
+#: check ended: see :meth:`Redactor.file_holds`)
+FILE_SCAN_BYTES = 1 << 30
+#: how much of a file's start, and of the end of what a clean check read, must be unchanged for a
+#: grown file to be read only from there (its new bytes appended, not the file rewritten)
+_APPEND_PROBE = 4096
 #: bytes read (and searched) at a time
 _SCAN_CHUNK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -233,6 +237,8 @@ class Redactor:
         self._quick: Any = None  # redact's RE2 first check of long texts, on first use
         self._bytes: tuple[Any, int] | None = None  # holds_in's pattern and its longest match, on first use
         self._file_verdicts: dict[tuple[Any, ...], bool | None] = {}
+        #: (path, device, inode, max_bytes) → (size, probe) of a plain file a check found clean
+        self._clean_files: dict[tuple[Any, ...], tuple[int, bytes]] = {}
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -437,11 +443,14 @@ class Redactor:
 
     def file_holds(self, path: str, max_bytes: int = FILE_SCAN_BYTES) -> bool | None:
         """Whether the regular file ``path`` holds one of the secrets (see :meth:`holds_in`); a
-        gzip file (by its first bytes) is read decompressed, every member.  False when none is
-        found; None when it was not checked: not a regular file, not readable, or larger than
-        ``max_bytes`` (decompressed: what was read by then held none).  The verdict is kept
-        while the file's device, inode, size and modification time stay the same.  Blocking
-        (run it in a thread); never raises."""
+        gzip file (by its first bytes) is read decompressed, every member, and as it is.  False
+        when none is found; None when it was not checked: not a regular file, not readable, or
+        larger than ``max_bytes`` (a gzip file too, or decompressed: what was read by then held
+        none).  The verdict is kept while the file's device, inode, size and modification time
+        stay the same; a plain file found clean that has grown since, its first and last
+        :data:`_APPEND_PROBE` bytes before the growth unchanged (a log appended to), is read from
+        where that check ended, less a secret's length.  Blocking (run it in a thread); never
+        raises."""
         import zlib
 
         pattern, longest = self._bytes_pattern()
@@ -465,13 +474,27 @@ class Redactor:
             key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, max_bytes)
             if key in self._file_verdicts:
                 return self._file_verdicts[key]
+            same_file = (path, st.st_dev, st.st_ino, max_bytes)
             try:
-                verdict = _scan_file(fh, pattern, longest, max_bytes, st.st_size, zlib)
+                plain = fh.read(2) != _GZIP_MAGIC
+                fh.seek(0)
+                start = 0
+                clean = self._clean_files.get(same_file)
+                if plain and clean is not None and clean[0] < st.st_size <= max_bytes and (
+                        _probe(fh, clean[0]) == clean[1]):
+                    start = max(0, clean[0] - longest + 1)  # appended to: read the new bytes (and a seam)
+                verdict = _scan_file(fh, pattern, longest, max_bytes, st.st_size, zlib, start)
+                probe = _probe(fh, st.st_size) if verdict is False and plain else None
             except (OSError, zlib.error, EOFError):
-                verdict = None
-        if len(self._file_verdicts) >= _FILE_VERDICTS:
-            self._file_verdicts.clear()
+                verdict, probe = None, None
+        for cache in (self._file_verdicts, self._clean_files):
+            if len(cache) >= _FILE_VERDICTS:
+                cache.clear()
         self._file_verdicts[key] = verdict
+        if probe is not None:
+            self._clean_files[same_file] = (st.st_size, probe)
+        else:
+            self._clean_files.pop(same_file, None)
         return verdict
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:
@@ -518,20 +541,43 @@ class Redactor:
         return best
 
 
-def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, zlib: Any) -> bool | None:
-    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start.  A gzip file is
-    read as ``gzip -dc`` reads it: member after member; bytes after the last member that do not
-    start another one are ignored, and what came before a corrupt part is still searched."""
+def _probe(fh: Any, size: int) -> bytes:
+    """A digest of the first :data:`_APPEND_PROBE` bytes of ``fh`` and of the last ones before
+    ``size``: unchanged, with the file larger than ``size``, it was appended to (``fh`` is left
+    at its start)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for at in (0, max(0, size - _APPEND_PROBE)):
+        fh.seek(at)
+        digest.update(fh.read(min(_APPEND_PROBE, size - at)))
+    fh.seek(0)
+    return digest.digest()
+
+
+def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, zlib: Any,
+               start: int = 0) -> bool | None:
+    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start; a plain file is read
+    from ``start`` on (a gzip file whole).  A gzip file is read as ``gzip -dc`` reads it: member
+    after member; bytes after the last member that do not start another one are ignored, and what
+    came before a corrupt part is still searched — and its bytes as they are are searched too (a
+    header's name or comment, bytes after the last member: what ``grep -a`` would print)."""
     head = fh.read(2)
     fh.seek(0)
     gzipped = head == _GZIP_MAGIC
-    if not gzipped and size > max_bytes:
+    if size > max_bytes:
         return None
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
-    tail = b""
+    if not gzipped:
+        fh.seek(start)
+    tail = raw_tail = b""
     seen = 0
     while True:
         raw = fh.read(_SCAN_CHUNK)
+        if inflate is not None:
+            if pattern.search(raw_tail + raw) is not None:
+                return True
+            raw_tail = (raw_tail + raw)[-longest:] if longest > 1 else b""
         ended = broken = False
         if inflate is not None:
             pieces: list[bytes] = []

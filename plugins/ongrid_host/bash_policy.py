@@ -44,7 +44,7 @@ import unicodedata
 
 import attrs
 
-from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, prints_parts, systemctl_canonical
+from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, reads_by_position, systemctl_canonical
 from ongrid_host.expr_rules import parse_find
 from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
 from ongrid_host.path_args import change_paths_problem, paths_problem
@@ -224,8 +224,8 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
     paths = parsed.paths()
     if name in ("grep", "egrep") and grep_recursive(parsed) and "recursive" not in parsed.roles:
         paths.append((".", "recursive"))  # no folder named: grep -r reads the folder it runs in
-    if prints_parts(parsed):  # pieces of lines: a file not checked for the daemon's secrets is refused
-        paths = [(path, f"{role}-parts" if role in ("read", "recursive") else role) for path, role in paths]
+    if not reads_by_position(parsed):  # its output depends on what the files hold: they must have been checked
+        paths = [(path, f"{role}-checked" if role in ("read", "recursive") else role) for path, role in paths]
     argv = parsed.argv()
     if name in ("grep", "egrep") and grep_recursive(parsed):
         if parsed.has("z", "null-data"):

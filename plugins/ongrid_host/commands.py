@@ -170,16 +170,21 @@ def _grep_check(parsed: Parsed) -> None:
                                "a file's text into labelled pieces; use -o alone, or drop -o")
 
 
-def prints_parts(parsed: Parsed) -> bool:
-    """Whether the command prints pieces of the lines it reads rather than whole lines — ``grep
-    -o`` (each match alone), ``head -c`` / ``tail -c`` (a byte range) — so that a piece of a held
-    secret shorter than the redaction's shortest may come out whole (its files must have been
-    checked for the daemon's secrets: see ``PathPolicy.read_problem``)."""
-    if parsed.name in ("grep", "egrep", "fgrep", "zgrep"):
-        return parsed.has("o", "only-matching")
+#: the commands whose output does not depend on what the file holds, beyond the lines they print
+#: whole (by position): with no pattern, key or byte range to choose, they cannot be made to answer
+#: a question about a held secret a few characters or one yes/no at a time
+_BY_POSITION = frozenset({"cat", "zcat", "head", "tail", "wc", "file", "md5sum", "sha256sum"})
+
+
+def reads_by_position(parsed: Parsed) -> bool:
+    """Whether the command reads its files only by position and prints whole lines (``cat``,
+    ``head -n``, ``tail -n``, ``zcat``) or a whole-file figure (``wc``, ``md5sum``, ``file``).
+    Any other reader — a search (``grep -c``, ``sed`` with addresses and exit codes), a sort, a
+    byte range (``head -c``) — answers questions about what its files hold, so its files must have
+    been checked for the daemon's secrets (see ``PathPolicy.read_problem``)."""
     if parsed.name in ("head", "tail"):
-        return parsed.has("c", "bytes")
-    return False
+        return not parsed.has("c", "bytes")
+    return parsed.name in _BY_POSITION
 
 
 def grep_spec(name: str) -> CommandSpec:

@@ -55,9 +55,9 @@ _ROLE_CHECKS: dict[str, Callable[[PathPolicy, str], str | None]] = {
     "journal": lambda policy, path: policy.read_problem(path, JOURNAL_NAMES),
     # its contents are printed: a file holding one of the daemon's own secrets is not read
     "read": lambda policy, path: policy.read_problem(path, scan_secrets=True),
-    # pieces of its lines are printed (grep -o, head -c): a file that could not be checked is not read either
-    "read-parts": lambda policy, path: policy.read_problem(path, scan_secrets=True, parts=True),
-    "recursive-parts": lambda policy, path: policy.recursive_problem(path, parts=True),
+    # searched, sorted, or cut into pieces (grep, sed, sort, head -c): nor is a file that could not be checked
+    "read-checked": lambda policy, path: policy.read_problem(path, scan_secrets=True, checked=True),
+    "recursive-checked": lambda policy, path: policy.recursive_problem(path, checked=True),
 }
 
 

@@ -378,7 +378,7 @@ class PathPolicy:
         return None
 
     def read_problem(self, path: str, skip_names: frozenset[str] = frozenset(), *,
-                     scan_secrets: bool = False, parts: bool = False) -> str | None:
+                     scan_secrets: bool = False, checked: bool = False) -> str | None:
         """Why reading the file ``path`` is refused, or None; a secret by name whose reason is in
         ``skip_names`` does not count (journalctl reads :data:`JOURNAL_NAMES`).  ``scan_secrets``
         (a command that prints what it reads): on the local host, a file that holds one of the
@@ -386,10 +386,12 @@ class PathPolicy:
         secret, as it is or in another letter case or encoding) is refused too, so no rewritten
         or piecemeal copy of it can reach the model; a file over
         :data:`~ongridd.secretset.FILE_SCAN_BYTES` is not checked (what it prints is redacted as
-        every tool result is) — unless ``parts`` (the command prints pieces of its lines:
-        ``grep -o``, ``head -c``, ``tail -c``): a piece shorter than the redaction's shortest
-        (:data:`~ongridd.secretset.MIN_PIECE_CHARS`) would pass it, so a file that could not be
-        checked is then refused."""
+        every tool result is) — unless ``checked``: the command's output depends on what the file
+        holds (it searches it, sorts it, or prints pieces of its lines: ``grep``, ``sed``,
+        ``sort``, ``head -c``), so it could give a secret away a few characters or one yes/no at a
+        time (``grep -c``, ``sed`` exit codes), each too little for the redaction; a file that
+        could not be checked (over :data:`FILE_SCAN_BYTES`, unreadable, not a regular file) is
+        then refused while the daemon holds any secret."""
         problem, forms = self.forms(path)
         if problem:
             return problem
@@ -409,8 +411,9 @@ class PathPolicy:
                     problem = (f"path {shown} holds a secret Ongrid itself is configured with (a chat token, the "
                                "model's key or a bridge secret), so it is not read; a copy of one there is worth "
                                "removing")
-                elif holds is None and parts and os.path.isfile(forms[-1]):
-                    problem = _unchecked_parts_problem(shown)
+                elif holds is None and checked and holds_any_secret() and (
+                        os.path.lexists(forms[-1]) and not os.path.isdir(forms[-1])):  # (a folder: its files)
+                    problem = _unchecked_problem(shown)
             return problem
         return None
 
@@ -430,12 +433,12 @@ class PathPolicy:
                 return f"path {shown} would read {area}"
         return None
 
-    def recursive_problem(self, path: str, *, parts: bool = False) -> str | None:
+    def recursive_problem(self, path: str, *, checked: bool = False) -> str | None:
         """Why reading everything under ``path`` is refused, or None: it is
-        itself forbidden, or it contains a forbidden area.  ``parts``: the command
-        prints pieces of lines (``grep -r -o``), so a file under it that could not be
-        checked for the daemon's secrets is refused too (see :meth:`read_problem`)."""
-        problem = self.read_problem(path, scan_secrets=True, parts=parts)  # a file named to grep -r is read as it is
+        itself forbidden, or it contains a forbidden area.  ``checked``: the command's
+        output depends on what the files hold (``grep -r``), so a file under it that could
+        not be checked for the daemon's secrets is refused too (see :meth:`read_problem`)."""
+        problem = self.read_problem(path, scan_secrets=True, checked=checked)  # a file named to grep -r: as it is
         if problem:
             return problem
         if self.cwd is None and not path.startswith("/"):
@@ -466,7 +469,7 @@ class PathPolicy:
             if problem:
                 return problem
         if self.resolve:
-            return _secret_file_inside(path, forms[-1], parts)
+            return _secret_file_inside(path, forms[-1], checked)
         return None
 
     def _copy_inside(self, folder: str) -> str | None:
@@ -540,24 +543,24 @@ def _files_under(real: str, skip: Callable[[str], bool] = lambda folder: False) 
 
 #: how many bytes of a recursive read's files are searched for the daemon's own secrets at most;
 #: past that the rest is not checked (what the command prints is redacted as every tool result is)
-SECRET_WALK_BYTES = 256 << 20
+SECRET_WALK_BYTES = 1 << 30
 
 
-def _secret_file_inside(path: str, real: str, parts: bool = False) -> str | None:
+def _secret_file_inside(path: str, real: str, checked: bool = False) -> str | None:
     """Why a recursive read of the local folder ``real`` (``path`` resolved) is refused, or None:
     a file under it holds one of the daemon's own secrets (:func:`file_holds_secret`; symbolic
     links not followed, as grep -r meets them).  At most :data:`PRIVATE_WALK_MAX` entries and
     :data:`SECRET_WALK_BYTES` of files are looked at; a file over
     :data:`~ongridd.secretset.FILE_SCAN_BYTES`, or one that cannot be read, is skipped — unless
-    ``parts`` (the command prints pieces of lines): then a file left unchecked, or a folder with
-    more than the walk looks at, is refused (:func:`_unchecked_parts_problem`)."""
+    ``checked`` (the command's output depends on what the files hold, as ``grep -r``'s does):
+    then, while the daemon holds any secret, a file left unchecked, or a folder with more than
+    the walk looks at, is refused (:func:`_unchecked_problem`)."""
     if not os.path.isdir(real):
         return None
     budget = SECRET_WALK_BYTES
     for entry in _files_under(real):
         if entry is None or budget <= 0:
-            return (_unchecked_parts_problem(f"'{path}'", walk=True)
-                    if parts and holds_any_secret() else None)
+            return _unchecked_problem(f"'{path}'", walk=True) if checked and holds_any_secret() else None
         try:
             size = entry.stat(follow_symlinks=False).st_size
         except OSError:
@@ -569,20 +572,23 @@ def _secret_file_inside(path: str, real: str, parts: bool = False) -> str | None
         if holds:
             return (f"recursive read of '{path}' would include '{entry.path}', which holds a secret Ongrid itself "
                     "is configured with (a chat token, the model's key or a bridge secret); name the files to read")
-        if holds is None and parts and holds_any_secret():
-            return _unchecked_parts_problem(f"'{entry.path}' (under '{path}')")
+        if holds is None and checked and holds_any_secret():
+            return _unchecked_problem(f"'{entry.path}' (under '{path}')")
     return None
 
 
-def _unchecked_parts_problem(shown: str, *, walk: bool = False) -> str:
-    """The refusal of a command that prints pieces of lines (``grep -o``, ``head -c``, ``tail -c``)
-    from a file, or a folder's files, that could not be checked for the daemon's own secrets."""
-    what = (f"the folder {shown} holds more files than are checked for" if walk else
-            f"path {shown} could not be checked for (too large: over {FILE_SCAN_BYTES >> 20} MiB, or unreadable)")
-    return (f"{what} the secrets Ongrid itself is configured with, and this command prints pieces of lines "
-            f"(grep -o, head -c, tail -c): a piece shorter than {MIN_PIECE_CHARS} characters would pass the "
-            "redaction of what it prints; print whole lines (grep without -o, head -n, tail -n), or name "
-            "smaller files")
+def _unchecked_problem(shown: str, *, walk: bool = False) -> str:
+    """The refusal of a command whose output depends on what a file holds (a search, a sort,
+    pieces of lines) for a file, or a folder's files, that could not be checked for the daemon's
+    own secrets."""
+    what = (f"the folder {shown} holds more than the {SECRET_WALK_BYTES >> 20} MiB or {PRIVATE_WALK_MAX:,} files "
+            "that are checked for" if walk else
+            f"path {shown} could not be checked for (over {FILE_SCAN_BYTES >> 20} MiB, unreadable, or not a "
+            "regular file)")
+    return (f"{what} the secrets Ongrid itself is configured with, and this command's output depends on what "
+            f"it holds (it searches, sorts, or prints pieces of lines): a few characters or one yes/no at a time "
+            f"(each under the {MIN_PIECE_CHARS} characters the redaction finds) it could give a held secret away; "
+            "read the file by position instead (cat, head -n, tail -n), or name smaller files")
 
 
 #: what a file begins with that says what it is, whatever its name: a journal file (a copy, a hard link,

@@ -430,12 +430,14 @@ def _too_large_to_check(path, text: str) -> None:
         fh.write(b"\n" + text.encode())
 
 
-def test_pieces_of_lines_from_a_file_too_large_to_check_are_refused(tmp_path):
+def test_reads_that_answer_questions_about_a_file_too_large_to_check_are_refused(tmp_path):
     """A file over the scan's limit is not checked for the daemon's secrets, and what reads it prints
-    is redacted; but a command that prints pieces of lines — ``grep -o -P '(?<=/bot).{7}'``, ``head
-    -c``, ``tail -c`` — could hand the model a held secret 7 characters at a time, each too short
-    for the redaction. So such a command is refused on a file that could not be checked; whole lines
-    still are read, and with no secret held nothing is refused."""
+    is redacted; but a command whose output depends on what the file holds could give a held secret
+    away a few characters (``grep -o -P '(?<=/bot).{7}'``, ``head -c``) or one yes/no (``grep -c
+    -P '/bot.{10}A'``, ``sed -n '/bot1/q97'`` and its exit code, ``sort -k2.10``) at a time, each
+    too little for the redaction. So while a secret is held, only reads by position (``cat``,
+    ``head -n``, ``tail -n``, ``wc``) run on such a file; on a checked file every read does, and
+    with no secret held nothing is refused."""
     from ongridd.secretset import REGISTRY
 
     _too_large_to_check(tmp_path / "big.log", f"POST https://api.example/bot{HELD}/getUpdates\n")
@@ -443,21 +445,85 @@ def test_pieces_of_lines_from_a_file_too_large_to_check_are_refused(tmp_path):
     _too_large_to_check(tmp_path / "logs" / "big.log", f"token={HELD}\n")
     (tmp_path / "small.log").write_text("GET /healthz 200\n")
     policy = PathPolicy.local(cwd=str(tmp_path))
-    parts = ("grep -o -P '(?<=/bot).{7}' big.log", "grep -oE 'bot.{7}' big.log", "egrep -o x big.log",
-             "zgrep -o x big.log", "head -c 100 big.log", "tail -c +67108870 big.log", "tail --bytes=7 big.log",
-             "grep -r -h -o x logs", "grep -rho x .")
-    whole = ("grep bot big.log", "tail -n 1 big.log", "head -n 3 big.log", "grep -c bot big.log",
-             "grep -o x small.log", "head -c 10 small.log", "grep -r -h -o GET small.log", "wc -c big.log")
+    asking = ("grep -o -P '(?<=/bot).{7}' big.log", "grep -oE 'bot.{7}' big.log", "egrep -o x big.log",
+              "zgrep -o x big.log", "head -c 100 big.log", "tail -c +67108870 big.log", "tail --bytes=7 big.log",
+              "grep -r -h -o x logs", "grep -rho x .", "grep -c -P '/bot.{10}A' big.log", "grep -q bot1 big.log",
+              "grep -l bot1 big.log", "grep bot big.log", "sed -n '/bot1/q97' big.log", "sed -n '/bot1/=' big.log",
+              "sort -k2.10 big.log", "zgrep -c x big.log", "grep -r -l token logs", "grep -f big.log small.log")
+    by_position = ("tail -n 1 big.log", "head -n 3 big.log", "cat big.log", "wc -c big.log", "md5sum big.log",
+                   "grep -o x small.log", "head -c 10 small.log", "grep -r -h -o GET small.log", "sort small.log",
+                   "sed -n '/GET/q97' small.log")
     with REGISTRY.hold([HELD]):
-        for cmd in parts:
+        for cmd in asking:
             verdict = analyze(cmd, policy)
             assert verdict.kind == "refused", (cmd, verdict)
-            assert "could not be checked for" in verdict.reason and "prints pieces of lines" in verdict.reason, (
+            assert "could not be checked for" in verdict.reason and "depends on what it holds" in verdict.reason, (
                 cmd, verdict.reason)
-        for cmd in whole:
+        for cmd in by_position:
             assert analyze(cmd, policy).kind == "read", cmd
-    for cmd in parts:  # no secret held: nothing a file could hold to protect
-        assert analyze(cmd, policy).kind == "read", cmd
+    for cmd in asking:  # no secret held: nothing a file could hold to protect
+        assert analyze(cmd, policy).kind in ("read", "write"), cmd
+
+
+def test_a_gzip_file_is_checked_as_it_is_too(tmp_path):
+    """gzip -dc ignores bytes after its last member and a header's file name, but grep -a and cat
+    print them: a gzip file is searched as it is as well as unpacked."""
+    import gzip
+
+    from ongridd.secretset import REGISTRY
+
+    (tmp_path / "trail.log").write_bytes(gzip.compress(b"hello\n") + f"GET /bot{HELD}/sendMessage 200\n".encode())
+    named = bytearray(gzip.compress(b"hello\n"))
+    named[3] |= 8  # FNAME: a zero-terminated name after the fixed header
+    (tmp_path / "named.gz").write_bytes(bytes(named[:10]) + HELD.encode() + b"\0" + bytes(named[10:]))
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        for cmd in ("grep -a -o -P '(?<=/bot).{7}' trail.log", "head -c 40 trail.log", "cat trail.log",
+                    "grep -a -o -P 'bot.{7}' named.gz", "zcat named.gz"):
+            verdict = analyze(cmd, policy)
+            assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (cmd, verdict)
+
+
+def test_a_file_that_grew_is_checked_again_from_where_the_last_check_ended(tmp_path):
+    """A log checked clean and appended to is read from the end of the last check (less a secret's
+    length: one written across the seam is found); a file rewritten in place, larger, whole."""
+    from ongridd.secretset import REGISTRY, file_holds_secret
+
+    log = tmp_path / "app.log"
+    log.write_text("GET /healthz 200\n" * 1000 + "token=" + HELD[:5])
+    with REGISTRY.hold([HELD]):
+        assert file_holds_secret(str(log)) is False
+        with open(log, "a") as fh:  # the rest of the secret: across the seam
+            fh.write(HELD[5:] + "\n")
+        assert file_holds_secret(str(log)) is True
+        log.write_text("GET /healthz 200\n" * 1000)
+        assert file_holds_secret(str(log)) is False
+        with open(log, "r+") as fh:  # the same inode, rewritten from its start and larger: read whole again
+            fh.write(f"token={HELD}\n" + "GET /healthz 200\n" * 1001)
+        assert file_holds_secret(str(log)) is True
+
+
+def test_a_recursive_search_past_what_the_walk_checks_is_refused(tmp_path, monkeypatch):
+    from ongrid_host import path_policy
+
+    from ongridd.secretset import REGISTRY
+
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    for i in range(3):
+        (tree / f"a{i}.log").write_text("x" * 1000)
+    (tree / "sub" / "creds.conf").write_text(f"token={HELD}\n")
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    monkeypatch.setattr(path_policy, "SECRET_WALK_BYTES", 3000)  # spent on the three logs before creds.conf
+    with REGISTRY.hold([HELD]):
+        verdict = analyze("grep -r -l -P 'token=.{9}' tree", policy)
+        assert verdict.kind == "refused" and "holds more than" in verdict.reason, verdict
+        monkeypatch.setattr(path_policy, "SECRET_WALK_BYTES", 1 << 30)
+        monkeypatch.setattr(path_policy, "PRIVATE_WALK_MAX", 2)
+        verdict = analyze("grep -r token tree", policy)
+        # (as root the walk for private files, over the same entries, says so first)
+        assert verdict.kind == "refused" and ("holds more than" in verdict.reason
+                                              or "more than 2 entries to check" in verdict.reason), verdict
 
 
 async def test_a_held_secret_is_not_read_7_characters_at_a_time_from_a_large_file(call, tmp_path):
@@ -469,7 +535,7 @@ async def test_a_held_secret_is_not_read_7_characters_at_a_time_from_a_large_fil
             cmd = f"grep -o -P '(?<=/bot.{{{k}}}).{{7}}' {tmp_path / 'big.log'}"
             with pytest.raises(ToolError) as info:
                 await call("host_bash", {"cmd": cmd, "timeout_s": 20}, read_only=True)
-            assert "prints pieces of lines" in str(info.value), cmd
+            assert "depends on what it holds" in str(info.value), cmd
         # whole lines still come out (a tool result is redacted on its way to the model: the whole value)
         out = await call("host_bash", {"cmd": f"tail -n 1 {tmp_path / 'big.log'}", "timeout_s": 20}, read_only=True)
         assert out["stdout"].endswith("/getUpdates\n") and HELD not in redact(out["stdout"]), out["stdout"][-200:]
