@@ -72,11 +72,24 @@ def known_tool_names(args: argparse.Namespace | None = None) -> Collection[str] 
 
 
 def _print(text: str, stream: TextIO) -> None:
+    """``text`` and a line break on ``stream``, fit for a terminal (:func:`~ongridd.cli.termui.safe_text`:
+    a persona file's escape sequences, C1 or bidi controls are not passed on; JSON comes here
+    through :func:`_json_text`, its strings' controls escaped)."""
+    from ongridd.cli.termui import safe_text
+
+    text = safe_text(text)
     try:
         stream.write(text + "\n")
     except UnicodeEncodeError:
         enc = stream.encoding or "ascii"
         stream.write(text.encode(enc, "backslashreplace").decode(enc, "replace") + "\n")
+
+
+def _json_text(value: object) -> str:
+    """``value`` as indented JSON with the characters a terminal acts on escaped (the same JSON)."""
+    from ongridd.cli.termui import escape_controls
+
+    return escape_controls(json.dumps(value, ensure_ascii=False, indent=2))
 
 
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -126,7 +139,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if args.json:  # the items of GET /api/agents: origin and the warnings about each file too
         items = [p.to_dict() | {"origin": persona_origin(p.source, registry.builtin_root, _plugin_reports(args)),
                                 "warnings": persona_warnings(p.source, report.warnings)} for p in personas]
-        _print(json.dumps(items, ensure_ascii=False, indent=2), sys.stdout)
+        _print(_json_text(items), sys.stdout)
         return 0
     config = getattr(args, "_config", None)
     if _no_folder_named(args) and not any(Path(root).is_dir() for root in (config.agent_user_roots if config else ())):
@@ -187,7 +200,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         data: dict[str, Any] = persona.to_dict()
         data["body"] = persona.body
-        _print(json.dumps(data, ensure_ascii=False, indent=2), sys.stdout)
+        _print(_json_text(data), sys.stdout)
     else:
         _print(f"# source: {persona.source}", sys.stdout)
         _print(persona_to_text(persona).rstrip("\n"), sys.stdout)
@@ -281,9 +294,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     strict = getattr(args, "strict", False)
     failed = bool(missing or skipped or (strict and (problems or warned)))
     if as_json:
-        _print(json.dumps({"ok": not failed, "strict": strict, "loaded": loaded, "skipped": skipped,
-                           "tool_problems": problems, "warnings": warned, "missing": missing_paths, "files": rows},
-                          ensure_ascii=False, indent=2), sys.stdout)
+        _print(_json_text({"ok": not failed, "strict": strict, "loaded": loaded, "skipped": skipped,
+                           "tool_problems": problems, "warnings": warned, "missing": missing_paths, "files": rows}),
+               sys.stdout)
     else:
         _print(summary, sys.stdout)
     # --strict: a tool problem or a warning fails the check too (a CI gate); without it tool problems

@@ -91,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(state, ignore_errors=True)
     if args.json:
-        print(json.dumps(to_json(model, results), ensure_ascii=False))
+        from ongridd.cli.termui import escape_controls
+
+        print(escape_controls(json.dumps(to_json(model, results), ensure_ascii=False)))
     else:
         print(table(model, results))
     return 0 if all(r.passed for r in results) else 1

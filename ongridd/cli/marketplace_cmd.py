@@ -17,12 +17,11 @@ missing/wrong token.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from ongridd.cli.common import ClientError, add_client_args, base_url, http_json, refused
+from ongridd.cli.common import ClientError, add_client_args, base_url, http_json, print_json, refused
 
 INSTALL_TIMEOUT_S = 600.0
 LIST_TIMEOUT_S = 10.0
@@ -57,7 +56,7 @@ def _err(message: str) -> None:
 
 def _print_rows(rows: list[dict[str, Any]], as_json: bool, empty_note: str) -> None:
     if as_json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print_json(rows)
         return
     if not rows:
         print(empty_note)
@@ -167,7 +166,7 @@ def run_action(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2 if refused(exc) else 1
     if args.json:
-        print(json.dumps(answer, ensure_ascii=False, indent=2))
+        print_json(answer)
     else:
         print("\n".join(_summary(answer if isinstance(answer, dict) else {})))
     return 0

@@ -14,11 +14,10 @@ whatever the plugins did); 2 on a configuration error or a refused token.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from ongridd.cli.common import ClientError, add_client_args, base_url, http_json, refused
+from ongridd.cli.common import ClientError, add_client_args, base_url, http_json, print_json, refused
 
 
 def add_parser(subparsers: Any) -> None:
@@ -110,7 +109,7 @@ def run_list(args: argparse.Namespace) -> int:
                  + " with this configuration and this shell's environment (a daemon started otherwise may load "
                    "differently)")
     if args.json:
-        print(json.dumps(reports, ensure_ascii=False, indent=2))
+        print_json(reports)
         print(f"({where})", file=sys.stderr)  # whose view it is, beside the JSON (not in it)
         return 0
     for report in reports:

@@ -391,9 +391,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_export(args: argparse.Namespace, data: dict) -> int:
-    from ongridd.cli.termui import safe_text
+    from ongridd.cli.termui import escape_controls, safe_text
 
-    text = safe_text(format_markdown(data)) if args.markdown else json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    text = safe_text(format_markdown(data)) if args.markdown else escape_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n"
     if not args.output:
         sys.stdout.write(text)
         return 0

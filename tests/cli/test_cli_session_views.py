@@ -330,3 +330,21 @@ def test_messages_of_a_thread_whose_last_turn_left_no_answer_say_how_it_ended(mo
         out = capsys.readouterr().out.splitlines()
         assert out[0] == "#1 user: why is disk full?"
         assert (out[1:] == []) if said is None else (len(out) == 2 and said in out[1]), (change, out)
+
+
+def test_an_export_to_the_terminal_escapes_what_a_terminal_acts_on(monkeypatch, capsys):
+    """``sessions export`` writes JSON; the model's and the tools' strings in it keep their C1 and
+    bidi controls only as ``\\u`` escapes (the same JSON value), as every ``--json`` view does."""
+    import argparse
+
+    from ongridd.cli import sessions
+
+    sid = "01a24d73-8721-7000-8000-000000000000"
+    data = {"session": {"id": sid}, "messages": [{"seq": 1, "role": "assistant",
+                                                  "content": "ok \u009b31mred \u202eevil\u202c \x1b]0;t\x07"}]}
+    monkeypatch.setattr(sessions, "http_json", lambda method, args, path, *rest, **kw: data)
+    args = argparse.Namespace(sessions_command="export", session_id=sid, json=False, markdown=False, output=None)
+    assert sessions.run(args) == 0
+    out = capsys.readouterr().out
+    assert not [c for c in ("\u009b", "\u202e", "\u202c", "\x1b", "\x07") if c in out], repr(out)
+    assert json.loads(out) == data

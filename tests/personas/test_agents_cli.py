@@ -195,3 +195,23 @@ def test_validate_a_copy_of_a_built_in_persona_says_so(capsys, repo, tmp_path):
     copy.write_bytes((repo / "agents" / "default.md").read_bytes())
     code, out, _ = run(capsys, "validate", str(copy))
     assert code == 0 and "(identical to the built-in persona)" in out and "overrides" not in out
+
+
+def test_a_persona_file_cannot_drive_the_terminal(capsys, tmp_path):
+    """A persona's description and body are shown as text: its escape sequences (a window title
+    through OSC, ESC[2J), 8-bit C1 controls, bidi overrides and backspaces reach no terminal —
+    removed from the text views, escaped in the JSON ones (the same JSON value)."""
+    hostile = "x \x1b]0;TITLE\x07 \x9b2J \u202eRLO back\x08\x08"
+    yaml_escaped = r"x \e]0;TITLE\a \x9b2J \u202eRLO back\b\b"  # the same characters, as YAML writes them
+    (tmp_path / "evil.md").write_text(
+        f'---\nname: evil-persona\ndescription: "desc {yaml_escaped}"\ntools: [host_df]\n---\nBody {hostile}.\n')
+    for argv in (("show", "evil-persona"), ("list",), ("catalog",), ("show", "evil-persona", "--json"),
+                 ("list", "--json")):
+        code, out, err = run(capsys, *argv, "--agents-dir", str(tmp_path))
+        assert code == 0, (argv, err)
+        for raw in ("\x1b", "\x07", "\x9b", "\u202e", "\x08"):
+            assert raw not in out + err, (argv, raw)
+        if "--json" in argv:
+            data = json.loads(out)
+            shown = data if isinstance(data, dict) else next(d for d in data if d["name"] == "evil-persona")
+            assert hostile in shown["description"]  # the value itself, escaped only in the text
