@@ -298,8 +298,12 @@ def _name(data: Mapping[str, Any], out: _Collector) -> str | None:
         return None
     name = unicodedata.normalize("NFC", data["name"])
     problem = name_problem(name)
+    posed = next((r for r in sorted(RESERVED_NAMES) if r != name and r.casefold() == name.casefold()), None)
     if problem:
         out.error(f"'name' {quote(name)} {problem}", key="name")
+    elif posed is not None:  # a tile or a tree node reading "Reviewer" beside the real one
+        out.error(f"'name' {quote(name)} is the reserved role {quote(posed)} in other letters' case; a persona "
+                  "may not pose as it", key="name")
     elif (stem := _misspelt_stem(name, out.path)) is not None:
         out.warn(f"'name' {quote(name)} is nearly the file's name {quote(stem)}: is one of them misspelt? The "
                  f"persona is known by its 'name', {quote(name)}", key="name")

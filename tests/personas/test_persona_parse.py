@@ -121,6 +121,18 @@ def test_invalid_names(name):
     assert warnings[0].startswith("p.md:2: 'name'")
 
 
+@pytest.mark.parametrize("name", ["Reviewer", "REVIEWER", "Default", "reviewer", "default"])
+def test_a_name_may_not_pose_as_a_reserved_role_in_another_letter_case(name):
+    """A persona named ``Reviewer`` would stand beside the real ``reviewer`` as a worker any turn
+    may dispatch, its tiles and tree nodes reading as the gate's; the reserved roles themselves
+    (a user's own ``reviewer.md`` replacing the built-in) are unchanged."""
+    persona, warnings = parse_persona_text(f"---\nname: {name}\ndescription: d\n---\nb\n", "p.md")
+    if name.islower():
+        assert persona is not None and persona.name == name, warnings
+    else:
+        assert persona is None and "is the reserved role" in warnings[0], warnings
+
+
 @pytest.mark.parametrize(("file", "name", "warned"), [
     ("specialist-mail.md", "specialist-mial", True),   # a typo in one of them
     ("specialist-disk.md", "specialist-dsk", True),
