@@ -10,6 +10,7 @@ callbacks.  The collector keeps a staging only if the whole plugin succeeded.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,10 @@ HOOK_NAMES = (
     "ongrid_register_services",
 )
 ROUTE_AUTH = ("token", "none")
+#: a route's path: ``/``-separated segments of ASCII letters, digits and ``. _ ~ -`` (no empty,
+#: ``.`` or ``..`` segment, no percent-escape, no other character: none can pass for another path,
+#: as ``//healthz`` or ``/healthz`` with a zero-width space after it did), at most 200 characters
+ROUTE_PATH_RE = re.compile(r"(?:/[A-Za-z0-9._~-]+)+\Z")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 class PluginRoute(NamedTuple):
     """An HTTP route a plugin registered: ``handler(PluginRequest)`` is async.
@@ -140,6 +145,9 @@ class Staging:
             raise self._fail(f"route {method.upper()} {path}: the daemon serves that path itself "
                              f"({', '.join(DAEMON_PATHS)}, and {', '.join(DAEMON_FOLDERS)} with every path below "
                              "them); choose another, e.g. under /api/plugins/<your plugin>/")
+        if len(path) > 200 or not ROUTE_PATH_RE.match(path) or any(seg in (".", "..") for seg in path.split("/")):
+            raise self._fail(f"route: path must be '/'-separated segments of ASCII letters, digits and '. _ ~ -' "
+                             f"(no empty, '.' or '..' segment, at most 200 characters), got {path!r}")
         if not callable(handler):
             raise self._fail(f"route {method.upper()} {path}: handler must be an async callable")
         key = (method.upper(), path)

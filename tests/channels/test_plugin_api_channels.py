@@ -83,6 +83,17 @@ def test_a_route_at_a_path_the_daemon_serves_fails_the_plugin(monkeypatch, path)
     assert not out.routes
 
 
+@pytest.mark.parametrize("path", ["//healthz", "/api//sessions", "/api/plugins/../sessions", "/healthz\u200b",
+                                  "/api/sessions\u0130", "/api/x/", "/api/%73essions", "/a?b", "/" + "a" * 200])
+def test_a_route_path_that_could_pass_for_another_fails_the_plugin(monkeypatch, path):
+    def routes(register, context):
+        register("GET", path, _svc, auth="none")
+
+    out = _collect(monkeypatch, _module("ongridtest_lookalike", ongrid_register_routes=routes))
+    assert not out.report[0].ok and "route: path must be '/'-separated segments" in out.report[0].error, out.report
+    assert not out.routes
+
+
 def test_every_route_of_the_daemon_is_a_path_plugins_may_not_take():
     from ongridd.plugins.staging import daemon_path
 
