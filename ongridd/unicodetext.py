@@ -41,6 +41,22 @@ def valid_text(text: str) -> str:
 
 #: letters and marks that show as blank space (Hangul fillers, the braille blank, the combining
 #: grapheme joiner): a run of them pads a line so that what follows wraps onto a line of its own
+#: C0 controls but tab and newline, DEL, C1 controls (U+0080..U+009F: 8-bit CSI/OSC), the Unicode
+#: bidirectional overrides, isolates and marks, and the line and paragraph separators: what, in
+#: text a model or a tool wrote, moves a terminal's cursor, sets its clipboard (OSC 52), hides a
+#: link (OSC 8), reorders what a reader sees, or starts a line of its own where a viewer breaks on
+#: U+2028 — and shows nothing a reader needs
+CONTROL_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[{CONTROL_CHARS}]")
+
+
+def without_controls(text: str) -> str:
+    """``text`` without the characters of :data:`CONTROL_CHARS` (tab and newline kept; emoji
+    joiners and other format characters kept, unlike :func:`visible_text`).  For whole texts a
+    model writes that go out as text: a chat bridge's answer, a terminal's view."""
+    return _CONTROLS.sub("", text)
+
+
 _BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f")
 
 

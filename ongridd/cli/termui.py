@@ -16,14 +16,11 @@ import re
 import sys
 from typing import Any
 
-from ongridd.unicodetext import valid_text
+from ongridd.unicodetext import CONTROL_CHARS, valid_text
 
-# C0 controls but tab and newline, DEL, C1 controls (U+0080..U+009F: 8-bit
-# CSI/OSC), the Unicode bidirectional overrides, isolates and marks, and the
-# line and paragraph separators: text from the model or the daemon never moves
-# the cursor, sets the clipboard (OSC 52), hides a link (OSC 8), reorders what
-# the reader sees or starts a line (of its own) where a viewer breaks on U+2028.
-_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+# what a terminal acts on (see ongridd.unicodetext.CONTROL_CHARS): text from the model or the
+# daemon never moves the cursor, sets the clipboard, hides a link or reorders what is read
+_UNSAFE = CONTROL_CHARS
 _UNSAFE_CHARS = re.compile(f"[{_UNSAFE}]")
 #: what JSON text written for a terminal escapes: those, and surrogates left unpaired (which no
 #: UTF-8 output can carry)

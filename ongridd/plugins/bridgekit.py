@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from ongridd.logs import get_logger
-from ongridd.unicodetext import visible_text
+from ongridd.unicodetext import visible_text, without_controls
 
 log = get_logger(__name__)
 
@@ -535,7 +535,9 @@ async def relay_turn(frames: Any, outlet: Outlet, *, min_interval_s: float = 1.0
         await guarded("failed", outlet.failed, "internal", FAILED)
     elif end.get("type") == "final":
         outcome = "final"
-        await guarded("final", outlet.final, str(end.get("text") or ""))
+        # the answer as text: no control or bidi character of the model's reaches the platform (a
+        # right-to-left override reorders what a reader sees; the progress edits already drop them)
+        await guarded("final", outlet.final, without_controls(str(end.get("text") or "")))
     else:
         outcome = "error"
         code = str(end.get("code") or "internal")

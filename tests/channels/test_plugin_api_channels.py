@@ -368,6 +368,30 @@ async def test_the_answer_is_sent_only_once_a_progress_edit_in_flight_came_back(
     assert order == ["progress sent", "progress applied", "final the answer"]
 
 
+async def test_the_answer_reaches_the_platform_without_control_or_bidi_characters():
+    # the progress edits dropped them, the final answer kept them: a right-to-left override reorders
+    # what a reader sees, and ESC, BEL and C1 controls mean nothing on a chat platform
+    from ongridd.plugins.bridgekit import relay_turn
+
+    sent: list[str] = []
+
+    class Platform:
+        async def progress(self, markdown: str) -> None:
+            pass
+
+        async def final(self, markdown: str) -> None:
+            sent.append(markdown)
+
+        async def failed(self, code: str, message: str) -> None:
+            sent.append(f"failed {code}")
+
+    async def frames():
+        yield {"type": "final", "text": "ok \u202eevorppa\u202c \x1b[31mred\x07 \x9b2J\nline 2\tcell 👩\u200d💻"}
+
+    assert await relay_turn(frames(), Platform(), min_interval_s=0.01) == "final"
+    assert sent == ["ok evorppa [31mred 2J\nline 2\tcell 👩\u200d💻"]  # the emoji's joiner kept
+
+
 async def test_bot_identity_is_asked_once_and_after_a_failure_at_most_once_a_minute(autojump_clock):
     from ongridd.plugins.api import BotIdentity, PlatformError
 
