@@ -177,12 +177,8 @@ def _url_form(value: str, safe: str = "") -> str:
 
 
 #: the most bytes of a file (a gzip file's, decompressed) :func:`file_holds_secret` reads; a
-#: larger file is not checked (a file that grew since a clean check is read from where that
-#: check ended: see :meth:`Redactor.file_holds`)
+#: larger file is not checked
 FILE_SCAN_BYTES = 1 << 30
-#: how much of a file's start, and of the end of what a clean check read, must be unchanged for a
-#: grown file to be read only from there (its new bytes appended, not the file rewritten)
-_APPEND_PROBE = 4096
 #: bytes read (and searched) at a time
 _SCAN_CHUNK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -237,8 +233,6 @@ class Redactor:
         self._quick: Any = None  # redact's RE2 first check of long texts, on first use
         self._bytes: tuple[Any, int] | None = None  # holds_in's pattern and its longest match, on first use
         self._file_verdicts: dict[tuple[Any, ...], bool | None] = {}
-        #: (path, device, inode, max_bytes) → (size, probe) of a plain file a check found clean
-        self._clean_files: dict[tuple[Any, ...], tuple[int, bytes]] = {}
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -406,8 +400,10 @@ class Redactor:
     def _bytes_pattern(self) -> tuple[Any, int]:
         """``(pattern, longest)``: an RE2 pattern over bytes (Latin-1 mode: one byte, one
         character) matching each secret's forms (literal, JSON-escaped, percent-encoded) as UTF-8,
-        the secret itself as UTF-16 (either byte order) and as Latin-1, each in any ASCII letter
-        case (None when there is none); and the longest match in bytes.  Built on first use."""
+        the secret itself as UTF-16 (either byte order) and as Latin-1, and its UTF-8 bytes in
+        hexadecimal and in base64 (:func:`_encoded_copies`: a Kubernetes Secret, a logged Basic
+        authorization), each in any ASCII letter case (None when there is none); and the longest
+        match in bytes.  Built on first use."""
         if self._bytes is None:
             import re2
 
@@ -419,6 +415,7 @@ class Redactor:
                 encoded.update(value.encode(codec) for codec in ("utf-16-le", "utf-16-be"))
                 with contextlib.suppress(UnicodeEncodeError):
                     encoded.add(value.encode("latin-1"))
+                encoded.update(_encoded_copies(value.encode("utf-8")))
             ordered = sorted(encoded, key=lambda b: (-len(b), b))
             pattern = None
             if ordered:
@@ -446,10 +443,9 @@ class Redactor:
         gzip file (by its first bytes) is read decompressed, every member, and as it is.  False
         when none is found; None when it was not checked: not a regular file, not readable, or
         larger than ``max_bytes`` (a gzip file too, or decompressed: what was read by then held
-        none).  The verdict is kept while the file's device, inode, size and modification time
-        stay the same; a plain file found clean that has grown since, its first and last
-        :data:`_APPEND_PROBE` bytes before the growth unchanged (a log appended to), is read from
-        where that check ended, less a secret's length.  Blocking (run it in a thread); never
+        none).  The verdict is kept while the file's device, inode, size, modification and change
+        times stay the same (a file that changed is read whole again: a file written in place
+        and then grown may hold a secret anywhere).  Blocking (run it in a thread); never
         raises."""
         import zlib
 
@@ -471,30 +467,17 @@ class Redactor:
             os.close(fd)
             return None
         with fh:
-            key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, max_bytes)
+            # the change time too: a rewrite that puts the modification time back (touch -r, cp -p) moves it
+            key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, max_bytes)
             if key in self._file_verdicts:
                 return self._file_verdicts[key]
-            same_file = (path, st.st_dev, st.st_ino, max_bytes)
             try:
-                plain = fh.read(2) != _GZIP_MAGIC
-                fh.seek(0)
-                start = 0
-                clean = self._clean_files.get(same_file)
-                if plain and clean is not None and clean[0] < st.st_size <= max_bytes and (
-                        _probe(fh, clean[0]) == clean[1]):
-                    start = max(0, clean[0] - longest + 1)  # appended to: read the new bytes (and a seam)
-                verdict = _scan_file(fh, pattern, longest, max_bytes, st.st_size, zlib, start)
-                probe = _probe(fh, st.st_size) if verdict is False and plain else None
+                verdict = _scan_file(fh, pattern, longest, max_bytes, st.st_size, zlib)
             except (OSError, zlib.error, EOFError):
-                verdict, probe = None, None
-        for cache in (self._file_verdicts, self._clean_files):
-            if len(cache) >= _FILE_VERDICTS:
-                cache.clear()
+                verdict = None
+        if len(self._file_verdicts) >= _FILE_VERDICTS:
+            self._file_verdicts.clear()
         self._file_verdicts[key] = verdict
-        if probe is not None:
-            self._clean_files[same_file] = (st.st_size, probe)
-        else:
-            self._clean_files.pop(same_file, None)
         return verdict
 
     def _spans(self, text: str, match: re.Match[str] | None) -> list[list[int]]:
@@ -541,72 +524,90 @@ class Redactor:
         return best
 
 
-def _probe(fh: Any, size: int) -> bytes:
-    """A digest of the first :data:`_APPEND_PROBE` bytes of ``fh`` and of the last ones before
-    ``size``: unchanged, with the file larger than ``size``, it was appended to (``fh`` is left
-    at its start)."""
-    import hashlib
+def _encoded_copies(raw: bytes) -> set[bytes]:
+    """The forms a file may hold ``raw`` in that no search for its text finds: hexadecimal, and the
+    base64 (standard and URL-safe alphabets) of ``raw`` at each of the three alignments it can have
+    inside a longer encoded run (``user:token`` encoded whole) — only the characters that ``raw``
+    alone decides."""
+    import base64
 
-    digest = hashlib.sha256()
-    for at in (0, max(0, size - _APPEND_PROBE)):
-        fh.seek(at)
-        digest.update(fh.read(min(_APPEND_PROBE, size - at)))
-    fh.seek(0)
-    return digest.digest()
+    out = {raw.hex().encode()}
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw)
+        first, end = -(-8 * pad // 6), 8 * (pad + len(raw)) // 6  # the characters all of whose bits are raw's
+        run = encoded[first:end]
+        if len(run) >= 8:
+            out.update((run, run.translate(bytes.maketrans(b"+/", b"-_"))))
+    return out
 
 
-def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, zlib: Any,
-               start: int = 0) -> bool | None:
-    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start; a plain file is read
-    from ``start`` on (a gzip file whole).  A gzip file is read as ``gzip -dc`` reads it: member
-    after member; bytes after the last member that do not start another one are ignored, and what
-    came before a corrupt part is still searched — and its bytes as they are are searched too (a
-    header's name or comment, bytes after the last member: what ``grep -a`` would print)."""
+#: the first bytes of the other formats ``gzip -dc`` unpacks (old gzip, compress, pack, LZH): a
+#: member in one of them after a gzip member is unpacked too, and the checks cannot read it
+_OTHER_GZIP_FORMATS = (b"\x1f\x9e", b"\x1f\x9d", b"\x1f\x1e", b"\x1f\xa0")
+
+
+def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, zlib: Any) -> bool | None:
+    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start.  A gzip file is read
+    as ``gzip -dc`` reads it: member after member; what came before a corrupt part is still
+    searched; bytes after the last member that start no member are ignored by gzip but searched
+    as they are, as is every byte of the file (a header's name or comment: what ``grep -a`` or
+    ``head -c`` print); a member in another format gzip unpacks (old gzip, ``.Z``, pack, LZH)
+    leaves the file unchecked (None)."""
     head = fh.read(2)
     fh.seek(0)
-    gzipped = head == _GZIP_MAGIC
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if head == _GZIP_MAGIC else None
     if size > max_bytes:
         return None
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
-    if not gzipped:
-        fh.seek(start)
-    tail = raw_tail = b""
+    tail = b""  # the end of what was searched before, so a secret across two reads is found
+    raw_tail = b""  # (a gzip file's, of its bytes as they are)
     seen = 0
+    gzipped = inflate is not None
     while True:
         raw = fh.read(_SCAN_CHUNK)
-        if inflate is not None:
+        if gzipped:
             if pattern.search(raw_tail + raw) is not None:
                 return True
             raw_tail = (raw_tail + raw)[-longest:] if longest > 1 else b""
-        ended = broken = False
-        if inflate is not None:
-            pieces: list[bytes] = []
-            data = raw
-            try:
-                while data and seen <= max_bytes:
-                    if inflate.eof:  # a member ended: another one, or what gzip ignores
-                        if not data.startswith(_GZIP_MAGIC[:len(data)]):
-                            ended = True
-                            break
-                        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    pieces.append(inflate.decompress(data, max(1, max_bytes + 1 - seen)))
-                    seen += len(pieces[-1])
-                    data = inflate.unconsumed_tail or (inflate.unused_data if inflate.eof else b"")
-            except zlib.error:
-                broken = True
-            chunk = b"".join(pieces)
-        else:
-            chunk = raw
-            seen += len(raw)
-        window = tail + chunk
+        if inflate is None:
+            if not gzipped:
+                window = tail + raw
+                seen += len(raw)
+                if pattern.search(window) is not None:
+                    return True
+                tail = window[-longest:] if longest > 1 else b""
+            if not raw:
+                return False
+            continue
+        pieces: list[bytes] = []
+        data, broken = raw, False
+        try:
+            while data and seen <= max_bytes:
+                if inflate.eof:  # a member ended: another one, another format, or what gzip ignores
+                    if len(data) < 2:
+                        data += fh.read(1)
+                    if data[:2] in _OTHER_GZIP_FORMATS:
+                        return None
+                    if not data.startswith(_GZIP_MAGIC[:len(data)]):
+                        inflate = None  # the rest is ignored by gzip: searched as it is only
+                        break
+                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                pieces.append(inflate.decompress(data, max(1, max_bytes + 1 - seen)))
+                seen += len(pieces[-1])
+                data = inflate.unconsumed_tail or (inflate.unused_data if inflate.eof else b"")
+        except zlib.error:
+            broken = True
+        window = tail + b"".join(pieces)
         if pattern.search(window) is not None:
             return True
         if broken:  # gzip -dc prints what it unpacked before the fault: unpack it without the checks
             fh.seek(0)
-            return _scan_unchecked_gzip(fh.read(max_bytes + 1), pattern, max_bytes, zlib)
+            whole = fh.read(max_bytes + 1)
+            if pattern.search(whole) is not None:  # (and its bytes as they are, past the fault too)
+                return True
+            return _scan_unchecked_gzip(whole, pattern, max_bytes, zlib)
         if seen > max_bytes:
             return None
-        if not raw or ended:
+        if not raw:
             return False
         tail = window[-longest:] if longest > 1 else b""
 
@@ -708,6 +709,12 @@ def redact(text: Any) -> Any:
     """Redact every held secret from ``text`` (anything not a ``str``, e.g.
     None, is returned unchanged).  Never raises."""
     return REGISTRY.redact(text)
+
+
+def bytes_hold_secret(data: bytes) -> bool:
+    """Whether ``data`` holds a secret this process holds right now, in any of the forms a file is
+    checked for (:meth:`Redactor.holds_in`); linear in ``data``.  Never raises."""
+    return REGISTRY.redactor.holds_in(data)
 
 
 def holds_any_secret() -> bool:

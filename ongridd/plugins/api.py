@@ -46,6 +46,7 @@ from ongridd.plugins.settings import numeric_settings
 from ongridd.secretset import (
     FILE_SCAN_BYTES,
     MIN_PIECE_CHARS,
+    bytes_hold_secret,
     file_holds_secret,
     holds_any_secret,
     redact,
@@ -84,6 +85,7 @@ __all__ = [
     "redact_credentials",
     "file_holds_secret",
     "holds_any_secret",
+    "bytes_hold_secret",
     "FILE_SCAN_BYTES",
     "MIN_PIECE_CHARS",
     "audit_records",

@@ -38,9 +38,11 @@ never the raw words.  The verdict is one of:
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import unicodedata
+from typing import Any
 
 import attrs
 
@@ -51,6 +53,8 @@ from ongrid_host.path_args import change_paths_problem, paths_problem
 from ongrid_host.path_policy import PathPolicy, grep_exclusions
 from ongrid_host.proc_rules import parse_ip, parse_ps
 from ongrid_host.x509_rules import parse_openssl
+
+from ongridd.plugins.api import bytes_hold_secret, holds_any_secret
 
 MAX_CMD_CHARS = 4096
 
@@ -200,11 +204,49 @@ def default_policy() -> PathPolicy:
     return _DEFAULT_POLICY
 
 
-def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+def _refuse_oracles(name: str, parsed: Any) -> None:
+    """Refuse a search of what is never checked for the daemon's own secrets, while it holds any:
+    its answer (a match or none, a count) would tell a secret a pattern at a time (``journalctl -g
+    'bot1234[0-4]'``, ``pgrep -c -f``), however the lines it prints are redacted.  ``journalctl
+    -g`` (the journal is not checked: ``search_logs`` searches it as its hits are shown), and
+    ``pgrep -f`` while a process's command line holds a secret."""
+    if not holds_any_secret():
+        return
+    if name == "journalctl" and parsed.has("g", "grep"):
+        raise Refusal(REFUSED, "journalctl: -g searches the journal's unredacted text, which is not checked for "
+                               "the secrets Ongrid itself is configured with, so whether it matches could tell one; "
+                               "use search_logs (it searches entries as they are shown), or filter by -u, -p and "
+                               "--since and read the entries")
+    if name == "pgrep" and parsed.has("f", "full") and (pid := _process_holding_secret()) is not None:
+        raise Refusal(REFUSED, f"pgrep: -f matches full command lines, and process {pid}'s holds a secret Ongrid "
+                               "itself is configured with, so whether it matches could tell the secret; match the "
+                               "process name (without -f), or list processes with ps")
+
+
+def _process_holding_secret() -> str | None:
+    """The id of a process on this host whose command line holds one of the daemon's secrets, or
+    None (``/proc/<pid>/cmdline``; processes that end or cannot be read meanwhile are skipped)."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if bytes_hold_secret(fh.read(1 << 20).replace(b"\0", b" ")):
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
+def parse_allowlisted(name: str, args: list[str], *,
+                      local: bool = True) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
     """(canonical argv, [(path, role)] to check) for an allowlisted command.
 
     Raises :class:`~ongrid_host.optspec.Refusal` for the first word that is
-    not read-only."""
+    not read-only, and (``local``: on this host) for a search whose answer could tell one of the
+    daemon's secrets (:func:`_refuse_oracles`)."""
     if name == "find":
         return parse_find(args)
     if name == "ps":
@@ -219,6 +261,8 @@ def parse_allowlisted(name: str, args: list[str]) -> tuple[tuple[str, ...], list
         return ("mount",), []
     spec = SPECS[name]
     parsed = parse(spec, args)
+    if local:  # (an ssh host holds neither the daemon's configuration nor its environment)
+        _refuse_oracles(name, parsed)
     if spec is SYSTEMCTL:
         parsed = systemctl_canonical(parsed)
     paths = parsed.paths()
@@ -286,7 +330,7 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
         return _proposed(argv, f"'{name}' is not on the read-only allowlist ({', '.join(sorted(ALLOWLIST))})",
                          policy)
     try:
-        canonical, paths = parse_allowlisted(name, args)
+        canonical, paths = parse_allowlisted(name, args, local=policy.resolve)
     except Refusal as exc:
         reason = exc.message if exc.message.startswith((f"{name}:", f"{name} ")) else f"{name}: {exc.message}"
         if exc.kind == REFUSED:

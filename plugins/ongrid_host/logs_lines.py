@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import re2
 
-from ongridd.plugins.api import ToolError
+from ongridd.plugins.api import ToolError, bytes_hold_secret, redact
 
 MAX_PATTERN_CHARS = 1000
 #: RE2's memory budget for one compiled pattern (bytes)
@@ -142,17 +142,32 @@ def make_matcher(pattern: str, *, regex: bool) -> Matcher:
         if b"\n" in needle:
             raise ToolError("pattern: lines are matched one by one; a pattern cannot contain a newline")
         literal: Callable[[bytes], bool] = lambda data: needle in data.lower()  # noqa: E731
-        return Matcher(line=literal, block=literal)
+        return Matcher(line=_as_shown(literal), block=literal)
     line_re = _compile(raw)
     # In the block test ^ and $ must also match at inner line ends; \A and
     # \z would not, so such patterns are tried line by line only.
     block_re = None if (b"\\A" in raw or b"\\z" in raw) else _compile(b"(?m)" + raw)
     line_search = line_re.search
+    line_test = _as_shown(lambda data: line_search(data) is not None)
     if block_re is None:
-        return Matcher(line=lambda data: line_search(data) is not None, block=lambda data: True)
+        return Matcher(line=line_test, block=lambda data: True)
     block_search = block_re.search
-    return Matcher(line=lambda data: line_search(data) is not None,
-                   block=lambda data: block_search(data) is not None)
+    return Matcher(line=line_test, block=lambda data: block_search(data) is not None)
+
+
+def _as_shown(test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+    """``test``, but a line holding one of the daemon's secrets matches only when its redacted
+    form (as the hit would be shown) does: whether ``bot1234[0-4]`` matches the raw line would
+    answer a question about the secret, and a pattern narrowed call by call would rebuild it.
+    Costs nothing for a line that does not match."""
+    def matches(data: bytes) -> bool:
+        if not test(data):
+            return False
+        if not bytes_hold_secret(data):
+            return True
+        return test(redact(data.decode("utf-8", "replace")).encode("utf-8", "surrogatepass"))
+
+    return matches
 
 
 def _compile(raw: bytes) -> Any:

@@ -46,6 +46,7 @@ user's home, not known here) is refused.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import pwd
@@ -411,8 +412,7 @@ class PathPolicy:
                     problem = (f"path {shown} holds a secret Ongrid itself is configured with (a chat token, the "
                                "model's key or a bridge secret), so it is not read; a copy of one there is worth "
                                "removing")
-                elif holds is None and checked and holds_any_secret() and (
-                        os.path.lexists(forms[-1]) and not os.path.isdir(forms[-1])):  # (a folder: its files)
+                elif holds is None and checked and holds_any_secret() and _unchecked(forms[-1]):
                     problem = _unchecked_problem(shown)
             return problem
         return None
@@ -558,7 +558,9 @@ def _secret_file_inside(path: str, real: str, checked: bool = False) -> str | No
     if not os.path.isdir(real):
         return None
     budget = SECRET_WALK_BYTES
-    for entry in _files_under(real):
+    for entry in _files_under(real, skip=lambda folder: _grep_skips(os.path.basename(folder), folder=True)):
+        if entry is not None and _grep_skips(entry.name, folder=False):
+            continue  # grep -r is told to leave it out (grep_exclusions): it reads nothing of it
         if entry is None or budget <= 0:
             return _unchecked_problem(f"'{path}'", walk=True) if checked and holds_any_secret() else None
         try:
@@ -572,9 +574,16 @@ def _secret_file_inside(path: str, real: str, checked: bool = False) -> str | No
         if holds:
             return (f"recursive read of '{path}' would include '{entry.path}', which holds a secret Ongrid itself "
                     "is configured with (a chat token, the model's key or a bridge secret); name the files to read")
-        if holds is None and checked and holds_any_secret():
+        if holds is None and checked and holds_any_secret() and _unchecked(entry.path):
             return _unchecked_problem(f"'{entry.path}' (under '{path}')")
     return None
+
+
+def _unchecked(real: str) -> bool:
+    """Whether a read of ``real``, which the secret check could not read whole, would read what was
+    not checked: not a folder (a recursive read's files are looked at one by one), and not a file
+    this process may not read (the command, with no more rights than the daemon, cannot either)."""
+    return os.path.lexists(real) and not os.path.isdir(real) and os.access(real, os.R_OK)
 
 
 def _unchecked_problem(shown: str, *, walk: bool = False) -> str:
@@ -686,6 +695,20 @@ def grep_exclusions() -> tuple[str, ...]:
     words += [f"--exclude={_any_case(base)}" for _, base in SECRET_NAMES_IN]
     words += [f"--exclude=*{_any_case('environ')}*"]
     return tuple(dict.fromkeys(words))
+
+
+def _grep_skips(name: str, *, folder: bool) -> bool:
+    """Whether the ``--exclude-dir`` (``folder``) or ``--exclude`` globs of :func:`grep_exclusions`
+    leave a file or folder of that name out of a recursive grep, matched as grep matches them."""
+    import fnmatch
+
+    prefix = "--exclude-dir=" if folder else "--exclude="
+    return any(fnmatch.fnmatchcase(name, word[len(prefix):]) for word in _exclusion_words() if word.startswith(prefix))
+
+
+@functools.cache
+def _exclusion_words() -> tuple[str, ...]:
+    return grep_exclusions()
 
 
 def _any_case(name: str) -> str:

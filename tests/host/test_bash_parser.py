@@ -484,23 +484,128 @@ def test_a_gzip_file_is_checked_as_it_is_too(tmp_path):
             assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (cmd, verdict)
 
 
-def test_a_file_that_grew_is_checked_again_from_where_the_last_check_ended(tmp_path):
-    """A log checked clean and appended to is read from the end of the last check (less a secret's
-    length: one written across the seam is found); a file rewritten in place, larger, whole."""
+def test_a_file_that_changed_is_checked_again_whole(tmp_path):
+    """A verdict is kept only while the file's size, modification and change times stay the same: a
+    log appended to, a file rewritten in place and grown, and one rewritten at the same size with
+    its modification time put back (touch -r, cp -p) are each read whole again."""
     from ongridd.secretset import REGISTRY, file_holds_secret
 
     log = tmp_path / "app.log"
     log.write_text("GET /healthz 200\n" * 1000 + "token=" + HELD[:5])
     with REGISTRY.hold([HELD]):
         assert file_holds_secret(str(log)) is False
-        with open(log, "a") as fh:  # the rest of the secret: across the seam
+        with open(log, "a") as fh:  # the rest of the secret: across what was read before and what was added
             fh.write(HELD[5:] + "\n")
         assert file_holds_secret(str(log)) is True
         log.write_text("GET /healthz 200\n" * 1000)
         assert file_holds_secret(str(log)) is False
-        with open(log, "r+") as fh:  # the same inode, rewritten from its start and larger: read whole again
-            fh.write(f"token={HELD}\n" + "GET /healthz 200\n" * 1001)
+        with open(log, "r+") as fh:  # in place, in the middle, then grown: first and last bytes unchanged
+            fh.seek(8000)
+            fh.write(f"token={HELD}\n")
+        with open(log, "a") as fh:
+            fh.write("GET /healthz 200\n")
         assert file_holds_secret(str(log)) is True
+        log.write_text("GET /healthz 200\n" * 1000)
+        assert file_holds_secret(str(log)) is False
+        before = os.stat(log)
+        with open(log, "r+") as fh:  # the same size, the modification time put back
+            fh.seek(4000)
+            fh.write(f"t={HELD}\n")
+        os.utime(log, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert os.stat(log).st_size == before.st_size and file_holds_secret(str(log)) is True
+
+
+def test_copies_no_text_search_finds_are_checked_for(tmp_path):
+    """A Kubernetes Secret holds a value in base64, a proxy log a Basic authorization (user:token in
+    base64, at any alignment), a dump in hexadecimal: each is a copy of the secret."""
+    import base64
+
+    from ongridd.secretset import REGISTRY
+
+    (tmp_path / "secret.yaml").write_text(f"data:\n  TOKEN: {base64.b64encode(HELD.encode()).decode()}\n")
+    for user in ("ops", "o", "op"):
+        basic = base64.b64encode(f"{user}:{HELD}".encode()).decode()
+        (tmp_path / f"proxy-{user}.log").write_text(f'GET / auth="Basic {basic}"\n')
+    (tmp_path / "dump.txt").write_text(HELD.encode().hex().upper() + "\n")
+    urlsafe = base64.urlsafe_b64encode(b"\xfb\xff" + HELD.encode()).decode()
+    (tmp_path / "jwt.txt").write_text(urlsafe + "\n")
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        for name in ("secret.yaml", "proxy-ops.log", "proxy-o.log", "proxy-op.log", "dump.txt", "jwt.txt"):
+            verdict = analyze(f"cat {name}", policy)
+            assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (name, verdict)
+
+
+def test_a_gzip_member_in_another_format_leaves_the_file_unchecked(tmp_path):
+    """gzip -dc unpacks an old-gzip, compress or pack member after a gzip member; the check cannot
+    read those, so such a file is unchecked: read by position only while a secret is held."""
+    import gzip
+
+    from ongridd.secretset import REGISTRY, file_holds_secret
+
+    second = bytearray(gzip.compress(f"token={HELD}\n".encode()))
+    second[1] = 0x9E  # an old-gzip member (gzip -dc unpacks it)
+    (tmp_path / "rot.log.gz").write_bytes(gzip.compress(b"hello ops\n") + bytes(second))
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        assert file_holds_secret(str(tmp_path / "rot.log.gz")) is None
+        for cmd in ("zgrep -c token=ALICE rot.log.gz", "zgrep -o -P 'token=.{7}' rot.log.gz"):
+            verdict = analyze(cmd, policy)
+            assert verdict.kind == "refused" and "could not be checked for" in verdict.reason, (cmd, verdict)
+        assert analyze("zcat rot.log.gz", policy).kind == "read"  # whole lines: the value redacted whole
+
+
+def test_searches_of_what_is_never_checked_are_refused_while_a_secret_is_held(tmp_path):
+    """journalctl -g and pgrep -f match text no check has read (the journal, process command lines):
+    a match or none, a count, would answer a question about a held secret."""
+    import subprocess
+
+    from ongridd.secretset import REGISTRY
+
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        for cmd in ("journalctl -u bot -g 'bot1234[0-4]'", "journalctl --grep=x -q -o cat"):
+            verdict = analyze(cmd, policy)
+            assert verdict.kind == "refused" and "search_logs" in verdict.reason, (cmd, verdict)
+        assert analyze("pgrep -c -f ALICE", policy).kind == "read"  # no process's command line holds it
+        holder = subprocess.Popen(["sh", "-c", "sleep 30", f"bot{HELD}"])
+        try:
+            verdict = analyze("pgrep -c -f ALICE", policy)
+            assert verdict.kind == "refused" and f"process {holder.pid}'s holds a secret" in verdict.reason, verdict
+            assert analyze("pgrep -c sh", policy).kind == "read"  # the process name only
+        finally:
+            holder.kill()
+            holder.wait()
+    assert analyze("journalctl -u bot -g 'bot1234[0-4]'", policy).kind == "read"  # nothing held: nothing to tell
+
+
+def test_search_logs_matches_a_line_holding_a_secret_as_it_is_shown():
+    from ongrid_host.logs_lines import make_matcher
+
+    from ongridd.secretset import REGISTRY
+
+    line = f"POST https://api.example/bot{HELD}/getUpdates 200".encode()
+    with REGISTRY.hold([HELD]):
+        for pattern, regex in ((HELD[:9], False), ("bot" + HELD[:4] + "[A-Z]", True), ("ALICE", False)):
+            assert make_matcher(pattern, regex=regex).line(line) is False, pattern  # no answer about it
+        assert make_matcher("getUpdates 200", regex=False).line(line) is True  # the rest of the line still
+    assert make_matcher("bot" + HELD[:4] + "[A-Z]", regex=True).line(line) is True
+
+
+def test_a_recursive_search_leaves_out_what_grep_leaves_out(tmp_path):
+    """grep -r is told to skip journal files and secret-named files: the walk does not look at them
+    either, so a large journal in a log folder does not stop a search of its logs."""
+    from ongridd.secretset import REGISTRY
+
+    logs = tmp_path / "log"
+    (logs / "journal" / "m1").mkdir(parents=True)
+    _too_large_to_check(logs / "journal" / "m1" / "system.journal", "x")
+    (logs / "syslog").write_text("Dec 7 ERROR disk full\n")
+    (logs / ".env").write_text(f"TOKEN={HELD}\n")
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        verdict = analyze("grep -r ERROR log", policy)
+        assert verdict.kind == "read", verdict
 
 
 def test_a_recursive_search_past_what_the_walk_checks_is_refused(tmp_path, monkeypatch):

@@ -22,7 +22,8 @@ EXPORTS = {
     # context, routes, store
     "PluginContext", "PluginRequest", "PluginResponse", "PluginStore", "HostConfig",
     # secrets, logging, files
-    "scrubbed_env", "redact", "redact_credentials", "file_holds_secret", "holds_any_secret", "FILE_SCAN_BYTES",
+    "scrubbed_env", "redact", "redact_credentials", "file_holds_secret", "holds_any_secret", "bytes_hold_secret",
+    "FILE_SCAN_BYTES",
     "MIN_PIECE_CHARS", "REDACTED_NOTE", "ascii_digits",
     "audit_records", "AuditCommand", "get_logger", "StructuredLogger", "Throttle",
     "read_yaml_file", "load_front_matter",
