@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 import unicodedata
 from typing import Any
 
@@ -54,7 +55,7 @@ from ongrid_host.path_policy import PathPolicy, grep_exclusions
 from ongrid_host.proc_rules import parse_ip, parse_ps
 from ongrid_host.x509_rules import parse_openssl
 
-from ongridd.plugins.api import bytes_hold_secret, holds_any_secret
+from ongridd.plugins.api import ToolError, bytes_hold_secret, holds_any_secret
 
 MAX_CMD_CHARS = 4096
 
@@ -69,6 +70,8 @@ class Verdict:
     kind: str
     argv: tuple[str, ...] = ()
     reason: str = ""
+    #: a local read's files, as checked: ``(index in argv, device, inode)`` (see :func:`_pins`)
+    pins: tuple[tuple[int, int, int], ...] = ()
 
 
 # ---- syntax -------------------------------------------------------------------
@@ -240,25 +243,26 @@ def _process_holding_secret() -> str | None:
     return None
 
 
-def parse_allowlisted(name: str, args: list[str], *,
-                      local: bool = True) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
-    """(canonical argv, [(path, role)] to check) for an allowlisted command.
+def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tuple[
+        tuple[str, ...], list[tuple[str, str]], tuple[tuple[int, str], ...]]:
+    """(canonical argv, [(path, role)] to check, [(index in argv, role)] of the operands it reads
+    as files) for an allowlisted command.
 
     Raises :class:`~ongrid_host.optspec.Refusal` for the first word that is
     not read-only, and (``local``: on this host) for a search whose answer could tell one of the
     daemon's secrets (:func:`_refuse_oracles`)."""
     if name == "find":
-        return parse_find(args)
+        return (*parse_find(args), ())
     if name == "ps":
-        return parse_ps(args), []
+        return parse_ps(args), [], ()
     if name == "ip":
-        return parse_ip(args), []
+        return parse_ip(args), [], ()
     if name == "openssl":
-        return parse_openssl(args)
+        return (*parse_openssl(args), ())
     if name == "mount":
         if args:
             raise Refusal(WRITE, "mount: only allowed without arguments (with arguments it changes mounts)")
-        return ("mount",), []
+        return ("mount",), [], ()
     spec = SPECS[name]
     parsed = parse(spec, args)
     if local:  # (an ssh host holds neither the daemon's configuration nor its environment)
@@ -283,7 +287,12 @@ def parse_allowlisted(name: str, args: list[str], *,
         argv = (*argv[:end], *grep_exclusions(), "--binary-files=without-match", *argv[end:])
     if name == "sed":
         argv = (argv[0], "--sandbox", *[w for w in argv[1:] if w != "--sandbox"])
-    return argv, paths
+    # the files it reads as operands (the last words, after "--"): pinned to what was checked (see analyze)
+    first = len(argv) - len(parsed.operands)
+    role = "read" if reads_by_position(parsed) else "read-checked"
+    read_operands = tuple((first + k, role) for k, r in enumerate(parsed.roles)
+                          if r == "read" and parsed.end_marker) if name not in _NOT_PINNED else ()
+    return argv, paths, read_operands
 
 
 #: commands that change a file's metadata or remove it and never print or copy what it holds: they
@@ -330,7 +339,7 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
         return _proposed(argv, f"'{name}' is not on the read-only allowlist ({', '.join(sorted(ALLOWLIST))})",
                          policy)
     try:
-        canonical, paths = parse_allowlisted(name, args, local=policy.resolve)
+        canonical, paths, read_operands = parse_allowlisted(name, args, local=policy.resolve)
     except Refusal as exc:
         reason = exc.message if exc.message.startswith((f"{name}:", f"{name} ")) else f"{name}: {exc.message}"
         if exc.kind == REFUSED:
@@ -339,4 +348,70 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     problem = paths_problem(paths, policy)
     if problem:
         return Verdict("refused", reason=f"{name}: forbidden path: {problem}")
-    return Verdict("read", canonical)
+    pins = _pins(canonical, read_operands, policy) if policy.resolve else ()
+    if isinstance(pins, str):
+        return Verdict("refused", reason=f"{name}: forbidden path: {pins}")
+    return Verdict("read", canonical, pins=pins)
+
+
+def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...], list[int]]:
+    """The argv to run for ``verdict`` and the open files it inherits: each pinned file (see
+    :func:`_pins`) opened and, if it is still the file that was checked (device and inode),
+    named as ``/dev/fd/N``.  Raises ToolError (nothing run, nothing left open) when one is not.
+    The caller closes the files after the run.  Blocking (opens files): call it in a thread."""
+    argv = list(verdict.argv)
+    fds: list[int] = []
+    try:
+        for index, dev, ino in verdict.pins:
+            word = argv[index]
+            path = word if os.path.isabs(word) else os.path.join(cwd or "/", word)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise ToolError(f"refused: cannot open {word!r} ({exc.strerror}); nothing was run") from None
+            fds.append(fd)
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (dev, ino):
+                raise ToolError(f"refused: {word!r} is another file than the one checked a moment ago (it was "
+                                "replaced or a link in its path was changed meanwhile); nothing was run")
+            argv[index] = f"/dev/fd/{fd}"
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return tuple(argv), fds
+
+
+#: readers that would not read a file through ``/dev/fd/N`` as they read it by name (``file``
+#: describes the link itself)
+_NOT_PINNED = frozenset({"file"})
+
+
+def _pins(argv: tuple[str, ...], read_operands: tuple[tuple[int, str], ...],
+          policy: PathPolicy) -> tuple[tuple[int, int, int], ...] | str:
+    """``(index in argv, device, inode)`` of each regular file a local read names as an operand,
+    each opened and checked as the open file it is (:meth:`PathPolicy.pinned_problem`), or why one
+    may not be read.  The run opens the path again and runs the command on it (``/dev/fd/N``) only
+    if it is still that file: a path swapped for a symbolic link between the checks, or between
+    them and the run (a race another local user can run), is refused, never read."""
+    out = []
+    for index, role in read_operands:
+        word = argv[index]
+        if word == "-":
+            continue
+        path = word if os.path.isabs(word) else os.path.join(policy.cwd or "/", word)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            continue  # the command says so itself
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            problem = policy.pinned_problem(fd, word, checked=role == "read-checked")
+            if problem:
+                return problem
+            out.append((index, st.st_dev, st.st_ino))
+        finally:
+            os.close(fd)
+    return tuple(out)

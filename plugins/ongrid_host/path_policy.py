@@ -417,6 +417,31 @@ class PathPolicy:
             return problem
         return None
 
+    def pinned_problem(self, fd: int, word: str, *, checked: bool) -> str | None:
+        """Why the local file open as ``fd`` (named ``word`` in a command) may not be read, or None:
+        :meth:`read_problem` of where it is (its name as the kernel has it), and — of the open file
+        itself, not of whatever a name leads to by now — the private-file check (as root) and the
+        check for the daemon's own secrets (``checked``: as :meth:`read_problem`'s).  So a path
+        swapped between two checks cannot have one file checked and another read."""
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+            info = os.fstat(fd)
+        except OSError as exc:
+            return f"path '{word}' cannot be looked at ({exc.strerror})"
+        shown = f"'{word}'" if real == word else f"'{word}' (resolves to {real})"
+        problem = self.read_problem(real)
+        if problem is None and os.geteuid() == 0:
+            problem = _private_file_problem(word, real, info=info)
+        if problem is None:
+            holds = file_holds_secret(f"/proc/self/fd/{fd}")
+            if holds:
+                problem = (f"path {shown} holds a secret Ongrid itself is configured with (a chat token, the "
+                           "model's key or a bridge secret), so it is not read; a copy of one there is worth "
+                           "removing")
+            elif holds is None and checked and holds_any_secret():
+                problem = _unchecked_problem(shown)
+        return problem
+
     def certificate_problem(self, path: str) -> str | None:
         """Why ``openssl x509 -noout -in path`` is refused, or None: as :meth:`read_problem`, but
         the folders and names of TLS material (:data:`TLS_AREAS`, :data:`TLS_NAMES`) and private
@@ -649,7 +674,8 @@ def _content_problem(path: str, real: str, skip_names: frozenset[str] = frozense
     return None
 
 
-def _private_file_problem(path: str, real: str, log_gids: set[int] | None = None) -> str | None:
+def _private_file_problem(path: str, real: str, log_gids: set[int] | None = None,
+                          info: os.stat_result | None = None) -> str | None:
     """Why the local file ``real`` (``path`` resolved) is refused as private, or None: a regular
     file others may not read — and its group neither, unless that group is one the reads keep for
     logs and the journal (``adm``, ``systemd-journal``): what the unit's unprivileged user could not
@@ -661,10 +687,11 @@ def _private_file_problem(path: str, real: str, log_gids: set[int] | None = None
     to the command (it reports its own error)."""
     if safe_kernel_file(real) or any(_under(real, folder) for folder in PRIVATE_FILES_READABLE_UNDER):
         return None  # /proc/<pid>/io is 0400 and one of the safe kernel files
-    try:
-        info = os.stat(real)
-    except OSError:
-        return None
+    if info is None:  # (``info``: the open file's own, where the caller holds it open)
+        try:
+            info = os.stat(real)
+        except OSError:
+            return None
     if log_gids is None:
         from ongrid_host.runner import log_group_ids
 

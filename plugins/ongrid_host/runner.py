@@ -92,7 +92,8 @@ def log_group_ids() -> set[int]:
 
 async def run_reduced(argv: Sequence[str], *, timeout_s: float, max_stdout: int = DEFAULT_MAX_STDOUT,
                       max_stderr: int = DEFAULT_MAX_STDERR,
-                      on_stdout: Callable[[bytes], None] | None = None, cwd: str | None = None) -> RunResult:
+                      on_stdout: Callable[[bytes], None] | None = None, cwd: str | None = None,
+                      pass_fds: Sequence[int] = ()) -> RunResult:
     """:func:`run_bounded` for a program that reads on the daemon's behalf (a read-only ``host_bash``
     command, a log scan): started without the capabilities that bypass file permission checks
     (:func:`reduced_privileges_prefix`), so a path swapped for a symlink to ``/etc/shadow`` after it
@@ -106,7 +107,7 @@ async def run_reduced(argv: Sequence[str], *, timeout_s: float, max_stdout: int 
     try:
         result = await run_bounded((*prefix, *argv), timeout_s=timeout_s, max_stdout=max_stdout,
                                    max_stderr=max_stderr, on_stdout=on_stdout, cwd=cwd,
-                                   env=scrubbed_env() | {"TMPDIR": scratch})
+                                   env=scrubbed_env() | {"TMPDIR": scratch}, pass_fds=pass_fds)
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
@@ -188,6 +189,7 @@ async def run_bounded(
     on_stdout: Callable[[bytes], None] | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> RunResult:
     """Run ``argv`` (no shell) for at most ``timeout_s`` seconds.
 
@@ -201,7 +203,7 @@ async def run_bounded(
     the program cannot be started (not installed, not executable).
     ``env``: the child's whole environment; None gives
     :func:`scrubbed_env` (never the daemon's own).  ``cwd``: the folder it
-    starts in (None: the daemon's).
+    starts in (None: the daemon's).  ``pass_fds``: open files it inherits, at the same numbers.
     Cancellation kills the process and propagates ``trio.Cancelled``.
     """
     argv = tuple(argv)
@@ -211,7 +213,7 @@ async def run_bounded(
     try:
         proc = await trio.lowlevel.open_process(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=scrubbed_env() if env is None else env, cwd=cwd, start_new_session=True)
+            env=scrubbed_env() if env is None else env, cwd=cwd, start_new_session=True, pass_fds=tuple(pass_fds))
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise ToolError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
     try:

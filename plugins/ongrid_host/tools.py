@@ -17,7 +17,7 @@ import trio
 
 from ongrid_host import fs, local, remote
 from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
-from ongrid_host.bash_policy import Verdict, analyze
+from ongrid_host.bash_policy import Verdict, analyze, pin_checked_files
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.egress import ProbeTargets
 from ongrid_host.http_probe import probe_http
@@ -388,15 +388,23 @@ class HostTools:
                                     "Nothing was run.")
             t = self.target(args)
             timeout_s = args.get("timeout_s", 15)
-            # a read runs as the daemon's user and groups, without its file-read capability: the kernel
-            # keeps it out of private files even when a path is swapped after it was checked; a reviewed
-            # change runs with what the daemon has
-            result = await t.run(verdict.argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
-                                 max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd,
-                                 reads_for_us=verdict.kind == "read")
+            # a read runs as the daemon's user and groups, without its file-read capability, and on the
+            # very files that were checked (pinned: a path swapped after its check is refused); a
+            # reviewed change runs with what the daemon has
+            argv, fds = await trio.to_thread.run_sync(pin_checked_files, verdict, self.local_paths.cwd)
+            try:
+                result = await t.run(argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
+                                     max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd,
+                                     reads_for_us=verdict.kind == "read", pass_fds=fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")
+            renamed = sorted(((p, w) for p, w in zip(argv, verdict.argv, strict=True) if p != w), reverse=True)
+            for pinned, word in renamed:  # the files by the names they were given (/dev/fd/12 before /dev/fd/1)
+                stdout, stderr = stdout.replace(pinned, word), stderr.replace(pinned, word)
             if journal_json(verdict.argv):
                 stdout = journal_bytes_as_text(stdout)
             # in a thread: a hostile output can take the filter a good part of a second (it finishes

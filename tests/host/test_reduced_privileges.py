@@ -15,6 +15,7 @@ from ongrid_host import runner
 
 from tests.conftest import need
 from tests.host.conftest import APPROVE
+from ongridd.errors import ToolError
 
 
 def _nobody() -> int:
@@ -67,8 +68,55 @@ async def test_a_path_swapped_after_the_check_reads_nothing_private(call, privat
         out = await call("host_bash", {"cmd": f"cat {link}"}, read_only=True)
     finally:
         target_module.run_reduced = real_run
+    # the command reads the file that was checked, opened before the swap (/dev/fd/N), by its name
     assert out["class"] == "read" and "the-private-content" not in out["stdout"]
-    assert "Permission denied" in out["stderr"] and out["exit_code"] != 0
+    assert out["stdout"] == "harmless\n" and out["exit_code"] == 0, out
+
+
+async def test_a_path_swapped_between_its_check_and_the_run_is_refused(call, private_file: Path, tmp_path: Path):
+    # the same race won earlier: the link is changed after the policy's checks, before the run opens it
+    from ongrid_host import bash_policy, tools
+
+    harmless = tmp_path / "harmless.txt"
+    harmless.write_text("harmless\n")
+    link = tmp_path / "link"
+    link.symlink_to(harmless)
+    real_pin = bash_policy.pin_checked_files
+
+    def swapped_then_pinned(verdict, cwd):
+        link.unlink()
+        link.symlink_to(private_file)
+        return real_pin(verdict, cwd)
+
+    tools.pin_checked_files = swapped_then_pinned
+    try:
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": f"cat {link}"}, read_only=True)
+    finally:
+        tools.pin_checked_files = real_pin
+    assert "another file than the one checked" in str(info.value) and "nothing was run" in str(info.value)
+
+
+async def test_each_file_is_checked_as_the_file_it_opened(tmp_path: Path):
+    """The checks of a local read look at the open file itself: a name that led to a harmless file
+    for the name checks and to one holding a held secret when opened cannot have the one checked
+    and the other read."""
+    import os
+
+    from ongrid_host.path_policy import PathPolicy
+
+    from ongridd.secretset import REGISTRY
+
+    secret = tmp_path / "bot.env"
+    secret.write_text("TOKEN=ALICEtoken0123456789abcd\n")
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold(["ALICEtoken0123456789abcd"]):
+        fd = os.open(secret, os.O_RDONLY)
+        try:
+            problem = policy.pinned_problem(fd, "notes.txt", checked=False)
+        finally:
+            os.close(fd)
+    assert problem is not None and "holds a secret Ongrid itself" in problem and "resolves to" in problem
 
 
 async def test_a_reviewed_change_runs_with_the_daemons_privileges(call, private_file: Path):
