@@ -47,18 +47,28 @@ async def test_a_reduced_run_cannot_read_a_file_the_capability_would(private_fil
     assert reduced.argv == ("cat", str(private_file))  # the command as checked, without the prefix
 
 
-async def test_a_path_swapped_after_the_check_reads_nothing_private(call, private_file: Path, tmp_path: Path):
-    # the race an attacker wins against any path check: the link points at a harmless file while the
-    # command is checked and at the private one when it runs; the kernel refuses the read
+def _link_to_harmless(tmp_path: Path) -> Path:
+    """A symbolic link to a harmless file, for a test to swap (the race an attacker runs)."""
     harmless = tmp_path / "harmless.txt"
     harmless.write_text("harmless\n")
     link = tmp_path / "link"
     link.symlink_to(harmless)
+    return link
+
+
+def _swap(link: Path, to: Path) -> None:
+    link.unlink()
+    link.symlink_to(to)
+
+
+async def test_a_path_swapped_after_the_check_reads_nothing_private(call, private_file: Path, tmp_path: Path):
+    # the race an attacker wins against any path check: the link points at a harmless file while the
+    # command is checked and at the private one when it runs
+    link = _link_to_harmless(tmp_path)
     real_run = runner.run_reduced
 
     async def swapped_then_run(argv, **kwargs):
-        link.unlink()
-        link.symlink_to(private_file)  # after the policy looked at it
+        _swap(link, private_file)  # after the policy looked at it, and after the run opened the file
         return await real_run(argv, **kwargs)
 
     from ongrid_host import target as target_module
@@ -77,15 +87,11 @@ async def test_a_path_swapped_between_its_check_and_the_run_is_refused(call, pri
     # the same race won earlier: the link is changed after the policy's checks, before the run opens it
     from ongrid_host import bash_policy, tools
 
-    harmless = tmp_path / "harmless.txt"
-    harmless.write_text("harmless\n")
-    link = tmp_path / "link"
-    link.symlink_to(harmless)
+    link = _link_to_harmless(tmp_path)
     real_pin = bash_policy.pin_checked_files
 
     def swapped_then_pinned(verdict, cwd):
-        link.unlink()
-        link.symlink_to(private_file)
+        _swap(link, private_file)
         return real_pin(verdict, cwd)
 
     tools.pin_checked_files = swapped_then_pinned
