@@ -38,6 +38,7 @@ never the raw words.  The verdict is one of:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shlex
@@ -287,12 +288,32 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
         argv = (*argv[:end], *grep_exclusions(), "--binary-files=without-match", *argv[end:])
     if name == "sed":
         argv = (argv[0], "--sandbox", *[w for w in argv[1:] if w != "--sandbox"])
-    # the files it reads as operands (the last words, after "--"): pinned to what was checked (see analyze)
-    first = len(argv) - len(parsed.operands)
-    role = "read" if reads_by_position(parsed) else "read-checked"
-    read_operands = tuple((first + k, role) for k, r in enumerate(parsed.roles)
-                          if r == "read" and parsed.end_marker) if name not in _NOT_PINNED else ()
-    return argv, paths, read_operands
+    return argv, paths, () if name in _NOT_PINNED else _pin_targets(parsed, argv)
+
+
+def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """``(index in argv, role)`` of every file (role ``read`` or ``read-checked``) and folder
+    (``recursive``) the command reads where ``argv`` names it: an operand (after ``--``) or an
+    option's value (``-f FILE``, ``--files0-from=FILE``).  Each is pinned to what was checked
+    (see :func:`_pins`)."""
+    checked = "read" if reads_by_position(parsed) else "read-checked"
+    out: list[tuple[int, str]] = []
+    taken: set[int] = set()
+    for opt, value in parsed.options:
+        if value is None or opt.role not in ("read", "recursive"):
+            continue
+        words = opt.words(value)
+        for at in range(1, len(argv) - len(words) + 1):
+            if tuple(argv[at:at + len(words)]) == tuple(words) and at not in taken:
+                taken.add(at)
+                out.append((at + len(words) - 1, checked if opt.role == "read" else "recursive"))
+                break
+    if parsed.end_marker:
+        first = len(argv) - len(parsed.operands)
+        for k, role in enumerate(parsed.roles):
+            if role in ("read", "recursive"):
+                out.append((first + k, checked if role == "read" else "recursive"))
+    return tuple(out)
 
 
 #: commands that change a file's metadata or remove it and never print or copy what it holds: they
@@ -339,7 +360,7 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
         return _proposed(argv, f"'{name}' is not on the read-only allowlist ({', '.join(sorted(ALLOWLIST))})",
                          policy)
     try:
-        canonical, paths, read_operands = parse_allowlisted(name, args, local=policy.resolve)
+        canonical, paths, pin_targets = parse_allowlisted(name, args, local=policy.resolve)
     except Refusal as exc:
         reason = exc.message if exc.message.startswith((f"{name}:", f"{name} ")) else f"{name}: {exc.message}"
         if exc.kind == REFUSED:
@@ -348,7 +369,7 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     problem = paths_problem(paths, policy)
     if problem:
         return Verdict("refused", reason=f"{name}: forbidden path: {problem}")
-    pins = _pins(canonical, read_operands, policy) if policy.resolve else ()
+    pins = _pins(canonical, pin_targets, policy) if policy.resolve else ()
     if isinstance(pins, str):
         return Verdict("refused", reason=f"{name}: forbidden path: {pins}")
     return Verdict("read", canonical, pins=pins)
@@ -363,18 +384,30 @@ def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...
     fds: list[int] = []
     try:
         for index, dev, ino in verdict.pins:
-            word = argv[index]
+            word = argv[index].split("=", 1)[1] if argv[index].startswith("--") and "=" in argv[index] else argv[index]
             path = word if os.path.isabs(word) else os.path.join(cwd or "/", word)
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+                opened = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
             except OSError as exc:
+                if dev == ABSENT:
+                    continue  # still not there (or not readable): the command says so itself
                 raise ToolError(f"refused: cannot open {word!r} ({exc.strerror}); nothing was run") from None
+            if dev == ABSENT:
+                os.close(opened)
+                raise ToolError(f"refused: {word!r} could not be opened when it was checked and can be now (something "
+                                "was put there meanwhile); nothing was run")
+            try:  # at 10 or above: a shell script it runs (zgrep) takes 3, 4 and 5 for itself
+                fd = fcntl.fcntl(opened, fcntl.F_DUPFD_CLOEXEC, 10)
+            finally:
+                os.close(opened)
             fds.append(fd)
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != (dev, ino):
                 raise ToolError(f"refused: {word!r} is another file than the one checked a moment ago (it was "
                                 "replaced or a link in its path was changed meanwhile); nothing was run")
-            argv[index] = f"/dev/fd/{fd}"
+            word_at = argv[index]
+            argv[index] = (word_at.split("=", 1)[0] + f"=/dev/fd/{fd}" if word_at.startswith("--") and "=" in word_at
+                           else f"/dev/fd/{fd}")
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -387,31 +420,43 @@ def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...
 _NOT_PINNED = frozenset({"file"})
 
 
-def _pins(argv: tuple[str, ...], read_operands: tuple[tuple[int, str], ...],
+def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
           policy: PathPolicy) -> tuple[tuple[int, int, int], ...] | str:
-    """``(index in argv, device, inode)`` of each regular file a local read names as an operand,
-    each opened and checked as the open file it is (:meth:`PathPolicy.pinned_problem`), or why one
-    may not be read.  The run opens the path again and runs the command on it (``/dev/fd/N``) only
-    if it is still that file: a path swapped for a symbolic link between the checks, or between
-    them and the run (a race another local user can run), is refused, never read."""
+    """``(index in argv, device, inode)`` of each file and folder a local read names (see
+    :func:`_pin_targets`), each opened and checked as the open file it is
+    (:meth:`PathPolicy.pinned_problem`; a folder read recursively: checked again where the kernel
+    says the open folder is), or why one may not be read — one that cannot be opened, or is neither a regular file
+    nor (read recursively) a folder, included.  The run opens each again and runs the command on
+    it (``/dev/fd/N``) only if it is still that file: a path swapped for a symbolic link between
+    the checks, or between them and the run (a race another local user can run), is refused,
+    never read."""
     out = []
-    for index, role in read_operands:
-        word = argv[index]
+    for index, role in targets:
+        word = argv[index].split("=", 1)[1] if argv[index].startswith("--") and "=" in argv[index] else argv[index]
         if word == "-":
             continue
         path = word if os.path.isabs(word) else os.path.join(policy.cwd or "/", word)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
-            continue  # the command says so itself
+            out.append((index, ABSENT, ABSENT))  # the command says so itself — unless it can open it by then
+            continue
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            problem = policy.pinned_problem(fd, word, checked=role == "read-checked")
+            if role == "recursive" and stat.S_ISDIR(st.st_mode):
+                # the checks walked it by name: the folder open now is checked where the kernel says it is
+                problem = policy.recursive_problem(os.readlink(f"/proc/self/fd/{fd}"), checked=True)
+            elif stat.S_ISREG(st.st_mode):
+                problem = policy.pinned_problem(fd, word, checked=role != "read")
+            else:
+                problem = None  # a folder or a FIFO: it prints no file's contents; pinned all the same
             if problem:
                 return problem
             out.append((index, st.st_dev, st.st_ino))
         finally:
             os.close(fd)
     return tuple(out)
+
+
+#: the device and inode of a pin whose path could not be opened when it was checked
+ABSENT = -1

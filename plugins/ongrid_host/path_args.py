@@ -94,6 +94,8 @@ def change_paths_problem(argv: Sequence[str], policy: PathPolicy) -> str | None:
     writes is also taken inside every folder it writes: ``tar -czC /etc -f x ongrid`` names
     ``/etc/ongrid``.  More than :data:`MAX_JOINED` such pairs is refused."""
     paths, folders, names = _named_paths(argv)
+    if policy.resolve and policy.cwd:  # a relative name is read where the command starts, too
+        folders = list(dict.fromkeys([*folders, policy.cwd]))
     if len(folders) * len(names) > MAX_JOINED:
         return (f"it writes {len(folders)} folders and {len(names)} names, too many to check each name in each "
                 "folder; split the command")

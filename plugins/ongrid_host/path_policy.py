@@ -365,7 +365,8 @@ class PathPolicy:
         to read-only commands for what else they hold (devices, kernel files, database and
         container folders, backups) and private files are a change's usual business
         (``mount /dev/sdb1 /mnt``, ``truncate -s0 /var/lib/docker/containers/…-json.log``,
-        ``chmod 600 …``), so they stay for the reviewer."""
+        ``chmod 600 …``), so they stay for the reviewer.  On the local host a file that holds one
+        of the daemon's own secrets is refused too, whatever the command does with it."""
         # where it leads counts even when spelled inside an area a change may name: /proc/1/root/etc/shadow,
         # a link planted in /dev/shm
         problem, forms = self.forms(path, always_resolve=True)
@@ -376,6 +377,12 @@ class PathPolicy:
             if area:
                 shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
                 return f"path {shown} would read {area}"
+        if self.resolve and os.path.isfile(forms[-1]) and file_holds_secret(forms[-1]):
+            # an approved `cut -c 11-17` had printed a held chat token 7 characters a call: a reviewer
+            # is not told what a file holds, and no change needs the daemon's own secrets printed
+            shown = f"'{path}'" if forms[-1] == path else f"'{path}' (resolves to {forms[-1]})"
+            return (f"path {shown} holds a secret Ongrid itself is configured with (a chat token, the model's "
+                    "key or a bridge secret)")
         return None
 
     def read_problem(self, path: str, skip_names: frozenset[str] = frozenset(), *,

@@ -563,14 +563,15 @@ def test_searches_of_what_is_never_checked_are_refused_while_a_secret_is_held(tm
     from ongridd.secretset import REGISTRY
 
     policy = PathPolicy.local(cwd=str(tmp_path))
-    with REGISTRY.hold([HELD]):
+    held = f"PGREPtoken{os.getpid()}x0123456789"  # this test's own: no other test's process carries it
+    with REGISTRY.hold([held]):
         for cmd in ("journalctl -u bot -g 'bot1234[0-4]'", "journalctl --grep=x -q -o cat"):
             verdict = analyze(cmd, policy)
             assert verdict.kind == "refused" and "search_logs" in verdict.reason, (cmd, verdict)
-        assert analyze("pgrep -c -f ALICE", policy).kind == "read"  # no process's command line holds it
-        holder = subprocess.Popen(["sh", "-c", "sleep 30", f"bot{HELD}"])
+        assert analyze("pgrep -c -f PGREP", policy).kind == "read"  # no process's command line holds it
+        holder = subprocess.Popen(["sh", "-c", "sleep 30", f"bot{held}"])
         try:
-            verdict = analyze("pgrep -c -f ALICE", policy)
+            verdict = analyze("pgrep -c -f PGREP", policy)
             assert verdict.kind == "refused" and f"process {holder.pid}'s holds a secret" in verdict.reason, verdict
             assert analyze("pgrep -c sh", policy).kind == "read"  # the process name only
         finally:
@@ -644,3 +645,20 @@ async def test_a_held_secret_is_not_read_7_characters_at_a_time_from_a_large_fil
         # whole lines still come out (a tool result is redacted on its way to the model: the whole value)
         out = await call("host_bash", {"cmd": f"tail -n 1 {tmp_path / 'big.log'}", "timeout_s": 20}, read_only=True)
         assert out["stdout"].endswith("/getUpdates\n") and HELD not in redact(out["stdout"]), out["stdout"][-200:]
+
+
+def test_a_command_for_review_that_names_a_file_holding_a_held_secret_is_refused(tmp_path):
+    """A reviewer approved ``cut -c 11-17`` on a file holding the chat token, a call at a time: the
+    reviewer is not told what a file holds, and no change needs the daemon's secrets printed. Such a
+    command is refused before any review; the same command on another file goes to the reviewer."""
+    from ongridd.secretset import REGISTRY
+
+    (tmp_path / "leaky.conf").write_text(f"token: {HELD}\n")
+    (tmp_path / "plain.conf").write_text("listen 80\n")
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        for cmd in ("cut -c 11-17 leaky.conf", f"awk '{{print substr($2,1,7)}}' {tmp_path / 'leaky.conf'}",
+                    "cp leaky.conf /tmp/x"):
+            verdict = analyze(cmd, policy)
+            assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (cmd, verdict)
+        assert analyze("cut -c 1-5 plain.conf", policy).kind == "write"

@@ -182,3 +182,65 @@ async def test_a_root_daemons_reads_keep_the_log_groups(tmp_path: Path):
     assert done.exit_code == 0, done.stderr
     read = await runner.run_reduced(["cat", str(logs / "service.log")], timeout_s=10)
     assert read.stdout == b"started\n"
+
+
+@pytest.mark.parametrize("cmd", ["dmesg -F {link}", "du --files0-from={link}", "grep -f {link} {harmless}",
+                                 "cat {link}", "grep -r -h x {folder}"])
+async def test_every_file_a_read_names_is_pinned_option_values_and_folders_too(call, private_file: Path,
+                                                                            tmp_path: Path, cmd: str):
+    # an option's value (dmesg -F, du --files0-from) was opened again by name at the run, and so was the
+    # folder of grep -r: a link swapped in between had them print /etc/shadow and an ssh host key
+    from ongrid_host import bash_policy, tools
+
+    link = _link_to_harmless(tmp_path)
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "app.log").write_text("x\n")
+    real_pin = bash_policy.pin_checked_files
+
+    def swapped_then_pinned(verdict, cwd):
+        _swap(link, private_file)
+        folder.rename(tmp_path / "logs.old")
+        folder.symlink_to(private_file.parent)
+        return real_pin(verdict, cwd)
+
+    tools.pin_checked_files = swapped_then_pinned
+    try:
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": cmd.format(link=link, harmless=tmp_path / "harmless.txt",
+                                                       folder=folder)}, read_only=True)
+    finally:
+        tools.pin_checked_files = real_pin
+    assert "another file than the one checked" in str(info.value), str(info.value)
+
+
+async def test_a_path_missing_at_its_check_and_there_at_the_run_is_refused(call, private_file: Path, tmp_path: Path):
+    from ongrid_host import bash_policy, tools
+
+    link = tmp_path / "later"
+    real_pin = bash_policy.pin_checked_files
+
+    def linked_then_pinned(verdict, cwd):
+        link.symlink_to(private_file)
+        return real_pin(verdict, cwd)
+
+    tools.pin_checked_files = linked_then_pinned
+    try:
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": f"sed -n 1,5p {link}"}, read_only=True)
+    finally:
+        tools.pin_checked_files = real_pin
+    assert "could not be opened when it was checked and can be now" in str(info.value)
+    # still missing at the run: the command runs and says so itself
+    out = await call("host_bash", {"cmd": f"cat {tmp_path / 'never'}"}, read_only=True)
+    assert out["exit_code"] != 0 and "No such file" in out["stderr"]
+
+
+async def test_zgrep_reads_its_pinned_file(call, tmp_path: Path):
+    # zgrep (a shell script) takes descriptors 3 to 5 for itself: a pinned file there read as empty
+    import gzip
+
+    log = tmp_path / "app.log.gz"
+    log.write_bytes(gzip.compress(b"ok\nERROR disk full\n"))
+    out = await call("host_bash", {"cmd": f"zgrep -H ERROR {log}"}, read_only=True)
+    assert out["exit_code"] == 0 and out["stdout"] == f"{log}:ERROR disk full\n", out
