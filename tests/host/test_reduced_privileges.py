@@ -61,6 +61,26 @@ def _swap(link: Path, to: Path) -> None:
     link.symlink_to(to)
 
 
+async def _refused_when_changed_before_the_pin(call, cmd: str, change) -> str:
+    """Run ``cmd`` through host_bash with ``change()`` done after its checks, just before the run
+    pins its files; the ToolError's text (the call must be refused)."""
+    from ongrid_host import bash_policy, tools
+
+    real_pin = bash_policy.pin_checked_files
+
+    def changed_then_pinned(verdict, cwd):
+        change()
+        return real_pin(verdict, cwd)
+
+    tools.pin_checked_files = changed_then_pinned
+    try:
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": cmd}, read_only=True)
+    finally:
+        tools.pin_checked_files = real_pin
+    return str(info.value)
+
+
 async def test_a_path_swapped_after_the_check_reads_nothing_private(call, private_file: Path, tmp_path: Path):
     # the race an attacker wins against any path check: the link points at a harmless file while the
     # command is checked and at the private one when it runs
@@ -85,22 +105,9 @@ async def test_a_path_swapped_after_the_check_reads_nothing_private(call, privat
 
 async def test_a_path_swapped_between_its_check_and_the_run_is_refused(call, private_file: Path, tmp_path: Path):
     # the same race won earlier: the link is changed after the policy's checks, before the run opens it
-    from ongrid_host import bash_policy, tools
-
     link = _link_to_harmless(tmp_path)
-    real_pin = bash_policy.pin_checked_files
-
-    def swapped_then_pinned(verdict, cwd):
-        _swap(link, private_file)
-        return real_pin(verdict, cwd)
-
-    tools.pin_checked_files = swapped_then_pinned
-    try:
-        with pytest.raises(ToolError) as info:
-            await call("host_bash", {"cmd": f"cat {link}"}, read_only=True)
-    finally:
-        tools.pin_checked_files = real_pin
-    assert "another file than the one checked" in str(info.value) and "nothing was run" in str(info.value)
+    said = await _refused_when_changed_before_the_pin(call, f"cat {link}", lambda: _swap(link, private_file))
+    assert "another file than the one checked" in said and "nothing was run" in said
 
 
 async def test_each_file_is_checked_as_the_file_it_opened(tmp_path: Path):
@@ -190,47 +197,26 @@ async def test_every_file_a_read_names_is_pinned_option_values_and_folders_too(c
                                                                             tmp_path: Path, cmd: str):
     # an option's value (dmesg -F, du --files0-from) was opened again by name at the run, and so was the
     # folder of grep -r: a link swapped in between had them print /etc/shadow and an ssh host key
-    from ongrid_host import bash_policy, tools
-
     link = _link_to_harmless(tmp_path)
     folder = tmp_path / "logs"
     folder.mkdir()
     (folder / "app.log").write_text("x\n")
-    real_pin = bash_policy.pin_checked_files
 
-    def swapped_then_pinned(verdict, cwd):
+    def swap_both():
         _swap(link, private_file)
         folder.rename(tmp_path / "logs.old")
         folder.symlink_to(private_file.parent)
-        return real_pin(verdict, cwd)
 
-    tools.pin_checked_files = swapped_then_pinned
-    try:
-        with pytest.raises(ToolError) as info:
-            await call("host_bash", {"cmd": cmd.format(link=link, harmless=tmp_path / "harmless.txt",
-                                                       folder=folder)}, read_only=True)
-    finally:
-        tools.pin_checked_files = real_pin
-    assert "another file than the one checked" in str(info.value), str(info.value)
+    said = await _refused_when_changed_before_the_pin(
+        call, cmd.format(link=link, harmless=tmp_path / "harmless.txt", folder=folder), swap_both)
+    assert "another file than the one checked" in said, said
 
 
 async def test_a_path_missing_at_its_check_and_there_at_the_run_is_refused(call, private_file: Path, tmp_path: Path):
-    from ongrid_host import bash_policy, tools
-
     link = tmp_path / "later"
-    real_pin = bash_policy.pin_checked_files
-
-    def linked_then_pinned(verdict, cwd):
-        link.symlink_to(private_file)
-        return real_pin(verdict, cwd)
-
-    tools.pin_checked_files = linked_then_pinned
-    try:
-        with pytest.raises(ToolError) as info:
-            await call("host_bash", {"cmd": f"sed -n 1,5p {link}"}, read_only=True)
-    finally:
-        tools.pin_checked_files = real_pin
-    assert "could not be opened when it was checked and can be now" in str(info.value)
+    said = await _refused_when_changed_before_the_pin(call, f"sed -n 1,5p {link}",
+                                                      lambda: link.symlink_to(private_file))
+    assert "could not be opened when it was checked and can be now" in said
     # still missing at the run: the command runs and says so itself
     out = await call("host_bash", {"cmd": f"cat {tmp_path / 'never'}"}, read_only=True)
     assert out["exit_code"] != 0 and "No such file" in out["stderr"]
