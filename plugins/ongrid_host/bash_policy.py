@@ -208,6 +208,23 @@ def default_policy() -> PathPolicy:
     return _DEFAULT_POLICY
 
 
+#: a word lsof takes as the address of the ``-i`` before it (``lsof -i :6379``, ``-i tcp:80``, ``-i 4``)
+_LSOF_ADDRESS = re.compile(r"(?:[46]|[46]?(?:tcp|udp|TCP|UDP))?(?:@\S+)?(?::\S+)?\Z")
+
+
+def _lsof_address_attached(args: list[str]) -> list[str]:
+    """``args`` with an address written after ``-i`` as its own word joined to it (``-i :6379`` →
+    ``-i:6379``), as lsof reads it: left apart, the canonical form put it after ``--``, where lsof
+    took it for a file name and reported nothing listening."""
+    out: list[str] = []
+    for word in args:
+        if out and out[-1] == "-i" and word and word[0] in ":@46tuTU" and _LSOF_ADDRESS.match(word):
+            out[-1] = "-i" + word
+        else:
+            out.append(word)
+    return out
+
+
 def _refuse_oracles(name: str, parsed: Any) -> None:
     """Refuse a search of what is never checked for the daemon's own secrets, while it holds any:
     its answer (a match or none, a count) would tell a secret a pattern at a time (``journalctl -g
@@ -265,6 +282,8 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
             raise Refusal(WRITE, "mount: only allowed without arguments (with arguments it changes mounts)")
         return ("mount",), [], ()
     spec = SPECS[name]
+    if name == "lsof":
+        args = _lsof_address_attached(args)
     parsed = parse(spec, args)
     if local:  # (an ssh host holds neither the daemon's configuration nor its environment)
         _refuse_oracles(name, parsed)

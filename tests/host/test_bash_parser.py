@@ -662,3 +662,28 @@ def test_a_command_for_review_that_names_a_file_holding_a_held_secret_is_refused
             verdict = analyze(cmd, policy)
             assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (cmd, verdict)
         assert analyze("cut -c 1-5 plain.conf", policy).kind == "write"
+
+
+@pytest.mark.parametrize(("cmd", "argv"), [
+    ("lsof -i :6379", ("lsof", "-i:6379")), ("lsof -i tcp:80", ("lsof", "-itcp:80")),
+    ("lsof -i @10.0.0.1:22", ("lsof", "-i@10.0.0.1:22")), ("lsof -i -n", ("lsof", "-i", "-n")),
+    ("lsof -i :22 /var/log/syslog", ("lsof", "-i:22", "--", "/var/log/syslog")),
+])
+def test_an_address_after_lsof_i_stays_its_address(cmd, argv):
+    # written apart, it was put after "--", where lsof took ":6379" for a file name and reported
+    # nothing listening on a port that was
+    assert analyze(cmd).argv == argv
+
+
+async def test_lsof_i_port_finds_what_listens(call):
+    import shutil
+    import socket
+
+    if shutil.which("lsof") is None:
+        pytest.skip("lsof is not installed")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        out = await call("host_bash", {"cmd": f"lsof -n -P -i :{port}"}, read_only=True)
+    assert out["exit_code"] == 0 and f":{port} (LISTEN)" in out["stdout"], out
