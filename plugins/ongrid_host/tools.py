@@ -99,6 +99,11 @@ WALK_MAX_S = 25
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
+def _value(word: str) -> str:
+    """The path in an argv word: the word, or the value of a ``--option=value`` word."""
+    return word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
+
+
 class HostTools:
     """Builds the tools for one plugin context (hosts and settings)."""
 
@@ -402,7 +407,8 @@ class HostTools:
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")
-            renamed = sorted(((p, w) for p, w in zip(argv, verdict.argv, strict=True) if p != w), reverse=True)
+            renamed = sorted(((_value(p), _value(w)) for p, w in zip(argv, verdict.argv, strict=True) if p != w),
+                             reverse=True)
             for pinned, word in renamed:  # the files by the names they were given (/dev/fd/12 before /dev/fd/1)
                 stdout, stderr = stdout.replace(pinned, word), stderr.replace(pinned, word)
             if journal_json(verdict.argv):

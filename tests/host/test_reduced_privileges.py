@@ -230,3 +230,11 @@ async def test_zgrep_reads_its_pinned_file(call, tmp_path: Path):
     log.write_bytes(gzip.compress(b"ok\nERROR disk full\n"))
     out = await call("host_bash", {"cmd": f"zgrep -H ERROR {log}"}, read_only=True)
     assert out["exit_code"] == 0 and out["stdout"] == f"{log}:ERROR disk full\n", out
+
+
+async def test_a_pinned_option_value_is_named_as_written_in_the_output(call, tmp_path: Path):
+    listed = tmp_path / "names"
+    listed.write_bytes(b"\0")  # an empty name: du names the list file and the line in its complaint
+    out = await call("host_bash", {"cmd": f"du --files0-from={listed}"}, read_only=True)
+    assert "/dev/fd/" not in out["stdout"] + out["stderr"], out
+    assert f"{listed}:1" in out["stderr"], out
