@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from pathlib import Path
 
 import pytest
 from ongrid_host.bash_policy import analyze
@@ -571,6 +573,10 @@ def test_searches_of_what_is_never_checked_are_refused_while_a_secret_is_held(tm
         assert analyze("pgrep -c -f PGREP", policy).kind == "read"  # no process's command line holds it
         holder = subprocess.Popen(["sh", "-c", "sleep 30", f"bot{held}"])
         try:
+            for _ in range(200):  # until it has exec'd: before, its command line is this process's
+                if held.encode() in Path(f"/proc/{holder.pid}/cmdline").read_bytes():
+                    break
+                time.sleep(0.01)
             verdict = analyze("pgrep -c -f PGREP", policy)
             assert verdict.kind == "refused" and f"process {holder.pid}'s holds a secret" in verdict.reason, verdict
             assert analyze("pgrep -c sh", policy).kind == "read"  # the process name only
