@@ -478,10 +478,12 @@ class PathPolicy:
                     "home, which holds .ssh keys; name an absolute folder")
         _, forms = self.forms(path)
         for form in forms:
-            inner = [a for a, _ in self.areas] + list(_KEY_FOLDERS)
-            for area in inner:
+            inner = [*self.areas, *((k, "the host's ssh private keys (ssh_host_*_key)") for k in _KEY_FOLDERS)]
+            for area, why in inner:
                 if _under(area, form):
-                    return f"recursive read of '{path}' (resolves to {form}) would include {area}"
+                    shown = f"'{path}'" if form == path else f"'{path}' (resolves to {form})"
+                    return (f"recursive read of {shown} would include {area} — {why}; name the files to read "
+                            f"instead (grep PATTERN {form.rstrip('/')}/FILE …)")
             storage = next((c for c in CONTAINER_STORAGE if (_under(form, c) or _under(c, form))
                             and not any(_under(form, v) for v in CONTAINER_VOLUMES)), None)
             if storage is None and any(r + "/" in form + "/" for r in _ROOTLESS_STORAGE):
