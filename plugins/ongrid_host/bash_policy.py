@@ -394,6 +394,11 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     return Verdict("read", canonical, pins=pins)
 
 
+def path_in(word: str) -> str:
+    """The path an argv word names: the word, or the value of a ``--option=value`` word."""
+    return word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
+
+
 def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...], list[int]]:
     """The argv to run for ``verdict`` and the open files it inherits: each pinned file (see
     :func:`_pins`) opened and, if it is still the file that was checked (device and inode),
@@ -403,7 +408,7 @@ def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...
     fds: list[int] = []
     try:
         for index, dev, ino in verdict.pins:
-            word = argv[index].split("=", 1)[1] if argv[index].startswith("--") and "=" in argv[index] else argv[index]
+            word = path_in(argv[index])
             path = word if os.path.isabs(word) else os.path.join(cwd or "/", word)
             try:
                 opened = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
@@ -424,9 +429,7 @@ def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...
             if (st.st_dev, st.st_ino) != (dev, ino):
                 raise ToolError(f"refused: {word!r} is another file than the one checked a moment ago (it was "
                                 "replaced or a link in its path was changed meanwhile); nothing was run")
-            word_at = argv[index]
-            argv[index] = (word_at.split("=", 1)[0] + f"=/dev/fd/{fd}" if word_at.startswith("--") and "=" in word_at
-                           else f"/dev/fd/{fd}")
+            argv[index] = argv[index][:len(argv[index]) - len(word)] + f"/dev/fd/{fd}"
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -451,7 +454,7 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
     never read."""
     out = []
     for index, role in targets:
-        word = argv[index].split("=", 1)[1] if argv[index].startswith("--") and "=" in argv[index] else argv[index]
+        word = path_in(argv[index])
         if word == "-":
             continue
         path = word if os.path.isabs(word) else os.path.join(policy.cwd or "/", word)

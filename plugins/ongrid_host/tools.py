@@ -17,7 +17,7 @@ import trio
 
 from ongrid_host import fs, local, remote
 from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
-from ongrid_host.bash_policy import Verdict, analyze, pin_checked_files
+from ongrid_host.bash_policy import Verdict, analyze, path_in, pin_checked_files
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.egress import ProbeTargets
 from ongrid_host.http_probe import probe_http
@@ -98,11 +98,6 @@ WALK_MAX_S = 25
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-
-def _value(word: str) -> str:
-    """The path in an argv word: the word, or the value of a ``--option=value`` word."""
-    return word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
-
 
 class HostTools:
     """Builds the tools for one plugin context (hosts and settings)."""
@@ -407,7 +402,7 @@ class HostTools:
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")
-            renamed = sorted(((_value(p), _value(w)) for p, w in zip(argv, verdict.argv, strict=True) if p != w),
+            renamed = sorted(((path_in(p), path_in(w)) for p, w in zip(argv, verdict.argv, strict=True) if p != w),
                              reverse=True)
             for pinned, word in renamed:  # the files by the names they were given (/dev/fd/12 before /dev/fd/1)
                 stdout, stderr = stdout.replace(pinned, word), stderr.replace(pinned, word)

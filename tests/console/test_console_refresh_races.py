@@ -6,6 +6,8 @@ turn ended does not mark the page running after it."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from tests.conftest import need
@@ -23,6 +25,16 @@ def signed_in(b, url: str, thread: str):
 
 
 send = send_text
+
+
+@contextlib.contextmanager
+def room(tmp_path, script: dict, thread: str):
+    """A daemon answering with ``script`` (user dave, TOKEN), a browser, and a console page signed in
+    on ``thread``: ``(daemon, browser, page, watch)``; skipped without a browser."""
+    need(have_browser(), NEED)
+    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
+        page, watch = signed_in(b, d["url"], thread)
+        yield d, b, page, watch
 
 
 def slow_transcript_reads(page, delay_ms: int, *, times: int = 1_000) -> None:
@@ -55,10 +67,8 @@ def reading_again_slowly(page, question: str, delay_ms: int, *, wait_ms: int = 5
 
 
 def test_a_message_sent_while_the_log_is_read_again_shows_once(tmp_path):
-    need(have_browser(), NEED)
     script = {"default": [{"delay_s": 3, "content": "Answer one."}, {"delay_s": 1, "content": "Answer to M."}]}
-    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
-        page, watch = signed_in(b, d["url"], "race-room")
+    with room(tmp_path, script, "race-room") as (d, b, page, watch):
         reading_again_slowly(page, "T1", 1500)
         send(page, "M sent while the log is read")  # the daemon would store it before the slowed read
         page.locator(".msg.final", has_text="Answer to M.").wait_for(timeout=15_000)
@@ -74,10 +84,8 @@ def test_a_message_sent_while_the_log_is_read_again_shows_once(tmp_path):
 
 
 def test_a_read_that_hangs_does_not_hold_the_next_attach(tmp_path):
-    need(have_browser(), NEED)
     script = {"default": [{"delay_s": 2, "content": "Answer one."}, {"content": "Answer two."}]}
-    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
-        page, watch = signed_in(b, d["url"], "hang-room")
+    with room(tmp_path, script, "hang-room") as (d, b, page, watch):
         send(page, "T1")
         page.wait_for_timeout(500)
         page.reload()
@@ -100,10 +108,7 @@ def test_a_read_that_hangs_does_not_hold_the_next_attach(tmp_path):
 
 
 def test_a_thread_list_read_before_the_turn_ended_does_not_mark_it_running(tmp_path):
-    need(have_browser(), NEED)
-    with daemon(tmp_path, {"default": [{"delay_s": 0.8, "content": "Answer one."}]},
-                tokens=f"dave:{TOKEN}") as d, browser() as b:
-        page, watch = signed_in(b, d["url"], "list-room")
+    with room(tmp_path, {"default": [{"delay_s": 0.8, "content": "Answer one."}]}, "list-room") as (d, b, page, watch):
 
         def late(route) -> None:  # asked while the turn runs, answered ("running") after it ended
             answer = route.fetch()
@@ -119,11 +124,9 @@ def test_a_thread_list_read_before_the_turn_ended_does_not_mark_it_running(tmp_p
 
 
 def test_a_message_sent_while_the_log_is_read_goes_as_it_was_and_comes_back_if_the_socket_drops(tmp_path):
-    need(have_browser(), NEED)
     script = {"default": [{"delay_s": 2, "content": "Answer one."}, {"content": "Answer to the first."},
                           {"delay_s": 2, "content": "Answer three."}]}
-    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
-        page, watch = signed_in(b, d["url"], "waiting-room")
+    with room(tmp_path, script, "waiting-room") as (d, b, page, watch):
         reading_again_slowly(page, "T1", 1500)
         send(page, "the first, as it was")
         page.locator("#text").press("Enter")  # again: nothing more goes
@@ -143,7 +146,6 @@ def test_a_message_sent_while_the_log_is_read_goes_as_it_was_and_comes_back_if_t
 
 
 def test_workers_of_one_persona_and_description_keep_their_own_tiles_after_a_reload(tmp_path):
-    need(have_browser(), NEED)
     dispatch = lambda prompt: {"name": "AgentTool", "arguments": {  # noqa: E731
         "description": "Disk usage", "subagent_type": "specialist-disk", "prompt": prompt}}
     script = {"default": [{"content": "first", "tool_calls": [dispatch("look")]},
@@ -151,8 +153,7 @@ def test_workers_of_one_persona_and_description_keep_their_own_tiles_after_a_rel
                           {"content": "Both done."}],
               "specialist-disk": [{"delay_s": 2.5, "content": "report one"},
                                   {"delay_s": 2.5, "content": "report two"}]}
-    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
-        page, watch = signed_in(b, d["url"], "twin-room")
+    with room(tmp_path, script, "twin-room") as (d, b, page, watch):
         send(page, "go")
         page.locator(".tile .status.completed").first.wait_for(timeout=15_000)
         page.wait_for_timeout(700)  # the second worker runs
@@ -173,14 +174,12 @@ def test_workers_of_one_persona_and_description_keep_their_own_tiles_after_a_rel
 def test_the_next_turn_shows_live_when_an_attach_ends_on_a_turn_that_ended(tmp_path):
     # frames waiting for an attach's read: a turn's final among them starts another read, and the next
     # turn's frames after it wait for that one — they are shown live, not lost in a log swapped out
-    need(have_browser(), NEED)
     interim = lambda text: {"name": "SendMessage", "arguments": {"text": text}}  # noqa: E731
     script = {"default": [{"delay_s": 2, "content": "Answer one."},
                           {"content": "Looking.", "tool_calls": [interim("interim one")]},
                           {"delay_s": 3, "tool_calls": [interim("interim two, later")]},
                           {"delay_s": 4, "content": "Answer two."}]}
-    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
-        watcher, watch = signed_in(b, d["url"], "relay-room")
+    with room(tmp_path, script, "relay-room") as (d, b, watcher, watch):
         sender, _ = signed_in(b, d["url"], "relay-room")
         send(sender, "T1")
         watcher.wait_for_timeout(500)
@@ -196,9 +195,7 @@ def test_the_next_turn_shows_live_when_an_attach_ends_on_a_turn_that_ended(tmp_p
 
 
 def test_a_re_attach_whose_read_fails_keeps_the_log_dimmed_then_reads_it_again(tmp_path):
-    need(have_browser(), NEED)
-    with daemon(tmp_path, {"default": [{"content": "Answer one."}]}, tokens=f"dave:{TOKEN}") as d, browser() as b:
-        page, watch = signed_in(b, d["url"], "retry-room")
+    with room(tmp_path, {"default": [{"content": "Answer one."}]}, "retry-room") as (d, b, page, watch):
         send(page, "T1")
         page.locator(".msg.final", has_text="Answer one.").wait_for(timeout=15_000)
         failed = [2]  # the attach's read and its first retry fail: it is tried again, later
@@ -220,14 +217,12 @@ def test_a_re_attach_whose_read_fails_keeps_the_log_dimmed_then_reads_it_again(t
 
 
 def test_a_message_another_tab_sent_into_this_pages_turn_shows_when_it_ends(tmp_path):
-    need(have_browser(), NEED)
     dispatch = {"name": "AgentTool", "arguments": {"description": "Measure", "subagent_type": "specialist-disk",
                                                    "prompt": "Measure"}}
     script = {"default": [{"content": "Dispatching.", "tool_calls": [dispatch]}, {"content": "Answer with M."},
                           {"content": "Answer three."}],
               "specialist-disk": [{"delay_s": 3, "content": "disk: fine"}]}
-    with daemon(tmp_path, script, tokens=f"dave:{TOKEN}") as d, browser() as b:
-        owner, watch = signed_in(b, d["url"], "joined-room")
+    with room(tmp_path, script, "joined-room") as (d, b, owner, watch):
         other, _ = signed_in(b, d["url"], "joined-room")
         send(owner, "QA")
         owner.wait_for_timeout(1000)
@@ -242,10 +237,7 @@ def test_a_message_another_tab_sent_into_this_pages_turn_shows_when_it_ends(tmp_
 
 
 def test_a_waiting_message_that_comes_back_on_another_thread_names_its_thread(tmp_path):
-    need(have_browser(), NEED)
-    with daemon(tmp_path, {"default": [{"delay_s": 2, "content": "Answer one."}]},
-                tokens=f"dave:{TOKEN}") as d, browser() as b:
-        page, watch = signed_in(b, d["url"], "first-room")
+    with room(tmp_path, {"default": [{"delay_s": 2, "content": "Answer one."}]}, "first-room") as (d, b, page, watch):
         reading_again_slowly(page, "T1", 3000)
         send(page, "meant for first-room")
         page.evaluate("location.hash = '#/t/second-room'")
