@@ -292,6 +292,10 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
     paths = parsed.paths()
     if name in ("grep", "egrep") and grep_recursive(parsed) and "recursive" not in parsed.roles:
         paths.append((".", "recursive"))  # no folder named: grep -r reads the folder it runs in
+    if name in _FILES_ONLY and not local:
+        # another host's folder cannot be told from a file before the command runs there: judge
+        # each operand as the folder it may be (on this host, the pin refuses a folder)
+        paths = [(path, "recursive" if role == "read" else role) for path, role in paths]
     if not reads_by_position(parsed):  # its output depends on what the files hold: they must have been checked
         paths = [(path, f"{role}-checked" if role in ("read", "recursive") else role) for path, role in paths]
     argv = parsed.argv()
@@ -440,6 +444,10 @@ def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...
 #: readers that would not read a file through ``/dev/fd/N`` as they read it by name (``file``
 #: describes the link itself)
 _NOT_PINNED = frozenset({"file"})
+#: readers that, given a folder where a file is expected, read the files in it (``diff DIR1 DIR2``
+#: compares every file the two hold, ``diff DIR FILE`` the file of that name in DIR): their
+#: operands must be files
+_FILES_ONLY = frozenset({"diff"})
 
 
 def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
@@ -470,6 +478,9 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
                 problem = policy.recursive_problem(os.readlink(f"/proc/self/fd/{fd}"), checked=True)
             elif stat.S_ISREG(st.st_mode):
                 problem = policy.pinned_problem(fd, word, checked=role != "read")
+            elif argv[0] in _FILES_ONLY and stat.S_ISDIR(st.st_mode):
+                problem = (f"'{word}' is a folder: {argv[0]} would read the files in it, which are not checked "
+                           "here; name the files to compare")
             else:
                 problem = None  # a folder or a FIFO: it prints no file's contents; pinned all the same
             if problem:

@@ -114,6 +114,48 @@ _SUM_REFUSED = ((("c", "check"), "reads the files named inside a checksum list (
                  WRITE),)
 MD5SUM = CommandSpec("md5sum", _SUM, refused=_SUM_REFUSED, operands="read")
 SHA256SUM = CommandSpec("sha256sum", _SUM, refused=_SUM_REFUSED, operands="read")
+SHA1SUM = CommandSpec("sha1sum", _SUM, refused=_SUM_REFUSED, operands="read")
+SHA512SUM = CommandSpec("sha512sum", _SUM, refused=_SUM_REFUSED, operands="read")
+#: a field or character list: ``1,3-5,7-``
+_LIST = pattern(r"[0-9,-]+", "a list like 1,3-5 or 2-")
+CUT = CommandSpec("cut", (V("b", "bytes", _LIST), V("c", "characters", _LIST), V("f", "fields", _LIST),
+                          V("d", "delimiter"), V(long="output-delimiter"),
+                          *flags("n s|only-delimited z|zero-terminated complement")), operands="read")
+_UNIQ_METHOD = one_of("none", "prepend", "separate", "append", "both")
+UNIQ = CommandSpec("uniq", (*flags("c|count d|repeated D i|ignore-case u|unique z|zero-terminated"),
+                            O(long="all-repeated", check=_UNIQ_METHOD), O(long="group", check=_UNIQ_METHOD),
+                            V("f", "skip-fields", INT), V("s", "skip-chars", INT), V("w", "check-chars", INT)),
+                   operands="read", max_operands=1)  # (a second operand is the file it writes)
+TAC = CommandSpec("tac", (*flags("b|before r|regex"), V("s", "separator")), operands="read")
+NL = CommandSpec("nl", (*flags("p|no-renumber"), V("b", "body-numbering"), V("h", "header-numbering"),
+                        V("f", "footer-numbering"), V("d", "section-delimiter"), V("i", "line-increment", SIGNED),
+                        V("l", "join-blank-lines", INT), V("n", "number-format", one_of("ln", "rn", "rz")),
+                        V("s", "number-separator"), V("v", "starting-line-number", SIGNED),
+                        V("w", "number-width", INT)), operands="read")
+COMM = CommandSpec("comm", (*flags("1 2 3 check-order nocheck-order total z|zero-terminated"),
+                            V(long="output-delimiter")), operands="read", max_operands=2)
+CMP = CommandSpec("cmp", (*flags("b|print-bytes l|verbose s|quiet silent"),
+                          V("i", "ignore-initial", pattern(r"[0-9]+[A-Za-z]*(:[0-9]+[A-Za-z]*)?", "SKIP or SKIP1:SKIP2"
+                                                                       )),
+                          V("n", "bytes", SIZE)), operands="read", max_operands=2)
+_NAMES_THE_FILES = "names a file outside the operands; name both files as operands"
+DIFF = CommandSpec("diff", (
+    *flags("q|brief s|report-identical-files c u e|ed n|rcs y|side-by-side left-column suppress-common-lines "
+           "p|show-c-function t|expand-tabs T|initial-tab suppress-blank-empty N|new-file unidirectional-new-file "
+           "i|ignore-case E|ignore-tab-expansion Z|ignore-trailing-space b|ignore-space-change "
+           "w|ignore-all-space B|ignore-blank-lines strip-trailing-cr a|text d|minimal speed-large-files normal"),
+    V("C", check=INT), O(long="context", check=INT), V("U", check=INT), O(long="unified", check=INT),
+    V("W", "width", INT), V("F", "show-function-line"),
+    V("I", "ignore-matching-lines"), V(long="label"), V(long="tabsize", check=INT), V(long="horizon-lines", check=INT),
+    O(long="color", check=one_of("never", "auto", "always"))),
+    refused=((("r", "recursive", "x", "exclude", "X", "exclude-from", "S", "starting-file"),
+              "compares whole folders; name the two files to compare", REFUSED),
+             (("from-file", "to-file"), _NAMES_THE_FILES, REFUSED),
+             (("l", "paginate"), "runs pr on the output", WRITE)),
+    known=("ifdef", "line-format", "old-line-format", "new-line-format", "unchanged-line-format", "old-group-format",
+           "new-group-format", "unchanged-group-format", "changed-group-format", "ignore-file-name-case",
+           "no-ignore-file-name-case", "no-dereference", "palette", "help", "version"),
+    operands="read", max_operands=2)
 
 
 def grep_recursive(parsed: Parsed) -> bool:
@@ -173,7 +215,8 @@ def _grep_check(parsed: Parsed) -> None:
 #: the commands whose output does not depend on what the file holds, beyond the lines they print
 #: whole (by position): with no pattern, key or byte range to choose, they cannot be made to answer
 #: a question about a held secret a few characters or one yes/no at a time
-_BY_POSITION = frozenset({"cat", "zcat", "head", "tail", "wc", "file", "md5sum", "sha256sum"})
+_BY_POSITION = frozenset({"cat", "zcat", "head", "tail", "wc", "file", "md5sum", "sha1sum", "sha256sum",
+                          "sha512sum"})
 
 
 def reads_by_position(parsed: Parsed) -> bool:
@@ -736,7 +779,8 @@ def _no_plus_options(words: Sequence[str]) -> None:
 
 #: every getopt-style table by command name (find, ps, ip and mount are handled in bash_policy)
 SPECS: dict[str, CommandSpec] = {s.name: s for s in (
-    CAT, HEAD, TAIL, WC, STAT, READLINK, REALPATH, FILE, MD5SUM, SHA256SUM, grep_spec("grep"), grep_spec("egrep"),
+    CAT, HEAD, TAIL, WC, STAT, READLINK, REALPATH, FILE, MD5SUM, SHA256SUM, SHA1SUM, SHA512SUM, CUT, UNIQ, TAC, NL,
+    COMM, CMP, DIFF, grep_spec("grep"), grep_spec("egrep"),
     ZGREP, ZCAT, SORT, SED, LS, DU, DF, FREE, LSBLK, FINDMNT, VMSTAT, PGREP, ID, WHOAMI, WHO, W, LAST, GETENT,
     HOSTNAME, DATE, UPTIME, UNAME, NPROC, LSCPU, LSMOD, SYSCTL, DMESG, JOURNALCTL, SYSTEMCTL, SS, NETSTAT, LSOF,
 )}

@@ -439,7 +439,8 @@ class HostTools:
             name=BASH_TOOL,
             description=("Run one command on a host, without a shell (no pipes, ';', '&&', redirections, "
                          "$(…), $VAR, globs or ~). Read-only commands on the allowlist (ls, cat, head, tail, "
-                         "grep, find, du, df, free, ps, ss, ip addr/route, stat, journalctl, systemctl status/"
+                         "grep, cut, sort, uniq, diff, find, du, df, free, ps, ss, ip addr/route, stat, journalctl, "
+                         "systemctl status/"
                          "show/list-units/cat, dmesg, …) run at once when every option is one the command may take "
                          "read-only; the result's `argv` shows the exact words that ran. An option, verb or "
                          "command that is not read-only is a change: it needs `reason` and passes the review "

@@ -99,6 +99,11 @@ def _others() -> list[str]:
         "sort --out {d}/victim.txt {d}/other.txt", "sort --o={d}/victim.txt {d}/other.txt",
         "sort --compress-program=touch {d}/other.txt", "sort -T {d} {d}/other.txt",
         "sort --files0-from=/proc/1/environ", "sort {d}/envlink",
+        "uniq {d}/other.txt {d}/victim.txt", "uniq -c -- {d}/other.txt {d}/victim.txt", "uniq {d}/envlink",
+        "diff -r {d} /etc", "diff {d}/shadowlink {d}/other.txt", "diff --to-file=/etc/shadow {d}/other.txt",
+        "diff -l {d}/victim.txt {d}/other.txt", "diff --pag {d}/victim.txt {d}/other.txt",
+        "diff -D X {d}/victim.txt {d}/other.txt", "cut -f1 {d}/initenv", "tac {d}/memlink", "nl {d}/cmdlink",
+        "comm {d}/sshdir/id_rsa {d}/other.txt", "cmp {d}/devlink {d}/other.txt", "sha1sum --check {d}/other.txt",
         "tail -f /etc/hostname", "tail -F /etc/hostname", "tail --follow=name /etc/hostname",
         "tail -fn1 /etc/hostname", "tail --pid=1 -f /etc/hostname", "tail --fol /etc/hostname",
         "tail -s 1 /etc/hostname", "tail --retry /etc/hostname",
@@ -253,6 +258,7 @@ HARMLESS = [
     "sysctl vm.swappiness", "sysctl -a -r kernel", "sysctl -aN", "ip -br a", "ip route get 127.0.0.1", "dmesg -T", "ss -tlnp", "mount",
     "cat /proc/loadavg", "cat /proc/meminfo", "cat /proc/self/status", "sort {d}/other.txt",
     "sed -n 1p {d}/victim.txt", "find {d} -name victim.txt", "grep -c original {d}/victim.txt",
+    "uniq -c {d}/other.txt", "diff -u {d}/victim.txt {d}/other.txt", "cut -c1 {d}/other.txt",
 ]
 
 

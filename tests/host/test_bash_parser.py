@@ -654,7 +654,7 @@ async def test_a_held_secret_is_not_read_7_characters_at_a_time_from_a_large_fil
 
 
 def test_a_command_for_review_that_names_a_file_holding_a_held_secret_is_refused(tmp_path):
-    """A reviewer approved ``cut -c 11-17`` on a file holding the chat token, a call at a time: the
+    """A reviewer approved ``od -c -j 7 -N 7`` on a file holding the chat token, a call at a time: the
     reviewer is not told what a file holds, and no change needs the daemon's secrets printed. Such a
     command is refused before any review; the same command on another file goes to the reviewer."""
     from ongridd.secretset import REGISTRY
@@ -664,10 +664,10 @@ def test_a_command_for_review_that_names_a_file_holding_a_held_secret_is_refused
     policy = PathPolicy.local(cwd=str(tmp_path))
     with REGISTRY.hold([HELD]):
         for cmd in ("cut -c 11-17 leaky.conf", f"awk '{{print substr($2,1,7)}}' {tmp_path / 'leaky.conf'}",
-                    "cp leaky.conf /tmp/x"):
+                    "od -An -c -j 7 -N 7 leaky.conf", "cp leaky.conf /tmp/x"):
             verdict = analyze(cmd, policy)
             assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (cmd, verdict)
-        assert analyze("cut -c 1-5 plain.conf", policy).kind == "write"
+        assert analyze("od -An -c -N 5 plain.conf", policy).kind == "write"
 
 
 @pytest.mark.parametrize(("cmd", "argv"), [
