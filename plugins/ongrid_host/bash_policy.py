@@ -244,6 +244,23 @@ def _refuse_oracles(name: str, parsed: Any) -> None:
                                "process name (without -f), or list processes with ps")
 
 
+def after_run_problem(verdict: Verdict) -> str | None:
+    """Why the output of a local read that has run must be withheld, or None: ``pgrep -f`` while
+    a process whose command line holds one of the daemon's secrets is running now — it may have
+    started after the check before the run (:func:`_refuse_oracles`) and matched.  A process that
+    started and ended within the run is not seen.  Blocking (reads ``/proc``): call it in a thread."""
+    argv = verdict.argv
+    options = argv[:argv.index("--")] if "--" in argv else argv
+    if verdict.kind != "read" or argv[:1] != ("pgrep",) or "-f" not in options or not holds_any_secret():
+        return None
+    pid = _process_holding_secret()
+    if pid is None:
+        return None
+    return (f"pgrep: -f matches full command lines, and process {pid}'s, which started while it ran, holds a "
+            "secret Ongrid itself is configured with, so whether it matched could tell the secret; match the "
+            "process name (without -f), or list processes with ps")
+
+
 def _process_holding_secret() -> str | None:
     """The id of a process on this host whose command line holds one of the daemon's secrets, or
     None (``/proc/<pid>/cmdline``; processes that end or cannot be read meanwhile are skipped)."""

@@ -17,7 +17,7 @@ import trio
 
 from ongrid_host import fs, local, remote
 from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
-from ongrid_host.bash_policy import Verdict, analyze, path_in, pin_checked_files
+from ongrid_host.bash_policy import Verdict, after_run_problem, analyze, path_in, pin_checked_files
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.egress import ProbeTargets
 from ongrid_host.http_probe import probe_http
@@ -399,6 +399,8 @@ class HostTools:
             finally:
                 for fd in fds:
                     os.close(fd)
+            if t.is_local and (problem := await trio.to_thread.run_sync(after_run_problem, verdict)):
+                raise ToolError(f"refused: {problem}. It ran; its output is withheld.")
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")

@@ -485,3 +485,46 @@ async def test_a_journal_field_written_as_byte_values_is_read_and_redacted_as_te
         stdout = json.loads(result.content)["stdout"]
         assert "login with token=" in stdout and "[redacted]" in stdout, (mode, stdout)
         assert secret not in stdout and "116, 111, 107" not in stdout and "116,111,107" not in stdout, (mode, stdout)
+
+
+async def test_pgrep_f_output_is_withheld_when_a_holding_process_started_after_the_check(call, monkeypatch):
+    """pgrep -f is refused while a process's command line holds a held secret; one that starts
+    after that check, before the run, could still have matched: its output is withheld."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from ongrid_host import tools as host_tools
+
+    from ongridd.secretset import REGISTRY
+
+    held = f"PGREPlate{os.getpid()}x0123456789"  # this test's own: no other test's process carries it
+    holders: list[subprocess.Popen] = []
+    real_pin = host_tools.pin_checked_files
+
+    def start_holder_then_pin(verdict, cwd):  # between the check and the run
+        holder = subprocess.Popen(["sh", "-c", "sleep 30", f"bot{held}"])
+        holders.append(holder)
+        for _ in range(200):  # until it has exec'd: before, its command line is this process's
+            if held.encode() in Path(f"/proc/{holder.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.01)
+        return real_pin(verdict, cwd)
+
+    with REGISTRY.hold([held]):
+        before = await call("host_bash", {"cmd": f"pgrep -c -f PGREPlate{os.getpid()}"}, read_only=True)
+        assert before["stdout"] == "0\n"
+        monkeypatch.setattr(host_tools, "pin_checked_files", start_holder_then_pin)
+        try:
+            with pytest.raises(ToolError) as info:
+                await call("host_bash", {"cmd": f"pgrep -c -f PGREPlate{os.getpid()}"}, read_only=True)
+            message = str(info.value)
+            assert f"process {holders[0].pid}'s, which started while it ran, holds a secret" in message, message
+            assert "output is withheld" in message and "1\n" not in message
+            # the process name alone tells nothing about a command line
+            named = await call("host_bash", {"cmd": "pgrep -c sleep"}, read_only=True)
+            assert int(named["stdout"]) >= 1
+        finally:
+            for holder in holders:
+                holder.kill()
+                holder.wait()
