@@ -52,7 +52,7 @@ from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, reads_by_posi
 from ongrid_host.expr_rules import parse_find
 from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
 from ongrid_host.path_args import change_paths_problem, paths_problem
-from ongrid_host.path_policy import PathPolicy, grep_exclusions
+from ongrid_host.path_policy import PathPolicy, closed_folder_problem, grep_exclusions
 from ongrid_host.proc_rules import parse_ip, parse_ps
 from ongrid_host.x509_rules import parse_openssl
 
@@ -490,6 +490,9 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
             continue
         try:
             st = os.fstat(fd)
+            problem = closed_folder_problem(word, os.readlink(f"/proc/self/fd/{fd}"))
+            if problem:
+                return problem
             if role == "recursive" and stat.S_ISDIR(st.st_mode):
                 # the checks walked it by name: the folder open now is checked where the kernel says it is
                 problem = policy.recursive_problem(os.readlink(f"/proc/self/fd/{fd}"), checked=True)

@@ -714,6 +714,39 @@ def _private_file_problem(path: str, real: str, log_gids: set[int] | None = None
             "as keys and password files are kept); ask an operator to read it, or read a file others may read")
 
 
+def closed_folder_problem(word: str, real: str) -> str | None:
+    """Why the local file or folder at ``real`` (``word`` resolved, as the kernel has an open one)
+    may not be read, or None: a folder above it that a read — run as the daemon's user and groups
+    without the capabilities that bypass file permissions (see
+    :func:`ongrid_host.runner.reduced_privileges_prefix`) — may not enter.  A read is handed the
+    open file (``/dev/fd/N``), past the folders a path walk would have had checked: so they are
+    checked here.  None when reads keep the daemon's privileges (nothing dropped) and for a folder
+    that cannot be looked at (the command reports its own error)."""
+    from ongrid_host.runner import log_group_ids, reduced_privileges_prefix
+
+    if not reduced_privileges_prefix():
+        return None
+    uid = os.geteuid()
+    groups = {os.getegid(), *os.getgroups(), *(log_group_ids() if uid == 0 else ())}
+    folders = []
+    folder = os.path.dirname(real)
+    while folder not in folders:
+        folders.append(folder)
+        folder = os.path.dirname(folder)
+    for folder in reversed(folders):
+        try:
+            info = os.stat(folder)
+        except OSError:
+            return None
+        search = 0o100 if info.st_uid == uid else 0o010 if info.st_gid in groups else 0o001
+        if not info.st_mode & search:
+            shown = f"'{word}'" if real == word else f"'{word}' (resolves to {real})"
+            return (f"path {shown} lies in {folder} (mode {stat.S_IMODE(info.st_mode):04o}), which the daemon's "
+                    "reads may not enter: they run as its user and groups without the capabilities that bypass "
+                    "file permissions; ask an operator to read it")
+    return None
+
+
 def grep_exclusions() -> tuple[str, ...]:
     """Options that keep a recursive ``grep`` out of every secret-named
     file and folder it meets on the way (``--exclude-dir=.aws``,

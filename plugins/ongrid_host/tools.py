@@ -23,6 +23,7 @@ from ongrid_host.egress import ProbeTargets
 from ongrid_host.http_probe import probe_http
 from ongrid_host.logs_tool import make_search_logs
 from ongrid_host.probes import DNS_TYPES, probe_dns, probe_tcp
+from ongrid_host.runner import reduced_privileges_prefix
 from ongrid_host.services import check_unit, restart_service
 from ongrid_host.settings import HostSettings, parse_settings
 from ongrid_host.target import LOCAL, Target
@@ -42,6 +43,11 @@ from ongridd.plugins.api import (
 )
 
 BASH_MAX_STDOUT = 12 * 1024
+#: why a local read may be denied a file the daemon's own user could read as root
+PERMISSION_NOTE = ("reads run as the daemon's user and groups without the capabilities that bypass file "
+                   "permissions (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so each file is checked against its owner "
+                   "and mode: a file of another user or service that they may not read by its mode is denied "
+                   "here (stat shows its owner and mode); its owner, or an operator, can read it")
 #: where an entry of journalctl's JSON output modes begins: a ``{`` at the start of a line, after
 #: json-seq's record separator or json-sse's ``data:`` (inside an entry, a string's line breaks are
 #: escaped, so no ``{`` of a message can be one of them)
@@ -424,9 +430,14 @@ class HostTools:
             }
             if (shown_out, shown_err) != (stdout, stderr):
                 out["redacted"] = REDACTED_NOTE
+            notes = []
             if result.stdout_cut or result.stderr_cut:
-                out["note"] = (f"output cut: kept the first {human_bytes(BASH_MAX_STDOUT)} of stdout and "
-                               f"{human_bytes(BASH_MAX_STDERR)} of stderr")
+                notes.append(f"output cut: kept the first {human_bytes(BASH_MAX_STDOUT)} of stdout and "
+                             f"{human_bytes(BASH_MAX_STDERR)} of stderr")
+            if verdict.kind == "read" and t.is_local and "Permission denied" in stderr and reduced_privileges_prefix():
+                notes.append(PERMISSION_NOTE)
+            if notes:
+                out["note"] = "; ".join(notes)
             if result.timed_out:
                 out["error"] = f"killed after {timeout_s:g} s"
                 return Outcome(out, status="error")

@@ -238,3 +238,47 @@ async def test_a_pinned_option_value_is_named_as_written_in_the_output(call, tmp
     out = await call("host_bash", {"cmd": f"du --files0-from={listed}"}, read_only=True)
     assert "/dev/fd/" not in out["stdout"] + out["stderr"], out
     assert f"{listed}:1" in out["stderr"], out
+
+
+async def test_a_file_in_a_folder_the_reads_may_not_enter_is_refused_though_it_is_pinned(call, tmp_path: Path):
+    """A read is handed the checked file open (``/dev/fd/N``), past the folders the kernel would
+    have checked on the way to it: a file others may read inside a folder only its owner may enter
+    (a user's home, a service's data folder) is refused as the path walk would have denied it."""
+    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
+    need(bool(runner.reduced_privileges_prefix()), "a daemon whose reads drop a file-read capability")
+    tmp_path.chmod(0o755)
+    folder = tmp_path / "service-data"
+    folder.mkdir(mode=0o700)
+    (folder / "version").write_text("the-folder-private-content\n")
+    (folder / "version").chmod(0o644)
+    os.chown(folder, _nobody(), _nobody())
+    plain = await runner.run_reduced(["cat", str(folder / "version")], timeout_s=10)
+    assert b"Permission denied" in plain.stderr  # what the kernel says by path
+    for cmd in (f"cat {folder / 'version'}", f"head -n 1 {folder}/../service-data/version",
+                f"grep -c content {folder / 'version'}"):
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": cmd}, read_only=True)
+        assert f"lies in {folder} (mode 0700), which the daemon's reads may not enter" in str(info.value), cmd
+    # the folder itself, read recursively: reopened by the command, it is the kernel's to deny
+    searched = await call("host_bash", {"cmd": f"grep -r content {folder}"}, read_only=True)
+    assert "Permission denied" in searched["stderr"] and "private-content" not in searched["stdout"]
+    folder.chmod(0o711)  # others may pass through: the file's own mode decides
+    result = await call("host_bash", {"cmd": f"cat {folder / 'version'}"}, read_only=True)
+    assert result["stdout"] == "the-folder-private-content\n"
+
+
+async def test_a_read_denied_a_file_says_why_a_root_daemon_could_not_read_it(call, tmp_path: Path):
+    """The model sees ``Permission denied`` from a daemon running as root: the result says the read
+    ran without the capabilities that bypass file permissions, and how to see the file's owner."""
+    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
+    need(bool(runner.reduced_privileges_prefix()), "a daemon whose reads drop a file-read capability")
+    tmp_path.chmod(0o755)
+    folder = tmp_path / "service-data"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, _nobody(), _nobody())
+    # ls reads the folder by name (a name, not a file's content: not pinned); the kernel denies it
+    result = await call("host_bash", {"cmd": f"ls {folder}"}, read_only=True)
+    assert result["exit_code"] != 0 and "Permission denied" in result["stderr"]
+    assert "without the capabilities that bypass file permissions" in result["note"], result
+    missing = await call("host_bash", {"cmd": f"ls {tmp_path / 'absent'}"}, read_only=True)
+    assert "note" not in missing  # not for every failure: "No such file" needs no note
