@@ -148,11 +148,20 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
     return lines
 
 
+#: how much of a review's reason or a failed call's error an audit line shows (a refusal's advice comes
+#: last); of a result, its start
+REASON_SHOWN, RESULT_SHOWN = 600, 160
+
+
+def _upto(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
     """A header row, then one line per audit row: time, agent, tool, status, duration, arguments
-    (cut at 80), and under it the review, the error or (``results``) the start of the result (cut at
-    160); every field on one line (a model-invented tool name with line breaks in it
-    cannot draw a row or a review line of its own)."""
+    (cut at 80), and under it the review or the error (cut at :data:`REASON_SHOWN`) or
+    (``results``) the start of the result (cut at :data:`RESULT_SHOWN`); every field on one line (a
+    model-invented tool name with line breaks in it cannot draw a row or a review line of its own)."""
     width = max((len(str(r.get("created_at", ""))) for r in rows), default=0)
     out = [f"{'ENDED':<{width}}  {'AGENT':<22} {'TOOL':<24} {'STATUS':<9} {'DURATION':>9}  ARGUMENTS"] if rows else []
     for r in rows:
@@ -167,13 +176,11 @@ def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
             why = " ".join(str(proposal.get("decision_reason") or "").split())
             out.append(f"{'':<30}↳ review: {proposal.get('decision') or 'undecided'}"
                        f"{' by ' + proposal['reviewer_session_id'] if proposal.get('reviewer_session_id') else ''}"
-                       f"{' — ' + (why if len(why) <= 160 else why[:159] + '…') if why else ''}")
+                       f"{' — ' + _upto(why, REASON_SHOWN) if why else ''}")
         elif r.get("status") in ("error", "timeout", "rejected", "redirect"):
-            why = " ".join(str(r.get("result") or "").split())
-            out.append(f"{'':<30}↳ {why if len(why) <= 160 else why[:159] + '…'}")
+            out.append(f"{'':<30}↳ {_upto(' '.join(str(r.get('result') or '').split()), REASON_SHOWN)}")
         elif results and r.get("result"):  # what the call returned, its start (--json has it whole)
-            result = " ".join(str(r["result"]).split())
-            out.append(f"{'':<30}→ {result if len(result) <= 160 else result[:159] + '…'}")
+            out.append(f"{'':<30}→ {_upto(' '.join(str(r['result']).split()), RESULT_SHOWN)}")
     return out
 
 

@@ -348,3 +348,16 @@ def test_an_export_to_the_terminal_escapes_what_a_terminal_acts_on(monkeypatch, 
     out = capsys.readouterr().out
     assert not [c for c in ("\u009b", "\u202e", "\u202c", "\x1b", "\x07") if c in out], repr(out)
     assert json.loads(out) == data
+
+
+def test_an_errors_advice_is_shown_whole_a_results_start_only():
+    """A refusal ends with what to do instead: the audit shows a failed call's reason up to 600
+    characters, where a result is cut at 160 (``--json`` has both whole)."""
+    advice = ("refused: diff: forbidden path: '/etc/ssh' is a folder: diff would read the files in it, which are "
+              "not checked here; name the files to compare. Nothing was run. " * 3).strip()
+    lines = format_audit([{"created_at": "t", "agent_id": "specialist-ops", "tool_name": "host_bash",
+                           "status": "error", "duration_ms": 1, "arguments": "{}", "result": advice}])
+    assert len(advice) > 400 and lines[2].strip() == "↳ " + advice
+    long = format_audit([{"created_at": "t", "agent_id": "a", "tool_name": "t", "status": "error",
+                          "duration_ms": 1, "arguments": "{}", "result": "x" * 700}])
+    assert len(long[2].strip()) == len("↳ ") + 600 and long[2].endswith("…")
