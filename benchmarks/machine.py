@@ -22,3 +22,21 @@ def reference_loop_ms() -> float:
         loop()
         best = min(best, time.thread_time() - start)
     return best * 1e3
+
+
+def page_touch_us(gap_s: float, pages: int = 1000, rounds: int = 15) -> float:
+    """CPU microseconds (this thread's) per 4 KiB page of memory written once, ``pages`` distinct
+    pages one after another, after sleeping ``gap_s`` seconds (the median of ``rounds``): what
+    code pays for the memory it touches after waking up.  On a host where that is far more than
+    back to back, a wake-up costs by the pages the code then touches, whatever its instruction count."""
+    buf = bytearray(pages * 4096)
+    for i in range(0, len(buf), 4096):
+        buf[i] = 1  # faulted in: the figure is the touch, not the first allocation
+    took = []
+    for _ in range(rounds):
+        time.sleep(gap_s)
+        start = time.thread_time_ns()
+        for i in range(0, len(buf), 4096):
+            buf[i] ^= 1
+        took.append((time.thread_time_ns() - start) / 1e3 / pages)
+    return sorted(took)[rounds // 2]

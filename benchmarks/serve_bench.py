@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e.e2e_helpers import env, free_port, ongrid, ongridd
 from tests.e2e.load_shape import concurrent_turns, hello, one_turn
 
-from machine import reference_loop_ms
+from machine import page_touch_us, reference_loop_ms
 
 MODEL_CALLS = 6
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -391,6 +391,11 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
               f"this machine's floor: a bare Trio task reading a socket costs "
               + (f"{idle:.3f} ms CPU per wake-up after a {gap:g} s gap, " if gap > 0 else "")
               + f"{busy:.3f} ms back to back")
+        if gap > 0:  # and why: after an idle gap, memory costs by the page touched
+            paged, unpaged = page_touch_us(gap), page_touch_us(0.0)
+            out["page_touch_us_after_gap"], out["page_touch_us_back_to_back"] = paged, unpaged
+            print(f"              writing 1,000 distinct pages of memory costs {paged:.2f} µs CPU per page after a "
+                  f"{gap:g} s gap, {unpaged:.2f} µs back to back (benchmarks/machine.py)")
     print(f"  same machine: scripted model {out['model_cpu_ms_per_turn']:.1f} ms, load client "
           f"{out['client_cpu_ms_per_turn']:.1f} ms CPU per turn (they share the cores with the daemon)")
     mismatch = {k: v for k, v in out["rows_by_kind"].items() if v[0] != v[1]}
