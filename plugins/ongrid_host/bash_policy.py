@@ -411,7 +411,7 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
         return Verdict("refused", reason=f"{name}: forbidden path: {problem}")
     pins = _pins(canonical, pin_targets, policy) if policy.resolve else ()
     if isinstance(pins, str):
-        return Verdict("refused", reason=f"{name}: forbidden path: {pins}")
+        return Verdict("refused", reason=f"{name}: {pins}")
     return Verdict("read", canonical, pins=pins)
 
 
@@ -492,19 +492,20 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
             st = os.fstat(fd)
             problem = closed_folder_problem(word, os.readlink(f"/proc/self/fd/{fd}"))
             if problem:
-                return problem
+                return f"forbidden path: {problem}"
             if role == "recursive" and stat.S_ISDIR(st.st_mode):
                 # the checks walked it by name: the folder open now is checked where the kernel says it is
                 problem = policy.recursive_problem(os.readlink(f"/proc/self/fd/{fd}"), checked=True)
             elif stat.S_ISREG(st.st_mode):
                 problem = policy.pinned_problem(fd, word, checked=role != "read")
             elif argv[0] in _FILES_ONLY and stat.S_ISDIR(st.st_mode):
-                problem = (f"'{word}' is a folder: {argv[0]} would read the files in it, which are not checked "
-                           "here; name the files to compare")
+                # not a forbidden path: a read of folders this command does not take
+                return (f"'{word}' is a folder: {argv[0]} compares the files in a folder (given a folder and a "
+                        "file, the file of that name in it), which are not checked here; name the two files")
             else:
                 problem = None  # a folder or a FIFO: it prints no file's contents; pinned all the same
             if problem:
-                return problem
+                return f"forbidden path: {problem}"
             out.append((index, st.st_dev, st.st_ino))
         finally:
             os.close(fd)

@@ -125,7 +125,8 @@ _UNIQ_METHOD = one_of("none", "prepend", "separate", "append", "both")
 UNIQ = CommandSpec("uniq", (*flags("c|count d|repeated D i|ignore-case u|unique z|zero-terminated"),
                             O(long="all-repeated", check=_UNIQ_METHOD), O(long="group", check=_UNIQ_METHOD),
                             V("f", "skip-fields", INT), V("s", "skip-chars", INT), V("w", "check-chars", INT)),
-                   operands="read", max_operands=1)  # (a second operand is the file it writes)
+                   operands="read", max_operands=1,
+                   extra_operand_why="writes its output to a second operand; name the file to read only")
 TAC = CommandSpec("tac", (*flags("b|before r|regex"), V("s", "separator")), operands="read")
 NL = CommandSpec("nl", (*flags("p|no-renumber"), V("b", "body-numbering"), V("h", "header-numbering"),
                         V("f", "footer-numbering"), V("d", "section-delimiter"), V("i", "line-increment", SIGNED),

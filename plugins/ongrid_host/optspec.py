@@ -153,7 +153,8 @@ class CommandSpec:
     many.  ``permute``: options may follow operands.  ``end_marker``: the
     program understands ``--``.  ``digits``: the long name ``-N`` stands for
     (``head -5``).  ``operand_why``: the message when operands are not
-    allowed.
+    allowed; ``extra_operand_why``: when there are more than ``max_operands``
+    (by default, how many it takes).
     """
 
     name: str
@@ -167,6 +168,7 @@ class CommandSpec:
     end_marker: bool = True
     digits: str = ""
     operand_why: str = "takes no operands"
+    extra_operand_why: str = ""
 
     def allowed_long(self) -> dict[str, Opt]:
         out = {o.long: o for o in self.options if o.long}
@@ -304,8 +306,11 @@ def parse(spec: CommandSpec, args: Sequence[str]) -> Parsed:
     if spec.operands == "none" and operands:
         raise Refusal(WRITE, f"operand '{operands[0]}': {spec.name} {spec.operand_why}")
     if spec.max_operands is not None and len(operands) > spec.max_operands:
-        raise Refusal(WRITE, f"operand '{operands[spec.max_operands]}': {spec.name} takes at most "
-                             f"{spec.max_operands} operand(s) read-only")
+        extra = operands[spec.max_operands]
+        if spec.extra_operand_why:
+            raise Refusal(WRITE, f"operand '{extra}': {spec.name} {spec.extra_operand_why}")
+        count = f"{spec.max_operands} operand{'s' if spec.max_operands != 1 else ''}"
+        raise Refusal(WRITE, f"operand '{extra}': {spec.name} takes at most {count} read-only")
     if not spec.end_marker:
         for w in operands:
             if w.startswith("-") and w != "-":

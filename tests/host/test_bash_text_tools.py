@@ -65,14 +65,14 @@ async def test_diff_and_cmp_report_the_difference_and_name_the_files_as_written(
 
 
 @pytest.mark.parametrize(("cmd", "kind", "why"), [
-    ("uniq {d}/codes {d}/out", "write", "operand '{d}/out': uniq takes at most 1 operand(s) read-only"),
+    ("uniq {d}/codes {d}/out", "write", "operand '{d}/out': uniq writes its output to a second operand; name the file to read only"),
     ("diff -r {d} {d}", "refused", "compares whole folders; name the two files to compare"),
     ("diff --recursive {d} {d}", "refused", "compares whole folders"),
     ("diff -x '*.key' {d}/a {d}/b", "refused", "compares whole folders"),
     ("diff --to-file={d}/a {d}/b", "refused", "name both files as operands"),
     ("diff -l {d}/a {d}/b", "write", "runs pr on the output"),
-    ("diff {d}/a {d}/b {d}/codes", "write", "takes at most 2 operand(s)"),
-    ("cmp {d}/a {d}/b 0 0", "write", "takes at most 2 operand(s)"),
+    ("diff {d}/a {d}/b {d}/codes", "write", "takes at most 2 operands read-only"),
+    ("cmp {d}/a {d}/b 0 0", "write", "takes at most 2 operands read-only"),
     ("cut -f 1;id {d}/a", "refused", "';' (command separator)"),
     ("cut -f 'x' {d}/a", "write", "a list like 1,3-5 or 2-"),
     ("nl -n xx {d}/a", "write", "expected one of ln, rn, rz"),
@@ -98,7 +98,8 @@ async def test_a_folder_where_diff_expects_a_file_is_refused_before_it_runs(call
     for cmd in (f"diff {files} {files}/sub", f"diff {files}/sub {files}/a", f"diff -q {files}/a {files}/sub"):
         with pytest.raises(ToolError) as info:
             await call("host_bash", {"cmd": cmd}, read_only=True)
-        assert "is a folder: diff would read the files in it" in str(info.value), str(info.value)
+        assert "is a folder: diff compares the files in a folder" in str(info.value), str(info.value)
+        assert "forbidden" not in str(info.value)  # nothing forbidden about the folder: folders are not compared
         assert "Nothing was run" in str(info.value)
     remote = PathPolicy.remote()
     for cmd in ("diff /etc/ssh /tmp", "diff /tmp/x /etc", "diff /root/.ssh /tmp/y"):
