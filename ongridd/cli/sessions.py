@@ -289,11 +289,11 @@ class _Ambiguous(Exception):
 
 def _resolve(args: argparse.Namespace, given: str) -> str | None:
     """The session id ``given`` names: a session id as it is; else the one thread of yours
-    named exactly ``given``, or the one session id among your threads' that starts with it
-    (8 characters at least) — said on stderr; else ``given`` unchanged (the daemon answers
-    404 for it).  None when the daemon cannot be reached (said on stderr).  Raises
-    :class:`_Ambiguous` when the prefix starts more than one of them, or is shorter than 8
-    characters and starts one."""
+    named exactly ``given``, or the one session id among your threads' that starts or ends with it
+    (8 characters at least; ids are time-ordered, so their random end tells apart threads made the
+    same minute) — said on stderr; else ``given`` unchanged (the daemon answers 404 for it).  None
+    when the daemon cannot be reached (said on stderr).  Raises :class:`_Ambiguous` when it starts
+    or ends more than one of them, or is shorter than 8 characters and starts or ends one."""
     if _SESSION_ID.match(given):
         return given
     try:
@@ -307,19 +307,25 @@ def _resolve(args: argparse.Namespace, given: str) -> str | None:
     named = [r for r in rows if r.get("thread") == given]
     from ongridd.cli.termui import safe_text
 
-    if not named and 0 < len(given) < 8 and any(r["id"].startswith(given.lower()) for r in rows):
+    def part(r: dict) -> str:
+        return "start" if r["id"].startswith(given.lower()) else "end"
+
+    piece = [r for r in rows if r["id"].startswith(given.lower()) or r["id"].endswith(given.lower())] if given else []
+    if not named and 0 < len(given) < 8 and piece:
         raise _Ambiguous(safe_text(
-            f"ongrid: {given!r} is the start of a session id, but shorter than 8 characters: give at least 8 "
-            "characters of the id, or the thread's name (`ongrid sessions list` shows them)"))
+            f"ongrid: {given!r} is the {part(piece[0])} of a session id, but shorter than 8 characters: give at "
+            "least 8 characters of the id (its start or its end), or the thread's name (`ongrid sessions list` "
+            "shows them)"))
     if not named and len(given) >= 8:
-        named = [r for r in rows if r["id"].startswith(given.lower())]
+        named = piece
         if len(named) > 1:
             # ids are time-ordered (UUIDv7): the sessions of a few minutes share their first 8 characters
             shown = "\n".join(f"  {r['id']}  {_one_line(r.get('thread') or '')}" for r in named[:AMBIGUOUS_SHOWN])
             more = f"\n  … and {len(named) - AMBIGUOUS_SHOWN} more" if len(named) > AMBIGUOUS_SHOWN else ""
             raise _Ambiguous(safe_text(
-                f"ongrid: {given!r} is the start of {len(named)} of your threads' session ids (ids made minutes "
-                f"apart share their first characters); give more of the id, or the thread's name:\n{shown}{more}"))
+                f"ongrid: {given!r} is the {part(named[0])} of {len(named)} of your threads' session ids (ids made "
+                "minutes apart share their first characters); give more of the id or its last 8 characters, or "
+                f"the thread's name:\n{shown}{more}"))
     if len(named) != 1:
         return given
     print(safe_text(f"(thread {_one_line(named[0].get('thread') or '')!r}: session {named[0]['id']})"), file=sys.stderr)

@@ -361,3 +361,35 @@ def test_an_errors_advice_is_shown_whole_a_results_start_only():
     long = format_audit([{"created_at": "t", "agent_id": "a", "tool_name": "t", "status": "error",
                           "duration_ms": 1, "arguments": "{}", "result": "x" * 700}])
     assert len(long[2].strip()) == len("↳ ") + 600 and long[2].endswith("…")
+
+
+def test_the_end_of_an_id_names_its_thread_as_the_start_does(monkeypatch, capsys):
+    """Ids are time-ordered: threads made the same minute share their start, and their random end
+    tells them apart — 8 or more characters of an id's end name its thread too."""
+    import argparse
+
+    from ongridd.cli import sessions
+
+    rows = [{"id": f"01a24d73-8721-7000-8000-{tail}", "thread": name}
+            for tail, name in (("00005e1f9a2c", "main"), ("000177b0c4d1", "deploys"), ("000277b0c4d1", "night"))]
+
+    def fake_http(method, args, path, *rest, **kw):
+        if path.startswith("/api/sessions?"):
+            return rows
+        return {"id": path.split("/")[3], "agent_id": "default", "status": "open", "children": []}
+
+    monkeypatch.setattr(sessions, "http_json", fake_http)
+    args = argparse.Namespace(sessions_command="tree", session_id="5e1f9a2c", json=True)
+    assert sessions.run(args) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["id"] == rows[0]["id"] and "(thread 'main'" in err
+    args.session_id = "b0c4d1"  # shorter than 8: the rule, not a 404
+    assert sessions.run(args) == 1
+    assert "'b0c4d1' is the end of a session id, but shorter than 8 characters" in capsys.readouterr().err
+    args.session_id = "77b0c4d1"  # the end of two: both listed
+    assert sessions.run(args) == 1
+    err = capsys.readouterr().err
+    assert "'77b0c4d1' is the end of 2 of your threads' session ids" in err and rows[2]["id"] in err
+    args.session_id = "177b0c4d1"
+    assert sessions.run(args) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == rows[1]["id"]
