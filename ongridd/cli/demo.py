@@ -174,8 +174,14 @@ async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) ->
             print(f"\nNo answer: the turn ended with the error above (the model: {answered_by}).",
                   file=sys.stderr)
         else:
+            shown = summarize_answer(final) if not args.llm_base_url else final
+            # the scripted model answers with the worker's tool results: laid out as tables here, stored
+            # as they are (`ongrid sessions messages` shows the stored text)
             print("\n=== Answer ===")
-            print_markdown(summarize_answer(final) if not args.llm_base_url else final)
+            if shown != final:
+                print("(the scripted model answers with the worker's tool results; here they are laid out as "
+                      "tables, and `ongrid sessions messages` shows them as stored)\n")
+            print_markdown(shown)
             runtime = handle.services.runtime
             tree = await runtime.session_tree(session_id, user_id="local")
             audit = await runtime.session_audit(session_id, user_id="local")

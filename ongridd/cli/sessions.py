@@ -129,7 +129,7 @@ def format_markdown(doc: dict) -> str:
 def format_tree(node: dict, indent: str = "") -> list[str]:
     """Lines of a session tree: ``agent [status] closed… id (for message #N) — description · usage``
     (``#N``: a worker's ``turn_seq``, the seq of the user message whose turn started it; usage:
-    format_tokens)."""
+    format_tokens; a thread's own open session says it stays open between turns)."""
     if node.get("closed_at"):
         closed = f" closed {node['closed_at']}"
     else:
@@ -141,8 +141,11 @@ def format_tree(node: dict, indent: str = "") -> list[str]:
     decided = f" → {node['decision']}" if node.get("decision") in ("approve", "reject") else ""  # a reviewer's
     if isinstance(node.get("changes_not_made"), int) and node["changes_not_made"] > 0:  # the gate did not let them run
         decided += f" · {node['changes_not_made']} change{'s' if node['changes_not_made'] != 1 else ''} not made"
-    lines = [f"{indent}{_one_line(node['agent_id'])} [{node['status']}{reason}{decided}]{closed} {node['id']}{turn}"
-             f"{desc}{usage}"]
+    # a thread's own session (no parent) stays open between turns: not a turn still running
+    idle = " (the thread's session: open between turns)" if (
+        node.get("status") == "open" and "parent_session_id" in node and node["parent_session_id"] is None) else ""
+    lines = [f"{indent}{_one_line(node['agent_id'])} [{node['status']}{reason}{decided}]{closed} {node['id']}{idle}"
+             f"{turn}{desc}{usage}"]
     for child in node.get("children", []):
         lines.extend(format_tree(child, indent + "  "))
     return lines

@@ -393,3 +393,14 @@ def test_the_end_of_an_id_names_its_thread_as_the_start_does(monkeypatch, capsys
     args.session_id = "177b0c4d1"
     assert sessions.run(args) == 0
     assert json.loads(capsys.readouterr().out)["id"] == rows[1]["id"]
+
+
+def test_a_threads_own_open_session_says_it_stays_open_between_turns():
+    """A coordinator's session is the thread: it stays open after an answered turn, beside its
+    closed workers — the tree says so rather than look like a turn still running."""
+    tree = {"agent_id": "default", "status": "open", "id": "s1", "parent_session_id": None,
+            "children": [{"agent_id": "specialist-disk", "status": "open", "id": "s2", "parent_session_id": "s1",
+                          "children": []}]}
+    lines = format_tree(tree)
+    assert lines[0] == "default [open] s1 (the thread's session: open between turns)"
+    assert lines[1] == "  specialist-disk [open] s2"  # a worker open: running
