@@ -71,8 +71,11 @@ class Verdict:
     kind: str
     argv: tuple[str, ...] = ()
     reason: str = ""
-    #: a local read's files, as checked: ``(index in argv, device, inode)`` (see :func:`_pins`)
-    pins: tuple[tuple[int, int, int], ...] = ()
+    #: a local read's files, as checked: ``(index in argv, where in that word the path starts, device,
+    #: inode)`` (see :func:`_pins`)
+    pins: tuple[tuple[int, int, int, int], ...] = ()
+    #: ``pgrep -f``: the processes' command lines are checked again after the run (:func:`after_run_problem`)
+    recheck_processes: bool = False
 
 
 # ---- syntax -------------------------------------------------------------------
@@ -249,9 +252,7 @@ def after_run_problem(verdict: Verdict) -> str | None:
     a process whose command line holds one of the daemon's secrets is running now — it may have
     started after the check before the run (:func:`_refuse_oracles`) and matched.  A process that
     started and ended within the run is not seen.  Blocking (reads ``/proc``): call it in a thread."""
-    argv = verdict.argv
-    options = argv[:argv.index("--")] if "--" in argv else argv
-    if verdict.kind != "read" or argv[:1] != ("pgrep",) or "-f" not in options or not holds_any_secret():
+    if verdict.kind != "read" or not verdict.recheck_processes or not holds_any_secret():
         return None
     pid = _process_holding_secret()
     if pid is None:
@@ -279,9 +280,9 @@ def _process_holding_secret() -> str | None:
 
 
 def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tuple[
-        tuple[str, ...], list[tuple[str, str]], tuple[tuple[int, str], ...]]:
-    """(canonical argv, [(path, role)] to check, [(index in argv, role)] of the operands it reads
-    as files) for an allowlisted command.
+        tuple[str, ...], list[tuple[str, str]], tuple[tuple[int, int, str], ...]]:
+    """(canonical argv, [(path, role)] to check, [(index in argv, where the path starts in that
+    word, role)] of the files it reads) for an allowlisted command.
 
     Raises :class:`~ongrid_host.optspec.Refusal` for the first word that is
     not read-only, and (``local``: on this host) for a search whose answer could tell one of the
@@ -310,9 +311,11 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
     if name in ("grep", "egrep") and grep_recursive(parsed) and "recursive" not in parsed.roles:
         paths.append((".", "recursive"))  # no folder named: grep -r reads the folder it runs in
     if name in _FILES_ONLY and not local:
-        # another host's folder cannot be told from a file before the command runs there: judge
-        # each operand as the folder it may be (on this host, the pin refuses a folder)
-        paths = [(path, "recursive" if role == "read" else role) for path, role in paths]
+        # on this host the pin refuses a folder; on another, a folder cannot be told from a file
+        # before the command runs there, and the names of the files it would read in one are not seen
+        raise Refusal(REFUSED, f"{name} runs on this host only: on an ssh host a folder cannot be told from a "
+                               f"file before it runs, and {name} reads the files in a folder it is given; compare "
+                               "checksums there (sha256sum FILE1 FILE2) or read each file")
     if not reads_by_position(parsed):  # its output depends on what the files hold: they must have been checked
         paths = [(path, f"{role}-checked" if role in ("read", "recursive") else role) for path, role in paths]
     argv = parsed.argv()
@@ -331,13 +334,13 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
     return argv, paths, () if name in _NOT_PINNED else _pin_targets(parsed, argv)
 
 
-def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
-    """``(index in argv, role)`` of every file (role ``read`` or ``read-checked``) and folder
-    (``recursive``) the command reads where ``argv`` names it: an operand (after ``--``) or an
-    option's value (``-f FILE``, ``--files0-from=FILE``).  Each is pinned to what was checked
-    (see :func:`_pins`)."""
+def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, int, str], ...]:
+    """``(index in argv, where in that word the path starts, role)`` of every file (role ``read``
+    or ``read-checked``) and folder (``recursive``) the command reads where ``argv`` names it: an
+    operand (after ``--``: the whole word) or an option's value (``-f FILE``; ``--files0-from=FILE``:
+    after the ``=``).  Each is pinned to what was checked (see :func:`_pins`)."""
     checked = "read" if reads_by_position(parsed) else "read-checked"
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, int, str]] = []
     taken: set[int] = set()
     for opt, value in parsed.options:
         if value is None or opt.role not in ("read", "recursive"):
@@ -346,13 +349,15 @@ def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, str], .
         for at in range(1, len(argv) - len(words) + 1):
             if tuple(argv[at:at + len(words)]) == tuple(words) and at not in taken:
                 taken.add(at)
-                out.append((at + len(words) - 1, checked if opt.role == "read" else "recursive"))
+                last = argv[at + len(words) - 1]
+                start = len(last) - len(value) if last.endswith(value) else 0
+                out.append((at + len(words) - 1, start, checked if opt.role == "read" else "recursive"))
                 break
     if parsed.end_marker:
         first = len(argv) - len(parsed.operands)
         for k, role in enumerate(parsed.roles):
             if role in ("read", "recursive"):
-                out.append((first + k, checked if role == "read" else "recursive"))
+                out.append((first + k, 0, checked if role == "read" else "recursive"))
     return tuple(out)
 
 
@@ -412,50 +417,58 @@ def analyze(cmd: str, policy: PathPolicy | None = None) -> Verdict:
     pins = _pins(canonical, pin_targets, policy) if policy.resolve else ()
     if isinstance(pins, str):
         return Verdict("refused", reason=f"{name}: {pins}")
-    return Verdict("read", canonical, pins=pins)
+    return Verdict("read", canonical, pins=pins,
+                   recheck_processes=name == "pgrep" and parse(SPECS[name], args).has("f", "full"))
 
 
-def path_in(word: str) -> str:
-    """The path an argv word names: the word, or the value of a ``--option=value`` word."""
-    return word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
+#: fds no process has (beyond any limit on open files): ``/dev/fd/N`` for such an N cannot be opened
+_NO_SUCH_FD = 2_000_000_000
 
 
-def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...], list[int]]:
-    """The argv to run for ``verdict`` and the open files it inherits: each pinned file (see
-    :func:`_pins`) opened and, if it is still the file that was checked (device and inode),
-    named as ``/dev/fd/N``.  Raises ToolError (nothing run, nothing left open) when one is not.
-    The caller closes the files after the run.  Blocking (opens files): call it in a thread."""
+def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...], list[int], list[tuple[str, str]]]:
+    """The argv to run for ``verdict``, the open files it inherits, and ``(as named in that argv,
+    as written)`` for each path renamed: each pinned file (see :func:`_pins`) opened and, if it is
+    still the file that was checked (device and inode), named as ``/dev/fd/N``; one that could not
+    be opened at its check nor now, as a ``/dev/fd/N`` no process has (the command says there is no
+    such file, and cannot open whatever is put at the path by the time it runs).  Raises ToolError
+    (nothing run, nothing left open) when a file is not the one checked.  The caller closes the
+    files after the run.  Blocking (opens files): call it in a thread."""
     argv = list(verdict.argv)
     fds: list[int] = []
+    renames: list[tuple[str, str]] = []
     try:
-        for index, dev, ino in verdict.pins:
-            word = path_in(argv[index])
+        for k, (index, start, dev, ino) in enumerate(verdict.pins):
+            word = argv[index][start:]
             path = word if os.path.isabs(word) else os.path.join(cwd or "/", word)
             try:
                 opened = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
             except OSError as exc:
+                if dev != ABSENT:
+                    raise ToolError(f"refused: cannot open {word!r} ({exc.strerror}); nothing was run") from None
+                named = f"/dev/fd/{_NO_SUCH_FD + k}"  # still not there: never by its name, swapped in meanwhile
+            else:
                 if dev == ABSENT:
-                    continue  # still not there (or not readable): the command says so itself
-                raise ToolError(f"refused: cannot open {word!r} ({exc.strerror}); nothing was run") from None
-            if dev == ABSENT:
-                os.close(opened)
-                raise ToolError(f"refused: {word!r} could not be opened when it was checked and can be now (something "
-                                "was put there meanwhile); nothing was run")
-            try:  # at 10 or above: a shell script it runs (zgrep) takes 3, 4 and 5 for itself
-                fd = fcntl.fcntl(opened, fcntl.F_DUPFD_CLOEXEC, 10)
-            finally:
-                os.close(opened)
-            fds.append(fd)
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != (dev, ino):
-                raise ToolError(f"refused: {word!r} is another file than the one checked a moment ago (it was "
-                                "replaced or a link in its path was changed meanwhile); nothing was run")
-            argv[index] = argv[index][:len(argv[index]) - len(word)] + f"/dev/fd/{fd}"
+                    os.close(opened)
+                    raise ToolError(f"refused: {word!r} could not be opened when it was checked and can be now "
+                                    "(something was put there meanwhile); nothing was run")
+                try:  # at 10 or above: a shell script it runs (zgrep) takes 3, 4 and 5 for itself
+                    fd = fcntl.fcntl(opened, fcntl.F_DUPFD_CLOEXEC, 10)
+                finally:
+                    os.close(opened)
+                fds.append(fd)
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != (dev, ino):
+                    raise ToolError(f"refused: {word!r} is another file than the one checked a moment ago (it was "
+                                    "replaced or a link in its path was changed meanwhile); nothing was run")
+                named = f"/dev/fd/{fd}"
+            argv[index] = argv[index][:start] + named
+            renames.append((named, word))
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
-    return tuple(argv), fds
+    # by the names they were given: /dev/fd/12 before /dev/fd/1
+    return tuple(argv), fds, sorted(renames, reverse=True)
 
 
 #: readers that would not read a file through ``/dev/fd/N`` as they read it by name (``file``
@@ -467,9 +480,10 @@ _NOT_PINNED = frozenset({"file"})
 _FILES_ONLY = frozenset({"diff"})
 
 
-def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
-          policy: PathPolicy) -> tuple[tuple[int, int, int], ...] | str:
-    """``(index in argv, device, inode)`` of each file and folder a local read names (see
+def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str], ...],
+          policy: PathPolicy) -> tuple[tuple[int, int, int, int], ...] | str:
+    """``(index in argv, where the path starts in it, device, inode)`` of each file and folder a
+    local read names (see
     :func:`_pin_targets`), each opened and checked as the open file it is
     (:meth:`PathPolicy.pinned_problem`; a folder read recursively: checked again where the kernel
     says the open folder is), or why one may not be read — one that cannot be opened, or is neither a regular file
@@ -478,15 +492,20 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
     the checks, or between them and the run (a race another local user can run), is refused,
     never read."""
     out = []
-    for index, role in targets:
-        word = path_in(argv[index])
+    for index, start, role in targets:
+        word = argv[index][start:]
         if word == "-":
             continue
         path = word if os.path.isabs(word) else os.path.join(policy.cwd or "/", word)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
-            out.append((index, ABSENT, ABSENT))  # the command says so itself — unless it can open it by then
+            # the command is told there is no such file (see pin_checked_files); in a folder the reads
+            # may not enter, refused as a file that is there would be (no answer about what it holds)
+            problem = closed_folder_problem(word, os.path.realpath(path))
+            if problem:
+                return f"forbidden path: {problem}"
+            out.append((index, start, ABSENT, ABSENT))
             continue
         try:
             st = os.fstat(fd)
@@ -506,7 +525,7 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, str], ...],
                 problem = None  # a folder or a FIFO: it prints no file's contents; pinned all the same
             if problem:
                 return f"forbidden path: {problem}"
-            out.append((index, st.st_dev, st.st_ino))
+            out.append((index, start, st.st_dev, st.st_ino))
         finally:
             os.close(fd)
     return tuple(out)

@@ -46,6 +46,7 @@ user's home, not known here) is refused.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import posixpath
@@ -714,14 +715,51 @@ def _private_file_problem(path: str, real: str, log_gids: set[int] | None = None
             "as keys and password files are kept); ask an operator to read it, or read a file others may read")
 
 
+#: the tags of a POSIX access ACL's entries (``system.posix_acl_access``: a 4-byte version 2, then
+#: entries of tag u16, permissions u16, id u32, little-endian)
+_ACL_USER_OBJ, _ACL_USER, _ACL_GROUP_OBJ, _ACL_GROUP, _ACL_MASK, _ACL_OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+
+
+def may_search(folder: str, info: os.stat_result, uid: int, groups: set[int]) -> bool:
+    """Whether a process of ``uid`` and ``groups``, without the capabilities that bypass file
+    permissions, may pass through ``folder`` (search permission), as the kernel decides it: by
+    its POSIX access ACL when it has one (a named user's or group's entry, limited by the mask),
+    else by its mode.  An ACL that cannot be read or understood counts as no permission."""
+    try:
+        acl = os.getxattr(folder, "system.posix_acl_access")
+    except OSError as exc:
+        if exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+            return False
+        acl = b""
+    if not acl:
+        bits = 0o100 if info.st_uid == uid else 0o010 if info.st_gid in groups else 0o001
+        return bool(info.st_mode & bits)
+    if len(acl) < 4 or (len(acl) - 4) % 8 or int.from_bytes(acl[:4], "little") != 2:
+        return False
+    entries = [(int.from_bytes(acl[i:i + 2], "little"), int.from_bytes(acl[i + 2:i + 4], "little"),
+                int.from_bytes(acl[i + 4:i + 8], "little")) for i in range(4, len(acl), 8)]
+    mask = next((perm for tag, perm, _ in entries if tag == _ACL_MASK), 0o7)
+    if info.st_uid == uid:
+        return bool(info.st_mode & 0o100)  # the owner's entry is the mode's owner bits
+    named = [perm for tag, perm, who in entries if tag == _ACL_USER and who == uid]
+    if named:
+        return bool(named[0] & mask & 1)
+    matched = [perm for tag, perm, who in entries
+               if (tag == _ACL_GROUP_OBJ and info.st_gid in groups) or (tag == _ACL_GROUP and who in groups)]
+    if matched:
+        return any(perm & mask & 1 for perm in matched)
+    return any(tag == _ACL_OTHER and perm & 1 for tag, perm, _ in entries)
+
+
 def closed_folder_problem(word: str, real: str) -> str | None:
     """Why the local file or folder at ``real`` (``word`` resolved, as the kernel has an open one)
     may not be read, or None: a folder above it that a read — run as the daemon's user and groups
     without the capabilities that bypass file permissions (see
     :func:`ongrid_host.runner.reduced_privileges_prefix`) — may not enter.  A read is handed the
     open file (``/dev/fd/N``), past the folders a path walk would have had checked: so they are
-    checked here.  None when reads keep the daemon's privileges (nothing dropped) and for a folder
-    that cannot be looked at (the command reports its own error)."""
+    checked here (:func:`may_search`: its ACL or its mode).  None when reads keep the daemon's
+    privileges (nothing dropped) and for a folder that cannot be looked at (the command reports its
+    own error)."""
     from ongrid_host.runner import log_group_ids, reduced_privileges_prefix
 
     if not reduced_privileges_prefix():
@@ -738,8 +776,7 @@ def closed_folder_problem(word: str, real: str) -> str | None:
             info = os.stat(folder)
         except OSError:
             return None
-        search = 0o100 if info.st_uid == uid else 0o010 if info.st_gid in groups else 0o001
-        if not info.st_mode & search:
+        if not may_search(folder, info, uid, groups):
             shown = f"'{word}'" if real == word else f"'{word}' (resolves to {real})"
             return (f"path {shown} lies in {folder} (mode {stat.S_IMODE(info.st_mode):04o}), which the daemon's "
                     "reads may not enter: they run as its user and groups without the capabilities that bypass "

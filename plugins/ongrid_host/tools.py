@@ -17,7 +17,7 @@ import trio
 
 from ongrid_host import fs, local, remote
 from ongridd.plugins.api import REDACTED_NOTE, redact_credentials
-from ongrid_host.bash_policy import Verdict, after_run_problem, analyze, path_in, pin_checked_files
+from ongrid_host.bash_policy import Verdict, after_run_problem, analyze, pin_checked_files
 from ongrid_host.path_policy import PathPolicy
 from ongrid_host.egress import ProbeTargets
 from ongrid_host.http_probe import probe_http
@@ -397,7 +397,7 @@ class HostTools:
             # a read runs as the daemon's user and groups, without its file-read capability, and on the
             # very files that were checked (pinned: a path swapped after its check is refused); a
             # reviewed change runs with what the daemon has
-            argv, fds = await trio.to_thread.run_sync(pin_checked_files, verdict, self.local_paths.cwd)
+            argv, fds, renamed = await trio.to_thread.run_sync(pin_checked_files, verdict, self.local_paths.cwd)
             try:
                 result = await t.run(argv, timeout_s=timeout_s, max_stdout=BASH_MAX_STDOUT,
                                      max_stderr=BASH_MAX_STDERR, cwd=self.local_paths.cwd,
@@ -410,9 +410,7 @@ class HostTools:
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")
-            renamed = sorted(((path_in(p), path_in(w)) for p, w in zip(argv, verdict.argv, strict=True) if p != w),
-                             reverse=True)
-            for pinned, word in renamed:  # the files by the names they were given (/dev/fd/12 before /dev/fd/1)
+            for pinned, word in renamed:  # the files by the names they were given
                 stdout, stderr = stdout.replace(pinned, word), stderr.replace(pinned, word)
             if journal_json(verdict.argv):
                 stdout = journal_bytes_as_text(stdout)

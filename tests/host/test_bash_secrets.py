@@ -528,3 +528,14 @@ async def test_pgrep_f_output_is_withheld_when_a_holding_process_started_after_t
             for holder in holders:
                 holder.kill()
                 holder.wait()
+
+
+def test_pgrep_f_is_known_by_its_parse_not_by_where_the_words_are():
+    """``pgrep -d -- -f``: the ``--`` is -d's value and -f still an option; the check after the run
+    must know pgrep matched full command lines from the parse, not from the words before a ``--``."""
+    from ongrid_host.bash_policy import analyze
+
+    for cmd in ("pgrep -d -- -f -c PATTERN", "pgrep --delimiter=-- --full PATTERN", "pgrep -fc PATTERN"):
+        verdict = analyze(cmd)
+        assert verdict.kind == "read" and verdict.recheck_processes, (cmd, verdict)
+    assert not analyze("pgrep -d -- -c -- -f").recheck_processes  # "-f" after the end of options: the pattern

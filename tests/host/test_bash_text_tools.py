@@ -91,8 +91,8 @@ async def test_a_folder_where_diff_expects_a_file_is_refused_before_it_runs(call
     """diff given two folders compares every file they hold, and given a folder and a file, the
     file of that name in the folder (``diff /etc/ssh /tmp`` would print a host key that has an
     empty namesake in /tmp): none of those files was checked, so a folder is refused — on this
-    host as the open file it is, on another host (where it cannot be told from a file before the
-    run) judged as a folder whose every file would be read."""
+    host as the open file it is; on an ssh host, where it cannot be told from a file before the
+    run, diff is not run at all."""
     (files / "sub").mkdir()
     (files / "sub" / "a").write_text("alpha\n")
     for cmd in (f"diff {files} {files}/sub", f"diff {files}/sub {files}/a", f"diff -q {files}/a {files}/sub"):
@@ -101,12 +101,12 @@ async def test_a_folder_where_diff_expects_a_file_is_refused_before_it_runs(call
         assert "is a folder: diff compares the files in a folder" in str(info.value), str(info.value)
         assert "forbidden" not in str(info.value)  # nothing forbidden about the folder: folders are not compared
         assert "Nothing was run" in str(info.value)
+    # on an ssh host a folder cannot be told from a file before the run, nor the names in it seen
+    # (diff -N /srv/app /nonexistent prints every file in the folder, .env and keys included)
     remote = PathPolicy.remote()
-    for cmd in ("diff /etc/ssh /tmp", "diff /tmp/x /etc", "diff /root/.ssh /tmp/y"):
+    for cmd in ("diff /etc/ssh /tmp", "diff -N /srv/app /nonexistent", "diff /etc/nginx/nginx.conf /tmp/nginx.conf"):
         verdict = analyze(cmd, remote)
-        assert verdict.kind == "refused" and "would include" in verdict.reason or "ssh keys" in verdict.reason, (
-            cmd, verdict)
-    assert analyze("diff /etc/nginx/nginx.conf /tmp/nginx.conf", remote).kind == "read"
+        assert verdict.kind == "refused" and "diff runs on this host only" in verdict.reason, (cmd, verdict)
 
 
 def test_they_read_only_files_checked_for_the_secrets_the_daemon_holds(tmp_path):
@@ -133,3 +133,12 @@ def test_they_read_only_files_checked_for_the_secrets_the_daemon_holds(tmp_path)
         assert analyze("sha1sum bot.env", policy).kind == "refused"
         assert analyze("sha1sum big.log", policy).kind == "read"
     assert analyze("cut -c7-9 big.log", policy).kind == "read"  # no secret held: nothing to protect
+
+
+async def test_an_operand_shaped_like_an_option_value_is_the_path_it_spells(call):
+    """After ``--`` a word is a file name whole: ``--x=/etc/hostname`` is a file of that name in the
+    folder the command runs in, not /etc/hostname (checked as one, run as the other)."""
+    result = await call("host_bash", {"cmd": "cat -- --x=/etc/hostname"}, read_only=True)
+    with open("/etc/hostname") as fh:
+        assert fh.read() not in result["stdout"] or not result["stdout"]
+    assert result["exit_code"] == 1 and result["stderr"] == "cat: --x=/etc/hostname: No such file or directory\n"

@@ -282,3 +282,67 @@ async def test_a_read_denied_a_file_says_why_a_root_daemon_could_not_read_it(cal
     assert "without the capabilities that bypass file permissions" in result["note"], result
     missing = await call("host_bash", {"cmd": f"ls {tmp_path / 'absent'}"}, read_only=True)
     assert "note" not in missing  # not for every failure: "No such file" needs no note
+
+
+async def test_a_path_missing_at_its_check_is_never_read_by_name(call, private_file: Path, tmp_path: Path):
+    """A file not there when checked is not read by its name at the run: a link to a private file
+    put there after the run's own look (the race a local user can run against an unpinned name) is
+    never opened — the command is told there is no such file, under the name it was given."""
+    link = tmp_path / "later"
+    real_run = runner.run_reduced
+
+    async def appears_then_run(argv, **kwargs):
+        link.symlink_to(private_file)  # after the checks and the pin, before the program starts
+        return await real_run(argv, **kwargs)
+
+    from ongrid_host import target as target_module
+
+    target_module.run_reduced = appears_then_run
+    try:
+        out = await call("host_bash", {"cmd": f"cat {link}"}, read_only=True)
+        link.unlink()
+        (tmp_path / "present").write_text("x\n")
+        diffed = await call("host_bash", {"cmd": f"diff -N {link} {tmp_path / 'present'}"}, read_only=True)
+    finally:
+        target_module.run_reduced = real_run
+    assert "the-private-content" not in out["stdout"] and out["exit_code"] == 1
+    assert out["stderr"] == f"cat: {link}: No such file or directory\n", out
+    # -N: the absent file as an empty one
+    assert diffed["exit_code"] == 1 and diffed["stdout"] == "0a1\n> x\n", diffed
+    # put there before the run looks: refused, as any file not the one checked
+    said = await _refused_when_changed_before_the_pin(call, f"cat {tmp_path / 'later2'}",
+                                                      lambda: (tmp_path / "later2").symlink_to(private_file))
+    assert "could not be opened when it was checked and can be now" in said
+
+
+async def test_a_folder_closed_by_its_acl_is_closed_as_by_its_mode(call, tmp_path: Path):
+    """A folder whose mode lets everyone through may still shut a user out by a POSIX ACL entry of
+    their own (``user:root:---``): the kernel denies the path walk, and so does the check of a
+    pinned file in it; and a file absent from a closed folder is refused as one that is there
+    (no answer about which names exist in it)."""
+    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
+    need(bool(runner.reduced_privileges_prefix()), "a daemon whose reads drop a file-read capability")
+    tmp_path.chmod(0o755)
+    folder = tmp_path / "acl"
+    folder.mkdir(mode=0o755)
+    (folder / "f").write_text("acl-private-data\n")
+    (folder / "f").chmod(0o644)
+    os.chown(folder, _nobody(), _nobody())
+    # user_obj rwx, user:root ---, group_obj r-x, mask r-x, other r-x
+    entries = [(0x01, 7, 0xFFFFFFFF), (0x02, 0, 0), (0x04, 5, 0xFFFFFFFF), (0x10, 5, 0xFFFFFFFF),
+               (0x20, 5, 0xFFFFFFFF)]
+    blob = (2).to_bytes(4, "little") + b"".join(
+        t.to_bytes(2, "little") + p.to_bytes(2, "little") + i.to_bytes(4, "little") for t, p, i in entries)
+    try:
+        os.setxattr(folder, "system.posix_acl_access", blob)
+    except OSError as exc:
+        need(False, f"POSIX ACLs on {tmp_path} ({exc.strerror})")
+    plain = await runner.run_reduced(["cat", str(folder / "f")], timeout_s=10)
+    assert b"Permission denied" in plain.stderr  # the kernel, by path
+    for cmd in (f"cat {folder / 'f'}", f"diff -N {folder / 'nosuch'} /etc/hostname"):
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": cmd}, read_only=True)
+        assert f"lies in {folder} (mode 0755), which the daemon's reads may not enter" in str(info.value), cmd
+    os.removexattr(folder, "system.posix_acl_access")
+    result = await call("host_bash", {"cmd": f"cat {folder / 'f'}"}, read_only=True)
+    assert result["stdout"] == "acl-private-data\n"
