@@ -240,18 +240,26 @@ async def test_a_pinned_option_value_is_named_as_written_in_the_output(call, tmp
     assert f"{listed}:1" in out["stderr"], out
 
 
+def _others_folder(tmp_path: Path, name: str, mode: int, file: str = "", text: str = "") -> Path:
+    """A folder of another user (nobody) with ``mode``, holding ``file`` (``text``, readable by
+    all) if named; for a daemon whose reads drop a file-read capability, as root (CI runs as root)."""
+    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
+    need(bool(runner.reduced_privileges_prefix()), "a daemon whose reads drop a file-read capability")
+    tmp_path.chmod(0o755)
+    folder = tmp_path / name
+    folder.mkdir(mode=mode)
+    if file:
+        (folder / file).write_text(text)
+        (folder / file).chmod(0o644)
+    os.chown(folder, _nobody(), _nobody())
+    return folder
+
+
 async def test_a_file_in_a_folder_the_reads_may_not_enter_is_refused_though_it_is_pinned(call, tmp_path: Path):
     """A read is handed the checked file open (``/dev/fd/N``), past the folders the kernel would
     have checked on the way to it: a file others may read inside a folder only its owner may enter
     (a user's home, a service's data folder) is refused as the path walk would have denied it."""
-    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
-    need(bool(runner.reduced_privileges_prefix()), "a daemon whose reads drop a file-read capability")
-    tmp_path.chmod(0o755)
-    folder = tmp_path / "service-data"
-    folder.mkdir(mode=0o700)
-    (folder / "version").write_text("the-folder-private-content\n")
-    (folder / "version").chmod(0o644)
-    os.chown(folder, _nobody(), _nobody())
+    folder = _others_folder(tmp_path, "service-data", 0o700, "version", "the-folder-private-content\n")
     plain = await runner.run_reduced(["cat", str(folder / "version")], timeout_s=10)
     assert b"Permission denied" in plain.stderr  # what the kernel says by path
     for cmd in (f"cat {folder / 'version'}", f"head -n 1 {folder}/../service-data/version",
@@ -270,12 +278,7 @@ async def test_a_file_in_a_folder_the_reads_may_not_enter_is_refused_though_it_i
 async def test_a_read_denied_a_file_says_why_a_root_daemon_could_not_read_it(call, tmp_path: Path):
     """The model sees ``Permission denied`` from a daemon running as root: the result says the read
     ran without the capabilities that bypass file permissions, and how to see the file's owner."""
-    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
-    need(bool(runner.reduced_privileges_prefix()), "a daemon whose reads drop a file-read capability")
-    tmp_path.chmod(0o755)
-    folder = tmp_path / "service-data"
-    folder.mkdir(mode=0o700)
-    os.chown(folder, _nobody(), _nobody())
+    folder = _others_folder(tmp_path, "service-data", 0o700)
     # ls reads the folder by name (a name, not a file's content: not pinned); the kernel denies it
     result = await call("host_bash", {"cmd": f"ls {folder}"}, read_only=True)
     assert result["exit_code"] != 0 and "Permission denied" in result["stderr"]
@@ -320,14 +323,7 @@ async def test_a_folder_closed_by_its_acl_is_closed_as_by_its_mode(call, tmp_pat
     their own (``user:root:---``): the kernel denies the path walk, and so does the check of a
     pinned file in it; and a file absent from a closed folder is refused as one that is there
     (no answer about which names exist in it)."""
-    need(os.geteuid() == 0, "root, to give a folder to another user (CI runs as root)")
-    need(bool(runner.reduced_privileges_prefix()), "a daemon whose reads drop a file-read capability")
-    tmp_path.chmod(0o755)
-    folder = tmp_path / "acl"
-    folder.mkdir(mode=0o755)
-    (folder / "f").write_text("acl-private-data\n")
-    (folder / "f").chmod(0o644)
-    os.chown(folder, _nobody(), _nobody())
+    folder = _others_folder(tmp_path, "acl", 0o755, "f", "acl-private-data\n")
     # user_obj rwx, user:root ---, group_obj r-x, mask r-x, other r-x
     entries = [(0x01, 7, 0xFFFFFFFF), (0x02, 0, 0), (0x04, 5, 0xFFFFFFFF), (0x10, 5, 0xFFFFFFFF),
                (0x20, 5, 0xFFFFFFFF)]
