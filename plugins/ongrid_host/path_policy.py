@@ -188,6 +188,8 @@ SECRET_PREFIXES: dict[str, str] = {
     "id_rsa": "an ssh key", "id_ed25519": "an ssh key", "id_ecdsa": "an ssh key",
     "id_dsa": "an ssh key", "privkey": "a private key file", "htpasswd": "web server password hashes",
     "sasl_passwd": "mail relay passwords",
+    # a host key's copy anywhere (a chroot's, a backup's /etc/ssh): ssh_host_ed25519_key, …_key.old
+    "ssh_host_": "an ssh host key or a copy of one",
 }
 #: parts of file names that say credentials (``cifs-credentials``, ``aws_credentials.bak``)
 SECRET_INFIXES: dict[str, str] = {"credential": "a credentials file"}

@@ -66,6 +66,8 @@ LEAKS = [
     ("cat /etc/gshadow.dpkg-new", "password-hash file or a copy", "refused"),
     ("cat /etc/sudoers.dpkg-old", "sudo policy or a copy", "refused"),
     ("cat /tmp/copy/id_rsa.old", "an ssh key", "refused"),
+    ("cat /srv/chroot/etc/ssh/ssh_host_ed25519_key", "an ssh host key or a copy of one", "refused"),
+    ("diff /backup/ssh_host_rsa_key.old /etc/hostname", "an ssh host key or a copy of one", "refused"),
     ("cat /etc/nginx/ssl/privkey.pem", "PEM file", "refused"),
     ("cat /etc/haproxy/certs/site.pem", "PEM file", "refused"),
     ("cat /root/.ssh/authorized_keys", ".ssh", "refused"),
@@ -337,7 +339,9 @@ def test_remote_policy_refuses_relative_dotdot_and_home_recursion():
     remote = PathPolicy.remote()
     for cmd, why in (("cat ../../etc/shadow", "cannot be checked on a remote host"),
                      ("grep -r KEY", "ssh user's home"), ("cat .ssh/id_rsa", ".ssh folder"),
-                     ("cat //proc/1/cmdline", "would read /proc")):
+                     ("cat //proc/1/cmdline", "would read /proc"),
+                     # a host key's copy outside /etc/ssh (a chroot's), known by its name
+                     ("cat /srv/chroot/etc/ssh/ssh_host_ed25519_key", "an ssh host key or a copy of one")):
         verdict = analyze(cmd, remote)
         assert verdict.kind == "refused" and why in verdict.reason, (cmd, verdict)
 
