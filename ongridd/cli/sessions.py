@@ -101,7 +101,10 @@ def format_markdown(doc: dict) -> str:
             out.append(head + (f" · calls {calls}" if calls else ""))
             out.append("")
             if m.get("content"):
-                out.append(_fence(m["content"]))  # every text is data: none can forge a section or a review
+                # every text is data: none can forge a section or a review; a tool's JSON result one field a
+                # line (a command's output as its lines, not an escaped string)
+                out.append(_fence(_tool_body(m["content"]).removeprefix("\n") if m["role"] == "tool"
+                                  else m["content"]))
                 out.append("")
             if n.get("last_turn_error") and m["seq"] == n.get("last_turn_error_seq"):  # the turn ended here
                 out.append(f"*The turn ended without an answer:* {_code(_one_line(n['last_turn_error'])[:500])}")
@@ -160,6 +163,19 @@ def _upto(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def _exit_status(result: Any) -> str:
+    """``exit N · `` for a command's result (a JSON object with ``exit_code``) that exited non-zero —
+    an answer, not a failed call (``grep`` finding nothing), but not to be missed; else ``""``."""
+    if not isinstance(result, str) or not result.startswith("{") or len(result) > TOOL_JSON_MAX_CHARS:
+        return ""
+    try:
+        value = json.loads(result)
+    except (ValueError, RecursionError):
+        return ""
+    code = value.get("exit_code") if isinstance(value, dict) else None
+    return f"exit {code} · " if isinstance(code, int) and not isinstance(code, bool) and code != 0 else ""
+
+
 def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
     """A header row, then one line per audit row: time, agent, tool, status, duration, arguments
     (cut at 80), and under it the review or the error (cut at :data:`REASON_SHOWN`) or
@@ -183,7 +199,8 @@ def format_audit(rows: list[dict], *, results: bool = True) -> list[str]:
         elif r.get("status") in ("error", "timeout", "rejected", "redirect"):
             out.append(f"{'':<30}↳ {_upto(' '.join(str(r.get('result') or '').split()), REASON_SHOWN)}")
         elif results and r.get("result"):  # what the call returned, its start (--json has it whole)
-            out.append(f"{'':<30}→ {_upto(' '.join(str(r['result']).split()), RESULT_SHOWN)}")
+            start = _upto(" ".join(str(r["result"]).split()), RESULT_SHOWN)
+            out.append(f"{'':<30}→ {_exit_status(r['result'])}{start}")
     return out
 
 

@@ -404,3 +404,24 @@ def test_a_threads_own_open_session_says_it_stays_open_between_turns():
     lines = format_tree(tree)
     assert lines[0] == "default [open] s1 (the thread's session: open between turns)"
     assert lines[1] == "  specialist-disk [open] s2"  # a worker open: running
+
+
+def test_a_command_that_exited_non_zero_says_so_first_and_an_export_shows_its_output_as_lines():
+    """A read that exits non-zero is an answer (audited ok), but its exit status leads its audit
+    line rather than hide in the cut result; the markdown export lays a tool's JSON result out one
+    field a line, a command's output as its own lines."""
+    from ongridd.cli.sessions import format_markdown
+
+    result = json.dumps({"host": "local", "argv": ["diff", "-u", "--", "/a", "/b"], "exit_code": 1,
+                         "stdout": "--- /a\n+++ /b\n@@ -1 +1 @@\n-beta\n+beta2\n"})
+    lines = format_audit([{"created_at": "t", "agent_id": "specialist-ops", "tool_name": "host_bash",
+                           "status": "ok", "duration_ms": 4, "arguments": "{}", "result": result}])
+    assert lines[2].strip().startswith('→ exit 1 · {"host": "local"'), lines[2]
+    ok = format_audit([{"created_at": "t", "agent_id": "a", "tool_name": "host_bash", "status": "ok",
+                        "duration_ms": 4, "arguments": "{}", "result": json.dumps({"exit_code": 0})}])
+    assert ok[2].strip() == '→ {"exit_code": 0}'
+    doc = {"session": {"agent_id": "specialist-ops", "id": "s2", "status": "completed", "created_at": "t",
+                       "messages": [{"seq": 3, "role": "tool", "name": "host_bash", "created_at": "t",
+                                     "content": result}], "children": []}}
+    text = format_markdown(doc)
+    assert "stdout:\n  --- /a\n  +++ /b\n" in text and "exit_code: 1" in text
