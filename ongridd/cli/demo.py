@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -66,6 +67,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-base-url", help="a real OpenAI-compatible endpoint (…/v1) instead of the scripted model")
     p.add_argument("--model", help="model name for --llm-base-url")
     p.add_argument("--keep", action="store_true", help="keep the temporary folders (their paths are printed)")
+    p.add_argument("--serve", action="store_true",
+                   help="after the answer, keep the daemon serving (the web console shows the demo's thread, "
+                        "`ongrid --url …` reads it) until Ctrl-C")
+    p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
+                   help="where the demo's daemon listens (default: a free port on 127.0.0.1)")
     p.add_argument("--json", action="store_true",
                    help="print every websocket frame on stdout as one JSON line (as `ongrid ask --json`); "
                         "the demo's report goes to stderr")
@@ -129,7 +135,7 @@ async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) ->
                            "fixed transcript, not a real model; its answers are built from the real tool results")
             print("Model: scripted model (ongrid fake-llm) — a test double, not a real model; its answers are "
                   "built from the real tool results. Use --llm-base-url URL --model NAME for a real one.")
-        config = structure({"server": {"listen": "127.0.0.1:0"}, "state_dir": str(state_dir), "llm": llm})
+        config = structure({"server": {"listen": args.listen}, "state_dir": str(state_dir), "llm": llm})
         handle = await nursery.start(lambda task_status: run_daemon(config, handle_signals=False,
                                                                     task_status=task_status))
         print(f"Daemon serving at {handle.base_url}; asking over {handle.base_url.replace('http', 'ws')}/ws\n")
@@ -194,6 +200,14 @@ async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) ->
         if final and not args.llm_base_url:
             print(f"Check: the largest file made was {biggest.name}; "
                   f"{'it is named in the answer' if biggest.name in final else 'NOT named in the answer'}.")
+        if args.serve:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                print(f"\nServing until Ctrl-C: the web console at {handle.base_url}/#/t/demo shows this thread, "
+                      f"and `ongrid --url {handle.base_url} sessions tree demo` reads it."
+                      + ("" if args.llm_base_url else " The scripted model has no answers left: a new question "
+                         "ends in an error that says so (--llm-base-url asks a real model)."), flush=True)
+                async for _ in signals:  # then the daemon stops as it does after any demo
+                    break
         handle.shutdown.set()
         with trio.move_on_after(10):
             await handle.stopped.wait()

@@ -41,6 +41,42 @@ def test_ongrid_demo_names_the_real_largest_files():
     assert removed and not os.path.exists(removed.group(1)), out[-500:]
 
 
+def test_ongrid_demo_serve_keeps_its_daemon_for_the_console_until_ctrl_c():
+    """``--serve``: after the report the demo's daemon stays up on ``--listen`` — the console page and
+    the demo's thread are there to look at — until Ctrl-C, which stops it and removes its files."""
+    import signal
+    import urllib.request
+
+    from tests.e2e.e2e_helpers import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(ongrid("demo", "--serve", "--listen", f"127.0.0.1:{port}"), env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = ""
+        deadline = time.monotonic() + 240
+        while "Serving until Ctrl-C" not in seen and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += line
+        assert f"the web console at http://127.0.0.1:{port}/#/t/demo" in seen, seen[-2000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/sessions", timeout=10) as resp:
+            threads = json.loads(resp.read())
+        assert [t["thread"] for t in threads] == ["demo"] and threads[0]["last_turn"] == "completed", threads
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as resp:
+            assert resp.status == 200 and "text/html" in resp.headers["Content-Type"]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    removed = re.search(r"^\(removed (\S+): the demo's files and state", out, re.MULTILINE)
+    assert removed and not os.path.exists(removed.group(1)), out[-500:]
+
+
 def test_ongrid_demo_json_prints_the_frames_alone_on_stdout():
     res = subprocess.run(ongrid("demo", "--json"), env=env(), capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
