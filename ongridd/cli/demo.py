@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -42,7 +43,7 @@ DEMO_SCRIPT = {
              "prompt": "The user asks what is filling the disk under ${ONGRID_DEMO_DIR} on host local. "
                        "Measure the folder sizes (depth 2) and list the largest files there; report the "
                        "biggest consumers with their sizes."}}]},
-        {"content_from_tool_results": True},
+        {"content_from_tool_results": "reports"},  # the worker's report, as a person reads it
     ],
     "specialist-disk": [
         {"tool_calls": [
@@ -50,7 +51,7 @@ DEMO_SCRIPT = {
             {"name": "host_find_large_files", "arguments": {"paths": ["${ONGRID_DEMO_DIR}"], "top_n": 5,
                                                             "min_size": "1M"}},
         ]},
-        {"content_from_tool_results": True},
+        {"content_from_tool_results": "markdown"},  # its tool results laid out (in the console too)
     ],
 }
 
@@ -204,8 +205,9 @@ async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) ->
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 print(f"\nServing until Ctrl-C: the web console at {handle.base_url}/#/t/demo shows this thread, "
                       f"and `ongrid --url {handle.base_url} sessions tree demo` reads it."
-                      + ("" if args.llm_base_url else " The scripted model has no answers left: a new question "
-                         "ends in an error that says so (--llm-base-url asks a real model)."), flush=True)
+                      + ("" if args.llm_base_url else " The scripted model only replays the demo: a new question "
+                         "in this thread ends in an error that says so, and a new thread replays the same "
+                         "investigation (--llm-base-url asks a real model)."), flush=True)
                 async for _ in signals:  # then the daemon stops as it does after any demo
                     break
         handle.shutdown.set()
@@ -216,9 +218,12 @@ async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) ->
 
 
 def _json_objects(text: str) -> list[Any]:
-    """Every JSON value found after ``name: `` at a line start, recursing into
-    string ``result`` fields (a worker's answer inside an AgentTool result)."""
+    """Every JSON value found after ``name: `` at a line start or as a fenced ``json`` code block,
+    recursing into string ``result`` fields (a worker's answer inside an AgentTool result)."""
     found: list[Any] = []
+    for block in re.findall(r"^(`{3,})json\n(.*?)\n\1$", text, re.MULTILINE | re.DOTALL):
+        with contextlib.suppress(ValueError, RecursionError):
+            found.append(json.loads(block[1]))
     for line in text.splitlines():
         _name, sep, rest = line.partition(": ")
         if not sep:

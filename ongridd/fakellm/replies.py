@@ -13,6 +13,7 @@ first chunk, ids ``call_<step>_<index>``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -50,8 +51,9 @@ def make_reply(step: Step, messages: Sequence[Any], env: Mapping[str, str]) -> R
     """
     where = step.where
     if step.content_from_tool_results:
+        mode = step.content_from_tool_results
         content: str | None = tool_results_since_previous_step(
-            messages, reports=step.content_from_tool_results == "reports")
+            messages, reports=mode in ("reports", "markdown"), markdown=mode == "markdown")
     elif step.content is not None:
         content = substitute(step.content, env, where)
     else:
@@ -79,12 +81,15 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def tool_results_since_previous_step(messages: Sequence[Any], *, reports: bool = False) -> str:
+def tool_results_since_previous_step(messages: Sequence[Any], *, reports: bool = False,
+                                     markdown: bool = False) -> str:
     """The tool results after the last assistant message, one line each:
     ``<tool name>: <result>``; with ``reports``, an ``AgentTool`` result
     whose JSON holds a ``result`` text is given as that text alone (the
     worker's report, as a person would read it), after a line naming the
-    worker's status when it is not ``completed``.
+    worker's status when it is not ``completed``; with ``markdown``, each
+    other result as ``**<tool name>**`` and, in a fenced code block, its JSON
+    indented (a result that is not JSON, as it is), separated by blank lines.
 
     The tool name is found from the ``tool_calls`` of the assistant messages
     in the request, matched by ``tool_call_id`` (``?`` when no call matches).
@@ -107,8 +112,22 @@ def tool_results_since_previous_step(messages: Sequence[Any], *, reports: bool =
         if isinstance(msg, Mapping) and msg.get("role") == "tool":
             name = names.get(str(msg.get("tool_call_id")), "?")
             report = _report(_text(msg.get("content"))) if reports and name == "AgentTool" else None
-            lines.append(report if report is not None else f"{name}: {_text(msg.get('content'))}")
-    return "\n".join(lines) if lines else NO_TOOL_RESULTS
+            if report is None:
+                text = _text(msg.get("content"))
+                report = _laid_out(name, text) if markdown else f"{name}: {text}"
+            lines.append(report)
+    return ("\n\n" if markdown else "\n").join(lines) if lines else NO_TOOL_RESULTS
+
+
+def _laid_out(name: str, result: str) -> str:
+    """``**name**`` and ``result`` in a fenced code block (JSON indented), the fence longer than any
+    run of backticks in it."""
+    try:
+        shown, kind = json.dumps(json.loads(result), indent=2, ensure_ascii=False), "json"
+    except (ValueError, RecursionError):
+        shown, kind = result, ""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", shown)), default=0))
+    return f"**{name}**\n\n{fence}{kind}\n{shown}\n{fence}"
 
 
 def _report(text: str) -> str | None:

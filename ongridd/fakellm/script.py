@@ -14,7 +14,10 @@ mapping with these keys (at least one of ``content``, ``tool_calls``,
 ``content_from_tool_results``  ``true``: answer with the tool results received
                                since the previous step (not with ``content``);
                                ``reports``: the same, with each ``AgentTool``
-                               result given as the worker's report alone
+                               result given as the worker's report alone;
+                               ``markdown``: as ``reports``, each other
+                               result laid out for a person (its tool's name
+                               in bold, its JSON indented in a code block)
 ``finish_reason``              ``stop``, ``length``, ``tool_calls``,
                                ``content_filter`` (default: ``tool_calls``
                                when there are tool calls, else ``stop``)
@@ -92,7 +95,7 @@ class Step:
     line: int | None = None
     content: str | None = None
     tool_calls: tuple[ScriptedToolCall, ...] = ()
-    content_from_tool_results: bool | str = False  # False, True or "reports"
+    content_from_tool_results: bool | str = False  # False, True, "reports" or "markdown"
     finish_reason: str | None = None
     delay_s: float = 0.0
     http_status: int | None = None
@@ -246,8 +249,8 @@ def _parse_step(
         problems.append(f"{here}: content must be a string, got {_kind(content)}")
 
     from_results = raw.get("content_from_tool_results", False)
-    if not isinstance(from_results, bool) and from_results != "reports":
-        problems.append(f"{here}: content_from_tool_results must be true, false or reports, got "
+    if not isinstance(from_results, bool) and from_results not in ("reports", "markdown"):
+        problems.append(f"{here}: content_from_tool_results must be true, false, reports or markdown, got "
                         f"{_kind(from_results) if not isinstance(from_results, str) else repr(from_results)}")
         from_results = False
     elif from_results and content is not None:
@@ -310,7 +313,8 @@ def _parse_step(
 
     if not any(k in raw for k in ("content", "tool_calls", "http_status")) and not from_results:
         problems.append(
-            f"{here}: a step needs content, tool_calls, content_from_tool_results (true or reports) or http_status"
+            f"{here}: a step needs content, tool_calls, content_from_tool_results (true, reports or markdown) or "
+            "http_status"
         )
     if len(problems) != before:
         return None

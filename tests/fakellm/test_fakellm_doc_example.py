@@ -47,3 +47,17 @@ def test_reports_give_a_worker_report_alone_and_other_results_as_they_are():
                 {"role": "tool", "tool_call_id": "q1", "content": "found"}]
     assert tool_results_since_previous_step(messages, reports=True) == "r1\n(failed)\nr2\nquery_knowledge: found"
     assert tool_results_since_previous_step(messages).startswith('AgentTool: {"status": "completed"')
+
+
+def test_markdown_lays_each_result_out_for_a_person_and_gives_a_worker_report_alone():
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a1", "type": "function", "function": {"name": "AgentTool", "arguments": "{}"}},
+        {"id": "d1", "type": "function", "function": {"name": "host_du_summary", "arguments": "{}"}},
+        {"id": "q1", "type": "function", "function": {"name": "query_knowledge", "arguments": "{}"}}]}
+    messages = [{"role": "user", "content": "hi"}, call,
+                {"role": "tool", "tool_call_id": "a1", "content": json.dumps({"status": "completed", "result": "r1"})},
+                {"role": "tool", "tool_call_id": "d1", "content": json.dumps({"total": 5, "paths": ["/a"]})},
+                {"role": "tool", "tool_call_id": "q1", "content": "found ```x``` here"}]
+    assert tool_results_since_previous_step(messages, reports=True, markdown=True) == (
+        'r1\n\n**host_du_summary**\n\n```json\n{\n  "total": 5,\n  "paths": [\n    "/a"\n  ]\n}\n```\n\n'
+        "**query_knowledge**\n\n````\nfound ```x``` here\n````")

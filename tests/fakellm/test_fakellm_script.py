@@ -75,7 +75,7 @@ def _error(text: str) -> str:
         ("default:\n  - finish_reason: lenght\n    content: x\n", ["step 0", "finish_reason", "'lenght'"]),
         ("default:\n  - content: 42\n", ["step 0", "content must be a string"]),
         ("default:\n  - content: x\n    content_from_tool_results: true\n", ["step 0", "cannot be used together"]),
-        ("default:\n  - content_from_tool_results: 'yes'\n", ["step 0", "true, false or reports", "'yes'"]),
+        ("default:\n  - content_from_tool_results: 'yes'\n", ["step 0", "true, false, reports or markdown", "'yes'"]),
         ("default:\n  - tool_calls: []\n", ["step 0", "non-empty list"]),
         ("default:\n  - tool_calls: [{arguments: {}}]\n", ["step 0 tool_calls[0]", "name"]),
         ("default:\n  - tool_calls: [{name: a, arguments: {}, raw_arguments: '{}'}]\n", ["tool_calls[0]", "not both"]),
