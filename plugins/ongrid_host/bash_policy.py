@@ -38,6 +38,7 @@ never the raw words.  The verdict is one of:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -280,9 +281,9 @@ def _process_holding_secret() -> str | None:
 
 
 def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tuple[
-        tuple[str, ...], list[tuple[str, str]], tuple[tuple[int, int, str], ...]]:
+        tuple[str, ...], list[tuple[str, str]], tuple[tuple[int, int, str, bool], ...]]:
     """(canonical argv, [(path, role)] to check, [(index in argv, where the path starts in that
-    word, role)] of the files it reads) for an allowlisted command.
+    word, role, an operand)] of the files it reads) for an allowlisted command.
 
     Raises :class:`~ongrid_host.optspec.Refusal` for the first word that is
     not read-only, and (``local``: on this host) for a search whose answer could tell one of the
@@ -334,13 +335,13 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
     return argv, paths, () if name in _NOT_PINNED else _pin_targets(parsed, argv)
 
 
-def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, int, str], ...]:
-    """``(index in argv, where in that word the path starts, role)`` of every file (role ``read``
+def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, int, str, bool], ...]:
+    """``(index in argv, where in that word the path starts, role, an operand)`` of every file (role ``read``
     or ``read-checked``) and folder (``recursive``) the command reads where ``argv`` names it: an
     operand (after ``--``: the whole word) or an option's value (``-f FILE``; ``--files0-from=FILE``:
     after the ``=``).  Each is pinned to what was checked (see :func:`_pins`)."""
     checked = "read" if reads_by_position(parsed) else "read-checked"
-    out: list[tuple[int, int, str]] = []
+    out: list[tuple[int, int, str, bool]] = []
     taken: set[int] = set()
     for opt, value in parsed.options:
         if value is None or opt.role not in ("read", "recursive"):
@@ -351,13 +352,13 @@ def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, int, st
                 taken.add(at)
                 last = argv[at + len(words) - 1]
                 start = len(last) - len(value) if last.endswith(value) else 0
-                out.append((at + len(words) - 1, start, checked if opt.role == "read" else "recursive"))
+                out.append((at + len(words) - 1, start, checked if opt.role == "read" else "recursive", False))
                 break
     if parsed.end_marker:
         first = len(argv) - len(parsed.operands)
         for k, role in enumerate(parsed.roles):
             if role in ("read", "recursive"):
-                out.append((first + k, 0, checked if role == "read" else "recursive"))
+                out.append((first + k, 0, checked if role == "read" else "recursive", True))
     return tuple(out)
 
 
@@ -441,7 +442,7 @@ def pin_checked_files(verdict: Verdict, cwd: str | None) -> tuple[tuple[str, ...
             word = argv[index][start:]
             path = word if os.path.isabs(word) else os.path.join(cwd or "/", word)
             try:
-                opened = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+                opened = open_pinned(path)
             except OSError as exc:
                 if dev != ABSENT:
                     raise ToolError(f"refused: cannot open {word!r} ({exc.strerror}); nothing was run") from None
@@ -480,7 +481,7 @@ _NOT_PINNED = frozenset({"file"})
 _FILES_ONLY = frozenset({"diff"})
 
 
-def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str], ...],
+def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str, bool], ...],
           policy: PathPolicy) -> tuple[tuple[int, int, int, int], ...] | str:
     """``(index in argv, where the path starts in it, device, inode)`` of each file and folder a
     local read names (see
@@ -492,14 +493,16 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str], ...],
     the checks, or between them and the run (a race another local user can run), is refused,
     never read."""
     out = []
-    for index, start, role in targets:
+    for index, start, role, operand in targets:
         word = argv[index][start:]
-        if word == "-":
+        if word == "-" and argv[0] in (_DASH_IS_STDIN if operand else _DASH_VALUE_IS_STDIN):
             continue
         path = word if os.path.isabs(word) else os.path.join(policy.cwd or "/", word)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except OSError:
+            fd = open_pinned(path)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a device or a socket: never opened to read
+                return f"forbidden path: '{word}' is {exc.strerror}, not a file; name a file"
             # the command is told there is no such file (see pin_checked_files); in a folder the reads
             # may not enter, refused as a file that is there would be (no answer about what it holds)
             problem = closed_folder_problem(word, os.path.realpath(path))
@@ -509,7 +512,9 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str], ...],
             continue
         try:
             st = os.fstat(fd)
-            problem = closed_folder_problem(word, os.readlink(f"/proc/self/fd/{fd}"))
+            real = os.readlink(f"/proc/self/fd/{fd}")
+            # where the kernel says the open file is, whatever the path's spelling led the checks to
+            problem = closed_folder_problem(word, real) or policy.read_problem(real)
             if problem:
                 return f"forbidden path: {problem}"
             if role == "recursive" and stat.S_ISDIR(st.st_mode):
@@ -522,7 +527,7 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str], ...],
                 return (f"'{word}' is a folder: {argv[0]} compares the files in a folder (given a folder and a "
                         "file, the file of that name in it), which are not checked here; name the two files")
             else:
-                problem = None  # a folder or a FIFO: it prints no file's contents; pinned all the same
+                problem = None  # a folder or a FIFO (open_pinned opens no other kind): pinned all the same
             if problem:
                 return f"forbidden path: {problem}"
             out.append((index, start, st.st_dev, st.st_ino))
@@ -533,3 +538,27 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str], ...],
 
 #: the device and inode of a pin whose path could not be opened when it was checked
 ABSENT = -1
+#: commands that read standard input (empty for host_bash) for a file operand of ``-``, and those
+#: that do for an option's file value of ``-`` (``grep -f -``, ``du --files0-from=-``); to any other
+#: (``sort --random-source=-``, ``last -f -``) ``-`` is a file name, pinned as any other
+_DASH_IS_STDIN = frozenset({"cat", "head", "tail", "wc", "grep", "egrep", "zgrep", "zcat", "sort", "sed", "cut",
+                            "uniq", "tac", "nl", "comm", "cmp", "diff", "md5sum", "sha1sum", "sha256sum",
+                            "sha512sum"})
+_DASH_VALUE_IS_STDIN = frozenset({"grep", "egrep", "zgrep", "du"})
+
+
+def open_pinned(path: str) -> int:
+    """``path`` opened to read — only when it is a regular file, a folder or a FIFO: it is first
+    opened without reading (``O_PATH``), so a device (a disk, a terminal, a watchdog that starts
+    when opened) or a socket is never opened to read, and then reopened as that very file.  Raises
+    OSError (``ENXIO`` with ``strerror`` naming the kind, for a device or a socket)."""
+    handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(handle).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISFIFO(mode)):
+            kind = ("a block device" if stat.S_ISBLK(mode) else "a character device" if stat.S_ISCHR(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+            raise OSError(errno.ENXIO, kind, path)
+        return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)

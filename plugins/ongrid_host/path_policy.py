@@ -254,6 +254,8 @@ def _secret_names(form: str) -> Iterator[str]:
     for suffix, why in SECRET_SUFFIXES.items():
         if base.endswith(suffix):
             yield why
+    if base.startswith("ssh_host_") and not base.endswith(".pub"):  # a host key's copy, packaged folders too
+        yield SECRET_PREFIXES["ssh_host_"]
     if any(_under(form, folder) for folder in PACKAGED):
         return
     for infix, why in SECRET_INFIXES.items():
@@ -325,14 +327,18 @@ class PathPolicy:
         """(problem, the forms of ``path`` to check): as written, and (locally) where it leads —
         not for a spelling already forbidden, which is reported as such, unless
         ``always_resolve``."""
-        if self.cwd is None and not path.startswith("/") and ".." in path.split("/"):
-            return (f"relative path '{path}' with '..' cannot be checked on a remote host "
-                    "(its folder is the ssh user's home); write the absolute path"), []
+        if self.cwd is None and ".." in path.split("/"):
+            # on a remote host links cannot be followed: /run/shm/../vcs is /dev/vcs there, not /run/vcs
+            return (f"path '{path}' with '..' cannot be checked on a remote host (a link before it may lead "
+                    "anywhere, and a relative one starts in the ssh user's home); write the path without '..'"), []
         lex = normalize(path, self.cwd)
         out = [lex]
         if self.resolve and (always_resolve or self._area_of(lex) is None):
+            # resolved as the kernel walks it: a '..' after a link leaves the link's target, not the
+            # link's folder (/run/shm/../vcs is /dev/vcs), so the path is not collapsed first
+            raw = path if path.startswith("/") else posixpath.join(self.cwd or os.getcwd(), path)
             try:
-                resolved = resolve(lex if lex.startswith("/") else os.path.abspath(path))
+                resolved = resolve(raw)
             except (OSError, ValueError) as exc:  # fail closed: where it leads is unknown
                 why = getattr(exc, "strerror", None) or str(exc)
                 return (f"path '{path}' cannot be resolved ({why}), so what it would read cannot be "

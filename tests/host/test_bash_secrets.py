@@ -341,7 +341,8 @@ def test_remote_policy_refuses_relative_dotdot_and_home_recursion():
                      ("grep -r KEY", "ssh user's home"), ("cat .ssh/id_rsa", ".ssh folder"),
                      ("cat //proc/1/cmdline", "would read /proc"),
                      # a host key's copy outside /etc/ssh (a chroot's), known by its name
-                     ("cat /srv/chroot/etc/ssh/ssh_host_ed25519_key", "an ssh host key or a copy of one")):
+                     ("cat /srv/chroot/etc/ssh/ssh_host_ed25519_key", "an ssh host key or a copy of one"),
+                     ("cat /usr/lib/chroot/etc/ssh/ssh_host_ed25519_key", "an ssh host key or a copy of one")):
         verdict = analyze(cmd, remote)
         assert verdict.kind == "refused" and why in verdict.reason, (cmd, verdict)
 
@@ -543,3 +544,57 @@ def test_pgrep_f_is_known_by_its_parse_not_by_where_the_words_are():
         verdict = analyze(cmd)
         assert verdict.kind == "read" and verdict.recheck_processes, (cmd, verdict)
     assert not analyze("pgrep -d -- -c -- -f").recheck_processes  # "-f" after the end of options: the pattern
+
+
+@pytest.mark.parametrize("cmd", ["head -c 300 {shm}/../vcs", "cat {shm}/../urandom", "grep -a -c . {shm}/../vcs",
+                                 "sort --random-source={shm}/../urandom /etc/hostname"])
+def test_dotdot_after_a_link_is_where_the_kernel_goes(tmp_path, cmd):
+    """``/run/shm/../vcs`` is /dev/vcs to the kernel (``..`` leaves the link's target, /dev/shm), not
+    /run/vcs as the spelling collapses to: judged where the kernel goes, locally; on an ssh host,
+    where links cannot be followed, a path with ``..`` is refused."""
+    shm = tmp_path / "shm"
+    shm.symlink_to("/dev/shm")
+    verdict = analyze(cmd.format(shm=shm))
+    assert verdict.kind == "refused" and "would read /dev" in verdict.reason, verdict
+    remote = analyze(cmd.format(shm="/run/shm"), PathPolicy.remote())
+    assert remote.kind == "refused" and "with '..' cannot be checked on a remote host" in remote.reason, remote
+
+
+def test_a_device_is_never_opened_to_read_wherever_it_lies(tmp_path):
+    """A device node outside /dev (a container image's, a chroot's) is refused by what the open
+    handle says it is — opened without reading first, so no device (a watchdog that starts when
+    opened) is opened to read, not even by the check."""
+    from ongrid_host.bash_policy import open_pinned
+
+    need(os.geteuid() == 0, "root, to make a device node (CI runs as root)")
+    node = tmp_path / "null-copy"
+    os.mknod(node, 0o600 | 0o020000, os.makedev(1, 3))  # a character device: /dev/null's numbers
+    verdict = analyze(f"cat {node}")
+    assert verdict.kind == "refused" and "is a character device, not a file" in verdict.reason, verdict
+    with pytest.raises(OSError) as info:
+        open_pinned(str(node))
+    assert info.value.strerror == "a character device"
+
+
+@pytest.mark.parametrize(("cmd", "kind"), [
+    ("date -d 'TZ=\"/tmp/fifo\" now'", "refused"), ("date -d 'TZ=:/etc/shadow now'", "refused"),
+    ("date -d \"TZ='../../etc/shadow' now\"", "refused"), ("date --date='TZ=\"./x\" 9:00'", "refused"),
+    ("date -d 'TZ=\"Europe/Paris\" 09:00'", "read"), ("date -d 'TZ=\"UTC+3\" now' +%H", "read"),
+])
+def test_a_time_zone_named_in_a_date_string_is_a_zone_not_a_path(cmd, kind):
+    # date opens TZ="PATH" as a time zone file: any path, unchecked (a FIFO hangs it, a device acts)
+    verdict = analyze(cmd)
+    assert verdict.kind == kind, verdict
+    if kind == "refused":
+        assert "names a file for date to open" in verdict.reason
+
+
+def test_a_dash_is_standard_input_only_to_commands_that_read_it_so():
+    """``-`` is standard input (empty) to cat or grep; to sort's --random-source, last -f or dmesg -F
+    it is a file named ``-`` in the folder the command runs in: pinned as any path."""
+    from ongrid_host.bash_policy import ABSENT
+
+    assert analyze("cat -").pins == ()
+    for cmd in ("sort -R --random-source=- /etc/hostname", "last -f -", "dmesg -F -"):
+        verdict = analyze(cmd)
+        assert verdict.kind == "read" and any(p[2] == ABSENT for p in verdict.pins), (cmd, verdict)
