@@ -453,10 +453,19 @@ class Redactor:
         if pattern is None:
             return False
         try:
-            # never blocks: a FIFO or a device is opened without waiting, and only a regular file is read
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+            # looked at before it is opened to read (O_PATH): a device is never opened to read (a watchdog
+            # starts when opened), a FIFO never waited on; only a regular file is read
+            handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:
             return None
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                return None
+            fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        finally:
+            os.close(handle)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):

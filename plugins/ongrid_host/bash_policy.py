@@ -53,7 +53,7 @@ from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, reads_by_posi
 from ongrid_host.expr_rules import parse_find
 from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
 from ongrid_host.path_args import change_paths_problem, paths_problem
-from ongrid_host.path_policy import PathPolicy, closed_folder_problem, grep_exclusions
+from ongrid_host.path_policy import PathPolicy, closed_folder_problem, grep_exclusions, open_pinned
 from ongrid_host.proc_rules import parse_ip, parse_ps
 from ongrid_host.x509_rules import parse_openssl
 
@@ -545,20 +545,3 @@ _DASH_IS_STDIN = frozenset({"cat", "head", "tail", "wc", "grep", "egrep", "zgrep
                             "uniq", "tac", "nl", "comm", "cmp", "diff", "md5sum", "sha1sum", "sha256sum",
                             "sha512sum"})
 _DASH_VALUE_IS_STDIN = frozenset({"grep", "egrep", "zgrep", "du"})
-
-
-def open_pinned(path: str) -> int:
-    """``path`` opened to read — only when it is a regular file, a folder or a FIFO: it is first
-    opened without reading (``O_PATH``), so a device (a disk, a terminal, a watchdog that starts
-    when opened) or a socket is never opened to read, and then reopened as that very file.  Raises
-    OSError (``ENXIO`` with ``strerror`` naming the kind, for a device or a socket)."""
-    handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(handle).st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISFIFO(mode)):
-            kind = ("a block device" if stat.S_ISBLK(mode) else "a character device" if stat.S_ISCHR(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "not a file")
-            raise OSError(errno.ENXIO, kind, path)
-        return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    finally:
-        os.close(handle)

@@ -655,6 +655,23 @@ _OTHER_COMPRESSED = {b"\x1f\x9e": "old gzip", b"\x1f\x9d": "compress .Z", b"\x1f
 _SNIFF_BYTES = 520
 
 
+def open_pinned(path: str) -> int:
+    """``path`` opened to read — only when it is a regular file, a folder or a FIFO: it is first
+    opened without reading (``O_PATH``), so a device (a disk, a terminal, a watchdog that starts
+    when opened) or a socket is never opened to read, and then reopened as that very file.  Raises
+    OSError (``ENXIO`` with ``strerror`` naming the kind, for a device or a socket)."""
+    handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(handle).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISFIFO(mode)):
+            kind = ("a block device" if stat.S_ISBLK(mode) else "a character device" if stat.S_ISCHR(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+            raise OSError(errno.ENXIO, kind, path)
+        return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
+
+
 def _content_problem(path: str, real: str, skip_names: frozenset[str] = frozenset()) -> str | None:
     """Why the local regular file ``real`` (``path`` resolved) is refused for what it begins with —
     plain or gzip-compressed (``zcat``, ``zgrep`` read through that) — or None: a journal file
@@ -664,9 +681,9 @@ def _content_problem(path: str, real: str, skip_names: frozenset[str] = frozense
     import zlib
 
     try:
-        # never blocks: a FIFO or a device named in its place is opened without waiting, and only a
+        # never blocks, never opens a device to read: a FIFO is opened without waiting, and only a
         # regular file is read
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = open_pinned(real)
         with open(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None

@@ -598,3 +598,24 @@ def test_a_dash_is_standard_input_only_to_commands_that_read_it_so():
     for cmd in ("sort -R --random-source=- /etc/hostname", "last -f -", "dmesg -F -"):
         verdict = analyze(cmd)
         assert verdict.kind == "read" and any(p[2] == ABSENT for p in verdict.pins), (cmd, verdict)
+
+
+def test_the_secret_scan_never_opens_a_device_to_read(tmp_path, monkeypatch):
+    """The checks read files as root: a device named where a file is looked at (a watchdog starts
+    when opened) is looked at without being opened to read."""
+    from ongridd.secretset import REGISTRY, file_holds_secret
+
+    need(os.geteuid() == 0, "root, to make a device node (CI runs as root)")
+    node = tmp_path / "dev-copy"
+    os.mknod(node, 0o600 | 0o020000, os.makedev(1, 3))
+    opened: list[tuple[str, int]] = []
+    real_open = os.open
+
+    def watching(path, flags, *rest, **kw):
+        opened.append((str(path), flags))
+        return real_open(path, flags, *rest, **kw)
+
+    monkeypatch.setattr(os, "open", watching)
+    with REGISTRY.hold(["ALICEtoken0123456789abcd"]):
+        assert file_holds_secret(str(node)) is None
+    assert opened and all(flags & os.O_PATH for path, flags in opened if path == str(node)), opened
