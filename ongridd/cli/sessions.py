@@ -28,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            ("audit", "every tool call of the session and its children"),
                            ("messages", "the stored transcript of a session")):
         q = ss.add_parser(name, help=helptext)
-        q.add_argument("session_id", help="a session id (as `sessions list` shows it), the start of one, or a thread's name")
+        q.add_argument("session_id", help="a session id (as `sessions list` or `tree` shows it), 8+ characters "
+                                          "of a thread's id (its start or its end), or a thread's name")
         q.add_argument("--json", action="store_true", help="print JSON")
         add_client_args(q)
         q.set_defaults(func=run)
@@ -256,11 +257,12 @@ def _tool_body(content: str) -> str:
     lines = [""]
     for key, item in value.items():
         name = _one_line(key)
-        if isinstance(item, str) and "\n" in item:
+        if isinstance(item, str) and "\n" in item.removesuffix("\n"):
             lines.append(f"{name}:")
-            lines.extend("  " + line for line in item.split("\n"))
+            lines.extend("  " + line for line in item.removesuffix("\n").split("\n"))
         elif isinstance(item, str):
-            lines.append(f"{name}: {item}")
+            text = item.removesuffix("\n")
+            lines.append(f"{name}: {text}" if text else f"{name}:")
         else:
             lines.append(f"{name}: {json.dumps(item, ensure_ascii=False)}")
     return "\n".join(lines)
@@ -400,8 +402,9 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         hint = ""
         if args.sessions_command != "list" and "404" in str(exc) and not _SESSION_ID.match(args.session_id):
-            hint = (f" ({args.session_id!r} is not a session id, nor the name or the id's start of one of "
-                    "your threads: `ongrid sessions list` shows them)")
+            hint = (f" ({args.session_id!r} is not a session id, nor the name or the start or end of the id of "
+                    "one of your threads: `ongrid sessions list` shows them; a worker's session is named by its "
+                    "full id, as `sessions tree` shows it)")
         print(f"ongrid: {exc}{hint}", file=sys.stderr)
         return 2 if refused(exc) else 1
     if args.sessions_command == "export":

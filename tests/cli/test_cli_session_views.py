@@ -425,3 +425,7 @@ def test_a_command_that_exited_non_zero_says_so_first_and_an_export_shows_its_ou
                                      "content": result}], "children": []}}
     text = format_markdown(doc)
     assert "stdout:\n  --- /a\n  +++ /b\n" in text and "exit_code: 1" in text
+    assert "  +beta2\n```" in text  # the output's own last newline adds no blank line
+    empty = format_markdown({"session": {**doc["session"], "messages": [
+        {**doc["session"]["messages"][0], "content": json.dumps({"stdout": "one line\n", "stderr": ""})}]}})
+    assert "stdout: one line\nstderr\n" not in empty and "\nstdout: one line\nstderr:\n" in empty
