@@ -115,7 +115,9 @@ def format_markdown(doc: dict) -> str:
             out.append("Tool calls:")
             out.append("")
             for a in n["audit"]:
-                out.append(f"- {_code(a['tool_name'])} {a['status']} in {a['duration_ms']} ms · {a['created_at']}")
+                exited = _exit_status(a.get("result")).removesuffix(" · ")
+                out.append(f"- {_code(a['tool_name'])} {a['status']}{' (' + exited + ')' if exited else ''} in "
+                           f"{a['duration_ms']} ms · {a['created_at']}")
                 out.append(f"  - arguments: {_code(' '.join((a.get('arguments') or '').split())[:500])}")
                 p = proposals.get(a.get("tool_call_id"))
                 if p:

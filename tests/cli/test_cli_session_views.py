@@ -423,7 +423,10 @@ def test_a_command_that_exited_non_zero_says_so_first_and_an_export_shows_its_ou
     doc = {"session": {"agent_id": "specialist-ops", "id": "s2", "status": "completed", "created_at": "t",
                        "messages": [{"seq": 3, "role": "tool", "name": "host_bash", "created_at": "t",
                                      "content": result}], "children": []}}
+    doc["session"]["audit"] = [{"tool_name": "host_bash", "status": "ok", "duration_ms": 4, "created_at": "t",
+                                "arguments": "{}", "result": result}]
     text = format_markdown(doc)
+    assert "- `host_bash` ok (exit 1) in 4 ms · t" in text
     assert "stdout:\n  --- /a\n  +++ /b\n" in text and "exit_code: 1" in text
     assert "  +beta2\n```" in text  # the output's own last newline adds no blank line
     empty = format_markdown({"session": {**doc["session"], "messages": [

@@ -1362,8 +1362,36 @@ function treeNode(n, depth) {
   return li;
 }
 
+// A tool's JSON result one field a line, a text value as its own lines (a command's output reads
+// as it printed it, not as an escaped string); anything else as stored. Shown as text, never HTML.
+function laidOutResult(text) {
+  if (!text.startsWith("{") || text.length > 1000000) return text;
+  let value;
+  try { value = JSON.parse(text); } catch { return text; }
+  if (!value || typeof value !== "object" || Array.isArray(value)) return text;
+  const lines = [];
+  for (const [key, item] of Object.entries(value)) {
+    if (typeof item === "string") {
+      const t = item.endsWith("\n") ? item.slice(0, -1) : item;
+      if (t.includes("\n")) { lines.push(`${key}:`); for (const l of t.split("\n")) lines.push("  " + l); }
+      else lines.push(t ? `${key}: ${t}` : `${key}:`);
+    } else lines.push(`${key}: ${JSON.stringify(item)}`);
+  }
+  return lines.join("\n");
+}
+
+// "exit N" for a command's result that exited non-zero (an answer, audited ok, not to be missed)
+function exitNote(text) {
+  if (!text.startsWith("{") || !text.includes('"exit_code"') || text.length > 1000000) return "";
+  let code;
+  try { code = JSON.parse(text).exit_code; } catch { return ""; }
+  return Number.isInteger(code) && code !== 0 ? `exit ${code}` : "";
+}
+
 function auditRow(r) {
-  const result = String(r.result || "");
+  const stored = String(r.result || "");
+  const result = laidOutResult(stored);
+  const exited = exitNote(stored);
   const p = r.proposal;
   let review = el("span", { class: "meta", text: "—" });
   if (p) {
@@ -1376,7 +1404,8 @@ function auditRow(r) {
     el("td", { class: "when", "data-label": "ended", title: isoTime(r.created_at), text: auditTime(r.created_at) }),
     el("td", { "data-label": "agent", text: String(r.agent_id || "") }),
     el("td", { "data-label": "tool" }, el("code", { text: String(r.tool_name) })),
-    el("td", { "data-label": "status", text: String(r.status) }),
+    el("td", { "data-label": "status" }, String(r.status),
+      exited ? el("span", { class: "exit-nonzero", text: ` · ${exited}` }) : null),
     el("td", { "data-label": "ms", text: String(r.duration_ms) }),
     el("td", { "data-label": "arguments" }, el("pre", { text: String(r.arguments || "") })),
     el("td", { "data-label": "result" }, result.length > 300
