@@ -484,11 +484,11 @@ _FILES_ONLY = frozenset({"diff"})
 def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str, bool], ...],
           policy: PathPolicy) -> tuple[tuple[int, int, int, int], ...] | str:
     """``(index in argv, where the path starts in it, device, inode)`` of each file and folder a
-    local read names (see
-    :func:`_pin_targets`), each opened and checked as the open file it is
-    (:meth:`PathPolicy.pinned_problem`; a folder read recursively: checked again where the kernel
-    says the open folder is), or why one may not be read — one that cannot be opened, or is neither a regular file
-    nor (read recursively) a folder, included.  The run opens each again and runs the command on
+    local read names (see :func:`_pin_targets`), each opened (:func:`open_pinned`: a regular file,
+    a folder or a FIFO, never a device) and checked as the open file it is, where the kernel says
+    it is (:meth:`PathPolicy.pinned_problem` for a file; a folder read recursively: checked again
+    there), or why one may not be read.  One that cannot be opened is pinned as absent (see
+    :func:`pin_checked_files`).  The run opens each again and runs the command on
     it (``/dev/fd/N``) only if it is still that file: a path swapped for a symbolic link between
     the checks, or between them and the run (a race another local user can run), is refused,
     never read."""
@@ -514,12 +514,14 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str, bool], ...]
             st = os.fstat(fd)
             real = os.readlink(f"/proc/self/fd/{fd}")
             # where the kernel says the open file is, whatever the path's spelling led the checks to
-            problem = closed_folder_problem(word, real) or policy.read_problem(real)
+            # (a regular file: in pinned_problem below)
+            problem = closed_folder_problem(word, real) or (
+                None if stat.S_ISREG(st.st_mode) else policy.read_problem(real))
             if problem:
                 return f"forbidden path: {problem}"
             if role == "recursive" and stat.S_ISDIR(st.st_mode):
                 # the checks walked it by name: the folder open now is checked where the kernel says it is
-                problem = policy.recursive_problem(os.readlink(f"/proc/self/fd/{fd}"), checked=True)
+                problem = policy.recursive_problem(real, checked=True)
             elif stat.S_ISREG(st.st_mode):
                 problem = policy.pinned_problem(fd, word, checked=role != "read")
             elif argv[0] in _FILES_ONLY and stat.S_ISDIR(st.st_mode):
