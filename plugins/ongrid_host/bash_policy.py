@@ -52,7 +52,7 @@ import attrs
 from ongrid_host.commands import SPECS, SYSTEMCTL, grep_recursive, reads_by_position, systemctl_canonical
 from ongrid_host.expr_rules import parse_find
 from ongrid_host.optspec import REFUSED, WRITE, Refusal, parse
-from ongrid_host.path_args import change_paths_problem, paths_problem
+from ongrid_host.path_args import change_paths_problem, paths_problem, role_problem
 from ongrid_host.path_policy import PathPolicy, closed_folder_problem, grep_exclusions, open_pinned
 from ongrid_host.proc_rules import parse_ip, parse_ps
 from ongrid_host.x509_rules import parse_openssl
@@ -289,13 +289,15 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
     not read-only, and (``local``: on this host) for a search whose answer could tell one of the
     daemon's secrets (:func:`_refuse_oracles`)."""
     if name == "find":
-        return (*parse_find(args), ())
+        argv, paths = parse_find(args)
+        return argv, paths, _value_pins(argv, "-files0-from", "read")
     if name == "ps":
         return parse_ps(args), [], ()
     if name == "ip":
         return parse_ip(args), [], ()
     if name == "openssl":
-        return (*parse_openssl(args), ())
+        argv, paths = parse_openssl(args)
+        return argv, paths, _value_pins(argv, "-in", "certificate")
     if name == "mount":
         if args:
             raise Refusal(WRITE, "mount: only allowed without arguments (with arguments it changes mounts)")
@@ -329,10 +331,22 @@ def parse_allowlisted(name: str, args: list[str], *, local: bool = True) -> tupl
         # files it comes across (a copied journal, an archive, a database) are skipped, -a or not:
         # only the files a command names are looked at before it runs
         end = len(argv) - len(parsed.operands) - (1 if parsed.operands and parsed.end_marker else 0)
-        argv = (*argv[:end], *grep_exclusions(), "--binary-files=without-match", *argv[end:])
+        # and devices and FIFOs it walks into are skipped (-D read would open them, unchecked)
+        argv = (*argv[:end], *grep_exclusions(), "--binary-files=without-match", "--devices=skip", *argv[end:])
     if name == "sed":
         argv = (argv[0], "--sandbox", *[w for w in argv[1:] if w != "--sandbox"])
     return argv, paths, () if name in _NOT_PINNED else _pin_targets(parsed, argv)
+
+
+def _value_pins(argv: tuple[str, ...], option: str, role: str) -> tuple[tuple[int, int, str, bool], ...]:
+    """The pin target of the word after ``option`` in ``argv`` (a grammar of its own: ``find
+    -files0-from F``, ``openssl x509 -in F``), in ``role``; none when it is not there."""
+    return tuple((at + 1, 0, role, False) for at, word in enumerate(argv[:-1]) if word == option)
+
+
+#: commands that open the operands they only report on (``df FILE`` opens it to find its mount):
+#: pinned, in their role, so that nothing but the file checked is opened
+_OPENS_META = frozenset({"df"})
 
 
 def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, int, str, bool], ...]:
@@ -344,7 +358,7 @@ def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, int, st
     out: list[tuple[int, int, str, bool]] = []
     taken: set[int] = set()
     for opt, value in parsed.options:
-        if value is None or opt.role not in ("read", "recursive"):
+        if value is None or opt.role not in ("read", "recursive", "journal"):
             continue
         words = opt.words(value)
         for at in range(1, len(argv) - len(words) + 1):
@@ -352,13 +366,13 @@ def _pin_targets(parsed: Any, argv: tuple[str, ...]) -> tuple[tuple[int, int, st
                 taken.add(at)
                 last = argv[at + len(words) - 1]
                 start = len(last) - len(value) if last.endswith(value) else 0
-                out.append((at + len(words) - 1, start, checked if opt.role == "read" else "recursive", False))
+                out.append((at + len(words) - 1, start, checked if opt.role == "read" else opt.role, False))
                 break
     if parsed.end_marker:
         first = len(argv) - len(parsed.operands)
         for k, role in enumerate(parsed.roles):
-            if role in ("read", "recursive"):
-                out.append((first + k, 0, checked if role == "read" else "recursive", True))
+            if role in ("read", "recursive") or (role == "meta" and parsed.name in _OPENS_META):
+                out.append((first + k, 0, checked if role == "read" else role, True))
     return tuple(out)
 
 
@@ -513,13 +527,18 @@ def _pins(argv: tuple[str, ...], targets: tuple[tuple[int, int, str, bool], ...]
         try:
             st = os.fstat(fd)
             real = os.readlink(f"/proc/self/fd/{fd}")
-            # where the kernel says the open file is, whatever the path's spelling led the checks to
-            # (a regular file: in pinned_problem below)
-            problem = closed_folder_problem(word, real) or (
-                None if stat.S_ISREG(st.st_mode) else policy.read_problem(real))
+            # judged where the kernel says the open file is, whatever the path's spelling led the checks to
+            # (a regular file read: in pinned_problem below); a file only reported on (df), a certificate or
+            # a journal by its role's own check, and that is all (their commands print no file as it is)
+            place_only = role not in ("read", "read-checked", "recursive")
+            problem = closed_folder_problem(word, real)
+            if problem is None and (place_only or not stat.S_ISREG(st.st_mode)):
+                problem = role_problem(real, role, policy) if place_only else policy.read_problem(real)
             if problem:
                 return f"forbidden path: {problem}"
-            if role == "recursive" and stat.S_ISDIR(st.st_mode):
+            if place_only:
+                problem = None
+            elif role == "recursive" and stat.S_ISDIR(st.st_mode):
                 # the checks walked it by name: the folder open now is checked where the kernel says it is
                 problem = policy.recursive_problem(real, checked=True)
             elif stat.S_ISREG(st.st_mode):

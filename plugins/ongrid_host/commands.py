@@ -18,7 +18,7 @@ import fnmatch
 import re
 from collections.abc import Sequence
 
-from ongrid_host.expr_rules import sed_script_problem
+from ongrid_host.expr_rules import date_string_problem, sed_script_problem
 from ongrid_host.optspec import (
     INT,
     NAME,
@@ -429,19 +429,13 @@ HOSTNAME = CommandSpec("hostname", flags("a|alias A|all-fqdns d|domain f|fqdn lo
 _DATE_SET = "would set the system clock (only +FORMAT is read-only)"
 
 
-#: a time zone named inside a date string (``TZ="Europe/Paris" 09:00``): date opens it as a file
-_DATE_TZ = re.compile(r"""TZ=(["']?)([^"'\s]*)""")
-
-
 def _date_check(parsed: Parsed) -> None:
     for w in parsed.operands:
         if not w.startswith("+"):
             raise Refusal(WRITE, f"date: operand '{w}' {_DATE_SET}")
     for value in parsed.values("d", "date"):
-        for _, zone in _DATE_TZ.findall(value):
-            if zone.startswith(("/", ":", ".")) or ".." in zone:
-                raise Refusal(REFUSED, f"date: TZ=\"{zone}\" in -d names a file for date to open (any path, "
-                                       "unchecked); name a zone (TZ=\"Europe/Paris\") or an offset (TZ=\"UTC+3\")")
+        if problem := date_string_problem(value):
+            raise Refusal(REFUSED, f"date: -d {problem}")
 
 
 DATE = CommandSpec("date", (

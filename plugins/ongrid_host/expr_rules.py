@@ -183,16 +183,33 @@ _ONE_ARG = {
     "-user": re.compile(r"[A-Za-z0-9_.@-]+"), "-group": re.compile(r"[A-Za-z0-9_.@-]+"),
     "-perm": re.compile(r"[-/]?([0-7]{1,4}|[ugoa]*[+=-][rwxXst]*(,[ugoa]*[+=-][rwxXst]*)*)"),
     "-regextype": re.compile(r"[a-z-]+"), "-fstype": re.compile(r"[A-Za-z0-9_.-]+"),
-    "-newer": None, "-anewer": None, "-cnewer": None, "-samefile": None,
+    "-newer": None, "-anewer": None, "-cnewer": None,
 }
 _NEWER_XY = re.compile(r"-newer[aBcm][aBcmt]")
 #: reads a list of starting points from a file (its contents)
 _FILES_FROM = "-files0-from"
 _FIND_REFUSED = {
+    "-samefile": "opens the file it names (a device named there acts when opened); match its inode with -inum N",
     "-exec": "runs a command", "-execdir": "runs a command", "-ok": "runs a command", "-okdir": "runs a command",
     "-delete": "deletes files", "-fprint": "writes a file", "-fprint0": "writes a file",
     "-fprintf": "writes a file", "-fls": "writes a file",
 }
+
+
+#: a time zone named inside a date string (``TZ="Europe/Paris" 09:00``): date and find open it as a file
+_DATE_TZ = re.compile(r"""TZ=(["']?)([^"'\s]*)""")
+
+
+def date_string_problem(value: str) -> str | None:
+    """Why the date string ``value`` (``date -d``, ``find -newermt``) may not be parsed, or None: a
+    ``TZ="…"`` in it that is a path (absolute, ``:``-prefixed, relative with ``.``/``..``), which
+    the date parser opens as a time zone file — any path, unchecked (a FIFO hangs it, a device acts
+    when opened).  A zone's name (``Europe/Paris``) or an offset (``UTC+3``) is fine."""
+    for _, zone in _DATE_TZ.findall(value):
+        if zone.startswith(("/", ":", ".")) or ".." in zone:
+            return (f"TZ=\"{zone}\" in the date names a file to open (any path, unchecked); name a zone "
+                    "(TZ=\"Europe/Paris\") or an offset (TZ=\"UTC+3\")")
+    return None
 
 
 def _is_expr_start(word: str) -> bool:
@@ -233,6 +250,8 @@ def parse_find(args: Sequence[str]) -> tuple[tuple[str, ...], list[tuple[str, st
             rx = _ONE_ARG.get(w)
             if rx is not None and not rx.fullmatch(value):
                 raise Refusal(WRITE, f"find: value '{value}' of '{w}' is not allowed")
+            if _NEWER_XY.fullmatch(w) and w.endswith("t") and (problem := date_string_problem(value)):
+                raise Refusal(REFUSED, f"find: {w} {problem}")
             if w == _FILES_FROM:
                 if value != "-":
                     paths.append((value, "read"))

@@ -61,6 +61,12 @@ _ROLE_CHECKS: dict[str, Callable[[PathPolicy, str], str | None]] = {
 }
 
 
+def role_problem(path: str, role: str, policy: PathPolicy) -> str | None:
+    """Why ``path`` may not be read in ``role`` (see :data:`_ROLE_CHECKS`; any other role:
+    :meth:`PathPolicy.read_problem`), or None."""
+    return _ROLE_CHECKS.get(role, PathPolicy.read_problem)(policy, path)
+
+
 def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str | None:
     """Why one of ``paths`` ((word, role) pairs) may not be read, or None."""
     for path, role in dict.fromkeys(paths):
@@ -68,7 +74,7 @@ def paths_problem(paths: Sequence[tuple[str, str]], policy: PathPolicy) -> str |
             continue
         problem = secret_problem(path)
         if problem is None:
-            problem = _ROLE_CHECKS.get(role, PathPolicy.read_problem)(policy, path)
+            problem = role_problem(path, role, policy)
         if problem:
             return problem if not role.startswith("recursive") else f"recursive search: {problem}"
     return None

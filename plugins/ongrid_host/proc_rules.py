@@ -48,11 +48,20 @@ _PS_HELP = ("allowed: BSD letters from 'auxfwcrTlvjsSHhmnLX' (never 'e': it prin
             "UNIX options like -ef, -eo FIELDS, -p PIDS, -u USER, -C NAME, --sort=-%cpu, --forest, or PIDs")
 
 
+#: fields that are a process's whole command line: sorted by, their order answers how a command line
+#: holding a secret compares with others, a comparison at a time, however the lines are redacted
+_COMMAND_LINE_FIELDS = frozenset({"args", "cmd", "command"})
+
+
 def _fields_problem(value: str, opt: str, sort: bool = False) -> str | None:
     for item in value.split(","):
         name = item.split("=", 1)[0].strip()
         if sort:
             name = name.lstrip("+-")
+            if name.lower() in _COMMAND_LINE_FIELDS:
+                raise Refusal(REFUSED, f"ps: sorting by '{name}' orders processes by their command lines, which "
+                                       "could tell a secret in one a comparison at a time; sort by another field "
+                                       "(pid, comm, %cpu, rss …)")
         if name.lower() not in PS_FIELDS and name not in PS_FIELDS:
             return f"field '{name}' of '{opt}' is not an allowed ps field"
     return None

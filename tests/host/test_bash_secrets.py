@@ -586,7 +586,7 @@ def test_a_time_zone_named_in_a_date_string_is_a_zone_not_a_path(cmd, kind):
     verdict = analyze(cmd)
     assert verdict.kind == kind, verdict
     if kind == "refused":
-        assert "names a file for date to open" in verdict.reason
+        assert "in the date names a file to open" in verdict.reason
 
 
 def test_a_dash_is_standard_input_only_to_commands_that_read_it_so():
@@ -619,3 +619,27 @@ def test_the_secret_scan_never_opens_a_device_to_read(tmp_path, monkeypatch):
     with REGISTRY.hold(["ALICEtoken0123456789abcd"]):
         assert file_holds_secret(str(node)) is None
     assert opened and all(flags & os.O_PATH for path, flags in opened if path == str(node)), opened
+
+
+@pytest.mark.parametrize(("cmd", "kind", "why"), [
+    ("find /tmp -samefile /dev/watchdog", "write", "opens the file it names"),
+    ("find /tmp -newermt 'TZ=\"/dev/watchdog\" 2020-01-01'", "refused", "in the date names a file to open"),
+    ("find /tmp -newerat 'TZ=:/etc/shadow now'", "refused", "in the date names a file to open"),
+    ("ps -eo pid,args --sort=args", "refused", "orders processes by their command lines"),
+    ("ps -eo pid,cmd --sort=-cmd,pid", "refused", "orders processes by their command lines"),
+    ("ps aux --sort=+COMMAND", "refused", "orders processes by their command lines"),
+])
+def test_finds_date_strings_and_ps_sort_keys_answer_no_questions(cmd, kind, why):
+    verdict = analyze(cmd)
+    assert verdict.kind == kind and why in verdict.reason, verdict
+    assert analyze("find /tmp -newermt '2020-01-01 TZ=\"Europe/Paris\"'").kind == "read"
+    assert analyze("ps aux --sort=-%cpu,comm").kind == "read"
+
+
+async def test_a_recursive_grep_skips_the_fifos_and_devices_it_walks_into(call, tmp_path):
+    """-D read would have a recursive grep open each FIFO and device it meets, unchecked (a FIFO
+    hangs it, a device acts): --devices=skip goes after the options written."""
+    (tmp_path / "a.log").write_text("hi there\n")
+    os.mkfifo(tmp_path / "pipe")
+    result = await call("host_bash", {"cmd": f"grep -r -D read hi {tmp_path}", "timeout_s": 10}, read_only=True)
+    assert not result["timed_out"] and result["stdout"] == f"{tmp_path}/a.log:hi there\n", result

@@ -342,3 +342,48 @@ async def test_a_folder_closed_by_its_acl_is_closed_as_by_its_mode(call, tmp_pat
     os.removexattr(folder, "system.posix_acl_access")
     result = await call("host_bash", {"cmd": f"cat {folder / 'f'}"}, read_only=True)
     assert result["stdout"] == "acl-private-data\n"
+
+
+async def test_what_df_openssl_journalctl_and_find_open_is_pinned_too(call, tmp_path: Path):
+    """``df FILE`` opens it (to find its mount), ``openssl x509 -in F``, ``journalctl --file F`` and
+    ``find -files0-from F`` read theirs: each is pinned as the file checked, so a link swapped to
+    another file after the check (a device a watchdog, by a local user's race) is refused, never
+    opened; a device named outright is refused at the check."""
+    need(os.geteuid() == 0, "root, to make a device node (CI runs as root)")
+    tmp_path.chmod(0o755)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x\n")
+    other = tmp_path / "other.txt"
+    other.write_text("y\n")
+    node = tmp_path / "chardev"
+    os.mknod(node, 0o600 | 0o020000, os.makedev(1, 3))
+    for cmd in (f"df {node}", f"openssl x509 -noout -subject -in {node}", f"find {tmp_path} -files0-from {node}"):
+        with pytest.raises(ToolError) as info:
+            await call("host_bash", {"cmd": cmd}, read_only=True)
+        assert "is a character device, not a file" in str(info.value), cmd
+    link = tmp_path / "link"
+    for cmd in (f"df {link}", f"openssl x509 -noout -subject -in {link}", f"find {tmp_path} -files0-from {link}"):
+        link.unlink(missing_ok=True)
+        link.symlink_to(plain)
+        said = await _refused_when_changed_before_the_pin(call, cmd, lambda: _swap(link, other))
+        assert "another file than the one checked" in said, cmd
+    link.unlink()
+    link.symlink_to(plain)
+    ran = await call("host_bash", {"cmd": f"df {link}"}, read_only=True)
+    assert ran["exit_code"] == 0 and ran["argv"] == ["df", "--", str(link)] and "/dev/fd/" not in ran["stdout"]
+
+
+async def test_a_journal_file_is_read_through_its_pin(call, tmp_path: Path):
+    remote = next((p for p in ("/lib/systemd/systemd-journal-remote", "/usr/lib/systemd/systemd-journal-remote")
+                   if os.path.exists(p)), None)
+    need(remote is not None, "Debian's systemd-journal-remote (package systemd-journal-remote) is not installed")
+    tmp_path.chmod(0o755)
+    (tmp_path / "e.export").write_text("__REALTIME_TIMESTAMP=1700000000000000\n__MONOTONIC_TIMESTAMP=1\n"
+                                       "_BOOT_ID=0123456789abcdef0123456789abcdef\nMESSAGE=pinned journal\n"
+                                       "SYSLOG_IDENTIFIER=app\n\n")
+    journal = tmp_path / "app.journal"
+    await trio.run_process([remote, "-o", str(journal), str(tmp_path / "e.export")], capture_stdout=True,
+                           capture_stderr=True)
+    journal.chmod(0o644)
+    result = await call("host_bash", {"cmd": f"journalctl --file {journal} -n 1 --no-pager -o cat"}, read_only=True)
+    assert result["exit_code"] == 0 and result["stdout"] == "pinned journal\n", result
