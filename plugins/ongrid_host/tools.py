@@ -405,8 +405,13 @@ class HostTools:
             finally:
                 for fd in fds:
                     os.close(fd)
-            if t.is_local and (problem := await trio.to_thread.run_sync(after_run_problem, verdict)):
-                raise ToolError(f"refused: {problem}. It ran; its output is withheld.")
+            if t.is_local and verdict.recheck_processes:
+                # bounded (a process's command line can block its reader): unanswered in time, withheld
+                problem: str | None = "pgrep: the processes' command lines could not be checked again in time"
+                with trio.move_on_after(BASH_CLASSIFY_TIMEOUT_S):
+                    problem = await trio.to_thread.run_sync(after_run_problem, verdict, abandon_on_cancel=True)
+                if problem:
+                    raise ToolError(f"refused: {problem}. It ran; its output is withheld.")
             # whatever ran (ps, a log, a unit file, a reviewed command): other programs' credentials in
             # its output (--token X, password=X, URL passwords) are hidden before the model sees them
             stdout, stderr = result.text("stdout"), result.text("stderr")

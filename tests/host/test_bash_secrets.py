@@ -643,3 +643,24 @@ async def test_a_recursive_grep_skips_the_fifos_and_devices_it_walks_into(call, 
     os.mkfifo(tmp_path / "pipe")
     result = await call("host_bash", {"cmd": f"grep -r -D read hi {tmp_path}", "timeout_s": 10}, read_only=True)
     assert not result["timed_out"] and result["stdout"] == f"{tmp_path}/a.log:hi there\n", result
+
+
+async def test_pgrep_f_output_is_withheld_when_the_recheck_does_not_answer_in_time(call, monkeypatch):
+    """The check after pgrep -f reads every process's command line, which can block; unanswered
+    within its bound, the output is withheld (fail closed) and the call does not hang."""
+    import threading
+
+    from ongrid_host import tools as host_tools
+
+    from ongridd.secretset import REGISTRY
+
+    release = threading.Event()
+    monkeypatch.setattr(host_tools, "after_run_problem", lambda verdict: release.wait(30) and None)
+    monkeypatch.setattr(host_tools, "BASH_CLASSIFY_TIMEOUT_S", 0.2)
+    try:
+        with REGISTRY.hold([f"PGREPslow{os.getpid()}x0123456789"]):
+            with pytest.raises(ToolError) as info:
+                await call("host_bash", {"cmd": "pgrep -c -f nothing-matches-this"}, read_only=True)
+    finally:
+        release.set()
+    assert "could not be checked again in time" in str(info.value) and "withheld" in str(info.value)
