@@ -281,6 +281,16 @@ def run(args: argparse.Namespace) -> int:
         return trio.run(_demo, args, work)
     except KeyboardInterrupt:
         return 130
+    except BaseException as exc:  # the daemon could not start (a --listen it refuses, a port in use): say why
+        from ongridd.errors import ConfigError
+
+        cause = exc
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]
+        if not isinstance(cause, (ConfigError, OSError)):
+            raise
+        print(f"ongrid demo: the daemon did not start: {cause}", file=sys.stderr)
+        return 2
     finally:
         where = sys.stderr if args.json else sys.stdout
         if args.keep:

@@ -77,6 +77,26 @@ def test_ongrid_demo_serve_keeps_its_daemon_for_the_console_until_ctrl_c():
     assert removed and not os.path.exists(removed.group(1)), out[-500:]
 
 
+def test_ongrid_demo_that_cannot_listen_says_why_in_a_line():
+    """A --listen the daemon refuses (all interfaces with no tokens) or a port in use: one line
+    saying why, exit 2, no traceback, the demo's files removed."""
+    from tests.e2e.e2e_helpers import free_port
+
+    e = {k: v for k, v in env().items() if k != "ONGRID_TOKENS"}
+    res = subprocess.run(ongrid("demo", "--listen", f"0.0.0.0:{free_port()}"), env=e, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "ongrid demo: the daemon did not start: refusing to listen on 0.0.0.0" in res.stderr
+    assert "Traceback" not in res.stderr and "(removed " in res.stdout
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = subprocess.run(ongrid("demo", "--listen", f"127.0.0.1:{port}"), env=e, capture_output=True,
+                             text=True, timeout=120)
+    assert res.returncode == 2 and "Address already in use" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_ongrid_demo_json_prints_the_frames_alone_on_stdout():
     res = subprocess.run(ongrid("demo", "--json"), env=env(), capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
