@@ -135,9 +135,8 @@ NL = CommandSpec("nl", (*flags("p|no-renumber"), V("b", "body-numbering"), V("h"
                         V("w", "number-width", INT)), operands="read")
 COMM = CommandSpec("comm", (*flags("1 2 3 check-order nocheck-order total z|zero-terminated"),
                             V(long="output-delimiter")), operands="read", max_operands=2)
-CMP = CommandSpec("cmp", (*flags("b|print-bytes l|verbose s|quiet silent"),
-                          V("i", "ignore-initial", pattern(r"[0-9]+[A-Za-z]*(:[0-9]+[A-Za-z]*)?", "SKIP or SKIP1:SKIP2"
-                                                                       )),
+_SKIPS = pattern(r"[0-9]+[A-Za-z]*(:[0-9]+[A-Za-z]*)?", "SKIP or SKIP1:SKIP2")
+CMP = CommandSpec("cmp", (*flags("b|print-bytes l|verbose s|quiet silent"), V("i", "ignore-initial", _SKIPS),
                           V("n", "bytes", SIZE)), operands="read", max_operands=2)
 _NAMES_THE_FILES = "names a file outside the operands; name both files as operands"
 DIFF = CommandSpec("diff", (
