@@ -22,6 +22,7 @@ import trio
 from ongridd.errors import ToolArgumentsError, ToolError, ToolTimeout
 from ongridd.llm.types import ToolCall
 from ongridd.logs import get_logger
+from ongridd import secretset
 from ongridd.secretset import redact_pieces
 from ongridd.tools.args import canonical_json, parse_arguments, validate_arguments
 from ongridd.tools.bag import ToolBag
@@ -40,6 +41,10 @@ from ongridd.unicodetext import valid_text
 log = get_logger(__name__)
 
 DEFAULT_MAX_RESULT_CHARS = 16000
+#: the answer to a call whose arguments carry part of a held secret, and to every later call of its run
+SECRET_PIECE_REFUSAL = ("refused: this run's tool calls carried part of a secret Ongrid itself is configured with "
+                        "(a chat token, the model's key or a bridge secret); nothing was run, and no further tool "
+                        "call of this run will be")
 
 CACHED_HINT = (
     "[cached: an identical {name} call earlier in this run returned this result; it was not run again. "
@@ -65,6 +70,18 @@ def _json_text(value: Any) -> str:
 #: a tool result longer than this (characters) is searched for secrets in a worker thread, so a
 #: large one (a log search) does not hold the event loop
 THREAD_REDACT_CHARS = 64 * 1024
+
+
+def _carries_secret_piece(arguments: Any) -> bool:
+    """Whether a call's arguments (the model's text, and as decoded from JSON) hold a piece of a
+    held secret that the results' redaction would hide (:func:`~ongridd.secretset.redact_pieces`)."""
+    texts = [arguments if isinstance(arguments, str) else _json_text(arguments)]
+    if isinstance(arguments, str) and len(arguments) <= 1_000_000:
+        try:
+            texts.append(json.dumps(json.loads(arguments), ensure_ascii=False))
+        except (ValueError, RecursionError):
+            pass
+    return any(secretset.redact_pieces(text) != text for text in texts)
 
 
 def render_value(value: Any) -> str:
@@ -94,6 +111,8 @@ class ToolRunner:
         self.max_result_chars = max_result_chars
         self._cache: dict[tuple[str, str], str] = {}
         self._inflight: dict[tuple[str, str], trio.Event] = {}
+        #: a call of this run carried part of a held secret: no further call runs (see :meth:`run`)
+        self.secret_piece_seen = False
 
     # ---- public ---------------------------------------------------------
 
@@ -108,6 +127,15 @@ class ToolRunner:
         ``cancelled`` themselves with :meth:`cancelled_result`.
         """
         started = time.perf_counter()
+        # the results' redaction hides a secret's pieces, so a model that echoes guesses through a tool
+        # (`date '+ALICEtoa%%ALICEtob…'`) would learn which guess is a piece: a call that carries one is
+        # not run nor echoed, and its run's later calls neither — one yes/no per run, in the log
+        if self.secret_piece_seen or _carries_secret_piece(call.arguments):
+            if not self.secret_piece_seen:
+                log.warning("tool_call_secret_piece_refused", tool=call.name, agent=ctx.agent,
+                            session_id=ctx.session_id)
+            self.secret_piece_seen = True
+            return self._result(call, "error", error_text(SECRET_PIECE_REFUSAL), started)
         status, text = await self._run(call, ctx)
         if len(text) > THREAD_REDACT_CHARS:  # a large result (a log search): searched off the event loop
             return self._result(call, status, text, started,

@@ -40,8 +40,7 @@ _PS_UNIX_VALUED = {"p": _LIST, "q": _LIST, "s": _LIST, "g": _NAMES, "G": _NAMES,
 _PS_LONG_FLAGS = {"--forest", "--no-headers", "--no-heading", "--headers", "--help", "--version", "--deselect"}
 _PS_LONG_VALUED = {"--pid": _LIST, "--ppid": _LIST, "--quick-pid": _LIST, "--sid": _LIST, "--user": _NAMES,
                    "--User": _NAMES, "--group": _NAMES, "--Group": _NAMES, "--tty": _NAMES, "--format": None,
-                   "--sort": "sort", "--cols": re.compile(r"^[0-9]+\Z"), "--columns": re.compile(r"^[0-9]+\Z"),
-                   "--width": re.compile(r"^[0-9]+\Z"), "--lines": re.compile(r"^[0-9]+\Z"),
+                   "--sort": "sort", "--lines": re.compile(r"^[0-9]+\Z"),
                    "--rows": re.compile(r"^[0-9]+\Z")}
 
 _PS_HELP = ("allowed: BSD letters from 'auxfwcrTlvjsSHhmnLX' (never 'e': it prints process environments), "
@@ -125,8 +124,30 @@ def parse_ps(args: list[str]) -> tuple[str, ...]:
         bad = sorted(set(a) - _PS_BSD)
         if bad:
             raise Refusal(WRITE, f"ps: BSD option '{bad[0]}' (in '{a}') is not allowed ({_PS_HELP})")
-        out.append(a)
+        # one w cuts lines at 132 columns: ww, never cut (see _command_line_cut)
+        out.append(a.replace("w", "") + "ww" if "w" in a else a)
+    if out.count("-w") == 1:
+        out.insert(out.index("-w"), "-w")
+    _command_line_cut(out)
     return tuple(out)
+
+
+def _command_line_cut(argv: list[str]) -> None:
+    """Refuse a format that would cut a process's command line where the caller chooses: a
+    command-line field (``args``, ``cmd``, ``command``) with a header of its own (``args=XXXX…``:
+    the header's length sets the column's width) or followed by another field (its width then
+    fixed).  A cut line is redacted only from 8 of a secret's characters on, so choosing the cut
+    would give a held secret's first characters away.  (``--cols``/``--width`` are not allowed, and
+    ``w`` is widened to ``ww``: a line is printed whole.)"""
+    fields = [f.strip() for i, w in enumerate(argv) for value in (
+        [argv[i + 1]] if w == "-o" and i + 1 < len(argv) else [w.partition("=")[2]] if w.startswith("--format=")
+        else []) for f in value.split(",")]
+    for k, field in enumerate(fields):
+        name, eq, _ = field.partition("=")
+        if name.lower() in _COMMAND_LINE_FIELDS and (eq or k != len(fields) - 1):
+            raise Refusal(REFUSED, f"ps: '{field}' would cut each command line at a width the format sets "
+                                   f"({'its header' if eq else 'a field after it'}); put {name} last, without a "
+                                   "header")
 
 
 # ---- ip -----------------------------------------------------------------------------

@@ -664,3 +664,25 @@ async def test_pgrep_f_output_is_withheld_when_the_recheck_does_not_answer_in_ti
     finally:
         release.set()
     assert "could not be checked again in time" in str(info.value) and "withheld" in str(info.value)
+
+
+@pytest.mark.parametrize(("cmd", "kind", "argv_or_why"), [
+    ("ps -o args=XXXXXXXXXXXX,pid", "refused", "its header"),
+    ("ps -eo args,pid", "refused", "a field after it"),
+    ("ps -o args -o pid", "refused", "a field after it"),
+    ("ps --cols 50 -o pid,args", "write", "option '--cols' is not allowed"),
+    ("ps -o pid,args --width=60", "write", "option '--width=60' is not allowed"),
+    ("ps auxw", "read", ("ps", "auxww")),
+    ("ps -ef -w", "read", ("ps", "-e", "-f", "-w", "-w")),
+    ("ps -eo pid,user,args", "read", ("ps", "-e", "-o", "pid,user,args")),
+])
+def test_ps_prints_a_command_line_whole_never_cut_where_the_caller_chooses(cmd, kind, argv_or_why):
+    """A cut command line is redacted only from 8 of a secret's characters on: a width the caller
+    chooses (--cols, a header's length, a field after it, one w's 132 columns) would give a held
+    secret's first characters away, a few more each call."""
+    verdict = analyze(cmd)
+    assert verdict.kind == kind, verdict
+    if kind == "read":
+        assert verdict.argv == argv_or_why
+    else:
+        assert argv_or_why in verdict.reason, verdict

@@ -266,3 +266,34 @@ async def test_a_result_with_an_unpaired_surrogate_reaches_the_model_and_the_sto
     res = await r.run(c("j"), CTX)
     assert json.loads(res.content) == {"file": "/var/log/app-\ufffd.log", "emoji": "\U0001f600"}
     res.content.encode("utf-8")
+
+
+async def test_a_call_carrying_a_piece_of_a_held_secret_is_neither_run_nor_echoed_nor_are_its_runs_later_calls():
+    """The results' redaction hides a held secret's pieces; a tool that echoes its input would tell a
+    model which of its guesses is a piece (`date '+ALICEtoa%%ALICEtob…'`: only the right one came
+    back redacted), a secret a character at a time. A call whose arguments carry a piece is refused
+    without echoing them, and every later call of the run with it: one yes/no per run."""
+    from ongridd.secretset import REGISTRY
+    from ongridd.tools.runner import SECRET_PIECE_REFUSAL
+
+    ran: list[str] = []
+
+    async def echo(args, ctx):
+        ran.append(args["text"])
+        return args["text"]
+
+    tool = make("echo", echo, props={"text": {"type": "string"}}, required=("text",))
+    with REGISTRY.hold(["ALICEtoken0123456789abcd"]):
+        r = runner(tool)
+        wrong = await r.run(c("echo", {"text": "+ALICEtoa%ALICEtob%ALICEto9"}), CTX)
+        assert wrong.status == "ok" and wrong.content == "+ALICEtoa%ALICEtob%ALICEto9"  # no piece: as it is
+        right = await r.run(c("echo", {"text": "+ALICEtoa%ALICEtok%ALICEto9"}, id="call_2"), CTX)
+        assert right.status == "error" and SECRET_PIECE_REFUSAL in right.content and "ALICEto" not in right.content
+        escaped = runner(tool)  # the same piece spelled with JSON escapes
+        hidden = await escaped.run(c("echo", '{"text": "\\u0041LICEtok"}'), CTX)
+        assert hidden.status == "error" and SECRET_PIECE_REFUSAL in hidden.content
+        later = await r.run(c("echo", {"text": "hello"}, id="call_3"), CTX)
+        assert later.status == "error" and SECRET_PIECE_REFUSAL in later.content
+        fresh = await runner(tool).run(c("echo", {"text": "hello"}), CTX)  # another run: not affected
+        assert fresh.status == "ok" and fresh.content == "hello"
+    assert ran == ["+ALICEtoa%ALICEtob%ALICEto9", "hello"]
