@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            ("messages", "the stored transcript of a session")):
         q = ss.add_parser(name, help=helptext)
         q.add_argument("session_id", help="a session id (as `sessions list` or `tree` shows it), 8+ characters "
-                                          "of a thread's id (its start or its end), or a thread's name")
+                                          "of one (its start or its end), or a thread's name")
         q.add_argument("--json", action="store_true", help="print JSON")
         add_client_args(q)
         q.set_defaults(func=run)
@@ -350,10 +350,50 @@ def _resolve(args: argparse.Namespace, given: str) -> str | None:
                 f"ongrid: {given!r} is the {part(named[0])} of {len(named)} of your threads' session ids (ids made "
                 "minutes apart share their first characters); give more of the id or its last 8 characters, or "
                 f"the thread's name:\n{shown}{more}"))
+    if not named and len(given) >= 8:
+        return _resolve_worker(args, given, rows)
     if len(named) != 1:
         return given
     print(safe_text(f"(thread {_one_line(named[0].get('thread') or '')!r}: session {named[0]['id']})"), file=sys.stderr)
     return named[0]["id"]
+
+
+#: how many of your most recent threads' trees a piece of a worker's id is looked for in
+WORKER_SEARCH_THREADS = 20
+
+
+def _resolve_worker(args: argparse.Namespace, given: str, threads: list[dict]) -> str:
+    """The one worker's session (any session below a thread's own) in your
+    :data:`WORKER_SEARCH_THREADS` most recent threads whose id starts or ends with ``given`` — said
+    on stderr; else ``given`` unchanged.  Raises :class:`_Ambiguous` when it names several."""
+    from ongridd.cli.termui import safe_text
+
+    low = given.lower()
+    found: list[tuple[dict, dict]] = []
+    for thread in threads[:WORKER_SEARCH_THREADS]:
+        try:
+            tree = http_json("GET", args, f"/api/sessions/{thread['id']}/tree")
+        except (ClientError, RuntimeError):
+            continue
+        stack = list(tree.get("children") or []) if isinstance(tree, dict) else []
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, dict) or not isinstance(node.get("id"), str):
+                continue
+            if node["id"].startswith(low) or node["id"].endswith(low):
+                found.append((thread, node))
+            stack.extend(node.get("children") or [])
+    if len(found) > 1:
+        shown = "\n".join(f"  {n['id']}  {_one_line(n.get('agent_id') or '')} in thread "
+                          f"{_one_line(t.get('thread') or '')}" for t, n in found[:AMBIGUOUS_SHOWN])
+        raise _Ambiguous(safe_text(f"ongrid: {given!r} names {len(found)} workers' sessions; give more of the id:\n"
+                                   f"{shown}"))
+    if not found:
+        return given
+    thread, node = found[0]
+    print(safe_text(f"(worker {_one_line(node.get('agent_id') or '')} of thread "
+                    f"{_one_line(thread.get('thread') or '')!r}: session {node['id']})"), file=sys.stderr)
+    return str(node["id"])
 
 
 def _last_turn_note(args: argparse.Namespace, ident: str) -> str | None:
@@ -405,8 +445,8 @@ def run(args: argparse.Namespace) -> int:
         hint = ""
         if args.sessions_command != "list" and "404" in str(exc) and not _SESSION_ID.match(args.session_id):
             hint = (f" ({args.session_id!r} is not a session id, nor the name or the start or end of the id of "
-                    "one of your threads: `ongrid sessions list` shows them; a worker's session is named by its "
-                    "full id, as `sessions tree` shows it)")
+                    f"one of your threads or of a worker's session in your {WORKER_SEARCH_THREADS} latest threads: "
+                    "`ongrid sessions list` and `tree` show them)")
         print(f"ongrid: {exc}{hint}", file=sys.stderr)
         return 2 if refused(exc) else 1
     if args.sessions_command == "export":

@@ -432,3 +432,43 @@ def test_a_command_that_exited_non_zero_says_so_first_and_an_export_shows_its_ou
     empty = format_markdown({"session": {**doc["session"], "messages": [
         {**doc["session"]["messages"][0], "content": json.dumps({"stdout": "one line\n", "stderr": ""})}]}})
     assert "stdout: one line\nstderr\n" not in empty and "\nstdout: one line\nstderr:\n" in empty
+
+
+def test_a_workers_session_is_named_by_a_piece_of_its_id_too(monkeypatch, capsys):
+    """`sessions tree` shows workers' ids beside the thread's: 8 or more characters of one (its start
+    or its end) name it, looked for in the trees of your latest threads; several are listed."""
+    import argparse
+
+    from ongridd.cli import sessions
+
+    rows = [{"id": "01a24d73-8721-7000-8000-000000000001", "thread": "main"},
+            {"id": "01a24d73-8721-7000-8000-000000000002", "thread": "night"}]
+    trees = {rows[0]["id"]: {"id": rows[0]["id"], "children": [
+                 {"id": "01a25164-84ef-782d-9000-0000aaaa1111", "agent_id": "specialist-disk", "children": [
+                     {"id": "01a25164-84ef-782d-9000-0000bbbb2222", "agent_id": "reviewer", "children": []}]}]},
+             rows[1]["id"]: {"id": rows[1]["id"], "children": [
+                 {"id": "01a25170-0000-7000-9000-0000cccc2222", "agent_id": "specialist-ops", "children": []}]}}
+    asked: list[str] = []
+
+    def fake_http(method, args, path, *rest, **kw):
+        asked.append(path)
+        if path.startswith("/api/sessions?"):
+            return rows
+        sid = path.split("/")[3]
+        if path.endswith("/tree") and sid in trees:
+            return trees[sid]
+        return {"id": sid, "agent_id": "x", "status": "completed", "children": []}
+
+    monkeypatch.setattr(sessions, "http_json", fake_http)
+    args = argparse.Namespace(sessions_command="tree", session_id="bbbb2222", json=True)
+    assert sessions.run(args) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["id"] == "01a25164-84ef-782d-9000-0000bbbb2222"
+    assert "(worker reviewer of thread 'main': session 01a25164-84ef-782d-9000-0000bbbb2222)" in err
+    args.session_id = "01a25164-84ef"  # the start of two sessions of one thread: both listed
+    assert sessions.run(args) == 1
+    err = capsys.readouterr().err
+    assert "names 2 workers' sessions" in err and "specialist-disk in thread main" in err
+    args.session_id = "0000cccc2222"
+    assert sessions.run(args) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "01a25170-0000-7000-9000-0000cccc2222"
