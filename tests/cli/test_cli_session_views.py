@@ -25,6 +25,23 @@ def test_audit_rows_stay_one_line_each():
     assert len(ok) == 3 and ok[2].lstrip().startswith('→ {"total": 5} ↳ review') and ok[2].endswith("…")
 
 
+def _threads_answered(monkeypatch, rows: list[dict]) -> list[str]:
+    """The CLI's HTTP calls answered with ``rows`` as your threads and an empty open tree for any
+    session; the list of paths asked, as they are asked."""
+    from ongridd.cli import sessions
+
+    asked: list[str] = []
+
+    def fake_http(method, args, path, *rest, **kw):
+        asked.append(path)
+        if path.startswith("/api/sessions?"):
+            return rows
+        return {"id": path.split("/")[3], "agent_id": "default", "status": "open", "children": []}
+
+    monkeypatch.setattr(sessions, "http_json", fake_http)
+    return asked
+
+
 def test_tree_threads_and_messages_cannot_forge_lines():
     tree = {"agent_id": "default", "status": "completed", "id": "s1", "close_reason": "a\nb",
             "children": [{"agent_id": "specialist-disk", "status": "completed", "id": "s2",
@@ -249,15 +266,7 @@ def test_an_id_prefix_several_threads_share_is_called_ambiguous(monkeypatch, cap
     rows = [{"id": f"01a24d73-{tail}-7000-8000-000000000000", "thread": name}
             for tail, name in (("8721", "main"), ("67a8", "deploys\nnight"), ("1111", "t3"), ("2222", "t4"),
                                ("3333", "t5"), ("4444", "t6"))]
-    asked: list[str] = []
-
-    def fake_http(method, args, path, *rest, **kw):
-        asked.append(path)
-        if path.startswith("/api/sessions?"):
-            return rows
-        return {"id": path.split("/")[3], "agent_id": "default", "status": "open", "children": []}
-
-    monkeypatch.setattr(sessions, "http_json", fake_http)
+    asked = _threads_answered(monkeypatch, rows)
     args = argparse.Namespace(sessions_command="tree", session_id="01a24d73", json=True)
     assert sessions.run(args) == 1
     err = capsys.readouterr().err
@@ -373,12 +382,7 @@ def test_the_end_of_an_id_names_its_thread_as_the_start_does(monkeypatch, capsys
     rows = [{"id": f"01a24d73-8721-7000-8000-{tail}", "thread": name}
             for tail, name in (("00005e1f9a2c", "main"), ("000177b0c4d1", "deploys"), ("000277b0c4d1", "night"))]
 
-    def fake_http(method, args, path, *rest, **kw):
-        if path.startswith("/api/sessions?"):
-            return rows
-        return {"id": path.split("/")[3], "agent_id": "default", "status": "open", "children": []}
-
-    monkeypatch.setattr(sessions, "http_json", fake_http)
+    _threads_answered(monkeypatch, rows)
     args = argparse.Namespace(sessions_command="tree", session_id="5e1f9a2c", json=True)
     assert sessions.run(args) == 0
     out, err = capsys.readouterr()
