@@ -402,8 +402,9 @@ class Redactor:
         character) matching each secret's forms (literal, JSON-escaped, percent-encoded) as UTF-8,
         the secret itself as UTF-16 (either byte order) and as Latin-1, and its UTF-8 bytes in
         hexadecimal and in base64 (:func:`_encoded_copies`: a Kubernetes Secret, a logged Basic
-        authorization), each in any ASCII letter case (None when there is none); and the longest
-        match in bytes.  Built on first use."""
+        authorization), each in any ASCII letter case and without line breaks (None when there is
+        none; it is matched against text whose line breaks are dropped, :func:`_unwrapped`); and
+        the longest match in bytes.  Built on first use."""
         if self._bytes is None:
             import re2
 
@@ -416,7 +417,7 @@ class Redactor:
                 with contextlib.suppress(UnicodeEncodeError):
                     encoded.add(value.encode("latin-1"))
                 encoded.update(_encoded_copies(value.encode("utf-8")))
-            ordered = sorted(encoded, key=lambda b: (-len(b), b))
+            ordered = sorted({u for u in map(_unwrapped, encoded) if u}, key=lambda b: (-len(b), b))
             pattern = None
             if ordered:
                 options = re2.Options()
@@ -434,9 +435,10 @@ class Redactor:
 
     def holds_in(self, data: bytes) -> bool:
         """Whether ``data`` (UTF-8 or ASCII bytes) holds one of the secrets — as it is, in any
-        letter case, JSON-escaped or percent-encoded.  Linear in ``data`` (one RE2 scan)."""
+        letter case, JSON-escaped or percent-encoded, its encoded copies wrapped over lines too.
+        Linear in ``data`` (one RE2 scan)."""
         pattern, _ = self._bytes_pattern()
-        return pattern is not None and pattern.search(data) is not None
+        return pattern is not None and pattern.search(_unwrapped(data)) is not None
 
     def file_holds(self, path: str, max_bytes: int = FILE_SCAN_BYTES) -> bool | None:
         """Whether the regular file ``path`` holds one of the secrets (see :meth:`holds_in`); a
@@ -533,6 +535,16 @@ class Redactor:
         return best
 
 
+def _unwrapped(data: bytes) -> bytes:
+    """``data`` without its line breaks (LF and CR bytes): ``base64`` wraps its output at 76
+    columns, PEM and MIME at 64 and 76 (with CRLF), ``xxd -p`` at 60, so an encoded copy of a
+    secret is split over lines.  Dropping the same bytes from the secrets' forms keeps every match
+    that was there (an occurrence of a form stays one); what it adds is a form split by a line
+    break.  About a tenth of the search's own cost (``bytes.replace`` runs at memory speed)."""
+    data = data.replace(b"\n", b"")
+    return data.replace(b"\r", b"") if b"\r" in data else data
+
+
 def _encoded_copies(raw: bytes) -> set[bytes]:
     """The forms a file may hold ``raw`` in that no search for its text finds: hexadecimal, and the
     base64 (standard and URL-safe alphabets) of ``raw`` at each of the three alignments it can have
@@ -556,7 +568,8 @@ _OTHER_GZIP_FORMATS = (b"\x1f\x9e", b"\x1f\x9d", b"\x1f\x1e", b"\x1f\xa0")
 
 
 def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, zlib: Any) -> bool | None:
-    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start.  A gzip file is read
+    """See :meth:`Redactor.file_holds`: ``fh`` open for reading at its start, searched without its
+    line breaks (:func:`_unwrapped`, so a wrapped encoded copy is found).  A gzip file is read
     as ``gzip -dc`` reads it: member after member; what came before a corrupt part is still
     searched; bytes after the last member that start no member are ignored by gzip but searched
     as they are, as is every byte of the file (a header's name or comment: what ``grep -a`` or
@@ -574,12 +587,13 @@ def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, z
     while True:
         raw = fh.read(_SCAN_CHUNK)
         if gzipped:
-            if pattern.search(raw_tail + raw) is not None:
+            flat = raw_tail + _unwrapped(raw)
+            if pattern.search(flat) is not None:
                 return True
-            raw_tail = (raw_tail + raw)[-longest:] if longest > 1 else b""
+            raw_tail = flat[-longest:] if longest > 1 else b""
         if inflate is None:
             if not gzipped:
-                window = tail + raw
+                window = tail + _unwrapped(raw)
                 seen += len(raw)
                 if pattern.search(window) is not None:
                     return True
@@ -605,13 +619,13 @@ def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, z
                 data = inflate.unconsumed_tail or (inflate.unused_data if inflate.eof else b"")
         except zlib.error:
             broken = True
-        window = tail + b"".join(pieces)
+        window = tail + _unwrapped(b"".join(pieces))
         if pattern.search(window) is not None:
             return True
         if broken:  # gzip -dc prints what it unpacked before the fault: unpack it without the checks
             fh.seek(0)
             whole = fh.read(max_bytes + 1)
-            if pattern.search(whole) is not None:  # (and its bytes as they are, past the fault too)
+            if pattern.search(_unwrapped(whole)) is not None:  # (and its bytes as they are, past the fault too)
                 return True
             return _scan_unchecked_gzip(whole, pattern, max_bytes, zlib)
         if seen > max_bytes:
@@ -645,7 +659,7 @@ def _scan_unchecked_gzip(data: bytes, pattern: Any, max_bytes: int, zlib: Any) -
             pos = len(data) - len(inflate.unused_data) + 8  # past the member's CRC and length
     except (zlib.error, ValueError, IndexError):
         pass
-    return True if pattern.search(b"".join(out)) is not None else None
+    return True if pattern.search(_unwrapped(b"".join(out))) is not None else None
 
 
 class SecretRegistry:

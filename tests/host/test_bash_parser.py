@@ -539,6 +539,34 @@ def test_copies_no_text_search_finds_are_checked_for(tmp_path):
             assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (name, verdict)
 
 
+def test_an_encoded_copy_wrapped_over_lines_is_checked_for(tmp_path):
+    """``base64`` wraps at 76 columns, PEM and MIME at 64 with CRLF, ``xxd -p`` at 60: a copy split
+    by a line break is still a copy (one ``cat`` of such a file printed a decodable token)."""
+    import base64
+    import subprocess
+
+    from ongridd.secretset import REGISTRY, file_holds_secret
+
+    for lead in range(40, 64):  # the break falls at every place in the copy
+        blob = bytes(range(lead)) + f"user:{HELD}".encode() + b"\0" * 40
+        subprocess.run(["base64"], input=blob, stdout=open(tmp_path / f"b{lead}.b64", "wb"), check=True)
+        pem = base64.b64encode(blob).decode()
+        (tmp_path / f"p{lead}.pem").write_bytes(
+            "\r\n".join(["-----BEGIN DATA-----", *(pem[i:i + 64] for i in range(0, len(pem), 64)),
+                         "-----END DATA-----", ""]).encode())
+        hexed = blob.hex()
+        (tmp_path / f"x{lead}.hex").write_text("\n".join(hexed[i:i + 60] for i in range(0, len(hexed), 60)) + "\n")
+    (tmp_path / "plain.log").write_text("GET /healthz 200\nALICEtok\nen01 the rest\n" * 50)
+    policy = PathPolicy.local(cwd=str(tmp_path))
+    with REGISTRY.hold([HELD]):
+        for lead in range(40, 64):
+            for name in (f"b{lead}.b64", f"p{lead}.pem", f"x{lead}.hex"):
+                assert file_holds_secret(str(tmp_path / name)) is True, name
+        verdict = analyze("cat b50.b64", policy)
+        assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, verdict
+        assert file_holds_secret(str(tmp_path / "plain.log")) is False  # pieces of it over lines: not the secret
+
+
 def test_a_gzip_member_in_another_format_leaves_the_file_unchecked(tmp_path):
     """gzip -dc unpacks an old-gzip, compress or pack member after a gzip member; the check cannot
     read those, so such a file is unchecked: read by position only while a secret is held."""
