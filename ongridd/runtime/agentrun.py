@@ -38,7 +38,7 @@ from ongridd.runtime.sink import PersistSink
 from ongridd.secretset import redact_wrapped
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.tools.bag import ToolBag, coordinator_bag, worker_bag, wrap_tools
-from ongridd.tools.runner import ToolRunner
+from ongridd.tools.runner import SecretTaint, ToolRunner
 from ongridd.tools.spec import ToolCallContext
 
 if TYPE_CHECKING:  # core imports this module
@@ -82,13 +82,15 @@ class AgentRunner:
         return out
 
     def _gate(self, snap: Registries, agents: Mapping[str, Persona], coordinator_id: str,
-              turn_seq: Callable[[], Awaitable[int | None]]) -> ReviewGate:
-        """The review gate of one run; its reviewers are rows of the turn ``turn_seq()`` names."""
+              turn_seq: Callable[[], Awaitable[int | None]], taint: SecretTaint | None) -> ReviewGate:
+        """The review gate of one run; its reviewers are rows of the turn ``turn_seq()`` names and share
+        its ``taint``."""
 
         async def spawn_reviewer(ctx: ToolCallContext, brief: str, description: str, timeout_s: float) -> WorkerOutcome:
             return await self.spawn_worker(snap=snap, agents=agents, persona=REVIEWER, description=description,
                                            brief=brief, parent_id=ctx.session_id, coordinator_id=coordinator_id,
-                                           user_id=ctx.user_id, timeout_s=timeout_s, turn_seq=await turn_seq())
+                                           user_id=ctx.user_id, timeout_s=timeout_s, turn_seq=await turn_seq(),
+                                           taint=taint)
 
         return ReviewGate(store=self.store, spawn_reviewer=spawn_reviewer,
                           reviewer_timeout_s=self.config.limits.reviewer_timeout_s,
@@ -96,13 +98,15 @@ class AgentRunner:
 
     async def _run(self, *, persona: Persona, system_prompt: str, history: Sequence[Message],
                    user_message: Message | None, bag: ToolBag, reminder: str | Callable[[], str | None] | None, ctx: ToolCallContext,
-                   sink: EventSink, inbox: Callable[[], list[Message]] | None = None) -> RunResult:
+                   sink: EventSink, taint: SecretTaint | None,
+                   inbox: Callable[[], list[Message]] | None = None) -> RunResult:
+        runner = ToolRunner(bag, max_result_chars=self.config.limits.tool_result_max_chars, taint=taint)
         # every line logged during this turn or worker (tools, kernel, plugins) carries these
         with bound_context(session_id=ctx.session_id, agent=ctx.agent, user=ctx.user_id):
             return await run_agent(model=self.model(), persona=persona, system_prompt=system_prompt,
                                    history=history, user_message=user_message, bag=bag, reminder=reminder,
                                    limits=self.config.limits, context=ctx, sink=sink,
-                                   pending_user_messages=inbox)
+                                   pending_user_messages=inbox, runner=runner)
 
     def _worker_prompt(self, snap: Registries, profile: Persona) -> str:
         """A worker's system prompt, composed once per persona file, skills
@@ -163,7 +167,7 @@ class AgentRunner:
                                             backends=config_backends(self.config), locale=turn.locale)
         reminder = _per_second(self.clock, render_reminder)
         bag = coordinator_bag(persona, snap.tools, turn.control_tools, snap.stubs, personas=agents)
-        bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id, turn.turn_seq).wrap)
+        bag = wrap_tools(bag, self._gate(snap, agents, turn.session_id, turn.turn_seq, turn.secret_taint).wrap)
         ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                               read_only=persona.read_only)
         sink = PersistSink(self.writer, turn.session_id, publish=publish, known_tools=_known(bag),
@@ -180,16 +184,18 @@ class AgentRunner:
 
         return await self._run(persona=persona, system_prompt=system, history=history,
                                user_message=Message(role="user", content=text), bag=bag, reminder=reminder,
-                               ctx=ctx, sink=sink, inbox=turn.take_inbox)
+                               ctx=ctx, sink=sink, taint=turn.secret_taint, inbox=turn.take_inbox)
 
     # ---- workers and the reviewer ----------------------------------------------
     async def spawn_worker(self, *, snap: Registries, agents: Mapping[str, Persona], persona: str, description: str, brief: str,
                            parent_id: str, coordinator_id: str, user_id: str,
                            timeout_s: float | None = None, turn_seq: int | None = None,
-                           on_created: Callable[[str], None] | None = None) -> WorkerOutcome:
+                           on_created: Callable[[str], None] | None = None,
+                           taint: SecretTaint | None = None) -> WorkerOutcome:
         """Run ``persona`` as a child session of ``parent_id`` (see WorkerManager.spawn);
         ``turn_seq``: the seq of the user message whose turn this is (stored on the row);
-        ``on_created``: told the worker's id as soon as it is known."""
+        ``on_created``: told the worker's id as soon as it is known; ``taint``: its turn's
+        (:class:`~ongridd.tools.runner.SecretTaint`; None: its own)."""
 
         async def this_turn() -> int | None:
             return turn_seq
@@ -205,7 +211,7 @@ class AgentRunner:
                 bag = ToolBag(agent=bag.agent, tools={n: t for n, t in bag.tools.items() if not t.may_mutate},
                               stubs={})
             else:
-                bag = wrap_tools(bag, self._gate(snap, agents, coordinator_id, this_turn).wrap)
+                bag = wrap_tools(bag, self._gate(snap, agents, coordinator_id, this_turn, taint).wrap)
             system = self._worker_prompt(snap, profile)
             ctx = ToolCallContext(session_id=task.task_id, agent=persona, user_id=user_id,
                                   read_only=profile.read_only)
@@ -217,7 +223,7 @@ class AgentRunner:
                                known_tools=_known(bag), mutating_tools=_mutating(bag))
             result = await self._run(persona=profile, system_prompt=system, history=(),
                                      user_message=Message(role="user", content=brief), bag=bag,
-                                     reminder=self._worker_reminder(profile), ctx=ctx, sink=sink)
+                                     reminder=self._worker_reminder(profile), ctx=ctx, sink=sink, taint=taint)
             task.finish_reason = result.finish_reason
             task.stopped_by = result.status if result.status in ("max_turns", "tool_budget") else None
             if persona == REVIEWER and result.status == "ok" and result.detail:
@@ -273,7 +279,7 @@ class AgentRunner:
             publish(frames.interim(completion.message.content.strip()))
         if completion.finish_reason == "length":
             return
-        runner = ToolRunner(bag, max_result_chars=self.config.limits.tool_result_max_chars)
+        runner = ToolRunner(bag, max_result_chars=self.config.limits.tool_result_max_chars, taint=turn.secret_taint)
         for call in completion.message.tool_calls:
             ctx = ToolCallContext(session_id=turn.session_id, agent=COORDINATOR, user_id=turn.user_id,
                                   call_id=call.id)

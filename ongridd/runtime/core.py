@@ -37,6 +37,7 @@ from ongridd.runtime.registries import RegistryHolder
 from ongridd.runtime.workers import WorkerManager, WorkerOutcome, WorkerTask
 from ongridd.store.pending import JOINED_NAME
 from ongridd.store.rows import clean_text, iso, utcnow
+from ongridd.tools.runner import SecretTaint
 from ongridd.tools.spec import Tool, ToolCallContext
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class Turn:
     first_text: str | None = None
     #: it answers messages that came during an earlier turn's last model call (:meth:`Runtime._follow_up`)
     follow_up: bool = False
+    #: shared by the tool runners of every run of the turn: a call carrying a piece of a held secret stops them all
+    secret_taint: SecretTaint = attrs.field(factory=SecretTaint)
 
     def take_inbox(self) -> list[Message]:
         """The kernel's inbox (``pending_user_messages``): every waiting
@@ -614,7 +617,7 @@ class Runtime:
                     return await self.runner.spawn_worker(
                         snap=snap, agents=agents, persona=persona, description=description, brief=prompt,
                         parent_id=turn.session_id, coordinator_id=turn.session_id, user_id=turn.user_id,
-                        turn_seq=await turn.turn_seq(), on_created=created)
+                        turn_seq=await turn.turn_seq(), on_created=created, taint=turn.secret_taint)
 
                 spawnable = [p.name for p in snap.agents.spawnable(agents)]
                 turn.control_tools = build_control_tools(self._control_deps(turn, spawnable, spawn))

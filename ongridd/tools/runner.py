@@ -41,10 +41,19 @@ from ongridd.unicodetext import valid_text
 log = get_logger(__name__)
 
 DEFAULT_MAX_RESULT_CHARS = 16000
-#: the answer to a call whose arguments carry part of a held secret, and to every later call of its run
-SECRET_PIECE_REFUSAL = ("refused: this run's tool calls carried part of a secret Ongrid itself is configured with "
+#: the answer to a call whose arguments carry part of a held secret, and to every later call of its turn
+SECRET_PIECE_REFUSAL = ("refused: this turn's tool calls carried part of a secret Ongrid itself is configured with "
                         "(a chat token, the model's key or a bridge secret); nothing was run, and no further tool "
-                        "call of this run will be")
+                        "call of this turn will be, its workers' included")
+
+
+@attrs.define
+class SecretTaint:
+    """Whether a tool call carried a piece of a held secret, shared by every run of one turn (the
+    coordinator's, its workers', their reviewers'): once set, no further call of any of them runs,
+    so a turn answers one yes/no however many workers guess (:meth:`ToolRunner.run`)."""
+
+    seen: bool = False
 
 CACHED_HINT = (
     "[cached: an identical {name} call earlier in this run returned this result; it was not run again. "
@@ -106,13 +115,15 @@ class ToolRunner:
     the classification goes to the review gate and the handler in the context.
     """
 
-    def __init__(self, bag: ToolBag, *, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS):
+    def __init__(self, bag: ToolBag, *, max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+                 taint: SecretTaint | None = None):
         self.bag = bag
         self.max_result_chars = max_result_chars
         self._cache: dict[tuple[str, str], str] = {}
         self._inflight: dict[tuple[str, str], trio.Event] = {}
-        #: a call of this run carried part of a held secret: no further call runs (see :meth:`run`)
-        self.secret_piece_seen = False
+        #: a call of this run — or of another run sharing it (its turn's) — carried part of a held
+        #: secret: no further call runs (see :meth:`run`)
+        self.taint = taint if taint is not None else SecretTaint()
 
     # ---- public ---------------------------------------------------------
 
@@ -129,12 +140,13 @@ class ToolRunner:
         started = time.perf_counter()
         # the results' redaction hides a secret's pieces, so a model that echoes guesses through a tool
         # (`date '+ALICEtoa%%ALICEtob…'`) would learn which guess is a piece: a call that carries one is
-        # not run nor echoed, and its run's later calls neither — one yes/no per run, in the log
-        if self.secret_piece_seen or _carries_secret_piece(call.arguments):
-            if not self.secret_piece_seen:
+        # not run nor echoed, and its turn's later calls neither (workers' included) — one yes/no per turn,
+        # in the log
+        if self.taint.seen or _carries_secret_piece(call.arguments):
+            if not self.taint.seen:
                 log.warning("tool_call_secret_piece_refused", tool=call.name, agent=ctx.agent,
                             session_id=ctx.session_id)
-            self.secret_piece_seen = True
+            self.taint.seen = True
             return self._result(call, "error", error_text(SECRET_PIECE_REFUSAL), started)
         status, text = await self._run(call, ctx)
         if len(text) > THREAD_REDACT_CHARS:  # a large result (a log search): searched off the event loop

@@ -27,9 +27,9 @@ def make(name, handler, *, props=None, required=(), tool_class="read", timeout_s
                 timeout_s=timeout_s, classify=classify, describe=describe)
 
 
-def runner(*tools, stubs=(), max_chars=16000):
+def runner(*tools, stubs=(), max_chars=16000, taint=None):
     bag = ToolBag(agent="specialist-disk", tools={t.name: t for t in tools}, stubs={s.tool: s for s in stubs})
-    return ToolRunner(bag, max_result_chars=max_chars)
+    return ToolRunner(bag, max_result_chars=max_chars, taint=taint)
 
 
 def c(name, args="", id="call_1"):
@@ -274,7 +274,7 @@ async def test_a_call_carrying_a_piece_of_a_held_secret_is_neither_run_nor_echoe
     back redacted), a secret a character at a time. A call whose arguments carry a piece is refused
     without echoing them, and every later call of the run with it: one yes/no per run."""
     from ongridd.secretset import REGISTRY
-    from ongridd.tools.runner import SECRET_PIECE_REFUSAL
+    from ongridd.tools.runner import SECRET_PIECE_REFUSAL, SecretTaint
 
     ran: list[str] = []
 
@@ -294,6 +294,11 @@ async def test_a_call_carrying_a_piece_of_a_held_secret_is_neither_run_nor_echoe
         assert hidden.status == "error" and SECRET_PIECE_REFUSAL in hidden.content
         later = await r.run(c("echo", {"text": "hello"}, id="call_3"), CTX)
         assert later.status == "error" and SECRET_PIECE_REFUSAL in later.content
-        fresh = await runner(tool).run(c("echo", {"text": "hello"}), CTX)  # another run: not affected
+        fresh = await runner(tool).run(c("echo", {"text": "hello"}), CTX)  # another turn's run: not affected
         assert fresh.status == "ok" and fresh.content == "hello"
+        taint = SecretTaint()  # the runs of one turn share theirs: one worker's guess stops another's calls
+        guesser, other = runner(tool, taint=taint), runner(tool, taint=taint)
+        assert (await guesser.run(c("echo", {"text": "ALICEtok"}), CTX)).status == "error"
+        after = await other.run(c("echo", {"text": "hello"}), CTX)
+        assert after.status == "error" and SECRET_PIECE_REFUSAL in after.content
     assert ran == ["+ALICEtoa%ALICEtob%ALICEto9", "hello"]
