@@ -625,9 +625,9 @@ def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, z
         if broken:  # gzip -dc prints what it unpacked before the fault: unpack it without the checks
             fh.seek(0)
             whole = fh.read(max_bytes + 1)
-            if pattern.search(_unwrapped(whole)) is not None:  # (and its bytes as they are, past the fault too)
+            if _search_unwrapped(pattern, whole, longest):  # (and its bytes as they are, past the fault too)
                 return True
-            return _scan_unchecked_gzip(whole, pattern, max_bytes, zlib)
+            return _scan_unchecked_gzip(whole, pattern, longest, max_bytes, zlib)
         if seen > max_bytes:
             return None
         if not raw:
@@ -635,7 +635,19 @@ def _scan_file(fh: Any, pattern: Any, longest: int, max_bytes: int, size: int, z
         tail = window[-longest:] if longest > 1 else b""
 
 
-def _scan_unchecked_gzip(data: bytes, pattern: Any, max_bytes: int, zlib: Any) -> bool | None:
+def _search_unwrapped(pattern: Any, data: bytes, longest: int) -> bool:
+    """Whether ``pattern`` matches ``data`` without its line breaks (:func:`_unwrapped`), searched a
+    chunk at a time (no second copy of a large ``data``)."""
+    tail = b""
+    for start in range(0, len(data), _SCAN_CHUNK):
+        window = tail + _unwrapped(data[start:start + _SCAN_CHUNK])
+        if pattern.search(window) is not None:
+            return True
+        tail = window[-longest:] if longest > 1 else b""
+    return False
+
+
+def _scan_unchecked_gzip(data: bytes, pattern: Any, longest: int, max_bytes: int, zlib: Any) -> bool | None:
     """A gzip file ``data`` that does not unpack cleanly (a wrong CRC or length, a cut-off or
     corrupt member), unpacked as far as it goes with no check of its trailers (raw deflate after
     each member's header, RFC 1952) and searched; None when nothing was found (not checked whole)."""
@@ -659,7 +671,7 @@ def _scan_unchecked_gzip(data: bytes, pattern: Any, max_bytes: int, zlib: Any) -
             pos = len(data) - len(inflate.unused_data) + 8  # past the member's CRC and length
     except (zlib.error, ValueError, IndexError):
         pass
-    return True if pattern.search(_unwrapped(b"".join(out))) is not None else None
+    return True if _search_unwrapped(pattern, b"".join(out), longest) else None
 
 
 class SecretRegistry:

@@ -543,6 +543,7 @@ def test_an_encoded_copy_wrapped_over_lines_is_checked_for(tmp_path):
     """``base64`` wraps at 76 columns, PEM and MIME at 64 with CRLF, ``xxd -p`` at 60: a copy split
     by a line break is still a copy (one ``cat`` of such a file printed a decodable token)."""
     import base64
+    import gzip
     import subprocess
 
     from ongridd.secretset import REGISTRY, file_holds_secret
@@ -565,6 +566,10 @@ def test_an_encoded_copy_wrapped_over_lines_is_checked_for(tmp_path):
         verdict = analyze("cat b50.b64", policy)
         assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, verdict
         assert file_holds_secret(str(tmp_path / "plain.log")) is False  # pieces of it over lines: not the secret
+        packed = bytearray(gzip.compress((tmp_path / "b50.b64").read_bytes()))
+        packed[-8] ^= 0xFF  # a wrong CRC: unpacked without the checks, still searched without line breaks
+        (tmp_path / "bad.gz").write_bytes(bytes(packed))
+        assert file_holds_secret(str(tmp_path / "bad.gz")) is True
 
 
 def test_a_gzip_member_in_another_format_leaves_the_file_unchecked(tmp_path):
