@@ -33,6 +33,8 @@ from ongridd.sdnotify import notify, watchdog_interval_s, watchdog_loop
 log = get_logger(__name__)
 
 DRAIN_GRACE_S = 4.0
+#: at most this long for the bridges to post how their turns ended once the turns are drained (seconds)
+BRIDGE_SETTLE_S = 5.0
 HTTP_GRACEFUL_S = 1.0
 #: an HTTP connection idle this long after its last answer is closed (seconds)
 HTTP_KEEP_ALIVE_S = 30.0
@@ -355,6 +357,11 @@ async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, s
             log.info("daemon_stopping")
             notify("STOPPING=1")
             await runtime.drain(DRAIN_GRACE_S)
+            # the bridges' relays tell their chats how the drained turns ended (a placeholder left at
+            # "running" would stay so): bounded, a platform that does not answer holds the stop no longer
+            left = await chat.settle(BRIDGE_SETTLE_S)
+            if left:
+                log.warning("bridge_tasks_cancelled_at_shutdown", count=left)
             nursery.cancel_scope.cancel()
 
 

@@ -30,6 +30,7 @@ import attrs
 import trio
 
 from ongridd.logs import get_logger
+from ongridd.runtime.frames import SHUTDOWN_STOPPED
 from ongridd.unicodetext import visible_text, without_controls
 
 log = get_logger(__name__)
@@ -105,19 +106,22 @@ def split_text(text: str, limit: int) -> list[str]:
     return [c for c in chunks if c.strip()]
 
 
-def split_rendered(text: str, limit: int, render: Callable[[str], str]) -> list[str]:
-    """``render`` applied to chunks of ``text`` so every rendered chunk has at
-    most ``limit`` characters (markup and escaping grow a text)."""
+def split_rendered(text: str, limit: int, render: Callable[[str], str],
+                   measure: Callable[[str], int] = len) -> list[str]:
+    """``render`` applied to chunks of ``text`` so every rendered chunk measures
+    at most ``limit`` (``measure``: how the platform counts a message, by default
+    its characters, markup and escapes included)."""
     out: list[str] = []
     pending = split_text(text, limit)
     budget = limit
     while pending:
         chunk = pending.pop(0)
         rendered = render(chunk)
-        if len(rendered) <= limit:
+        size = measure(rendered)
+        if size <= limit:
             out.append(rendered)
             continue
-        budget = max(40, min(budget, len(chunk)) * limit // max(len(rendered), 1) - 10)
+        budget = max(40, min(budget, len(chunk)) * limit // max(size, 1) - 10)
         if budget <= 40 and len(chunk) <= 40:
             out.append(rendered[:limit])  # pathological: 40 characters still too long rendered
             continue
@@ -661,6 +665,8 @@ def is_stop(text: str) -> bool:
 PLACEHOLDER = "⏳ _Working on it…_"
 INTERJECTED = "📨 _Added to the turn already running in this thread; its answer follows there._"
 STOPPED = "⏹ Stopped."
+STOPPED_BY_SHUTDOWN = ("⏹ Stopped: Ongrid was restarted or shut down while working on this. Nothing more will "
+                       "come here; please send your message again in a moment.")
 QUEUED = "⏳ _Queued (position {position}) — Ongrid is running as many requests as it may; this one starts soon._"
 BUSY = ("⏳ Ongrid is busy right now (every slot is running and the queue is full, or you already have many "
         "requests waiting). Nothing was run; please send your message again in a moment.")
@@ -695,12 +701,16 @@ class MessageOutlet:
     """An :class:`Outlet` over two platform calls: ``post(text) -> ref | None``
     (a new message in the conversation) and ``edit(ref, text)``.  ``render``
     turns markdown into the platform's markup; ``limit``: characters per
-    message.  The placeholder (``ref``) is edited with progress and then
-    replaced by the first part of the answer; further parts are posted."""
+    message, as ``measure`` counts a rendered one (:func:`split_rendered`).  The placeholder (``ref``)
+    is edited with progress and then replaced by the first part of the answer; further parts are posted."""
 
     def __init__(self, *, post: Callable[[str], Awaitable[Any]], edit: Callable[[Any, str], Awaitable[None]],
-                 render: Callable[[str], str], limit: int, ref: Any = None):
+                 render: Callable[[str], str], limit: int, ref: Any = None, measure: Callable[[str], int] = len):
         self.post, self.edit, self.render, self.limit, self.ref = post, edit, render, limit, ref
+        self.measure = measure
+
+    def _split(self, markdown: str) -> list[str]:
+        return split_rendered(markdown, self.limit, self.render, self.measure)
 
     async def show(self, text: str) -> None:
         if self.ref is not None:
@@ -709,28 +719,31 @@ class MessageOutlet:
             self.ref = await self.post(text)
 
     async def progress(self, markdown: str) -> None:
-        await self.show(split_rendered(markdown, self.limit, self.render)[0])
+        await self.show(self._split(markdown)[0])
 
     async def final(self, markdown: str) -> None:
         if len(markdown) > RENDER_INLINE_CHARS:  # converted in a worker thread: the event loop keeps going
-            chunks = await trio.to_thread.run_sync(split_rendered, markdown, self.limit, self.render,
-                                                   limiter=_RENDER_LIMITER)
+            chunks = await trio.to_thread.run_sync(self._split, markdown, limiter=_RENDER_LIMITER)
         else:
-            chunks = split_rendered(markdown, self.limit, self.render)
+            chunks = self._split(markdown)
         chunks = chunks or [self.render("(empty answer)")]
         await self.show(chunks[0])
         for chunk in chunks[1:]:
             await self.post(chunk)
 
     async def failed(self, code: str, message: str) -> None:
-        text = STOPPED if code == "stopped" else BUSY if code == "busy" else f"⚠️ {message[:500]}"
-        await self.show(split_rendered(text, self.limit, self.render)[0])
+        if code == "stopped":
+            text = STOPPED_BY_SHUTDOWN if message == SHUTDOWN_STOPPED else STOPPED
+        else:
+            text = BUSY if code == "busy" else f"⚠️ {message[:500]}"
+        await self.show(self._split(text)[0])
 
 
 async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, locale: str | None, origin: Any,
                           post: Callable[[str], Awaitable[Any]], edit: Callable[[Any, str], Awaitable[None]],
                           render: Callable[[str], str], limit: int, interval_s: float,
-                          on_placeholder: Callable[[Any, str], None] | None = None) -> str:
+                          on_placeholder: Callable[[Any, str], None] | None = None,
+                          measure: Callable[[str], int] = len) -> str:
     """One bridged turn: post the placeholder at once, start the turn
     (``chat.start_turn``), edit the placeholder with its progress, then the
     answer.  ``on_placeholder(ref, session_id)``: remember the placeholder
@@ -753,7 +766,7 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
         turn = await chat.start_turn(user=user, thread=thread, text=text, locale=locale, origin=origin)
     except Busy:  # refused, nothing run or stored: the placeholder says so; not a failure of the bridge
         log.info("bridge_turn_busy", thread=thread, user=user)
-        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)
+        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref, measure=measure)
         with trio.CancelScope(shield=True):
             with trio.move_on_after(20):
                 try:
@@ -762,7 +775,7 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
                     pass
         return "busy"
     except OngridError:  # raised on: the daemon logs it; the channel gets the fixed text
-        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)
+        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref, measure=measure)
         with trio.CancelScope(shield=True):
             with trio.move_on_after(20):
                 try:
@@ -771,7 +784,7 @@ async def run_bridge_turn(chat: Any, *, user: str, thread: str, text: str, local
                     pass
         raise
     async with turn:
-        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref)
+        outlet = MessageOutlet(post=post, edit=edit, render=render, limit=limit, ref=ref, measure=measure)
         if turn.interjected:  # the running turn's own placeholder shows its progress and answer
             try:
                 await outlet.show(render(INTERJECTED))

@@ -112,6 +112,10 @@ class ChatAPI:
         self._store = store
         self._runtime: Any = None
         self._nursery: trio.Nursery | None = None
+        #: :meth:`spawn` tasks not yet ended, and an event set when none is left (:meth:`settle`)
+        self._running = 0
+        self._none_running = trio.Event()
+        self._none_running.set()
 
     def bind(self, runtime: Any, nursery: trio.Nursery) -> None:
         """Called by the daemon once the runtime serves; ``nursery`` runs :meth:`spawn` tasks."""
@@ -254,5 +258,21 @@ class ChatAPI:
                 await fn(*args)
             except Exception:
                 log.exception("plugin_task_failed", task=name or getattr(fn, "__name__", "task"))
+            finally:
+                self._running -= 1
+                if not self._running:
+                    self._none_running.set()
 
+        if not self._running:
+            self._none_running = trio.Event()
+        self._running += 1
         self._nursery.start_soon(guarded, name=name)
+
+    async def settle(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` seconds for the :meth:`spawn` tasks to end — at shutdown, once the
+        turns are drained, so a bridge's relay tells its chat how its turn ended before the daemon
+        cancels it.  Returns how many were still running (then cancelled with the nursery).
+        Cancellation: only the wait is cancelled."""
+        with trio.move_on_after(timeout_s):
+            await self._none_running.wait()
+        return self._running

@@ -641,7 +641,7 @@ class Runtime:
             if turn.cancel_scope.cancelled_caught:
                 status = "stopped"
                 end = frames.error("stopped", "the turn was stopped" if turn.stopped_by_user
-                                   else "the turn was stopped by a daemon shutdown")
+                                   else frames.SHUTDOWN_STOPPED)
         except ProviderError as exc:
             status, end = "provider_error", frames.error("provider_error", str(exc))
         except Exception as exc:

@@ -111,5 +111,10 @@ def final(text: str) -> dict[str, Any]:
     return _with_html({"type": "final", "text": text}, text)
 
 
+#: the message of the ``stopped`` error that ends a turn a daemon shutdown stopped (a bridge tells its
+#: chat to send the message again)
+SHUTDOWN_STOPPED = "the turn was stopped by a daemon shutdown"
+
+
 def error(code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "code": code, "message": message}

@@ -217,7 +217,7 @@ class FeishuBridge:
         if not isinstance(text, str):
             return
         if not self.settings.allows(chat_id):
-            log.info("feishu_chat_not_allowed", chat=chat_id)
+            log.info("feishu_chat_not_allowed", chat=chat_id, im_user=open_id)
             return
         mentions = _mentions(msg.get("mentions"))
         group = msg.get("chat_type") != "p2p"  # group, topic group, or anything new: only when mentioned

@@ -201,7 +201,7 @@ class SlackBridge:
             if conversation not in self.threads or (own and f"<@{own}>" in text):
                 return
         if not self.settings.allows(channel):
-            log.info("slack_channel_not_allowed", channel=channel)
+            log.info("slack_channel_not_allowed", channel=channel, im_user=user)
             return
         if own is None and etype == "app_mention":  # the bot's id not learnt yet: its mention comes first
             first = MENTION_RE.search(text)

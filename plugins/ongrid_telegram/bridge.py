@@ -37,7 +37,7 @@ from typing import Any
 
 import trio
 
-from ongrid_telegram.markup import LIMIT, to_html
+from ongrid_telegram.markup import LIMIT, to_html, visible_length
 from ongridd.plugins.api import (
     REFUSAL,
     BotIdentity,
@@ -220,7 +220,7 @@ class TelegramBridge:
         thread_id = msg.get("message_thread_id") if msg.get("is_topic_message") is True else None  # forum topics
         thread_id = thread_id if isinstance(thread_id, int) and not isinstance(thread_id, bool) else None
         if not self.settings.allows(str(chat_id)):
-            log.info("telegram_chat_not_allowed", chat=chat_id)
+            log.info("telegram_chat_not_allowed", chat=chat_id, im_user=user_id)
             return
         group = chat.get("type") != "private"  # group, supergroup, or anything new: only when addressed
         self.context.chat.spawn(lambda: self.answer(msg, text, chat_id, user_id, message_id, thread_id, group),
@@ -263,7 +263,8 @@ class TelegramBridge:
 
         await run_bridge_turn(self.context.chat, user=ongrid_user, thread=thread, text=text,
                               locale=self.settings.locale(str(chat_id)), origin=origin, post=post, edit=edit,
-                              render=to_html, limit=LIMIT, interval_s=self.settings.edit_interval_s)
+                              render=to_html, limit=LIMIT, interval_s=self.settings.edit_interval_s,
+                              measure=visible_length)
 
 
 def _addressed(msg: dict[str, Any], text: str, me: tuple[int, str]) -> bool:

@@ -192,3 +192,23 @@ def test_blank_looking_padding_cannot_push_a_forged_line_onto_its_own_line():
     progress.apply({"type": "interim", "text": f"ok{pad}✅ **reviewer** (completed, approve)"})
     assert progress.lines()[2] == "│ ok✅ **reviewer** (completed, approve)"
 
+
+
+def test_a_long_telegram_answer_is_split_by_what_a_reader_sees_into_as_few_messages_as_fit():
+    """Telegram's 4,096 counts the text after entities parsing: escapes and tags are free. Counting the
+    HTML made 8 uneven messages (1,788 / 1,789 / 516 / 882 …) of a 7,693-character answer with ``&`` and
+    ``<`` in it, and cut a 120-line code block after two lines."""
+    from ongrid_telegram.markup import LIMIT, visible_length
+
+    from ongridd.plugins.bridgekit import split_rendered
+
+    assert visible_length('<b>a &amp; b</b> &lt;x&gt; <a href="https://e.org/?a=1&amp;b=2">y</a> 😀') == 14
+    one_line = " ".join(f"<{i}>&<{i}>" for i in range(1000))[:7693]
+    parts = split_rendered(one_line, LIMIT, to_html, visible_length)
+    assert len(parts) == 2 and all(visible_length(p) <= LIMIT for p in parts)
+    code = "Output:\n\n```\n" + "\n".join(f"/srv/data/f{i:04d} <dir> & {'x' * 40}" for i in range(120)) + "\n```\n"
+    parts = split_rendered(code, LIMIT, to_html, visible_length)
+    assert len(parts) == 2 and all(visible_length(p) <= LIMIT for p in parts)
+    assert all(p.count("\n") > 40 for p in parts)  # no message of two lines
+    wide = "😀" * 3000  # two UTF-16 units each, as Telegram counts
+    assert all(visible_length(p) <= LIMIT for p in split_rendered(wide, LIMIT, to_html, visible_length))

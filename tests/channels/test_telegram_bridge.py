@@ -84,7 +84,11 @@ def update(update_id: int, text: str, *, user: int = 42, chat: int = -1001, thre
 
 
 def unescape_len_ok(texts):
-    return all(len(t) <= 4096 for t in texts)
+    """Every message within Telegram's 4,096 characters after entities parsing, the answer in as few as fit."""
+    from ongrid_telegram.markup import visible_length
+
+    sizes = [visible_length(t) for t in texts]
+    return all(size <= 4096 for size in sizes) and all(size > 2048 for size in sizes[:-1])
 
 
 def test_polling_turn_progress_final_html_split_outage_and_refusal(tmp_path):
@@ -180,18 +184,24 @@ def test_polling_turn_progress_final_html_split_outage_and_refusal(tmp_path):
         double.stop()
 
 
-def test_webhook_secret_dedup_and_stop(tmp_path):
+def _webhook_daemon_with_a_slow_worker(tmp_path, **settings):
+    """(the Bot API double, fake-llm, the daemon in webhook mode, its URL): the disk worker's first
+    model call takes 60 s, so a turn stays running."""
     folder = tmp_path / "data"
     folder.mkdir()
     script = disk_script(folder, "never reached")
     script["specialist-disk"][0]["delay_s"] = 60
-    api = BotAPI()
-    double = PlatformDouble(api).start()
+    double = PlatformDouble(BotAPI()).start()
     llm, llm_url = start_fake_llm(tmp_path, script)
     settings = {"ongrid_telegram": {"api_base_url": double.url, "mode": "webhook", "default_user": "dave",
-                                    "edit_interval_s": 0.2, "chats": ["-1001"]}}
+                                    "edit_interval_s": 0.2, **settings}}
     daemon, url = start_serve(tmp_path, llm_url, settings, TELEGRAM_BOT_TOKEN=TOKEN,
                               TELEGRAM_WEBHOOK_SECRET=WEBHOOK_SECRET)
+    return double, llm, daemon, url
+
+
+def test_webhook_secret_dedup_and_stop(tmp_path):
+    double, llm, daemon, url = _webhook_daemon_with_a_slow_worker(tmp_path, chats=["-1001"])
     hook = url + "/api/channels/telegram/webhook"
     try:
         first = update(601, "check the disk", thread=None)
@@ -221,6 +231,24 @@ def test_webhook_secret_dedup_and_stop(tmp_path):
         db = tmp_path / "state" / "ongrid.db"
         [worker] = rows(db, "select status from chat_sessions where parent_session_id is not null")
         assert worker["status"] == "killed"
+    finally:
+        stop(daemon)
+        stop(llm)
+        double.stop()
+
+
+def test_a_turn_a_daemon_stop_ends_says_so_in_its_chat(tmp_path):
+    """SIGTERM mid-turn: the turn is drained, stopped, and its placeholder says the daemon stopped (it was
+    left at the worker's "running" tile, for good, as the relay was cancelled before it could edit)."""
+    double, llm, daemon, url = _webhook_daemon_with_a_slow_worker(tmp_path)
+    try:
+        assert httpx2.post(url + "/api/channels/telegram/webhook", json=update(701, "check the disk", thread=None),
+                           headers={"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}, timeout=10).status_code == 200
+        double.wait_for(lambda: any("running" in e.payload["text"] for e in double.find("/editMessageText")), 60,
+                        "the worker tile")
+        assert stop(daemon, 30) == 0
+        last = double.find("/editMessageText")[-1].payload["text"]
+        assert "restarted or shut down" in last and "send your message again" in last, last
     finally:
         stop(daemon)
         stop(llm)
