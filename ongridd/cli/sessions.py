@@ -270,10 +270,18 @@ def _tool_body(content: str) -> str:
     return "\n".join(lines)
 
 
-def format_messages(rows: list[dict]) -> list[str]:
+def _origin_text(origin: dict) -> str:
+    return f"via {_one_line(str(origin.get('platform')))}, IM user {_one_line(str(origin.get('im_user')))}"
+
+
+def format_messages(rows: list[dict], origins: list[dict] | None = None) -> list[str]:
     """``#seq role: content`` per message (tool calls by name; a tool result that is a JSON
     object one field a line, see :func:`_tool_body`); a content's further lines are indented,
-    so no text can pose as a message of its own."""
+    so no text can pose as a message of its own.  ``origins`` (``GET …/origins``): a user message
+    a chat bridge brought is marked with its platform and IM user, and a line after the messages
+    counts those that went into a running turn (their seq is not recorded)."""
+    origins = [o for o in origins or () if isinstance(o, dict) and isinstance(o.get("platform"), str)]
+    by_seq = {o["message_seq"]: o for o in origins if o.get("message_seq") is not None}
     out = []
     called: dict[str, Any] = {}  # tool_call_id → the tool's name, from the calls asked for so far
     for m in rows:
@@ -290,13 +298,29 @@ def format_messages(rows: list[dict]) -> list[str]:
                 role = f"tool {_one_line(name)}"
         body = "\n    ".join(content.split("\n"))
         place = f"#{m['seq']}" if m.get("seq") is not None else "(held: not read by the running turn yet)"
+        if m["role"] == "user" and (origin := by_seq.get(m.get("seq"))) is not None:
+            role = f"user ({_origin_text(origin)})"
         line = f"{place} {role}:"
         if body:  # (a laid-out tool result starts on the next line)
             line += body if body.startswith("\n") else " " + body
         if calls:
             line += f" [calls {calls}]"
         out.append(line)
+    joined = [o for o in origins if o.get("message_seq") is None]
+    if joined:
+        who = sorted({_origin_text(o) for o in joined})
+        out.append(f"({len(joined)} message(s) {', '.join(who)} went into a turn already running)")
     return out
+
+
+def _origins(args: argparse.Namespace, ident: str) -> list[dict]:
+    """The session's bridged-turn origins; ``[]`` when there are none or they cannot be read (a
+    daemon without the route: the messages are shown all the same)."""
+    try:
+        rows = http_json("GET", args, f"/api/sessions/{quote(ident, safe='')}/origins")
+    except (ClientError, RuntimeError):
+        return []
+    return rows if isinstance(rows, list) else []
 
 
 #: the shape of a session id (a UUID); anything else given as one is most likely a thread's name
@@ -460,7 +484,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.sessions_command == "list":
         print(safe_text("\n".join(format_threads(data))) if data else "(no threads)")
     elif args.sessions_command == "messages":
-        print(safe_text("\n".join(format_messages(data))) if data else "(no messages)")
+        print(safe_text("\n".join(format_messages(data, _origins(args, ident)))) if data else "(no messages)")
         if data and (how := _last_turn_note(args, ident)):
             print(safe_text(how))
     else:

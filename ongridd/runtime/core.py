@@ -429,6 +429,16 @@ class Runtime:
             raise NotFound(f"no session {session_id}")
         return doc
 
+    async def session_origins(self, session_id: str, *, user_id: str) -> list[Row]:
+        """Where the session's bridged turns came from, oldest first: ``{platform, im_user,
+        conversation, message_seq, created_at}`` (``message_seq``: the seq of the turn's user
+        message; None for a message that went into a turn already running).  ``[]`` for a thread
+        no bridge started a turn in.  Raises NotFound as :meth:`session_tree`."""
+        await self._owned(session_id, user_id)
+        rows = await self.store.list_origins(session_id)
+        keys = ("platform", "im_user", "conversation", "message_seq", "created_at")
+        return [{k: r.get(k) for k in keys} for r in rows]
+
     async def session_audit(self, session_id: str, *, user_id: str, limit: int = AUDIT_PAGE_MAX,
                             offset: int = 0) -> list[Row]:
         """Audit rows of the session and its children, oldest first, at most

@@ -517,6 +517,11 @@ def _add_session_routes(app: QuartTrio, services: AppServices, current_user: Cal
         user = current_user()
         return _json(await services.runtime.session_export(session_id, user_id=user))
 
+    @app.get("/api/sessions/<session_id>/origins")
+    async def session_origins(session_id: str):
+        user = current_user()
+        return _json(await services.runtime.session_origins(session_id, user_id=user))
+
     @app.get("/api/sessions/<session_id>/audit")
     async def session_audit(session_id: str):
         from ongridd.runtime.core import AUDIT_PAGE_MAX

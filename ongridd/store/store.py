@@ -368,6 +368,10 @@ class Store:
         """A page of a session's messages (see :func:`threads.list_messages`)."""
         return await self._db.run_read("list messages", threads.list_messages, session_id, after_seq, limit)
 
+    async def list_origins(self, session_id: str) -> list[dict[str, Any]]:
+        """Where the session's bridged turns came from, oldest first (:class:`ChannelStore`)."""
+        return await self.channel_store.list_origins(session_id)
+
     async def list_audit_items(self, session_id: str, *, include_children: bool, limit: int,
                                offset: int = 0) -> list[dict[str, Any]]:
         """Audit rows with their proposals (see :func:`threads.list_audit_items`)."""

@@ -417,3 +417,43 @@ async def test_bot_identity_is_asked_once_and_after_a_failure_at_most_once_a_min
     assert await bot.get() == "ou_bot" and len(calls) == 3
     await trio.sleep(3600)
     assert await bot.get() == "ou_bot" and len(calls) == 3  # kept
+
+
+async def test_a_sessions_origins_are_read_over_http_and_shown_with_its_messages(tmp_path):
+    """``GET /api/sessions/{id}/origins`` lists where its bridged turns came from (another user's
+    session: 404), and ``ongrid sessions messages`` marks the user message a bridge brought."""
+    import sys
+    from pathlib import Path
+
+    import httpx2
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+    from rt_helpers import open_daemon
+
+    from ongridd.cli.sessions import format_messages
+    from ongridd.plugins.chat import ChatAPI
+
+    script = {"default": [{"content": "all fine"}, {"content": "bob's answer"}]}
+    async with open_daemon(tmp_path, script) as d:
+        chat = ChatAPI(store=d.store)
+        chat.bind(d.runtime, d.runtime.nursery)
+        origin = {"platform": "telegram", "im_user": "111", "conversation": "-1001/7"}
+        ids = {}
+        for user in ("local", "bob"):
+            async with await chat.start_turn(user=user, thread="telegram:-1001/7", text="how is web-1?",
+                                             origin=origin) as turn:
+                ids[user] = turn.session_id
+                async for frame in turn:
+                    if frame.get("type") in ("final", "error"):
+                        break
+        async with httpx2.AsyncClient(base_url=d.base_url) as http:
+            origins = (await http.get(f"/api/sessions/{ids['local']}/origins")).json()
+            assert [(o["platform"], o["im_user"], o["conversation"], o["message_seq"]) for o in origins] == [
+                ("telegram", "111", "-1001/7", 1)]
+            assert (await http.get(f"/api/sessions/{ids['bob']}/origins")).status_code == 404
+            messages = (await http.get(f"/api/sessions/{ids['local']}/messages")).json()
+        assert format_messages(messages, origins)[:2] == ["#1 user (via telegram, IM user 111): how is web-1?",
+                                                          "#2 assistant: all fine"]
+        joined = [{**origins[0], "message_seq": None}]
+        assert format_messages(messages, joined)[-1] == (
+            "(1 message(s) via telegram, IM user 111 went into a turn already running)")
