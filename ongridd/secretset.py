@@ -402,9 +402,11 @@ class Redactor:
         character) matching each secret's forms (literal, JSON-escaped, percent-encoded) as UTF-8,
         the secret itself as UTF-16 (either byte order) and as Latin-1, and its UTF-8 bytes in
         hexadecimal and in base64 (:func:`_encoded_copies`: a Kubernetes Secret, a logged Basic
-        authorization), each in any ASCII letter case and without line breaks (None when there is
-        none; it is matched against text whose line breaks are dropped, :func:`_unwrapped`); and
-        the longest match in bytes.  Built on first use."""
+        authorization), its UTF-16 bytes so too (PowerShell's ``-EncodedCommand``), each in any
+        ASCII letter case and without line breaks (None when there is none, or when RE2 could not
+        compile it: then ``longest`` is not 0 and the callers fail closed; it is matched against
+        text whose line breaks are dropped, :func:`_unwrapped`); and the longest match in bytes.
+        Built on first use."""
         if self._bytes is None:
             import re2
 
@@ -417,6 +419,8 @@ class Redactor:
                 with contextlib.suppress(UnicodeEncodeError):
                     encoded.add(value.encode("latin-1"))
                 encoded.update(_encoded_copies(value.encode("utf-8")))
+                # PowerShell's -EncodedCommand, a .NET or Windows tool's dump: base64 of UTF-16
+                encoded.update(_encoded_copies(value.encode("utf-16-le")))
             ordered = sorted({u for u in map(_unwrapped, encoded) if u}, key=lambda b: (-len(b), b))
             pattern = None
             if ordered:
@@ -437,8 +441,10 @@ class Redactor:
         """Whether ``data`` (UTF-8 or ASCII bytes) holds one of the secrets — as it is, in any
         letter case, JSON-escaped or percent-encoded, its encoded copies wrapped over lines too.
         Linear in ``data`` (one RE2 scan)."""
-        pattern, _ = self._bytes_pattern()
-        return pattern is not None and pattern.search(_unwrapped(data)) is not None
+        pattern, longest = self._bytes_pattern()
+        if pattern is None:
+            return longest > 0  # secrets held but no pattern to look for them with: as if found
+        return pattern.search(_unwrapped(data)) is not None
 
     def file_holds(self, path: str, max_bytes: int = FILE_SCAN_BYTES) -> bool | None:
         """Whether the regular file ``path`` holds one of the secrets (see :meth:`holds_in`); a
@@ -453,7 +459,7 @@ class Redactor:
 
         pattern, longest = self._bytes_pattern()
         if pattern is None:
-            return False
+            return None if longest else False  # held secrets no pattern could be built for: not checked
         try:
             # looked at before it is opened to read (O_PATH): a device is never opened to read (a watchdog
             # starts when opened), a FIFO never waited on; only a regular file is read

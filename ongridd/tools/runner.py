@@ -42,18 +42,23 @@ log = get_logger(__name__)
 
 DEFAULT_MAX_RESULT_CHARS = 16000
 #: the answer to a call whose arguments carry part of a held secret, and to every later call of its turn
-SECRET_PIECE_REFUSAL = ("refused: this turn's tool calls carried part of a secret Ongrid itself is configured with "
-                        "(a chat token, the model's key or a bridge secret); nothing was run, and no further tool "
-                        "call of this turn will be, its workers' included")
+SECRET_PIECE_REFUSAL = ("refused: a tool call of this turn carried or printed part of a secret Ongrid itself is "
+                        "configured with (a chat token, the model's key or a bridge secret); nothing was run, and no "
+                        "further tool call of this turn will be, its workers' included")
+#: the answer to a call whose result held part of a held secret (the result is withheld whole)
+SECRET_OUTPUT_WITHHELD = ("withheld: this call's result held part of a secret Ongrid itself is configured with (a chat "
+                          "token, the model's key or a bridge secret); none of it is shown, and no further tool call "
+                          "of this turn will run, its workers' included")
 
 
 @attrs.define
 class SecretTaint:
-    """Whether a tool call carried a piece of a held secret, shared by every run of one turn (the
-    coordinator's, its workers', their reviewers'): once set, no further call of any of them runs,
-    so a turn answers one yes/no however many workers guess (:meth:`ToolRunner.run`)."""
+    """Whether a tool call carried or printed a piece of a held secret, shared by every run of one
+    turn (the coordinator's, its workers', their reviewers'): once set, no further call of any of
+    them runs, so a turn answers one yes/no however many workers guess (:meth:`ToolRunner.run`)."""
 
     seen: bool = False
+
 
 CACHED_HINT = (
     "[cached: an identical {name} call earlier in this run returned this result; it was not run again. "
@@ -65,7 +70,13 @@ def error_text(message: str, status: str = "error", extra: Mapping[str, Any] | N
     """An error result as the model sees it: ``{"status": "error", "error": message}``, after the
     members of ``extra`` (JSON values; they cannot replace ``status`` or ``error``); a held secret
     in it is hidden, one wrapped over lines included (an error can quote a command's output)."""
-    return redact_pieces(_json_text({**(extra or {}), "status": status, "error": message}))
+    return redact_pieces(_error_json(message, status, extra))
+
+
+def _error_json(message: str, status: str = "error", extra: Mapping[str, Any] | None = None) -> str:
+    """:func:`error_text` before its redaction: the runner's own errors, whose text :meth:`ToolRunner.run`
+    redacts — and checks — with the rest of the result."""
+    return _json_text({**(extra or {}), "status": status, "error": message})
 
 
 #: what ``json.dumps(value, ensure_ascii=False, default=str)`` makes on every call, made once
@@ -147,12 +158,22 @@ class ToolRunner:
                 log.warning("tool_call_secret_piece_refused", tool=call.name, agent=ctx.agent,
                             session_id=ctx.session_id)
             self.taint.seen = True
-            return self._result(call, "error", error_text(SECRET_PIECE_REFUSAL), started)
+            return self._result(call, "error", _error_json(SECRET_PIECE_REFUSAL), started)
         status, text = await self._run(call, ctx)
-        if len(text) > THREAD_REDACT_CHARS:  # a large result (a log search): searched off the event loop
-            return self._result(call, status, text, started,
-                                shown=await trio.to_thread.run_sync(redact_pieces, valid_text(text)))
-        return self._result(call, status, text, started)
+        plain = valid_text(text)
+        if len(plain) > THREAD_REDACT_CHARS:  # a large result (a log search): searched off the event loop
+            shown = await trio.to_thread.run_sync(redact_pieces, plain)
+        else:
+            shown = redact_pieces(plain)
+        if shown != plain:
+            # what the redaction hid would tell the model which of the strings it had a tool print (spelled
+            # with escapes, `stat --printf='\x41…'`, `date '+A%nB…'`, that no check of the arguments sees) is
+            # a piece of a held secret: the result is withheld whole and the turn's calls end — one yes/no
+            log.warning("tool_result_secret_piece_withheld", tool=call.name, agent=ctx.agent, session_id=ctx.session_id)
+            self.taint.seen = True
+            withheld = _error_json(SECRET_OUTPUT_WITHHELD)
+            return self._result(call, "error", withheld, started, shown=withheld)
+        return self._result(call, status, text, started, shown=shown)
 
     def cancelled_result(self, call: ToolCall, started: float | None = None,
                          reason: str = "stopped before it finished", notes: Mapping[str, Any] | None = None) -> ToolResult:
@@ -161,12 +182,12 @@ class ToolRunner:
         ``started``: a ``time.perf_counter()`` value to compute the duration from.  ``notes``:
         what its handler recorded while it ran (:attr:`ToolCallContext.notes`), added to the result.
         """
-        text = error_text(f"{call.name or '(no name)'} was cancelled: {reason}", "cancelled", notes)
+        text = _error_json(f"{call.name or '(no name)'} was cancelled: {reason}", "cancelled", notes)
         return self._result(call, "cancelled", text, started)
 
     def not_run_result(self, call: ToolCall, reason: str) -> ToolResult:
         """An error result for a call that is deliberately not executed (budget, cut output)."""
-        return self._result(call, "error", error_text(f"{call.name or '(no name)'} was not run: {reason}"), None)
+        return self._result(call, "error", _error_json(f"{call.name or '(no name)'} was not run: {reason}"), None)
 
     # ---- internals ------------------------------------------------------
 
@@ -197,7 +218,7 @@ class ToolRunner:
         agent = ctx.agent or self.bag.agent
         have = ", ".join(self.bag.names()) or "(none)"
         name = call.name or "(a tool call without a name)"
-        return "error", error_text(
+        return "error", _error_json(
             f"{name} is not available to {agent}: it is not one of its tools, and nothing was run. "
             f"Tools available to {agent}: {have}"
         )
@@ -210,17 +231,17 @@ class ToolRunner:
             args = parse_arguments(tool.name, call.arguments)
             args = validate_arguments(tool.name, tool.parameters, args)
         except ToolArgumentsError as exc:
-            return "error", error_text(str(exc))
+            return "error", _error_json(str(exc))
         try:
             # computed once, off the event loop; the gate and the handler get it in ctx
             if ctx.classification is not None or ctx.approval is not None:  # none: most calls, no copy
                 ctx = attrs.evolve(ctx, classification=None, approval=None)
             ctx = await classify_once(tool, args, ctx)
         except ToolError as exc:
-            return "error", error_text(str(exc))
+            return "error", _error_json(str(exc))
         except Exception as exc:  # a buggy classify must not abort the turn
             log.exception("tool_classify_failed", tool=tool.name)
-            return "error", error_text(f"{tool.name} failed to classify the call: {type(exc).__name__}: {exc}")
+            return "error", _error_json(f"{tool.name} failed to classify the call: {type(exc).__name__}: {exc}")
         assert ctx.classification is not None
         is_read = ctx.classification.tool_class == "read"
         if not is_read:
@@ -251,14 +272,14 @@ class ToolRunner:
             try:
                 value = await tool.handler(dict(args), ctx)
             except ToolTimeout as exc:
-                return "timeout", error_text(str(exc) or f"{tool.name} timed out", "timeout")
+                return "timeout", _error_json(str(exc) or f"{tool.name} timed out", "timeout")
             except ToolError as exc:
-                return "error", error_text(str(exc) or f"{tool.name} failed ({type(exc).__name__})")
+                return "error", _error_json(str(exc) or f"{tool.name} failed ({type(exc).__name__})")
             except Exception as exc:
                 log.exception("tool_handler_failed", tool=tool.name, session_id=ctx.session_id)
-                return "error", error_text(f"{tool.name} failed with an internal error: {type(exc).__name__}: {exc}")
+                return "error", _error_json(f"{tool.name} failed with an internal error: {type(exc).__name__}: {exc}")
         if scope.cancelled_caught:
-            return "timeout", error_text(f"{tool.name} timed out after {tool.timeout_s:g} s and was stopped", "timeout")
+            return "timeout", _error_json(f"{tool.name} timed out after {tool.timeout_s:g} s and was stopped", "timeout")
         status = "ok"
         if isinstance(value, Outcome):
             status, value = value.status, value.value
@@ -269,5 +290,5 @@ class ToolRunner:
             text = render_value(value)
         except (TypeError, ValueError) as exc:
             log.error("tool_result_not_serialisable", tool=tool.name, error=str(exc))
-            return "error", error_text(f"{tool.name} returned a value that cannot be sent as JSON: {exc}")
+            return "error", _error_json(f"{tool.name} returned a value that cannot be sent as JSON: {exc}")
         return status, text

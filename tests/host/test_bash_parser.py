@@ -532,9 +532,13 @@ def test_copies_no_text_search_finds_are_checked_for(tmp_path):
     (tmp_path / "dump.txt").write_text(HELD.encode().hex().upper() + "\n")
     urlsafe = base64.urlsafe_b64encode(b"\xfb\xff" + HELD.encode()).decode()
     (tmp_path / "jwt.txt").write_text(urlsafe + "\n")
+    for lead in ("", "$h=", "$hd="):  # PowerShell's -EncodedCommand: base64 of UTF-16, at each alignment
+        command = base64.b64encode(f"{lead}iwr -Headers @{{Authorization='Bearer {HELD}'}}".encode("utf-16-le"))
+        (tmp_path / f"ps{len(lead)}.log").write_text(f"pwsh -EncodedCommand {command.decode()}\n")
     policy = PathPolicy.local(cwd=str(tmp_path))
     with REGISTRY.hold([HELD]):
-        for name in ("secret.yaml", "proxy-ops.log", "proxy-o.log", "proxy-op.log", "dump.txt", "jwt.txt"):
+        for name in ("secret.yaml", "proxy-ops.log", "proxy-o.log", "proxy-op.log", "dump.txt", "jwt.txt",
+                     "ps0.log", "ps3.log", "ps4.log"):
             verdict = analyze(f"cat {name}", policy)
             assert verdict.kind == "refused" and "holds a secret Ongrid itself" in verdict.reason, (name, verdict)
 

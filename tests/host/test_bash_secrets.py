@@ -464,6 +464,7 @@ async def test_a_journal_field_written_as_byte_values_is_read_and_redacted_as_te
     import trio
 
     from ongridd.secretset import REGISTRY
+    from ongridd.tools.runner import SECRET_OUTPUT_WITHHELD
     from tests.host.conftest import run_through_runner
 
     remote = next((p for p in ("/lib/systemd/systemd-journal-remote", "/usr/lib/systemd/systemd-journal-remote")
@@ -486,10 +487,9 @@ async def test_a_journal_field_written_as_byte_values_is_read_and_redacted_as_te
         args = {"cmd": f"journalctl --file {journal} -o {mode} --output-fields=MESSAGE -n 5", "timeout_s": 10}
         with REGISTRY.hold([secret]):
             result, _ = await run_through_runner(make_tools(), "host_bash", args, read_only=True)
-        assert result.status == "ok", result.content
-        stdout = json.loads(result.content)["stdout"]
-        assert "login with token=" in stdout and "[redacted]" in stdout, (mode, stdout)
-        assert secret not in stdout and "116, 111, 107" not in stdout and "116,111,107" not in stdout, (mode, stdout)
+        # read back as text, the field holds the secret: the result is withheld (as bytes it passed)
+        assert result.status == "error" and SECRET_OUTPUT_WITHHELD in result.content, (mode, result.content)
+        assert secret not in result.content and "116, 111" not in result.content and "116,111" not in result.content
 
 
 async def test_pgrep_f_output_is_withheld_when_a_holding_process_started_after_the_check(call, monkeypatch):
@@ -686,3 +686,26 @@ def test_ps_prints_a_command_line_whole_never_cut_where_the_caller_chooses(cmd, 
         assert verdict.argv == argv_or_why
     else:
         assert argv_or_why in verdict.reason, verdict
+
+
+async def test_a_result_the_redaction_would_change_is_withheld_and_ends_the_turns_calls(tools):
+    """Commands that spell out what they print (``stat --printf`` escapes, ``date``'s ``%n``) let a model
+    write a guess no check of its arguments sees; the results' redaction then hid only the guess that
+    is a piece of a held secret (the whole key in 30 calls, 63 guesses a call). Such a result is
+    withheld whole, and the turn's tool calls end: one yes/no."""
+    from tests.host.conftest import run_through_runner
+
+    from ongridd.secretset import REGISTRY
+    from ongridd.tools.runner import SECRET_OUTPUT_WITHHELD
+
+    held = "sk-ant-api03-Xq7Lm2Rt9Vb4Nc8Hd1KfZw0Yq6EaB"
+    escaped = lambda text: "".join(f"\\x{ord(ch):02x}" for ch in text)  # noqa: E731
+    with REGISTRY.hold([held]):
+        wrong = "@".join(escaped(f"antapi0{c}") for c in "12")
+        result, _ = await run_through_runner(tools, "host_bash", {"cmd": f"stat '--printf=@{wrong}@' /"}, read_only=True)
+        assert result.status == "ok" and "@antapi01@antapi02@" in result.content, result.content
+        right = "@".join(escaped(f"antapi0{c}") for c in "23")
+        for cmd in (f"stat '--printf=@{right}@' /", "date '+@a%nn%nt%na%np%ni%n0%n3@a%nn%nt%na%np%ni%n0%n4@'"):
+            result, _ = await run_through_runner(tools, "host_bash", {"cmd": cmd}, read_only=True)
+            assert result.status == "error" and SECRET_OUTPUT_WITHHELD in result.content, (cmd, result.content)
+            assert "antapi" not in result.content and "redacted" not in result.content

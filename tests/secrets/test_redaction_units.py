@@ -27,7 +27,9 @@ from ongridd.secretset import (
 )
 from ongridd.store.rows import clean_text
 from ongridd.tools.bag import ToolBag
-from ongridd.tools.runner import ToolRunner
+from ongridd import secretset
+from ongridd.tools.runner import ToolRunner, render_value
+from ongridd.tools.truncate import truncate_result
 from ongridd.tools.spec import Tool, ToolCallContext
 
 TOKEN = "alice-token-0123456789"
@@ -236,9 +238,24 @@ async def test_tool_results_are_redacted_before_they_are_cut():
     runner = ToolRunner(bag, max_result_chars=300)
     with REGISTRY.hold([TOKEN]):
         res = await runner.run(ToolCall(id="c1", name="leak", arguments="{}"), ToolCallContext(session_id="s", agent="p"))
-    assert res.status == "ok"
-    assert res.raw_chars > 300 and len(res.content) < res.raw_chars  # it was cut
+        shown = secretset.redact_pieces(render_value({"stdout": (TOKEN + " ") * 60}))
+    _assert_withheld(res)  # the model sees none of it (the redaction would tell it which of its guesses is a piece)
     assert TOKEN not in res.content and TOKEN[:6] not in res.content and TOKEN[-6:] not in res.content
+    cut = truncate_result(shown, 300)  # what the redaction makes of it is redacted before any cut
+    assert len(cut) < len(shown) and TOKEN[:6] not in cut and TOKEN[-6:] not in cut
+
+
+def _assert_withheld(res) -> None:
+    """A result that held a piece of a held secret: withheld whole, an error that says why."""
+    from ongridd.tools.runner import SECRET_OUTPUT_WITHHELD
+
+    assert res.status == "error" and SECRET_OUTPUT_WITHHELD in res.content and REDACTED not in res.content, res
+
+
+def _shown(value, held: str = TOKEN) -> str:
+    """What the results' redaction makes of a handler's ``value`` (the runner's rendering of it)."""
+    with REGISTRY.hold([held]):
+        return secretset.redact_pieces(render_value(value))
 
 
 async def _result_of_a_tool_returning(value):
@@ -259,11 +276,11 @@ async def _result_of_a_tool_returning(value):
     {"note": f"{TOKEN[:7]}\u200b{TOKEN[7:]}"},  # a zero-width space in the middle
 ])
 async def test_a_secret_wrapped_in_a_tool_result_is_redacted_before_json_escapes_its_line_breaks(value):
-    res = await _result_of_a_tool_returning(value)
-    assert res.status == "ok"
-    assert REDACTED in res.content
+    _assert_withheld(await _result_of_a_tool_returning(value))
+    shown = _shown(value)
+    assert REDACTED in shown
     for piece in (TOKEN[:5], TOKEN[7:], TOKEN[-6:]):
-        assert piece not in res.content, res.content
+        assert piece not in shown, shown
 
 
 async def test_a_tool_result_without_a_secret_is_rendered_as_json_unchanged():
@@ -287,12 +304,13 @@ PIECED = "Zq7mXp4LrT9vBn2KwY6cHd8F"
 ])
 async def test_pieces_of_a_secret_in_a_tool_result_are_redacted(value):
     with REGISTRY.hold([PIECED]):
-        res = await _result_of_a_tool_returning(value)
-    assert res.status == "ok" and REDACTED in res.content
+        _assert_withheld(await _result_of_a_tool_returning(value))
+    shown = _shown(value, PIECED)
+    assert REDACTED in shown
     for i in range(len(PIECED) - 7):  # no run of 8 characters of it is left
-        assert PIECED[i:i + 8] not in res.content, res.content
+        assert PIECED[i:i + 8] not in shown, shown
     if not isinstance(value, str):
-        json.loads(res.content)  # a hit never crosses a JSON string's quotes
+        json.loads(shown)  # a hit never crosses a JSON string's quotes
 
 
 @pytest.mark.parametrize(("secret", "text"), [
@@ -359,7 +377,8 @@ async def test_a_large_tool_result_is_searched_off_the_event_loop(monkeypatch):
         res = await _result_of_a_tool_returning(big)
         small = await _result_of_a_tool_returning("short output")
     assert seen == [False, True]  # the large one in a worker thread, the small one here
-    assert res.content.endswith(REDACTED) and small.content == "short output"
+    _assert_withheld(res)
+    assert small.status == "ok" and small.content == "short output"
 
 
 class _Echo:
@@ -783,3 +802,22 @@ def test_a_file_is_searched_as_gzip_unpacks_it_and_in_other_encodings(tmp_path):
     assert holds("php", json.dumps({"k": slashed}).replace("/", "\\/").encode()) is True
     assert holds("path", quote(slashed).encode()) is True
     assert r.redact(json.dumps({"k": slashed}).replace("/", "\\/")) == json.dumps({"k": REDACTED})
+
+
+def test_a_file_pattern_re2_cannot_build_fails_closed(tmp_path, monkeypatch):
+    """Held secrets and no pattern to look for them with (RE2 refused it: too large for its memory
+    budget): a file is not checked (None, so a read that depends on it is refused) and bytes count as
+    holding one — never "holds none"."""
+    import re2
+
+    from ongridd.secretset import Redactor
+
+    def refuse(*_args, **_kwargs):
+        raise re2.error("pattern too large - compile failed")
+
+    monkeypatch.setattr(re2, "compile", refuse)
+    (tmp_path / "app.log").write_text("GET /healthz 200\n")
+    redactor = Redactor(["ALICEtoken0123456789abcd"])
+    assert redactor.file_holds(str(tmp_path / "app.log")) is None
+    assert redactor.holds_in(b"GET /healthz 200") is True
+    assert Redactor([]).file_holds(str(tmp_path / "app.log")) is False  # nothing held: nothing to look for

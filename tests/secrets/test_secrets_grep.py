@@ -164,14 +164,17 @@ def test_no_secret_reaches_logs_database_model_or_children(setup):
     requests = record.read_text()
     db = _db_text(tmp / "state" / "ongrid.db")
 
-    # the run did what it should: the tools really saw the secrets, and they were redacted
+    # the run did what it should: the tools really saw the secrets, and their results were withheld (a
+    # redacted result would tell a model which of its guesses is a piece)
+    from ongridd.tools.runner import SECRET_OUTPUT_WITHHELD
+
     audit = sqlite3.connect(tmp / "state" / "ongrid.db").execute(
         "select tool_name, status, arguments, result from audit_logs").fetchall()
     by_tool = [(name, status) for name, status, _, _ in audit]
-    assert by_tool.count(("host_bash", "ok")) >= 2 and ("get_host_processes", "ok") in by_tool, by_tool
+    assert by_tool.count(("host_bash", "error")) == 3 and ("get_host_processes", "error") in by_tool, by_tool
     ps_result = next(r for n, st, a, r in audit if n == "host_bash" and "ps -f -p" in a)
-    assert REDACTED in ps_result  # ps showed the holder's command line with bob's token
-    assert REDACTED in next(r for n, st, a, r in audit if n == "host_bash" and str(leak_dir) in a)
+    assert SECRET_OUTPUT_WITHHELD in ps_result  # ps showed the holder's command line with bob's token
+    assert SECRET_OUTPUT_WITHHELD in next(r for n, st, a, r in audit if n == "host_bash" and str(leak_dir) in a)
     # a command the model wrote with a secret in it ran (or was refused) with the secret redacted
     assert any(a == json.dumps({"cmd": f"ls /nonexistent/{REDACTED}"}) for n, st, a, r in audit), audit
     assert requests.count(REDACTED) >= 5

@@ -302,3 +302,27 @@ async def test_a_call_carrying_a_piece_of_a_held_secret_is_neither_run_nor_echoe
         after = await other.run(c("echo", {"text": "hello"}), CTX)
         assert after.status == "error" and SECRET_PIECE_REFUSAL in after.content
     assert ran == ["+ALICEtoa%ALICEtob%ALICEto9", "hello"]
+
+
+async def test_a_result_holding_a_piece_of_a_held_secret_is_withheld_and_taints_the_turn():
+    """A tool that spells out what it prints (escapes, format directives) lets a model write a guess
+    no check of its arguments sees; the result is withheld whole (its redaction would show which
+    guess is a piece) and the turn's later calls are refused."""
+    from ongridd.secretset import REGISTRY
+    from ongridd.tools.runner import SECRET_OUTPUT_WITHHELD, SECRET_PIECE_REFUSAL, SecretTaint
+
+    async def unescape(args, ctx):
+        return args["text"].encode().decode("unicode_escape")
+
+    tool = make("printf", unescape, props={"text": {"type": "string"}}, required=("text",))
+    with REGISTRY.hold(["ALICEtoken0123456789abcd"]):
+        taint = SecretTaint()
+        r = runner(tool, taint=taint)
+        spelled = "".join(f"\\x{ord(ch):02x}" for ch in "ALICEtok")
+        miss = await r.run(c("printf", {"text": "\\x41LICEtoa"}), CTX)
+        assert miss.status == "ok" and miss.content == "ALICEtoa" and not taint.seen
+        hit = await r.run(c("printf", {"text": f"@{spelled}@ALICEtoa"}, id="call_2"), CTX)
+        assert hit.status == "error" and SECRET_OUTPUT_WITHHELD in hit.content and "ALICE" not in hit.content
+        assert taint.seen
+        later = await runner(tool, taint=taint).run(c("printf", {"text": "hello"}, id="call_3"), CTX)
+        assert later.status == "error" and SECRET_PIECE_REFUSAL in later.content
