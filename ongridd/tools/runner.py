@@ -144,7 +144,10 @@ class ToolRunner:
         Statuses: ``ok`` (or what the handler's ``Outcome`` says), ``error``
         (unknown tool, bad arguments, ``ToolError``, handler exception),
         ``timeout`` (past ``tool.timeout_s``), ``redirect`` (a stubbed name),
-        ``cached`` (read cache).  Cancellation: ``trio.Cancelled`` propagates
+        ``cached`` (read cache).  A call whose arguments carry, or whose result holds, a piece of
+        a held secret is answered ``error`` (:data:`SECRET_PIECE_REFUSAL`,
+        :data:`SECRET_OUTPUT_WITHHELD`: nothing of the result is shown) and sets :attr:`taint`,
+        after which every call sharing it is refused.  Cancellation: ``trio.Cancelled`` propagates
         immediately (the handler is cancelled with it); callers record status
         ``cancelled`` themselves with :meth:`cancelled_result`.
         """
