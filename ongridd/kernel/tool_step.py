@@ -110,7 +110,7 @@ class ToolStep:
             sent = self._message_events[i]
             if sent is not None and self.emit.reached(sent):
                 continue  # cancelled inside the sink: it has the message
-            events.append(ToolResultMessageEvent(tool_message(self.calls[i], self.results[i])))  # type: ignore[arg-type]
+            events.append(ToolResultMessageEvent(self._message(i)))
         await self.emit.shielded(events)
 
     # ---- internals ------------------------------------------------------
@@ -140,8 +140,19 @@ class ToolStep:
         self._end_events[i] = event
         await self.emit(event)
 
+    def _message(self, i: int) -> Message:
+        """Call ``i``'s tool message.  Once the turn is tainted (a call carried or printed a piece of
+        a held secret) every result of this step is the same refusal in the model's view: calls that
+        ran side by side would otherwise each tell it whether what it had printed was a piece (the
+        audit keeps what each call did)."""
+        result = self.results[i]
+        assert result is not None
+        if self.runner.taint.seen:
+            result = self.runner.secret_refusal(self.calls[i])
+        return tool_message(self.calls[i], result)
+
     async def _answer(self) -> list[Message]:
-        messages = [tool_message(c, r) for c, r in zip(self.calls, self.results)]  # type: ignore[arg-type]
+        messages = [self._message(i) for i in range(len(self.calls))]
         for i in range(self._answered, len(messages)):
             event = ToolResultMessageEvent(messages[i])
             self._message_events[i] = event

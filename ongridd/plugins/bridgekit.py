@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from ongridd.logs import get_logger
-from ongridd.runtime.frames import SHUTDOWN_STOPPED
+from ongridd.runtime.frames import SECRET_STOPPED, SHUTDOWN_STOPPED
 from ongridd.unicodetext import visible_text, without_controls
 
 log = get_logger(__name__)
@@ -733,7 +733,8 @@ class MessageOutlet:
 
     async def failed(self, code: str, message: str) -> None:
         if code == "stopped":
-            text = STOPPED_BY_SHUTDOWN if message == SHUTDOWN_STOPPED else STOPPED
+            text = STOPPED_BY_SHUTDOWN if message == SHUTDOWN_STOPPED else \
+                f"⏹ Stopped: {SECRET_STOPPED.split(': ', 1)[1]}." if message == SECRET_STOPPED else STOPPED
         else:
             text = BUSY if code == "busy" else f"⚠️ {message[:500]}"
         await self.show(self._split(text)[0])

@@ -119,8 +119,13 @@ class Turn:
     first_text: str | None = None
     #: it answers messages that came during an earlier turn's last model call (:meth:`Runtime._follow_up`)
     follow_up: bool = False
-    #: shared by the tool runners of every run of the turn: a call carrying a piece of a held secret stops them all
+    #: shared by the tool runners of every run of the turn: a call that carries or prints a piece of a held
+    #: secret stops them all, and the turn (:func:`_stop_for_secret`)
     secret_taint: SecretTaint = attrs.field(factory=SecretTaint)
+    stopped_for_secret: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        self.secret_taint.on_set = lambda: _stop_for_secret(self)
 
     def take_inbox(self) -> list[Message]:
         """The kernel's inbox (``pending_user_messages``): every waiting
@@ -651,6 +656,7 @@ class Runtime:
             if turn.cancel_scope.cancelled_caught:
                 status = "stopped"
                 end = frames.error("stopped", "the turn was stopped" if turn.stopped_by_user
+                                   else frames.SECRET_STOPPED if turn.stopped_for_secret
                                    else frames.SHUTDOWN_STOPPED)
         except ProviderError as exc:
             status, end = "provider_error", frames.error("provider_error", str(exc))
@@ -905,6 +911,15 @@ def _end_interjections(turn: Turn) -> None:
     turn.pending_interjection.clear()
     for scope in list(turn.interjections):
         scope.cancel()
+
+
+def _stop_for_secret(turn: Turn) -> None:
+    """A tool call of ``turn`` carried or printed part of a held secret: stop the turn at once, so
+    no model of it is called again (a worker whose calls had answered before would otherwise say
+    what they told it)."""
+    log.warning("turn_stopped_for_secret", session_id=turn.session_id, user=turn.user_id)
+    turn.stopped_for_secret = True
+    _cancel_turn(turn)
 
 
 def _cancel_turn(turn: Turn) -> None:

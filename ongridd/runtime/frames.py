@@ -114,6 +114,11 @@ def final(text: str) -> dict[str, Any]:
 #: the message of the ``stopped`` error that ends a turn a daemon shutdown stopped (a bridge tells its
 #: chat to send the message again)
 SHUTDOWN_STOPPED = "the turn was stopped by a daemon shutdown"
+#: the message of the ``stopped`` error that ends a turn a tool call of which carried or printed part of a
+#: held secret (ongridd/tools/runner.py SecretTaint)
+SECRET_STOPPED = ("the turn was stopped: one of its tool calls carried or printed part of a secret Ongrid itself "
+                  "is configured with (a chat token, the model's key or a bridge secret); nothing of that reached "
+                  "the model, and the daemon log names the call")
 
 
 def error(code: str, message: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -55,9 +55,19 @@ SECRET_OUTPUT_WITHHELD = ("withheld: this call's result held part of a secret On
 class SecretTaint:
     """Whether a tool call carried or printed a piece of a held secret, shared by every run of one
     turn (the coordinator's, its workers', their reviewers'): once set, no further call of any of
-    them runs, so a turn answers one yes/no however many workers guess (:meth:`ToolRunner.run`)."""
+    them runs, no result not yet given to a model is given (:meth:`ToolRunner.run`, the kernel's
+    tool step), and ``on_set`` is called once (the runtime stops the turn), so the calls a model
+    had running at the time answer nothing each on their own."""
 
     seen: bool = False
+    on_set: Callable[[], None] | None = None
+
+    def set(self) -> None:
+        """Mark the turn tainted; the first time, call ``on_set``."""
+        if not self.seen:
+            self.seen = True
+            if self.on_set is not None:
+                self.on_set()
 
 
 CACHED_HINT = (
@@ -160,9 +170,11 @@ class ToolRunner:
             if not self.taint.seen:
                 log.warning("tool_call_secret_piece_refused", tool=call.name, agent=ctx.agent,
                             session_id=ctx.session_id)
-            self.taint.seen = True
-            return self._result(call, "error", _error_json(SECRET_PIECE_REFUSAL), started)
+            self.taint.set()
+            return self.secret_refusal(call, started)
         status, text = await self._run(call, ctx)
+        if self.taint.seen:  # another call of the turn tainted it meanwhile: this result says nothing either
+            return self.secret_refusal(call, started)
         plain = valid_text(text)
         if len(plain) > THREAD_REDACT_CHARS:  # a large result (a log search): searched off the event loop
             shown = await trio.to_thread.run_sync(redact_pieces, plain)
@@ -173,7 +185,7 @@ class ToolRunner:
             # with escapes, `stat --printf='\x41…'`, `date '+A%nB…'`, that no check of the arguments sees) is
             # a piece of a held secret: the result is withheld whole and the turn's calls end — one yes/no
             log.warning("tool_result_secret_piece_withheld", tool=call.name, agent=ctx.agent, session_id=ctx.session_id)
-            self.taint.seen = True
+            self.taint.set()
             withheld = _error_json(SECRET_OUTPUT_WITHHELD)
             return self._result(call, "error", withheld, started, shown=withheld)
         return self._result(call, status, text, started, shown=shown)
@@ -187,6 +199,11 @@ class ToolRunner:
         """
         text = _error_json(f"{call.name or '(no name)'} was cancelled: {reason}", "cancelled", notes)
         return self._result(call, "cancelled", text, started)
+
+    def secret_refusal(self, call: ToolCall, started: float | None = None) -> ToolResult:
+        """The result every call of a tainted turn is answered with (:data:`SECRET_PIECE_REFUSAL`)."""
+        refusal = _error_json(SECRET_PIECE_REFUSAL)
+        return self._result(call, "error", refusal, started, shown=refusal)
 
     def not_run_result(self, call: ToolCall, reason: str) -> ToolResult:
         """An error result for a call that is deliberately not executed (budget, cut output)."""

@@ -212,3 +212,24 @@ def test_a_long_telegram_answer_is_split_by_what_a_reader_sees_into_as_few_messa
     assert all(p.count("\n") > 40 for p in parts)  # no message of two lines
     wide = "😀" * 3000  # two UTF-16 units each, as Telegram counts
     assert all(visible_length(p) <= LIMIT for p in split_rendered(wide, LIMIT, to_html, visible_length))
+
+
+async def test_a_stopped_turn_says_why_it_stopped_in_the_chat():
+    """A person's stop, a daemon stop and a stop for a secret a tool call carried read differently."""
+    from ongridd.plugins.bridgekit import STOPPED, STOPPED_BY_SHUTDOWN, MessageOutlet
+    from ongridd.runtime.frames import SECRET_STOPPED, SHUTDOWN_STOPPED
+
+    shown: list[str] = []
+
+    async def post(text: str) -> str:
+        shown.append(text)
+        return "ref"
+
+    async def edit(_ref: object, text: str) -> None:
+        shown.append(text)
+
+    outlet = MessageOutlet(post=post, edit=edit, render=lambda s: s, limit=4096)
+    for message in ("the turn was stopped", SHUTDOWN_STOPPED, SECRET_STOPPED):
+        await outlet.failed("stopped", message)
+    assert shown[:2] == [STOPPED, STOPPED_BY_SHUTDOWN]
+    assert shown[2].startswith("⏹ Stopped: one of its tool calls carried or printed part of a secret")

@@ -684,3 +684,33 @@ async def test_every_model_call_ends_with_one_model_call_event():
     with trio.move_on_after(0.2):
         await run(ScriptedModel([hang]), coordinator_bag(tool), sink=sink)
     assert [(e.outcome, e.usage) for e in sink.of(ev.ModelCallEvent)] == [("cancelled", None)]
+
+
+async def test_calls_run_side_by_side_answer_one_refusal_once_one_printed_a_piece_of_a_held_secret():
+    """Calls of one step run concurrently and each passed the taint check before any ended; had each
+    come back on its own, every call would have said whether what it printed was a piece (a key, 6
+    bits a step). Once one is withheld, every result of the step is the same refusal, and the turn's
+    ``on_set`` is told (the runtime stops the turn)."""
+    import trio
+
+    from ongridd.secretset import REGISTRY
+    from ongridd.tools.runner import SECRET_PIECE_REFUSAL, SecretTaint, ToolRunner
+
+    async def printf(args, ctx):
+        await trio.sleep(0.05 * args["wait"])
+        return args["text"].encode().decode("unicode_escape")
+
+    tool = make_tool("printf", printf, properties={"text": {"type": "string"}, "wait": {"type": "integer"}})
+    spelled = "".join(f"\\x{ord(ch):02x}" for ch in "ALICEtok")
+    model = ScriptedModel([calls(call("printf", {"text": "first", "wait": 0}, id="c1"),
+                                 call("printf", {"text": spelled, "wait": 1}, id="c2"),
+                                 call("printf", {"text": "third", "wait": 2}, id="c3")),
+                           say("done")])
+    stopped: list[bool] = []
+    taint = SecretTaint(on_set=lambda: stopped.append(True))
+    bag = coordinator_bag(tool)
+    with REGISTRY.hold(["ALICEtoken0123456789abcd"]):
+        await run(model, bag, runner=ToolRunner(bag, taint=taint))
+    answers = [m.content for m in tool_messages(model.requests[1])]
+    assert len(answers) == 3 and all(SECRET_PIECE_REFUSAL in a for a in answers), answers
+    assert stopped == [True]

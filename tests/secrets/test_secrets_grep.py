@@ -152,7 +152,8 @@ def test_no_secret_reaches_logs_database_model_or_children(setup):
         ask = subprocess.run(ongrid("ask", "--url", url, "--token", s["TOK_A"], "--timeout", "120",
                                     f"What runs here? (bob's token is {s['TOK_B']})"),
                              env=env(), capture_output=True, text=True, timeout=180)
-        assert ask.returncode == 0, ask.stderr[-3000:]
+        # ps printed bob's token: the turn was stopped, and the person told why
+        assert ask.returncode == 1 and "carried or printed part of a secret" in ask.stderr, ask.stderr[-3000:]
         assert "shows the token to every local user" in ask.stderr
         assert stop(daemon) == 0
     finally:
@@ -171,14 +172,14 @@ def test_no_secret_reaches_logs_database_model_or_children(setup):
     audit = sqlite3.connect(tmp / "state" / "ongrid.db").execute(
         "select tool_name, status, arguments, result from audit_logs").fetchall()
     by_tool = [(name, status) for name, status, _, _ in audit]
-    assert by_tool.count(("host_bash", "error")) == 3 and ("get_host_processes", "error") in by_tool, by_tool
-    ps_result = next(r for n, st, a, r in audit if n == "host_bash" and "ps -f -p" in a)
-    assert SECRET_OUTPUT_WITHHELD in ps_result  # ps showed the holder's command line with bob's token
-    assert SECRET_OUTPUT_WITHHELD in next(r for n, st, a, r in audit if n == "host_bash" and str(leak_dir) in a)
+    worker_calls = [(n, st, r) for n, st, _, r in audit if n in ("host_bash", "get_host_processes")]
+    assert len(worker_calls) == 4 and all(st in ("error", "cancelled") for _, st, _ in worker_calls), by_tool
+    # ps showed the holder's command line with bob's token (or ls the folder named after alice's): withheld
+    assert any(SECRET_OUTPUT_WITHHELD in r for _, _, r in worker_calls), [(n, st, r[:60]) for n, st, r in worker_calls]
     # a command the model wrote with a secret in it ran (or was refused) with the secret redacted
     assert any(a == json.dumps({"cmd": f"ls /nonexistent/{REDACTED}"}) for n, st, a, r in audit), audit
     assert requests.count(REDACTED) >= 5
-    assert len(requests.splitlines()) >= 4  # coordinator twice, worker twice
+    assert len(requests.splitlines()) == 2  # the coordinator once, the worker once: the turn stopped there
     assert list(dumps.iterdir()), "host_bash did not run the stand-in ps"
 
     # zero occurrences anywhere
@@ -200,7 +201,8 @@ def test_no_secret_reaches_logs_database_model_or_children(setup):
     assert kinds["connection"]["thread"].startswith("ask-")
     assert kinds["turn_start"]["user"] == "alice" and kinds["turn_start"]["thread"] == kinds["connection"]["thread"]
     end = kinds["turn_end"]
-    assert (end["user"], end["status"], end["tool_calls"], end["workers"]) == ("alice", "completed", 1, 1)
+    assert (end["user"], end["status"], end["tool_calls"], end["workers"]) == ("alice", "stopped", 1, 1)
+    assert kinds["turn_stopped_for_secret"]["user"] == "alice"
     assert end["session_id"] == kinds["turn_start"]["session_id"] and end["duration_ms"] >= 0
     assert sorted(kinds["secrets_removed_from_environment"]["variables"]) == [
         "E2E_BRIDGE_SECRET", "ONGRID_TOKENS", "OPENAI_API_KEY"]
