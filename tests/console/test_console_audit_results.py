@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import need
-from tests.console.console_helpers import PageWatch, browser, copy_out, daemon, have_browser, save_artifacts
+from tests.console.console_helpers import browser, copy_out, daemon, have_browser, save_artifacts, send_text, signed_in_page
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +35,10 @@ def test_a_non_zero_exit_shows_beside_its_status_and_output_reads_as_lines(tmp_p
     for name in ("app.log", "db.log"):
         (logs / name).write_text("x\n")
     with daemon(tmp_path, SCRIPT, tokens=f"alice:{ALICE}", LOG_DIR=str(logs)) as d, browser() as b:
-        page = b.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        watch = PageWatch(page)
-        page.goto(d["url"] + "/#/t/audit-room")
-        page.locator("#token").fill(ALICE)
-        page.locator("#signin button[type=submit]").click()
-        page.locator("#conn.online").wait_for()
-        page.locator("#text").fill("what is in the log folder?")
-        page.locator("#text").press("Enter")
+        # signed in and attached first: the badge is "online" (daemon up) before the sign-in too, and a
+        # message sent then was lost under load
+        page, watch = signed_in_page(b, d["url"], "audit-room", ALICE)
+        send_text(page, "what is in the log folder?")
         page.locator(".msg.final").first.wait_for(timeout=60_000)
         tile = page.locator(".turn").last.locator(".tile").first
         tile.locator("a", has_text="audit").click()

@@ -35,7 +35,8 @@ async def test_a_workers_guess_stops_its_turn_and_no_later_turn(tmp_path):
         async with open_daemon(tmp_path, script) as d, d.ws("taint") as c:
             end = await c.ask("guess")
             assert end["type"] == "error" and end["code"] == "stopped" and end["message"] == SECRET_STOPPED, end
-            assert len(d.requests("rt-worker")) == 1 and len(d.requests("rt-other")) == 1  # no model asked again
+            # no model asked again (the other worker may not have asked at all before the stop)
+            assert len(d.requests("rt-worker")) == 1 and len(d.requests("rt-other")) <= 1
             assert len(d.requests("default")) == 1
             assert {w["agent_id"]: w["status"] for w in d.workers()} == {"rt-worker": "killed", "rt-other": "killed"}
             audit = {(a["agent_id"], a["tool_name"]): a for a in d.audit()}
