@@ -667,6 +667,9 @@ INTERJECTED = "📨 _Added to the turn already running in this thread; its answe
 STOPPED = "⏹ Stopped."
 STOPPED_BY_SHUTDOWN = ("⏹ Stopped: Ongrid was restarted or shut down while working on this. Nothing more will "
                        "come here; please send your message again in a moment.")
+#: the ``stopped`` messages that say more than :data:`STOPPED`, by the runtime's message
+STOPPED_BECAUSE = {SHUTDOWN_STOPPED: STOPPED_BY_SHUTDOWN,
+                   SECRET_STOPPED: f"⏹ Stopped: {SECRET_STOPPED.removeprefix('the turn was stopped: ')}."}
 QUEUED = "⏳ _Queued (position {position}) — Ongrid is running as many requests as it may; this one starts soon._"
 BUSY = ("⏳ Ongrid is busy right now (every slot is running and the queue is full, or you already have many "
         "requests waiting). Nothing was run; please send your message again in a moment.")
@@ -733,8 +736,7 @@ class MessageOutlet:
 
     async def failed(self, code: str, message: str) -> None:
         if code == "stopped":
-            text = STOPPED_BY_SHUTDOWN if message == SHUTDOWN_STOPPED else \
-                f"⏹ Stopped: {SECRET_STOPPED.split(': ', 1)[1]}." if message == SECRET_STOPPED else STOPPED
+            text = STOPPED_BECAUSE.get(message, STOPPED)
         else:
             text = BUSY if code == "busy" else f"⚠️ {message[:500]}"
         await self.show(self._split(text)[0])
