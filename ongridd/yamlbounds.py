@@ -36,6 +36,10 @@ Frontmatter goes through :func:`compose_bounded`: when libyaml is installed
 its events are composed by :func:`_compose_events` into the same nodes with
 the same limits (one tight loop instead of ruamel's per-event dispatch), and
 anything it refuses is composed again on the pure path for the error.
+:func:`load_plain` goes one step further for the documents most frontmatter
+is (no anchors, aliases, tags, merge or duplicate keys; strings, nulls,
+booleans and decimal numbers): it builds the data straight from the events,
+with the same limits, and leaves every other document to the composer.
 
 :func:`parse_yaml` loads text with those limits and turns every YAML error
 into one message with the line; :func:`read_yaml_file` is the one reader of
@@ -50,6 +54,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -86,11 +91,13 @@ __all__ = [
     "FRONTMATTER_LIMITS",
     "MAX_YAML_FILE_BYTES",
     "BoundedComposer",
+    "PlainDocument",
     "YamlBoundsError",
     "YamlLimits",
     "check_expansion",
     "compose_bounded",
     "describe",
+    "load_plain",
     "parse_yaml",
     "quote",
     "read_yaml_file",
@@ -317,6 +324,11 @@ class _Resolver12:
         self._by_first: dict[str, tuple[tuple[Tag, Any], ...]] = {
             first: entries(list(rules) + any_first) for first, rules in table.items() if first is not None}
         self._any_first = entries(any_first)
+        # the same rules by the tag's name, for plain_value (which builds no Tag)
+        self._names_by_first: dict[str, tuple[tuple[str, Any], ...]] = {
+            first: tuple((tag, regexp) for tag, regexp in list(rules) + any_first)
+            for first, rules in table.items() if first is not None}
+        self._names_any_first = tuple((tag, regexp) for tag, regexp in any_first)
 
     def resolve_scalar(self, value: str) -> Tag:
         """The tag of a plain scalar: the first implicit rule that matches (for
@@ -325,6 +337,34 @@ class _Resolver12:
             if regexp.match(value):
                 return tag
         return BaseResolver.DEFAULT_SCALAR_TAG
+
+    def plain_value(self, value: str) -> Any:
+        """What ``SafeConstructor`` builds of a plain scalar whose tag resolves to ``str``,
+        ``null`` or ``bool``, or to ``int``/``float`` written as plain decimal digits (with a sign;
+        a float with one ``.`` between digits); :data:`_NOT_PLAIN` for anything else (``0x1F``,
+        ``1_000``, ``.inf``, ``1e3``, a timestamp, a merge key), which the caller leaves to
+        the constructor."""
+        tag = next((tag for tag, regexp in self._names_by_first.get(value[:1], self._names_any_first)
+                    if regexp.match(value)), None)
+        if tag is None:
+            return value
+        if tag == _NULL_TAG:
+            return None
+        if tag == _BOOL_TAG:
+            return value.lower() == "true"
+        if tag == _INT_TAG and _PLAIN_INT.fullmatch(value):
+            return int(value)
+        if tag == _FLOAT_TAG and _PLAIN_FLOAT.fullmatch(value):
+            return float(value)
+        return _NOT_PLAIN
+
+
+_NULL_TAG, _BOOL_TAG = "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool"
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_PLAIN_INT = re.compile(r"[-+]?[0-9]+", re.ASCII)
+_PLAIN_FLOAT = re.compile(r"[-+]?[0-9]+\.[0-9]+", re.ASCII)
+#: :meth:`_Resolver12.plain_value`'s answer for a scalar it leaves to the constructor.
+_NOT_PLAIN: Any = object()
 
 
 class _FastLoader:
@@ -449,6 +489,115 @@ def _compose_events(parser: Any, limits: YamlLimits, resolver: _Resolver12) -> A
     if aliases:
         check_expansion(root, limits)
     return root
+
+
+@attrs.frozen
+class PlainDocument:
+    """One YAML document built by :func:`load_plain`: ``data`` (``None`` for an empty document),
+    and for a mapping at the top the 0-based line of each plain-text key (``key_lines``, by the
+    key's text as written) and of each item of a sequence under such a key (``item_lines``)."""
+
+    data: Any
+    key_lines: dict[str, int]
+    item_lines: dict[str, tuple[int, ...]]
+
+
+def load_plain(text: str, limits: YamlLimits) -> PlainDocument | None:
+    """The data of ``text`` built straight from libyaml's events, for the documents most files
+    are — mappings, sequences and scalars without anchors, aliases, tags, directives, merge keys
+    or duplicate keys, whose scalars are strings, nulls, booleans and decimal numbers — exactly
+    as composing and then ``SafeConstructor`` would build it; ``None`` for any other text
+    (libyaml not installed, bad YAML, a limit, anything above), which the caller loads with
+    :func:`compose_bounded` for the data or the error.  Bounded as :func:`compose_bounded`:
+    events arrive lazily, and a node past ``max_nodes`` or ``max_depth`` ends it.  Never raises."""
+    if _CParser is None or BaseResolver.yaml_path_resolvers:
+        return None
+    try:
+        parser = _CParser(text)
+    except Exception:  # noqa: BLE001 — left to compose_bounded, which gives the error
+        return None
+    try:
+        return _load_plain_events(parser.get_event, limits, _resolver_12())
+    except Exception:  # noqa: BLE001 — as above
+        return None
+    finally:
+        parser.dispose()
+
+
+def _load_plain_events(get: Any, limits: YamlLimits, resolver: _Resolver12) -> PlainDocument | None:
+    """:func:`load_plain` over the events ``get()`` returns."""
+    if type(get()) is not StreamStartEvent:
+        return None
+    event = get()
+    if type(event) is StreamEndEvent:
+        return PlainDocument(None, {}, {})
+    if type(event) is not DocumentStartEvent or event.version is not None or event.tags:
+        return None
+    max_nodes, max_depth = limits.max_nodes, limits.max_depth
+    nodes = 0
+    # Open collections, innermost last: [container, the key awaiting its value (mappings), key lines]
+    stack: list[list[Any]] = []
+    key_lines: dict[str, int] = {}
+    item_lines: dict[str, list[int]] = {}
+    top_key: str | None = None  # the top mapping's latest key (whose sequence's item lines are kept)
+    plain_value = resolver.plain_value
+    while True:
+        event = get()
+        cls = type(event)
+        if cls is ScalarEvent or cls is SequenceStartEvent or cls is MappingStartEvent:
+            nodes += 1
+            if nodes > max_nodes or len(stack) >= max_depth or event.anchor is not None \
+                    or event.ctag is not None:
+                return None
+            if cls is ScalarEvent:
+                value: Any = plain_value(event.value) if event.implicit[0] else event.value
+                if value is _NOT_PLAIN:
+                    return None
+                opened: list[Any] | dict[Any, Any] | None = None
+            else:
+                value = opened = [] if cls is SequenceStartEvent else {}
+        elif cls is SequenceEndEvent or cls is MappingEndEvent:
+            closed = stack.pop()
+            if cls is MappingEndEvent and closed[1] is not _NO_KEY:
+                return None  # (libyaml never ends a mapping after a key)
+            if not stack:
+                root = closed[0]
+                break
+            continue
+        else:  # an alias, or anything unexpected
+            return None
+        if not stack:
+            if opened is None:
+                root = value
+                break
+            stack.append([opened, _NO_KEY])
+            continue
+        top = stack[-1]
+        container = top[0]
+        if type(container) is list:
+            container.append(value)
+            if len(stack) == 2 and top_key is not None:
+                item_lines[top_key].append(event.start_mark.line)
+        elif top[1] is _NO_KEY:  # a key
+            if opened is not None or value in container:
+                return None  # a collection as a key, or a duplicate (the constructor's error)
+            top[1] = value
+            if len(stack) == 1 and cls is ScalarEvent:
+                top_key = event.value
+                key_lines[top_key] = event.start_mark.line
+        else:
+            container[top[1]] = value
+            top[1] = _NO_KEY
+            if len(stack) == 1 and cls is SequenceStartEvent:
+                item_lines[top_key] = []  # type: ignore[index]
+        if opened is not None:
+            stack.append([opened, _NO_KEY])
+    if type(get()) is not DocumentEndEvent or type(get()) is not StreamEndEvent:
+        return None
+    return PlainDocument(root, key_lines, {k: tuple(v) for k, v in item_lines.items()})
+
+
+_NO_KEY: Any = object()
 
 
 def compose_bounded(text: str, limits: YamlLimits) -> tuple[YAML | _FastLoader, Any]:

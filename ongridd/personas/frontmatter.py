@@ -20,7 +20,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
-from ongridd.yamlbounds import FRONTMATTER_LIMITS, compose_bounded, describe, quote, yaml_type
+from ongridd.yamlbounds import FRONTMATTER_LIMITS, compose_bounded, describe, load_plain, quote, yaml_type
 
 __all__ = [
     "MAX_FILE_BYTES", "Frontmatter", "FrontmatterProblem", "NotJSONValue", "ValueTooLarge", "decode", "describe", "parse",
@@ -221,6 +221,15 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
     if isinstance(parts, FrontmatterProblem):
         return parts
     yaml_text, body, body_line = parts
+    plain = load_plain(yaml_text, FRONTMATTER_LIMITS)  # most files: built straight from libyaml's events
+    if plain is not None:
+        data = {} if plain.data is None else plain.data
+        if not isinstance(data, dict):
+            return FrontmatterProblem(
+                f"frontmatter must be a YAML object (a mapping of keys), got {yaml_type(data)}", 2)
+        return Frontmatter(data=data, key_lines={k: line + 2 for k, line in plain.key_lines.items()},
+                           item_lines={k: tuple(line + 2 for line in lines) for k, lines in plain.item_lines.items()},
+                           body=body, body_line=body_line)
     try:
         # One pass: compose the node tree (it carries the lines), then construct
         # the plain data from it with the same safe constructor load() uses.

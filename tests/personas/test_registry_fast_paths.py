@@ -10,6 +10,7 @@ import pytest
 
 from ongridd import yamlbounds
 from ongridd.personas import AgentRegistry
+from ongridd.personas import frontmatter as frontmatter_mod
 from ongridd.personas import registry as registry_mod
 from ongridd.personas.frontmatter import Frontmatter, parse
 
@@ -67,6 +68,68 @@ def test_fast_path_data_and_alias_sharing_match_the_pure_path(text, monkeypatch)
     pure_loader, pure_node = yamlbounds.compose_bounded(text, yamlbounds.FRONTMATTER_LIMITS)
     pure = pure_loader.constructor.construct_document(pure_node)
     assert repr(fast) == repr(pure)
+
+
+def _composed(text: str):
+    """What composing and constructing give (the path :func:`yamlbounds.load_plain` stands in for):
+    (type name, repr) of the data, or the error's type."""
+    try:
+        loader, node = yamlbounds.compose_bounded(text, yamlbounds.FRONTMATTER_LIMITS)
+        data = loader.constructor.construct_document(node) if node is not None else None
+    except Exception as exc:  # noqa: BLE001 — compared, not hidden
+        return ("error", type(exc).__name__)
+    return (type(data).__name__, repr(data))
+
+
+_SCALARS = ["1", "+1", "-1", "-0", "01", "007", "0.5", "-0.0", "+2.25", "1.", ".5", "1e3", "1.5e3", "0x1F",
+            "0o7", "0b1", "1_0", "1_0.5", "true", "TRUE", "True", "tRue", "false", "yes", "no", "on", "off",
+            "null", "Null", "NULL", "nUll", "~", "", "2024-01-01", "2001-12-14 21:59:43.10 -5", "<<", "=",
+            "12:30", "inf", ".inf", "-.Inf", ".nan", "NaN", "x", "a b", "'1'", '"true"', "'~'", '""',
+            "99999999999999999999999", "1.0000000000000000000001", "１", "٣", "²", "1 ", "-", "+", "."]
+
+
+@pytest.mark.parametrize("scalar", _SCALARS)
+@pytest.mark.parametrize("shape", ["k: {s}\n", "- {s}\n", "{{k: [{s}], {s}: v}}\n", "{s}\n", "a:\n  b:\n    - {s}\n"])
+def test_plain_load_gives_what_composing_and_constructing_give(scalar, shape):
+    text = shape.format(s=scalar)
+    plain = yamlbounds.load_plain(text, yamlbounds.FRONTMATTER_LIMITS)
+    if plain is not None:  # otherwise left to the composer: nothing to compare
+        assert (type(plain.data).__name__, repr(plain.data)) == _composed(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "a: 1\na: 2\n",            # a duplicate key: the constructor's error
+    "1: x\ntrue: y\n",         # 1 and true are one key to a dict
+    "1: x\n1.0: y\n",
+    "? [a]\n: v\n",             # a collection as a key
+    "a: &x 1\nb: *x\n",         # anchors and aliases
+    "a: !!str 1\n",             # a tag
+    "<<: {a: 1}\n",             # a merge key
+    "%YAML 1.1\n---\na: yes\n",  # a directive
+    "a: 1\n---\nb: 2\n",        # two documents
+    "a: [1, 2\n",               # bad YAML
+    "a: " + "[" * 70 + "]" * 70 + "\n",  # deeper than max_depth
+    "[" + ", ".join(["1"] * 6000) + "]\n",  # more nodes than max_nodes
+])
+def test_plain_load_leaves_every_other_document_to_the_composer(text):
+    assert yamlbounds.load_plain(text, yamlbounds.FRONTMATTER_LIMITS) is None
+
+
+@pytest.mark.parametrize("text", [
+    "name: x\ntools:\n  - a\n  - {b: 1}\n  - [c]\ndescription: >-\n  one\n  two\nempty:\nlist: []\n",
+    "'1': [x]\n1: y\nz: [a, b]\n",
+    "a: [x]\na2: v\nb:\n- 1\n- 2\nc: {d: [1]}\n",
+    "",
+    "# only a comment\n",
+])
+def test_frontmatter_lines_are_the_same_on_the_plain_path(text, monkeypatch):
+    raw = f"---\n{text}---\nbody\n"
+    fast = parse(raw)
+    assert isinstance(fast, Frontmatter)
+    monkeypatch.setattr(frontmatter_mod, "load_plain", lambda *_: None)
+    slow = parse(raw)
+    assert (fast.data, fast.key_lines, fast.item_lines, fast.body, fast.body_line) == \
+           (slow.data, slow.key_lines, slow.item_lines, slow.body, slow.body_line)
 
 
 def test_a_yaml_directive_is_honoured_as_on_the_pure_path(monkeypatch):
