@@ -41,6 +41,8 @@ def _format(report: dict[str, Any]) -> list[str]:
         status = "inactive"  # loaded, but registered nothing with this configuration (a bridge that is off)
     elif report["ok"] and report.get("unconfigured"):
         status = "ok, not configured"
+    elif report["ok"] and report.get("warning"):
+        status = "ok, with a warning"
     lines = [f"{report['name']}  [{report['source']}]  {status}"]
     if report.get("location"):
         lines.append(f"    from: {report['location']}")
@@ -51,6 +53,8 @@ def _format(report: dict[str, Any]) -> list[str]:
         lines.append(f"    {kind}: {', '.join(names)}")
     if report.get("unconfigured"):
         lines.append(f"    not configured: {report['unconfigured']}")
+    if report.get("warning") and not report.get("inactive"):
+        lines.append(f"    warning: {report['warning']}")
     if report.get("inactive"):
         lines.append(f"    inactive: {report['inactive']}")
     elif report["ok"] and not registered:

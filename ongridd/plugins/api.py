@@ -206,6 +206,8 @@ class PluginContext:
     inactive_reasons: list[str] = attrs.field(factory=list)
     #: what the plugin's registrations still need before they work (:meth:`unconfigured`)
     unconfigured_reasons: list[str] = attrs.field(factory=list)
+    #: what is weaker than it should be in how the plugin was configured (:meth:`warn`)
+    warnings: list[str] = attrs.field(factory=list)
 
     def inactive(self, reason: str) -> None:
         """Say why this plugin registers nothing with the configuration it was given (a bridge
@@ -221,6 +223,13 @@ class PluginContext:
         with the same reason when called; ``ongrid plugins list`` and ``GET /api/plugins`` show
         the last reason (field ``unconfigured``), so the gap is seen before a turn runs into it."""
         self.unconfigured_reasons.append(reason)
+
+    def warn(self, warning: str) -> None:
+        """Say what is weaker than it should be in how this plugin was configured, though it works
+        (a bridge whose platform signs nothing without a key that was not given).  ``ongrid plugins
+        list`` shows it ("ok, with a warning") and ``GET /api/plugins`` gives the warnings joined
+        (field ``warning``); the plugin logs its own line."""
+        self.warnings.append(warning)
 
     def secret(self, key: str, default_env: str | None = None) -> str | None:
         """The secret held in the environment variable named by this plugin's

@@ -40,7 +40,8 @@ class PluginReport:
     "skills": [...], "routes": ["GET /path", ...]}`` (empty when it failed).  ``inactive``: why a
     plugin that loaded registered nothing (:meth:`PluginContext.inactive`), else None.
     ``unconfigured``: what its registrations still need before they work
-    (:meth:`PluginContext.unconfigured`), else None.
+    (:meth:`PluginContext.unconfigured`), else None.  ``warning``: what is weaker than it should
+    be in its configuration (:meth:`PluginContext.warn`, each said once, joined by ``; ``), else None.
     """
 
     name: str
@@ -52,12 +53,13 @@ class PluginReport:
     disabled: bool = False
     inactive: str | None = None
     unconfigured: str | None = None
+    warning: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "source": self.source, "location": self.location, "ok": self.ok,
             "disabled": self.disabled, "error": self.error, "registered": self.registered,
-            "inactive": self.inactive, "unconfigured": self.unconfigured,
+            "inactive": self.inactive, "unconfigured": self.unconfigured, "warning": self.warning,
         }
 
 

@@ -185,9 +185,11 @@ class _Collector:
         self.accepted.append(staging)
         said = contexts[0].inactive_reasons if contexts else []
         needs = contexts[0].unconfigured_reasons if contexts else []
+        warnings = list(dict.fromkeys(contexts[0].warnings)) if contexts else []
         self.report.append(PluginReport(name=src.name, source=src.source, location=location, ok=True,
                                         registered=staging.registered(), inactive=said[-1] if said else None,
-                                        unconfigured=needs[-1] if needs else None))
+                                        unconfigured=needs[-1] if needs else None,
+                                        warning="; ".join(warnings) or None))
         log.info("plugin_loaded", plugin=src.name, source=src.source, **{k: len(v) for k, v in staging.registered().items()})
 
     def _failed(self, src: PluginSource, location: str, error: str) -> None:

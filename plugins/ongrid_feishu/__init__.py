@@ -36,9 +36,11 @@ def make_bridge(context: PluginContext) -> FeishuBridge | None:
     encrypt_key = context.secret("encrypt_key_env", "FEISHU_ENCRYPT_KEY")
     if not encrypt_key:
         # without the key Feishu signs nothing: only the static verification token in the body is checked
-        log.warning("feishu_no_encrypt_key", hint="set the app's Encrypt Key and FEISHU_ENCRYPT_KEY: without it "
-                    "requests carry no signature or timestamp, so anyone holding the verification token can forge "
-                    "or replay events")
+        hint = (f"{context.secret_variable('encrypt_key_env', 'FEISHU_ENCRYPT_KEY')} not set: Feishu signs "
+                "nothing without the app's Encrypt Key, so anyone holding the verification token can forge or "
+                "replay events")
+        log.warning("feishu_no_encrypt_key", hint=hint)
+        context.warn(hint)
     settings = BridgeSettings.parse(context.settings, default_api=DEFAULT_API, allowed_key="chats",
                                     default_interval_s=1.0)
     return FeishuBridge(context=context, settings=settings, app_id=app_id, app_secret=app_secret,

@@ -6,6 +6,7 @@ installed in ``<state_dir>/plugins`` shows with its persona and tool;
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import textwrap
@@ -140,6 +141,28 @@ def test_plugins_list_says_why_a_bridge_is_off_naming_the_missing_variables(tmp_
     assert report["ongrid_telegram"]["inactive"] == "TELEGRAM_BOT_TOKEN not set"
     assert report["ongrid_feishu"]["inactive"].startswith("not configured")
     assert report["ongrid_host"]["inactive"] is None and report["ongrid_host"]["registered"]["tools"]
+
+
+def test_plugins_list_warns_of_a_feishu_bridge_without_its_encrypt_key(tmp_path):
+    cfg = tmp_path / "ongrid.yaml"
+    cfg.write_text("plugins:\n  settings:\n    ongrid_feishu: {}\n")
+    secrets = {"FEISHU_APP_ID": "cli_listing", "FEISHU_APP_SECRET": "feishu-listing-secret",
+               "FEISHU_VERIFICATION_TOKEN": "feishu-listing-vtoken"}
+    with serve_daemon(tmp_path, "--config", str(cfg), extra_env=secrets) as (url, _proc):
+        code, out, err, _ = ongrid("plugins", "list", "--url", url, cwd=tmp_path)
+        assert code == 0, err
+        head, *rest = out[out.index("ongrid_feishu"):].splitlines()
+        feishu = "\n".join([head, *itertools.takewhile(lambda line: line.startswith("    "), rest)])
+        assert head == "ongrid_feishu  [builtin]  ok, with a warning", feishu
+        assert "routes: POST /api/channels/feishu/events" in feishu
+        assert "warning: FEISHU_ENCRYPT_KEY not set: Feishu signs nothing" in feishu
+        assert "feishu-listing" not in out
+    with serve_daemon(tmp_path, "--config", str(cfg), extra_env={**secrets, "FEISHU_ENCRYPT_KEY": "k" * 16}) \
+            as (url, _proc):
+        code, out, err, _ = ongrid("plugins", "list", "--url", url, "--json", cwd=tmp_path)
+        assert code == 0, err
+        feishu = {r["name"]: r for r in json.loads(out)}["ongrid_feishu"]
+        assert feishu["ok"] and feishu["warning"] is None and feishu["inactive"] is None
 
 
 def test_plugins_list_says_which_query_plugins_have_no_server_configured(tmp_path):
