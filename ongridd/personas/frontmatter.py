@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import re
 import stat
 from collections.abc import Mapping
 from typing import Any
@@ -166,6 +167,10 @@ def split(text: str) -> tuple[str, str, int] | FrontmatterProblem:
     return FrontmatterProblem("frontmatter is not closed (no line --- after the first one)", 1)
 
 
+_ODD_BREAKS = {"\u2028": "U+2028 (LINE SEPARATOR)", "\u2029": "U+2029 (PARAGRAPH SEPARATOR)",
+               "\x85": "U+0085 (NEXT LINE)"}
+_ODD_BREAK = re.compile("[\u2028\u2029\x85]")
+
 #: ruamel's messages may quote a whole value (a duplicate key's, say): cut them here.
 _MAX_PROBLEM_CHARS = 300
 
@@ -221,6 +226,12 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
     if isinstance(parts, FrontmatterProblem):
         return parts
     yaml_text, body, body_line = parts
+    if (odd := _ODD_BREAK.search(yaml_text)) is not None:
+        # libyaml (YAML 1.1) breaks lines there and the pure-Python parser (1.2) does not, while editors
+        # and terminals show one line: keys written after one would load on some installs, unseen
+        return FrontmatterProblem(
+            f"frontmatter holds {_ODD_BREAKS[odd.group()]} (a line break to some YAML parsers and none to others, "
+            "and invisible in most editors): use a plain line break, or remove it", yaml_text.count("\n", 0, odd.start()) + 2)
     plain = load_plain(yaml_text, FRONTMATTER_LIMITS)  # most files: built straight from libyaml's events
     if plain is not None:
         data = {} if plain.data is None else plain.data

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ongridd import yamlbounds
 from ongridd.personas import KNOWN_KEYS, Persona, parse_persona_file, parse_persona_text
 from ongridd.personas.parse import persona_to_text
 
@@ -70,6 +71,28 @@ def test_values_are_never_coerced():
         assert any("'max_turns' must be an integer > 0" in w for w in warnings)
     persona, _ = parse_persona_text(base.format("15"), "p.md")
     assert persona is not None and persona.max_turns == 15 and type(persona.max_turns) is int
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\x85"])
+@pytest.mark.parametrize("where", ["description: Read-only helper; no tools.{b}permission_mode: default{b}tools: host_bash",
+                                   "description: x  # no tools{b}tools: host_bash",
+                                   "description: 'quoted{b}text'"])
+def test_a_line_break_that_only_some_parsers_see_is_refused_with_its_line(brk, where, monkeypatch):
+    # editors show one line; libyaml (YAML 1.1) breaks it, the pure-Python parser does not: a key
+    # written after it would load on one install and not on another, unseen
+    text = "---\nname: peek\n" + where.format(b=brk) + "\n---\nbody\n"
+    for libyaml in (True, False):
+        if not libyaml:
+            monkeypatch.setattr(yamlbounds, "_CParser", None)
+        persona, warnings = parse_persona_text(text, "peek.md")
+        assert persona is None, (libyaml, persona)
+        assert any(w.startswith("peek.md:3: ") and f"U+{ord(brk):04X}" in w and w.endswith("; file skipped")
+                   for w in warnings), warnings
+
+
+def test_a_line_separator_in_the_body_is_text():
+    persona, warnings = parse_persona_text("---\nname: peek\ndescription: d\n---\nline\u2028two\n", "peek.md")
+    assert persona is not None and persona.body == "line\u2028two", warnings
 
 
 def test_bom_and_crlf_are_tolerated(corpus):
