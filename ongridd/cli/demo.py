@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import sys
@@ -181,14 +180,11 @@ async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) ->
             print(f"\nNo answer: the turn ended with the error above (the model: {answered_by}).",
                   file=sys.stderr)
         else:
-            shown = summarize_answer(final) if not args.llm_base_url else final
-            # the scripted model answers with the worker's tool results: laid out as tables here, stored
-            # as they are (`ongrid sessions messages` shows the stored text)
             print("\n=== Answer ===")
-            if shown != final:
-                print("(the scripted model answers with the worker's tool results; here they are laid out as "
-                      "tables, and `ongrid sessions messages` shows them as stored)\n")
-            print_markdown(shown)
+            if not args.llm_base_url:
+                print("(the scripted model answers with the worker's tool results, laid out as tables: the "
+                      "console and `ongrid sessions messages` show the same text)\n")
+            print_markdown(final)
             runtime = handle.services.runtime
             tree = await runtime.session_tree(session_id, user_id="local")
             audit = await runtime.session_audit(session_id, user_id="local")
@@ -215,60 +211,6 @@ async def _demo(args: argparse.Namespace, work: Path, frames_out: Any = None) ->
             await handle.stopped.wait()
         nursery.cancel_scope.cancel()
     return 0 if final else 1
-
-
-def _json_objects(text: str) -> list[Any]:
-    """Every JSON value found after ``name: `` at a line start or as a fenced ``json`` code block,
-    recursing into string ``result`` fields (a worker's answer inside an AgentTool result)."""
-    found: list[Any] = []
-    for block in re.findall(r"^(`{3,})json\n(.*?)\n\1$", text, re.MULTILINE | re.DOTALL):
-        with contextlib.suppress(ValueError, RecursionError):
-            found.append(json.loads(block[1]))
-    for line in text.splitlines():
-        _name, sep, rest = line.partition(": ")
-        if not sep:
-            continue
-        try:
-            value = json.loads(rest)
-        except ValueError:
-            continue
-        found.append(value)
-        if isinstance(value, dict) and isinstance(value.get("result"), str):
-            found.extend(_json_objects(value["result"]))
-    return found
-
-
-def summarize_answer(text: str) -> str:
-    """A readable view (markdown) of an answer made of tool results: the
-    largest folders and files it reports.  Falls back to the text itself."""
-    files: list[tuple[int, str, str]] = []
-    folders: list[tuple[int, str, str]] = []
-
-    def walk_dirs(node: Any) -> None:
-        if isinstance(node, dict):
-            if "path" in node and "allocated_bytes" in node and "children" in node or "subdirs" in node:
-                folders.append((node.get("allocated_bytes", 0), node.get("allocated_human", ""), node["path"]))
-            for child in node.get("children", []) or []:
-                walk_dirs(child)
-
-    for obj in _json_objects(text):
-        if not isinstance(obj, dict):
-            continue
-        for f in obj.get("files", []) or []:
-            if isinstance(f, dict) and "path" in f:
-                files.append((f.get("allocated_bytes", 0), f.get("size_human", ""), f["path"]))
-        for p in obj.get("paths", []) or []:
-            walk_dirs(p)
-    if not files and not folders:
-        return text
-    lines = []
-    if folders:
-        lines += ["**Folders by space used**", "", "| size | folder |", "|---:|---|"]
-        lines += [f"| {human} | `{path}` |" for _, human, path in sorted(folders, reverse=True)[:8]]
-    if files:
-        lines += ["", "**Largest files**", "", "| size | file |", "|---:|---|"]
-        lines += [f"| {human} | `{path}` |" for _, human, path in sorted(files, reverse=True)[:8]]
-    return "\n".join(lines).strip()
 
 
 def run(args: argparse.Namespace) -> int:

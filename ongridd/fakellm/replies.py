@@ -13,12 +13,12 @@ first chunk, ids ``call_<step>_<index>``.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from ongridd.fakellm.layout import lay_out
 from ongridd.fakellm.script import Step, substitute
 
 CONTENT_CHUNK_CHARS = 16
@@ -88,8 +88,8 @@ def tool_results_since_previous_step(messages: Sequence[Any], *, reports: bool =
     whose JSON holds a ``result`` text is given as that text alone (the
     worker's report, as a person would read it), after a line naming the
     worker's status when it is not ``completed``; with ``markdown``, each
-    other result as ``**<tool name>**`` and, in a fenced code block, its JSON
-    indented (a result that is not JSON, as it is), separated by blank lines.
+    other result laid out for a person by :func:`~ongridd.fakellm.layout.lay_out`
+    (plain fields on one line, lists of records as tables), apart by blank lines.
 
     The tool name is found from the ``tool_calls`` of the assistant messages
     in the request, matched by ``tool_call_id`` (``?`` when no call matches).
@@ -114,20 +114,9 @@ def tool_results_since_previous_step(messages: Sequence[Any], *, reports: bool =
             report = _report(_text(msg.get("content"))) if reports and name == "AgentTool" else None
             if report is None:
                 text = _text(msg.get("content"))
-                report = _laid_out(name, text) if markdown else f"{name}: {text}"
+                report = lay_out(name, text) if markdown else f"{name}: {text}"
             lines.append(report)
     return ("\n\n" if markdown else "\n").join(lines) if lines else NO_TOOL_RESULTS
-
-
-def _laid_out(name: str, result: str) -> str:
-    """``**name**`` and ``result`` in a fenced code block (JSON indented), the fence longer than any
-    run of backticks in it."""
-    try:
-        shown, kind = json.dumps(json.loads(result), indent=2, ensure_ascii=False), "json"
-    except (ValueError, RecursionError):
-        shown, kind = result, ""
-    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", shown)), default=0))
-    return f"**{name}**\n\n{fence}{kind}\n{shown}\n{fence}"
 
 
 def _report(text: str) -> str | None:

@@ -31,7 +31,8 @@ def test_ongrid_demo_names_the_real_largest_files():
     largest = re.search(r"the largest file made was (\S+); it is named in the answer", out)
     assert largest, out[-2000:]
     assert largest.group(1) in answer.split("=== Session tree ===")[0]
-    assert "**Largest files**" in answer  # stdout is a pipe: the markdown as plain text
+    assert "**host_find_large_files** — host: local" in answer  # stdout is a pipe: the markdown as plain text
+    assert re.search(r"^\| path \| allocated \| size \|", answer, re.MULTILINE)  # the files as a table
     tree = out.split("=== Session tree ===")[1]
     assert "specialist-disk [completed]" in tree and "closed" in tree
     audit = out.split("=== Audit (every tool call) ===")[1]
