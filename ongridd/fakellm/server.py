@@ -307,8 +307,9 @@ class FakeLLM:
         taken = self._cursors.get((persona, session), 0)
         if taken >= len(steps):
             return (
-                f"the script for persona {persona!r} is used up: it has {len(steps)} step(s) and "
-                f"session {session!r} asked for step {taken} (every model call takes a step, retries included)"
+                f"the script for persona {persona!r} is used up: session {session!r} made model call "
+                f"{taken + 1} and the script has {len(steps)} step(s) for it (every model call takes a step, "
+                "retries included; a scripted model answers only what its script holds)"
             )
         self._cursors[(persona, session)] = taken + 1
         return steps[taken]
