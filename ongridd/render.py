@@ -10,8 +10,11 @@ answer stays text) and then passes the result through nh3 with an allowlist:
   no event handlers (``on…``) — nothing outside the allowlist survives;
 - images are shown as their alt text (``[image: alt]``), never loaded;
 - a line break inside a paragraph stays a line break (``<br>``), as in chat tools;
-- link schemes: ``http``, ``https``, ``mailto`` only (a ``javascript:`` or
-  ``data:`` link loses its ``href``); every link gets ``rel="noopener noreferrer"``.
+- links: absolute ``http``, ``https`` and ``mailto`` URLs only — a ``javascript:`` or ``data:``
+  link loses its ``href``, and so does one without a scheme (``//other.site``, ``/api/...``,
+  ``#/personas/x``: it would take the console's tab elsewhere, or to one of its own pages);
+  every link gets ``rel="noopener noreferrer"`` and ``target="_blank"`` (it opens beside the
+  console, never in its place).
 
 The result is safe to insert with ``innerHTML`` in a page whose
 Content-Security-Policy forbids inline script.  Input is bounded, and so is
@@ -92,8 +95,21 @@ def sanitize_html(html: str) -> str:
         attributes={k: set(v) for k, v in ALLOWED_ATTRIBUTES.items()},
         url_schemes=set(URL_SCHEMES),
         link_rel="noopener noreferrer",
+        set_tag_attribute_values={"a": {"target": "_blank"}},
+        attribute_filter=_absolute_links,
         strip_comments=True,
     )
+
+
+_ABSOLUTE_LINK = re.compile(r"(?:https?://|mailto:)\S", re.IGNORECASE)
+
+
+def _absolute_links(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter: an ``href`` is kept only when it is an absolute URL of an allowed
+    scheme (nh3 then checks the scheme itself again); every other attribute as it is."""
+    if attribute == "href" and not _ABSOLUTE_LINK.match(value):
+        return None
+    return value
 
 
 def markdown_html(text: str | None) -> str:

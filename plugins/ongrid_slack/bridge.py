@@ -227,7 +227,10 @@ class SlackBridge:
         item = event.get("item")
         if event.get("reaction") not in STOP_REACTIONS or not isinstance(item, dict):
             return
-        session_id = self.placeholders.get(f"{item.get('channel')}/{item.get('ts')}")
+        channel = item.get("channel")
+        if not isinstance(channel, str) or not self.settings.allows(channel):
+            return  # (placeholders exist only in allowed channels: the same rule, said where it applies)
+        session_id = self.placeholders.get(f"{channel}/{item.get('ts')}")
         user = event.get("user")
         ongrid_user = self.settings.ongrid_user(user) if isinstance(user, str) else None
         if session_id is None or ongrid_user is None:

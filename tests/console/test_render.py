@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def assert_inert(html: str) -> None:
     for tag, attrs in tags_of(html):
         assert tag in ALLOWED_TAGS, (tag, html)
         for name, value in attrs:
-            assert name in ("href", "title", "rel", "start"), (name, html)
+            assert name in ("href", "title", "rel", "start", "target"), (name, html)
             if name == "href":
                 assert value and not value.strip().lower().startswith(("javascript:", "data:", "vbscript:")), html
 
@@ -39,9 +40,24 @@ def test_markdown_renders():
     html = markdown_html("# Disk\n\n**big** `du -sh` [docs](https://example.org)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
                          "- one\n- two\n\n```\ncode <b>\n```")
     assert "<h1>Disk</h1>" in html and "<strong>big</strong>" in html and "<code>du -sh</code>" in html
-    assert '<a href="https://example.org" rel="noopener noreferrer">docs</a>' in html
+    assert '<a href="https://example.org" target="_blank" rel="noopener noreferrer">docs</a>' in html
     assert "<table>" in html and "<li>one</li>" in html and "code &lt;b&gt;" in html
     assert_inert(html)
+
+
+@pytest.mark.parametrize("link", ["//evil.example/x", "/api/sessions", "#/personas/reviewer", "evil.example",
+                                  "http:evil.example", "?q=1", "mailto"])
+def test_a_link_without_an_absolute_url_of_an_allowed_scheme_goes_nowhere(link):
+    # a model's answer must not take the console's tab to another site, or to one of the console's pages
+    html = markdown_html(f"[click]({link}) and <{link}>")
+    assert "href" not in html, html
+    assert_inert(html)
+
+
+@pytest.mark.parametrize("link", ["https://example.org/a?b=c#d", "HTTP://EXAMPLE.ORG", "mailto:ops@example.org"])
+def test_an_absolute_link_opens_beside_the_console(link):
+    html = markdown_html(f"[click]({link})")
+    assert f'href="{link}"' in html and 'target="_blank"' in html and 'rel="noopener noreferrer"' in html
 
 
 def test_a_line_break_in_a_paragraph_is_kept():
