@@ -535,7 +535,7 @@ def _load_plain_events(get: Any, limits: YamlLimits, resolver: _Resolver12) -> P
         return None
     max_nodes, max_depth = limits.max_nodes, limits.max_depth
     nodes = 0
-    # Open collections, innermost last: [container, the key awaiting its value (mappings), key lines]
+    # Open collections, innermost last: [container, the key awaiting its value (mappings only)]
     stack: list[list[Any]] = []
     key_lines: dict[str, int] = {}
     item_lines: dict[str, list[int]] = {}

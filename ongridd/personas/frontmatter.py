@@ -229,9 +229,10 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
     if (odd := _ODD_BREAK.search(yaml_text)) is not None:
         # libyaml (YAML 1.1) breaks lines there and the pure-Python parser (1.2) does not, while editors
         # and terminals show one line: keys written after one would load on some installs, unseen
+        line = yaml_text.count("\n", 0, odd.start()) + 2
         return FrontmatterProblem(
             f"frontmatter holds {_ODD_BREAKS[odd.group()]} (a line break to some YAML parsers and none to others, "
-            "and invisible in most editors): use a plain line break, or remove it", yaml_text.count("\n", 0, odd.start()) + 2)
+            "and invisible in most editors): use a plain line break, or remove it", line)
     plain = load_plain(yaml_text, FRONTMATTER_LIMITS)  # most files: built straight from libyaml's events
     if plain is not None:
         data = {} if plain.data is None else plain.data

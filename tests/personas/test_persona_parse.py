@@ -74,7 +74,7 @@ def test_values_are_never_coerced():
 
 
 @pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\x85"])
-@pytest.mark.parametrize("where", ["description: Read-only helper; no tools.{b}permission_mode: default{b}tools: host_bash",
+@pytest.mark.parametrize("where", ["description: Read-only helper.{b}permission_mode: default{b}tools: host_bash",
                                    "description: x  # no tools{b}tools: host_bash",
                                    "description: 'quoted{b}text'"])
 def test_a_line_break_that_only_some_parsers_see_is_refused_with_its_line(brk, where, monkeypatch):
