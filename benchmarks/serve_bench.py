@@ -404,6 +404,19 @@ def run_one(work: Path, llm_url: str, n: int, rate: float, sequential: bool, mod
     return out
 
 
+def gap_sweep(work: Path, fakes: contextlib.ExitStack, gaps: list[float], turns: int) -> list[dict]:
+    """The N = 1 shape once against a scripted model per delay in ``gaps`` (the daemon is idle that
+    long before each of a turn's six answers), then the daemon's CPU per turn by gap on one line:
+    the same work each time, so what grows with the gap is what waking up costs on this host."""
+    rows = []
+    for gap in gaps:
+        url, pid = fakes.enter_context(scripted_model(work / f"gap-{gap:g}", gap))
+        rows.append(run_one(work, url, turns, 0, True, MODEL_CALLS * gap, pid, label=f"idle gap {gap:g}s"))
+    print("N=1     daemon CPU per turn by the idle gap before each model answer (the same turns, work and rows):")
+    print("  " + " · ".join(f"{gap:g} s: {row['cpu_ms_per_turn']:.1f} ms" for gap, row in zip(gaps, rows)))
+    return rows
+
+
 def print_rounds(rounds: list[dict]) -> None:
     """The N = 1 figures of several rounds side by side, and their medians."""
     def line(key: str) -> str:
@@ -448,6 +461,9 @@ def main() -> None:
     parser.add_argument("--delay-s", type=float, default=0.1, help="the scripted model's delay per call")
     parser.add_argument("--no-instant", action="store_true",
                         help="skip the N=1 run against a model that answers at once")
+    parser.add_argument("--gaps", type=float, nargs="+", default=[], metavar="S",
+                        help="also run the N=1 shape against a model that answers after each of these delays "
+                             "(seconds) and print the daemon's CPU per turn by the idle gap before each answer")
     parser.add_argument("--instructions", type=int, default=0, metavar="TURNS",
                         help="also count the daemon's instructions per turn under callgrind over TURNS turns "
                              "(needs valgrind; 0 = skip, the default)")
@@ -485,6 +501,8 @@ def main() -> None:
             results.append(run_one(work, llm_url, n, rates.get(n, n / 4), False, model_s, fake_pid))
             if args.burst:
                 results.append(run_one(work, llm_url, n, 0, False, model_s, fake_pid))
+        if args.gaps:
+            results.extend(gap_sweep(work, fakes, args.gaps, args.single_turns))
         if args.instructions:
             instant_url, _ = fakes.enter_context(scripted_model(work / "instant-callgrind", 0.0))
             try:

@@ -68,9 +68,9 @@ def _serve(results: Iterable[Mapping[str, Any]], sessions: int) -> Mapping[str, 
 
 
 def _n1_rounds(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The N = 1 rounds against the model with its delay (not the at-once run)."""
+    """The N = 1 rounds against the model with its delay (not the at-once run, nor a gap sweep's)."""
     return [r for r in results if r.get("sessions") == 1 and r.get("shape", "").startswith("sequential")
-            and "at once" not in r.get("shape", "")]
+            and "at once" not in r.get("shape", "") and "idle gap" not in r.get("shape", "")]
 
 
 def _median(rows: list[Mapping[str, Any]], key: str) -> float | None:
