@@ -13,6 +13,7 @@ open worker row closed ``killed`` ("daemon shutdown"), exit 0.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 from functools import partial
@@ -160,15 +161,14 @@ def warn_short_tokens(tokens: dict[str, str]) -> None:
 
 
 def import_server() -> None:
-    """Import what :func:`run_daemon` imports when it starts (the HTTP server,
-    the app, the store): ``ongridd serve`` does it up front, with the
-    collector off (see ``ongridd.cli.serve``); importing this module alone
-    stays light."""
+    """Import what :func:`run_daemon` imports before it listens (the HTTP server
+    and the app; the store and its SQLAlchemy come after, while ``/healthz``
+    already answers): ``ongridd serve`` does it up front, with the collector
+    off (see ``ongridd.cli.serve``); importing this module alone stays light."""
     import hypercorn.config  # noqa: F401
     import hypercorn.trio  # noqa: F401
 
     import ongridd.server.app  # noqa: F401
-    import ongridd.store  # noqa: F401
 
 
 async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: DaemonSecrets,
@@ -180,13 +180,14 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     wrapped so held secrets are redacted from model traffic.  ``secrets``:
     what :func:`~ongridd.secretset.daemon_secrets` read at start-up.
 
-    The HTTP server starts listening as soon as the store is open and the
-    recovery sweep has run: ``/healthz`` and ``/metrics`` answer from then
-    on, every other request and the socket wait for ``services.ready``, set
-    once registries, plugins and the runtime are up (then ``daemon_ready``
-    is logged, ``READY=1`` sent and ``task_status.started`` called).
-    Raises ConfigError or StoreError when start-up cannot complete; nothing
-    but those two routes has been served then.
+    The HTTP server starts listening first: ``/healthz`` and ``/metrics``
+    answer from then on, while the store is imported (in a worker thread),
+    opened and migrated and its recovery sweep runs; every other request and
+    the socket wait for ``services.ready``, set once the store is recovered
+    and registries, plugins and the runtime are up (then ``daemon_ready`` is
+    logged, ``READY=1`` sent and ``task_status.started`` called).  Raises
+    ConfigError or StoreError when start-up cannot complete; nothing but
+    those two routes has been served then.
     """
     from hypercorn.config import Config as HyperConfig
     from hypercorn.trio import serve as hypercorn_serve
@@ -196,7 +197,6 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     from ongridd.server.connections import close_stalled_connections, harden_http_server
     from ongridd.server.directws import install as serve_chat_socket_directly
     from ongridd.server.ws import MAX_MESSAGE_BYTES, close_chat_sockets
-    from ongridd.store import Store
 
     host, port = parse_listen(config.server.listen)
     admins = config.server.admins
@@ -224,12 +224,11 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
     stopped = trio.Event()
     log.info("daemon_starting", listen=config.server.listen, state_dir=str(config.state_path),
              database=redact_url(config.database_url), config=config.source, open_files=raise_open_files_limit())
-    store = await Store.open(config.database_url, pool_size=config.database.pool_size)
+    store: Any = None
     try:
-        await store.recovery_sweep()  # logs its own ``recovery_sweep`` line with the counts
-        # recovered: clients may connect now; all but /healthz and /metrics wait for ``ready``
+        # clients may connect from the start; all but /healthz and /metrics wait for ``ready``
         ready = trio.Event()
-        services = AppServices(config=config, auth=auth, store=store, ready=ready,
+        services = AppServices(config=config, auth=auth, ready=ready,
                                no_model=model is None and not config.llm.base_url)
         app = serve_app(services)
         harden_http_server()  # before the first connection: one crafted packet must not end the daemon
@@ -255,6 +254,7 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
                 if signals is not None:  # from now on: a SIGTERM during start-up stops it too
                     root.start_soon(_signal_watch, signals, shutdown)
                 try:
+                    store = services.store = await _open_store(config)
                     await _run_services(config, model=model, secrets=secrets, store=store, services=services,
                                         signals=signals, shutdown=shutdown, base_url=base_url,
                                         on_ready=lambda: task_status.started(DaemonHandle(
@@ -276,12 +276,31 @@ async def _run_daemon(config: Config, *, model: Any, signals: Any, secrets: Daem
                 raise
             raise failure from None  # as before the server listened early: the error itself, not a group
     finally:
-        with trio.move_on_after(5, shield=True):
-            await store.aclose()
+        if store is not None:
+            with trio.move_on_after(5, shield=True):
+                await store.aclose()
         stopped.set()
         if held := take_held_back():  # what throttled lines held back in their last window
             log.info("lines_not_logged", **held)
         log.info("daemon_stopped")
+
+
+async def _open_store(config: Config) -> Any:
+    """The store, imported (in a worker thread: SQLAlchemy's import takes a few hundred
+    milliseconds, and ``/healthz`` answers meanwhile), opened (schema migrated) and
+    recovered (its own ``recovery_sweep`` line); StoreError when it cannot be.  Cancellation
+    during the open leaves nothing open (``Store.open`` closes what it opened)."""
+    await trio.to_thread.run_sync(importlib.import_module, "ongridd.store")
+    from ongridd.store import Store
+
+    store = await Store.open(config.database_url, pool_size=config.database.pool_size)
+    try:
+        await store.recovery_sweep()  # logs its own ``recovery_sweep`` line with the counts
+    except BaseException:
+        with trio.move_on_after(5, shield=True):
+            await store.aclose()
+        raise
+    return store
 
 
 async def _run_services(config: Config, *, model: Any, secrets: DaemonSecrets, store: Any, services: Any,

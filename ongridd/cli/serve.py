@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import gc
 
-    # The start-up imports allocate ~150,000 objects, nearly all of which live
+    # The start-up imports allocate ~110,000 objects, nearly all of which live
     # as long as the daemon: collections among them free next to nothing, and
     # cost ~10 % of the time to /healthz during the imports and a ~40 ms pause
     # of every thread after them.  So no collection during the imports, then

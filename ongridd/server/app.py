@@ -36,7 +36,6 @@ from ongridd.secretset import redact
 from ongridd.server.auth import Authenticator, bearer_token, origin_problem
 from ongridd.server.connections import peer_text
 from ongridd.server.webpage import CONSOLE_HEADERS, console_asset
-from ongridd.store.rows import parse_time
 from ongridd.unicodetext import valid_text
 
 if TYPE_CHECKING:  # the types only (the daemon wires the instances in)
@@ -489,6 +488,8 @@ def _add_session_routes(app: QuartTrio, services: AppServices, current_user: Cal
         before = None
         if request.args.get("before"):
             try:
+                from ongridd.store.rows import parse_time  # (the store is imported by then: not at start-up)
+
                 before = parse_time(request.args["before"][:64], "before")
             except ValueError as exc:
                 raise OngridError(str(exc)) from None

@@ -197,7 +197,8 @@ async def test_healthz_answers_while_plugins_load_and_the_api_and_socket_are_ser
             proc.wait()
     order = [e["event"] for e in events(log) if e["event"] in ("recovery_sweep", "daemon_listening", "daemon_ready")
              or e.get("plugin") == "ongridtest_slowstart"]
-    assert order == ["recovery_sweep", "daemon_listening", "plugin_loaded", "daemon_ready"], order
+    # it listens first; the store is opened and recovered while /healthz answers, before anything else is served
+    assert order == ["daemon_listening", "recovery_sweep", "plugin_loaded", "daemon_ready"], order
 
 
 async def test_a_sigterm_while_plugins_load_stops_the_daemon_at_once(tmp_path):

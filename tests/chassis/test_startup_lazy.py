@@ -110,15 +110,17 @@ def test_render_imports_markdown_it_on_first_use():
     assert "<strong>hi</strong>" in html and "<script>" not in html
 
 
-def test_what_serves_healthz_imports_no_plugin_machinery():
-    # /healthz answers once the store is open: the HTTP app and the store must not pull in the
-    # plugin manager, the tool registry or the JSON Schema validators (they load after, with the plugins)
+def test_what_serves_healthz_imports_no_plugin_machinery_and_no_store():
+    # /healthz answers as soon as the daemon listens: the HTTP app must not pull in the plugin manager,
+    # the tool registry or the JSON Schema validators (they load after, with the plugins), nor the store
+    # and SQLAlchemy (imported in a worker thread once it listens)
     done = _python("""
         import sys
         import ongridd.daemon as daemon
         daemon.import_server()
         print(sorted(m for m in sys.modules if m.startswith(
-            ("ongridd.plugins.", "ongridd.tools.registry", "ongridd.tools.args", "jsonschema", "pluggy", "httpx2"))))
+            ("ongridd.plugins.", "ongridd.tools.registry", "ongridd.tools.args", "jsonschema", "pluggy", "httpx2",
+             "ongridd.store", "sqlalchemy", "alembic"))))
     """)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
