@@ -324,11 +324,9 @@ class _Resolver12:
         self._by_first: dict[str, tuple[tuple[Tag, Any], ...]] = {
             first: entries(list(rules) + any_first) for first, rules in table.items() if first is not None}
         self._any_first = entries(any_first)
-        # the same rules by the tag's name, for plain_value (which builds no Tag)
-        self._names_by_first: dict[str, tuple[tuple[str, Any], ...]] = {
-            first: tuple((tag, regexp) for tag, regexp in list(rules) + any_first)
-            for first, rules in table.items() if first is not None}
-        self._names_any_first = tuple((tag, regexp) for tag, regexp in any_first)
+        # the tags plain_value builds itself, as resolve_scalar returns them (None: no rule gives it)
+        self._null, self._bool, self._int, self._float = (tags.get(name) for name in (
+            "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"))
 
     def resolve_scalar(self, value: str) -> Tag:
         """The tag of a plain scalar: the first implicit rule that matches (for
@@ -344,23 +342,20 @@ class _Resolver12:
         a float with one ``.`` between digits); :data:`_NOT_PLAIN` for anything else (``0x1F``,
         ``1_000``, ``.inf``, ``1e3``, a timestamp, a merge key), which the caller leaves to
         the constructor."""
-        tag = next((tag for tag, regexp in self._names_by_first.get(value[:1], self._names_any_first)
-                    if regexp.match(value)), None)
-        if tag is None:
+        tag = self.resolve_scalar(value)
+        if tag is BaseResolver.DEFAULT_SCALAR_TAG:
             return value
-        if tag == _NULL_TAG:
+        if tag is self._null:
             return None
-        if tag == _BOOL_TAG:
+        if tag is self._bool:
             return value.lower() == "true"
-        if tag == _INT_TAG and _PLAIN_INT.fullmatch(value):
+        if tag is self._int and _PLAIN_INT.fullmatch(value):
             return int(value)
-        if tag == _FLOAT_TAG and _PLAIN_FLOAT.fullmatch(value):
+        if tag is self._float and _PLAIN_FLOAT.fullmatch(value):
             return float(value)
         return _NOT_PLAIN
 
 
-_NULL_TAG, _BOOL_TAG = "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool"
-_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _PLAIN_INT = re.compile(r"[-+]?[0-9]+", re.ASCII)
 _PLAIN_FLOAT = re.compile(r"[-+]?[0-9]+\.[0-9]+", re.ASCII)
 #: :meth:`_Resolver12.plain_value`'s answer for a scalar it leaves to the constructor.

@@ -21,7 +21,8 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
-from ongridd.yamlbounds import FRONTMATTER_LIMITS, compose_bounded, describe, load_plain, quote, yaml_type
+from ongridd.yamlbounds import (FRONTMATTER_LIMITS, PlainDocument, compose_bounded, describe, load_plain, quote,
+                                yaml_type)
 
 __all__ = [
     "MAX_FILE_BYTES", "Frontmatter", "FrontmatterProblem", "NotJSONValue", "ValueTooLarge", "decode", "describe", "parse",
@@ -233,15 +234,23 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
         return FrontmatterProblem(
             f"frontmatter holds {_ODD_BREAKS[odd.group()]} (a line break to some YAML parsers and none to others, "
             "and invisible in most editors): use a plain line break, or remove it", line)
-    plain = load_plain(yaml_text, FRONTMATTER_LIMITS)  # most files: built straight from libyaml's events
-    if plain is not None:
-        data = {} if plain.data is None else plain.data
-        if not isinstance(data, dict):
-            return FrontmatterProblem(
-                f"frontmatter must be a YAML object (a mapping of keys), got {yaml_type(data)}", 2)
-        return Frontmatter(data=data, key_lines={k: line + 2 for k, line in plain.key_lines.items()},
-                           item_lines={k: tuple(line + 2 for line in lines) for k, lines in plain.item_lines.items()},
-                           body=body, body_line=body_line)
+    # most files: built straight from libyaml's events
+    doc = load_plain(yaml_text, FRONTMATTER_LIMITS) or _composed(yaml_text)
+    if isinstance(doc, FrontmatterProblem):
+        return doc
+    data = {} if doc.data is None else doc.data
+    if not isinstance(data, dict):
+        return FrontmatterProblem(
+            f"frontmatter must be a YAML object (a mapping of keys), got {yaml_type(data)}", 2
+        )
+    return Frontmatter(data=data, key_lines={k: line + 2 for k, line in doc.key_lines.items()},
+                       item_lines={k: tuple(line + 2 for line in lines) for k, lines in doc.item_lines.items()},
+                       body=body, body_line=body_line)
+
+
+def _composed(yaml_text: str) -> PlainDocument | FrontmatterProblem:
+    """The frontmatter YAML composed and constructed (every document :func:`load_plain` leaves
+    alone), with the lines of its top keys and their items; the first problem otherwise."""
     try:
         # One pass: compose the node tree (it carries the lines), then construct
         # the plain data from it with the same safe constructor load() uses.
@@ -256,21 +265,15 @@ def parse(raw: str | bytes) -> Frontmatter | FrontmatterProblem:
     except Exception as exc:  # noqa: BLE001 — a constructor's KeyError/TypeError on odd tagged values
         return FrontmatterProblem(
             f"invalid YAML in frontmatter: cannot build a value ({type(exc).__name__}: {quote(str(exc), 100)})")
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        return FrontmatterProblem(
-            f"frontmatter must be a YAML object (a mapping of keys), got {yaml_type(data)}", 2
-        )
     key_lines: dict[str, int] = {}
     item_lines: dict[str, tuple[int, ...]] = {}
     if isinstance(node, MappingNode):
         for knode, vnode in node.value:
             if isinstance(knode, ScalarNode):
-                key_lines[knode.value] = knode.start_mark.line + 2
+                key_lines[knode.value] = knode.start_mark.line
                 if isinstance(vnode, SequenceNode):
-                    item_lines[knode.value] = tuple(v.start_mark.line + 2 for v in vnode.value)
-    return Frontmatter(data=data, key_lines=key_lines, item_lines=item_lines, body=body, body_line=body_line)
+                    item_lines[knode.value] = tuple(v.start_mark.line for v in vnode.value)
+    return PlainDocument(data, key_lines, item_lines)
 
 
 class ValueTooLarge(ValueError):
